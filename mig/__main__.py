@@ -1,0 +1,5 @@
+import sys
+
+from mig.cli import main
+
+sys.exit(main())

@@ -1,0 +1,223 @@
+"""`python -m mig`: the offline command line.
+
+Every verb prints a readable answer, or JSON with `--json`. Bad input is one line on stderr
+(and in the JSON) with exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mig.catalog import GpuModel, load_catalog, resolve_gpu
+from mig.errors import MigError
+from mig.layout import parse_custom_layout, place, slot_bar
+from mig.migparted import dump, render_named
+from mig.sizing import ModelShape, gib_to_mib, smallest_profile
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _print_json(payload: Any) -> None:
+    print(json.dumps(payload, indent=2))
+
+
+def _profiles(args: argparse.Namespace) -> int:
+    gpu = resolve_gpu(args.gpu)
+    rows = [
+        {
+            "name": p.name,
+            "compute_slices": p.compute,
+            "memory_slices": p.memory,
+            "memory_mib": p.memory_mib,
+            "max_instances": p.max_instances,
+            "resource": p.resource,
+            "starts": list(p.starts),
+            "memory_estimated": p.memory_estimated,
+            "unconfirmed": list(p.unconfirmed),
+        }
+        for p in gpu.profiles
+    ]
+    if args.json:
+        _print_json(
+            {
+                "gpu": gpu.name,
+                "compute_slices": gpu.compute_slices,
+                "memory_slices": gpu.memory_slices,
+                "pci_device_ids": list(gpu.pci_device_ids),
+                "placements_confirmed": gpu.placements_confirmed,
+                "profiles": rows,
+            }
+        )
+        return 0
+    print(
+        f"{gpu.name}: {gpu.compute_slices} compute slices, {gpu.memory_slices} memory slices, "
+        f"PCI {', '.join(gpu.pci_device_ids)}"
+    )
+    columns = ("profile", "compute", "memory", "MiB", "max", "starts")
+    print("{:<12} {:>7} {:>6} {:>8} {:>4}  {:<14} resource".format(*columns))
+    for p in gpu.profiles:
+        mib = f"~{p.memory_mib}" if p.memory_estimated else str(p.memory_mib)
+        starts = ",".join(str(s) for s in p.starts)
+        print(
+            f"{p.name:<12} {p.compute:>7} {p.memory:>6} {mib:>8} {p.max_instances:>4}  "
+            f"{starts:<14} {p.resource}"
+        )
+    _print_caveats(gpu)
+    return 0
+
+
+def _print_caveats(gpu: GpuModel) -> None:
+    if gpu.estimated_profiles:
+        names = ", ".join(p.name for p in gpu.estimated_profiles)
+        print(f"~ no measured size for {names}: conservative estimate (slices x 1-slice MiB)")
+    if not gpu.placements_confirmed:
+        print("placements assumed from the A100/H100 table (no -lgipp output found for this model)")
+
+
+def _validate(args: argparse.Namespace) -> int:
+    gpu = resolve_gpu(args.gpu)
+    try:
+        layout = parse_custom_layout(
+            gpu, ",".join(f"{p}=1" if "=" not in p else p for p in args.profiles)
+        )
+        placements = place(gpu, layout)
+    except MigError as error:
+        if args.json:
+            _print_json({"valid": False, "reason": str(error)})
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json(
+            {
+                "valid": True,
+                "gpu": gpu.name,
+                "placements": [
+                    {"profile": pl.profile, "start": pl.start, "size": pl.size} for pl in placements
+                ],
+            }
+        )
+        return 0
+    print(f"{layout} fits on {gpu.name}:")
+    print("  " + slot_bar(gpu, placements))
+    for pl in placements:
+        print(f"  {pl.profile:<12} memory slices {pl.start}-{pl.start + pl.size - 1}")
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    gpu = resolve_gpu(args.gpu)
+    print(dump(render_named(gpu, args.name)), end="")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    gpu = resolve_gpu(args.gpu)
+    try:
+        if args.memory_gib is not None:
+            need = gib_to_mib(args.memory_gib)
+        else:
+            shape = ModelShape(
+                params_billion=args.params,
+                dtype=args.dtype,
+                layers=args.layers,
+                kv_heads=args.kv_heads,
+                head_dim=args.head_dim,
+                context=args.context,
+                concurrency=args.concurrency,
+                overhead=args.overhead,
+            )
+            need = shape.need_mib
+        profile = smallest_profile(gpu, need)
+    except MigError as error:
+        if args.json:
+            _print_json({"error": str(error)})
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json(
+            {
+                "gpu": gpu.name,
+                "profile": profile.name,
+                "resource": profile.resource,
+                "need_mib": round(need, 1),
+                "slice_mib": profile.memory_mib,
+                "slice_estimated": profile.memory_estimated,
+            }
+        )
+        return 0
+    print(
+        f"needs {need:,.0f} MiB ({need / 1024:.1f} GiB) -> {profile.name} on {gpu.name} "
+        f"({profile.memory_mib:,} MiB usable{', estimated' if profile.memory_estimated else ''}), "
+        f"request {profile.resource}: 1"
+    )
+    return 0
+
+
+def _gpus(args: argparse.Namespace) -> int:
+    catalog = load_catalog()
+    if args.json:
+        _print_json([{"name": g.name, "aliases": list(g.aliases)} for g in catalog.gpus])
+        return 0
+    for gpu in catalog.gpus:
+        print(f"{gpu.name:<12} {', '.join(gpu.aliases)}")
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, not a usage dump
+        self.exit(2, f"error: {message} (see `python -m mig {self.prog.split()[-1]} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m mig", description="MIG planning for inference fleets.")
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    def verb(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        sub = verbs.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(handler=handler)
+        sub.add_argument("--json", action="store_true", help="print JSON")
+        return sub
+
+    verb("gpus", _gpus, "list the GPU models and the names they answer to")
+
+    sub = verb("profiles", _profiles, "list a GPU's MIG profiles")
+    sub.add_argument("--gpu", required=True, help="GPU model or alias, e.g. h100")
+
+    sub = verb("validate", _validate, "check that profiles fit together on one GPU")
+    sub.add_argument("--gpu", required=True)
+    sub.add_argument("profiles", nargs="+", help="profile names (repeat for several), or P=N")
+
+    sub = verb("config", _config, "print a mig-parted v1 config")
+    sub.add_argument("--gpu", required=True)
+    sub.add_argument("name", help="named config (all-balanced, all-1g.10gb...) or P=N,P=N")
+
+    sub = verb("fit", _fit, "smallest MIG slice that holds a model replica")
+    sub.add_argument("--gpu", required=True)
+    need = sub.add_mutually_exclusive_group(required=True)
+    need.add_argument("--memory-gib", type=float, help="memory need of one replica in GiB")
+    need.add_argument("--params", type=float, help="parameters in billions")
+    sub.add_argument("--dtype", default="bf16", help="fp32, bf16, fp16, fp8, int8 or int4")
+    sub.add_argument("--layers", type=int)
+    sub.add_argument("--kv-heads", type=int)
+    sub.add_argument("--head-dim", type=int)
+    sub.add_argument("--context", type=int, default=4096)
+    sub.add_argument("--concurrency", type=int, default=1)
+    sub.add_argument("--overhead", type=float, default=1.2)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except MigError as error:
+        if getattr(args, "json", False):
+            _print_json({"error": str(error)})
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
