@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 
 import yaml
@@ -87,12 +87,23 @@ class GpuModel:
     notes: tuple[str, ...] = ()
     """Caveats recorded in the catalog."""
 
+    @cached_property
+    def _by_name(self) -> dict[str, Profile]:
+        names: dict[str, Profile] = {}
+        for profile in self.profiles:
+            names[profile.name.lower()] = profile
+            names[profile.name.lower().replace("+", ".")] = profile
+        return names
+
     def profile(self, name: str) -> Profile:
         """The profile called `name` (also accepts the resource spelling `1g.10gb.me`)."""
-        wanted = name.strip().lower().removeprefix(RESOURCE_PREFIX).removeprefix("mig-")
-        for profile in self.profiles:
-            if wanted in (profile.name.lower(), profile.name.lower().replace("+", ".")):
-                return profile
+        found = self._by_name.get(name)
+        if found is not None:
+            return found
+        wanted = str(name).strip().lower().removeprefix(RESOURCE_PREFIX).removeprefix("mig-")
+        found = self._by_name.get(wanted)
+        if found is not None:
+            return found
         allowed = ", ".join(p.name for p in self.profiles)
         raise MigError(f"{name!r} is not a MIG profile of {self.name}; allowed: {allowed}")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from mig.catalog import GpuModel, load_catalog, resolve_gpu
 from mig.errors import MigError
+from mig.fleet import load_fleet
 from mig.layout import parse_custom_layout, place, slot_bar
 from mig.migparted import dump, render_named
 from mig.sizing import ModelShape, gib_to_mib, smallest_profile
@@ -167,6 +168,27 @@ def _gpus(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pack(args: argparse.Namespace) -> int:
+    from mig.packing import pack
+    from mig.report import pack_json, pack_text
+
+    gpu = resolve_gpu(args.gpu)
+    fleet = load_fleet(args.file)
+    plan = pack(gpu, fleet, gpus_per_node=args.gpus_per_node, uniform_nodes=args.uniform_nodes)
+    if args.json:
+        _print_json(pack_json(plan))
+    else:
+        print(pack_text(plan))
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from mig.bench import run
+
+    print(run(seed=args.seed))
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, not a usage dump
         self.exit(2, f"error: {message} (see `python -m mig {self.prog.split()[-1]} --help`)\n")
@@ -207,6 +229,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--context", type=int, default=4096)
     sub.add_argument("--concurrency", type=int, default=1)
     sub.add_argument("--overhead", type=float, default=1.2)
+
+    sub = verb("pack", _pack, "fewest GPUs whose MIG layouts hold a fleet of workloads")
+    sub.add_argument("file", help="YAML: workloads: [{name, replicas, profile | memory_gib}]")
+    sub.add_argument("--gpu", required=True)
+    sub.add_argument("--gpus-per-node", type=int, help="group GPUs into nodes of this size")
+    sub.add_argument(
+        "--uniform-nodes", action="store_true", help="every node identical (one node-pool label)"
+    )
+
+    sub = verb("bench", _bench, "planner benchmark: GPUs, bounds, baselines and wall time")
+    sub.add_argument("--seed", type=int, default=7)
     return parser
 
 

@@ -141,6 +141,11 @@ def _why_invalid(gpu: GpuModel, profiles: list[Profile]) -> str | None:
 
 def place(gpu: GpuModel, layout: Layout) -> list[Placement]:
     """Placements for every instance of `layout`, or MigError saying exactly why none exists."""
+    return list(_place(gpu, layout))
+
+
+@cache
+def _place(gpu: GpuModel, layout: Layout) -> tuple[Placement, ...]:
     profiles = [gpu.profile(name) for name in layout.names()]
     reason = _why_invalid(gpu, profiles)
     if reason:
@@ -149,7 +154,7 @@ def place(gpu: GpuModel, layout: Layout) -> list[Placement]:
     ordered = sorted(profiles, key=lambda p: (-p.memory, len(p.starts), p.name))
     placements: list[Placement] = []
     if _search(ordered, 0, placements):
-        return sorted(placements, key=lambda pl: pl.start)
+        return tuple(sorted(placements, key=lambda pl: pl.start))
     rules = "; ".join(
         f"{p.name} takes {p.memory} slice{'s' if p.memory > 1 else ''} starting at "
         f"{'/'.join(str(s) for s in p.starts)}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,43 @@ def test_subprocess_bad_input_has_no_traceback() -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert json.loads(result.stdout)["valid"] is False
+
+
+def test_pack_json_keys(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        "workloads:\n"
+        "  - {name: llama-3-8b, replicas: 4, profile: 1g.20gb}\n"
+        "  - {name: mistral-nemo, replicas: 2, memory_gib: 24.5}\n"
+    )
+    code, out, _ = run(capsys, "pack", str(path), "--gpu", "h100", "--gpus-per-node", "8", "--json")
+    data = json.loads(out)
+    assert code == 0
+    required = {"gpus", "nodes", "lower_bound", "layouts", "assignments", "baselines", "seconds"}
+    assert required <= set(data)
+    assert set(data["layouts"][0]) >= {"gpu", "node", "profiles"}
+    assert set(data["assignments"][0]) >= {"workload", "gpu", "profile"}
+    assert set(data["baselines"]) == {"one_per_gpu", "homogeneous"}
+    assert (data["gpus"], data["nodes"], data["lower_bound"]) == (2, 1, 2)
+    assert data["mig_parted"]["version"] == "v1"
+
+
+def test_pack_text_draws_layouts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text("workloads:\n  - {name: nemo, replicas: 4, memory_gib: 24.5}\n")
+    code, out, _ = run(capsys, "pack", str(path), "--gpu", "h100")
+    assert code == 0
+    assert "2 x [3g.40gb        ][3g.40gb        ]  2x3g.40gb" in out
+    assert "proven optimal" in out
+
+
+def test_pack_bad_file_names_workload_and_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text("workloads:\n  - {name: nemo, replicas: 4, profile: 1g.5gb}\n")
+    code, _, err = run(capsys, "pack", str(path), "--gpu", "h100")
+    assert code == 1
+    assert err.startswith("error: workloads[0] (nemo).profile: '1g.5gb' is not a MIG profile")
+    code, _, err = run(capsys, "pack", str(tmp_path / "missing.yaml"), "--gpu", "h100")
+    assert code == 1 and "cannot read fleet file" in err

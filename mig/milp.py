@@ -1,0 +1,116 @@
+"""A small adapter over the HiGHS MILP solver (highspy): variables, linear rows, solve.
+
+The planner states its model in these terms; HiGHS proves optimality (or reports the gap).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import highspy
+
+
+@dataclass(frozen=True)
+class Solution:
+    optimal: bool
+    """True when HiGHS proved the objective optimal (within the gaps asked for)."""
+    values: list[float]
+    objective: float
+    bound: float
+    """HiGHS's proven lower bound on the objective (the objective itself when optimal)."""
+
+
+@dataclass
+class Milp:
+    """A minimization problem over bounded integer or continuous variables."""
+
+    cost: list[float] = field(default_factory=list)
+    lower: list[float] = field(default_factory=list)
+    upper: list[float] = field(default_factory=list)
+    integer: list[bool] = field(default_factory=list)
+    rows: list[tuple[dict[int, float], float, float]] = field(default_factory=list)
+
+    def variable(
+        self, cost: float = 0.0, lower: float = 0.0, upper: float = math.inf, integer: bool = True
+    ) -> int:
+        self.cost.append(cost)
+        self.lower.append(lower)
+        self.upper.append(upper)
+        self.integer.append(integer)
+        return len(self.cost) - 1
+
+    def constrain(
+        self, terms: Mapping[int, float], lower: float = -math.inf, upper: float = math.inf
+    ) -> None:
+        """lower <= sum(coef * var) <= upper."""
+        self.rows.append((dict(terms), lower, upper))
+
+    def solve(
+        self,
+        *,
+        relax: bool = False,
+        time_limit: float = 30.0,
+        integral_objective: bool = False,
+        rel_gap: float = 0.0,
+        start: list[float] | None = None,
+    ) -> Solution:
+        """Solve; `relax` drops integrality (the LP relaxation). With `integral_objective`, HiGHS
+        may stop once the gap is below 1, which proves optimality of an integer objective.
+        `start` is a feasible point HiGHS begins from (a warm start)."""
+        lp = highspy.HighsLp()
+        lp.num_col_ = len(self.cost)
+        lp.num_row_ = len(self.rows)
+        lp.col_cost_ = self.cost
+        lp.col_lower_ = self.lower
+        lp.col_upper_ = [highspy.kHighsInf if math.isinf(u) else u for u in self.upper]
+        lp.row_lower_ = [-highspy.kHighsInf if math.isinf(lo) else lo for _, lo, _ in self.rows]
+        lp.row_upper_ = [highspy.kHighsInf if math.isinf(hi) else hi for _, _, hi in self.rows]
+        columns: list[list[tuple[int, float]]] = [[] for _ in self.cost]
+        for row_index, (terms, _, _) in enumerate(self.rows):
+            for col, coef in terms.items():
+                if coef:
+                    columns[col].append((row_index, coef))
+        starts, indexes, values = [0], [], []
+        for column in columns:
+            for row_index, coef in column:
+                indexes.append(row_index)
+                values.append(coef)
+            starts.append(len(indexes))
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = starts
+        lp.a_matrix_.index_ = indexes
+        lp.a_matrix_.value_ = values
+        if not relax:
+            lp.integrality_ = [
+                highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                for i in self.integer
+            ]
+        solver = highspy.Highs()  # type: ignore[no-untyped-call]
+        solver.silent()
+        solver.setOptionValue("time_limit", float(time_limit))
+        solver.setOptionValue("threads", 1)
+        solver.setOptionValue("mip_rel_gap", float(rel_gap))
+        if integral_objective:
+            solver.setOptionValue("mip_abs_gap", 1.0 - 1e-6)
+        solver.passModel(lp)
+        if start is not None:
+            initial = highspy.HighsSolution()
+            initial.col_value = list(start)
+            initial.value_valid = True
+            solver.setSolution(initial)
+        solver.run()
+        status = solver.getModelStatus()
+        info = solver.getInfo()
+        solution = solver.getSolution()
+        has_solution = bool(solution.value_valid)
+        values = list(solution.col_value) if has_solution else []
+        objective = float(info.objective_function_value) if has_solution else math.inf
+        bound = objective if relax else float(info.mip_dual_bound)
+        return Solution(
+            optimal=status == highspy.HighsModelStatus.kOptimal,
+            values=values,
+            objective=objective,
+            bound=bound,
+        )
