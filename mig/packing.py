@@ -205,6 +205,7 @@ def _build(
     workloads: Sequence[Workload],
     allowed: Sequence[Sequence[Profile]],
     layouts: Sequence[Layout],
+    single_profile: bool = False,
 ) -> _Model:
     milp = Milp()
     x = {layout: milp.variable(cost=1.0) for layout in layouts}
@@ -217,6 +218,12 @@ def _build(
             lower=workload.replicas,
             upper=workload.replicas,
         )
+        if single_profile and len(allowed[w]) > 1:
+            # One Deployment requests one resource: pick exactly one profile per workload.
+            chosen = {p.name: milp.variable(upper=1.0) for p in allowed[w]}
+            milp.constrain(dict.fromkeys(chosen.values(), 1.0), lower=1.0, upper=1.0)
+            for name, pick in chosen.items():
+                milp.constrain({y[(w, name)]: 1.0, pick: -float(workload.replicas)}, upper=0.0)
     by_profile: dict[str, list[int]] = defaultdict(list)
     for (_, name), var in y.items():
         by_profile[name].append(var)
@@ -234,8 +241,9 @@ def _min_gpus(
     workloads: Sequence[Workload],
     allowed: Sequence[Sequence[Profile]],
     layouts: Sequence[Layout],
+    single_profile: bool = False,
 ) -> tuple[int, bool, list[float], _Model]:
-    model = _build(gpu, workloads, allowed, layouts)
+    model = _build(gpu, workloads, allowed, layouts, single_profile)
     solution = model.milp.solve(integral_objective=True, time_limit=SOLVER_SECONDS)
     if not solution.values:
         raise MigError("the solver found no plan within its time limit")
@@ -260,6 +268,15 @@ def _lower_bound(
     return max(counting, math.ceil(relaxed.objective - 1e-6))
 
 
+def _prefer_small_slices(model: _Model, gpu: GpuModel, workloads: Sequence[Workload]) -> None:
+    """Cost each replica's memory beyond its need (GiB); a compute slice weighs 0.01 GiB, so
+    among slices of equal memory the one with less compute wins."""
+    for (w, name), var in model.y.items():
+        profile = gpu.profile(name)
+        excess = profile.memory_mib - _need_mib(workloads[w], gpu)
+        model.milp.cost[var] = max(excess, 0.0) / 1024 + 0.01 * profile.compute
+
+
 def _refine(
     gpu: GpuModel,
     workloads: Sequence[Workload],
@@ -267,11 +284,12 @@ def _refine(
     layouts: Sequence[Layout],
     gpus: int,
     start: Sequence[float],
+    single_profile: bool = False,
 ) -> tuple[list[float], bool]:
     """Among plans with `gpus` GPUs: fewest distinct layouts, then least memory beyond need.
 
     Starts from the stage-one plan `start`, so it never returns anything worse."""
-    model = _build(gpu, workloads, allowed, layouts)
+    model = _build(gpu, workloads, allowed, layouts, single_profile)
     milp = model.milp
     for var in model.x.values():
         milp.cost[var] = 0.0
@@ -288,16 +306,11 @@ def _refine(
     for var in used.values():
         milp.cost[var] = 0.0
     milp.constrain({var: 1.0 for var in used.values()}, upper=distinct)
-    for (w, name), var in model.y.items():
-        # Memory beyond the need in GiB; a compute slice weighs 0.01 GiB, so that among slices
-        # of equal memory the one with less compute is preferred.
-        profile = gpu.profile(name)
-        excess = profile.memory_mib - _need_mib(workloads[w], gpu)
-        milp.cost[var] = max(excess, 0.0) / 1024 + 0.01 * profile.compute
+    _prefer_small_slices(model, gpu, workloads)
     stage_three = milp.solve(time_limit=REFINE_SECONDS, rel_gap=1e-4, start=stage_two.values)
     best = stage_three.values or stage_two.values
     proven = stage_two.optimal and stage_three.optimal
-    return best[: len(model.x) + len(model.y)], proven
+    return list(best), proven
 
 
 def _realize(
@@ -359,12 +372,14 @@ def pack(
     *,
     gpus_per_node: int | None = None,
     uniform_nodes: bool = False,
+    single_profile: bool = False,
     baselines: bool = True,
 ) -> PackPlan:
     """The fewest GPUs of `gpu` that hold every replica, with valid layouts.
 
     `gpus_per_node` groups GPUs into nodes (the last node's spare GPUs get a layout too);
-    `uniform_nodes` makes every node identical, as a node pool with one MIG label needs.
+    `uniform_nodes` makes every node identical, as a node pool with one MIG label needs;
+    `single_profile` serves every workload from one profile (one Deployment, one resource).
     """
     started = time.perf_counter()
     if not workloads:
@@ -386,11 +401,13 @@ def pack(
     if uniform_nodes:
         assert gpus_per_node is not None
         slots, assignments, optimal = _pack_uniform(
-            gpu, workloads, allowed, layouts, gpus_per_node, lower
+            gpu, workloads, allowed, layouts, gpus_per_node, lower, single_profile
         )
     else:
-        gpus, optimal, values, model = _min_gpus(gpu, workloads, allowed, layouts)
-        refined, refined_optimal = _refine(gpu, workloads, allowed, layouts, gpus, values)
+        gpus, optimal, values, model = _min_gpus(gpu, workloads, allowed, layouts, single_profile)
+        refined, refined_optimal = _refine(
+            gpu, workloads, allowed, layouts, gpus, values, single_profile
+        )
         slots, assignments = _realize(gpu, workloads, model, refined, gpus_per_node)
         slots = _pad_last_node(gpu, slots, gpus_per_node)
     plan = PackPlan(
@@ -416,6 +433,7 @@ def _pack_uniform(
     layouts: Sequence[Layout],
     gpus_per_node: int,
     lower: int,
+    single_profile: bool,
 ) -> tuple[list[GpuSlot], list[Assignment], bool]:
     """Fewest identical nodes: for N = ceil(lower / gpus_per_node), N+1, ... find per-node
     layout counts c[L] (summing to gpus_per_node) whose N copies hold the fleet."""
@@ -423,7 +441,7 @@ def _pack_uniform(
     nodes = max(1, math.ceil(lower / gpus_per_node))
     proven = True
     while nodes <= total:
-        model = _build(gpu, workloads, allowed, layouts)
+        model = _build(gpu, workloads, allowed, layouts, single_profile)
         milp = model.milp
         # Reinterpret x[L] as GPUs per node: capacity rows scale by the node count.
         for row_index, (terms, lo, hi) in enumerate(milp.rows):
@@ -431,10 +449,11 @@ def _pack_uniform(
             milp.rows[row_index] = (scaled, lo, hi)
         for var in model.x.values():
             milp.cost[var] = 0.0
+        _prefer_small_slices(model, gpu, workloads)
         milp.constrain(
             dict.fromkeys(model.x.values(), 1.0), lower=gpus_per_node, upper=gpus_per_node
         )
-        solution = milp.solve(time_limit=SOLVER_SECONDS)
+        solution = milp.solve(time_limit=SOLVER_SECONDS, rel_gap=1e-4)
         if solution.values:
             per_node = [
                 layout
