@@ -1,0 +1,148 @@
+"""Per-cloud facts: machine shapes, GKE's accepted partition sizes, max-pods limits, taint
+spellings, and the pod counts a MIG node must have room for. Every number lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Cloud(StrEnum):
+    GKE = "gke"
+    EKS = "eks"
+    OKE = "oke"
+    EXISTING = "existing"
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    """A machine type / instance type / shape that carries GPUs."""
+
+    name: str
+    gpu: str
+    """Catalog GPU model."""
+    gpus: int
+    """GPUs per node."""
+    accelerator: str | None = None
+    """GKE accelerator type for `guest_accelerators`."""
+    default_max_pods: int | None = None
+    """The cloud's max pods for this shape when nothing is set."""
+    vcpus: int = 0
+    """vCPUs of the node as published by the cloud (0 = unknown)."""
+    memory_gib: int = 0
+    """Memory of the node in GiB as published by the cloud (0 = unknown)."""
+
+
+def _gke(
+    prefix: str, gpu: str, accelerator: str, per_gpu: tuple[int, int], counts: tuple[int, ...]
+) -> list[MachineShape]:
+    """GKE machine families scale vCPUs and memory with the GPU count."""
+    vcpus, memory = per_gpu
+    return [
+        MachineShape(f"{prefix}-{n}g", gpu, n, accelerator, None, vcpus * n, memory * n)
+        for n in counts
+    ]
+
+
+GKE_MACHINES: dict[str, MachineShape] = {
+    m.name: m
+    for m in [
+        *_gke("a2-highgpu", "A100-40GB", "nvidia-tesla-a100", (12, 79), (1, 2, 4, 8)),
+        MachineShape("a2-megagpu-16g", "A100-40GB", 16, "nvidia-tesla-a100", None, 96, 1266),
+        *_gke("a2-ultragpu", "A100-80GB", "nvidia-a100-80gb", (12, 158), (1, 2, 4, 8)),
+        *_gke("a3-highgpu", "H100-80GB", "nvidia-h100-80gb", (26, 217), (1, 2, 4, 8)),
+        MachineShape("a3-edgegpu-8g", "H100-80GB", 8, "nvidia-h100-80gb", None, 208, 1743),
+        MachineShape("a3-megagpu-8g", "H100-80GB", 8, "nvidia-h100-mega-80gb", None, 208, 1743),
+        MachineShape("a3-ultragpu-8g", "H200-141GB", 8, "nvidia-h200-141gb", None, 224, 2749),
+        MachineShape("a4-highgpu-8g", "B200-180GB", 8, "nvidia-b200", None, 224, 3695),
+    ]
+}
+GKE_ACCELERATORS: dict[str, str] = {
+    "A100-40GB": "nvidia-tesla-a100",
+    "A100-80GB": "nvidia-a100-80gb",
+    "H100-80GB": "nvidia-h100-80gb",
+    "H200-141GB": "nvidia-h200-141gb",
+    "B200-180GB": "nvidia-b200",
+}
+"""Accelerator type per GPU, for machine types given with an explicit `gpusPerNode`."""
+
+GKE_PARTITION_SIZES: dict[str, tuple[str, ...]] = {
+    "A100-40GB": ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
+    "A100-80GB": ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "H100-80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "H200-141GB": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+}
+"""`gpu_partition_size` values GKE accepts per GPU (GKE's native MIG)."""
+
+EKS_INSTANCES: dict[str, MachineShape] = {
+    m.name: m
+    for m in [
+        MachineShape("p4d.24xlarge", "A100-40GB", 8, None, 737, 96, 1152),
+        MachineShape("p4de.24xlarge", "A100-80GB", 8, None, 737, 96, 1152),
+        MachineShape("p5.48xlarge", "H100-80GB", 8, None, 100, 192, 2048),
+        MachineShape("p5e.48xlarge", "H200-141GB", 8, None, 100, 192, 2048),
+        MachineShape("p5en.48xlarge", "H200-141GB", 8, None, 198, 192, 2048),
+    ]
+}
+EKS_MANAGED_NODE_GROUP_MAX_PODS = 250
+"""EKS managed node groups cap the max pods they compute at 250; above that, and above the
+instance's ENI-based default, pods would not get addresses, so configured values are refused."""
+
+OKE_SHAPES: dict[str, MachineShape] = {
+    m.name: m
+    for m in [
+        MachineShape("BM.GPU.H100.8", "H100-80GB", 8, None, 31, 224, 1907),
+        MachineShape("BM.GPU.H200.8", "H200-141GB", 8, None, 31, 224, 2861),
+        MachineShape("BM.GPU.B200.8", "B200-180GB", 8, None, 31, 256, 3815),
+        MachineShape("BM.GPU.A100-v2.8", "A100-80GB", 8, None, 31, 256, 1907),
+        MachineShape("BM.GPU4.8", "A100-40GB", 8, None, 31, 128, 1907),
+    ]
+}
+
+MACHINES: dict[Cloud, dict[str, MachineShape]] = {
+    Cloud.GKE: GKE_MACHINES,
+    Cloud.EKS: EKS_INSTANCES,
+    Cloud.OKE: OKE_SHAPES,
+}
+
+NODE_ALLOCATABLE_FRACTION = 0.85
+"""Share of a node's vCPUs and memory handed to inference pods; the rest stays for the kubelet,
+system and GPU Operator pods."""
+UNKNOWN_NODE_SIZE = (32, 256)
+"""vCPUs and GiB assumed per node when the shape is unknown (existing clusters)."""
+
+MAX_PODS_RANGE: dict[Cloud, tuple[int, int]] = {
+    Cloud.GKE: (8, 256),
+    Cloud.EKS: (1, EKS_MANAGED_NODE_GROUP_MAX_PODS),
+    Cloud.OKE: (1, 110),
+    Cloud.EXISTING: (1, 1024),
+}
+"""Allowed `maxPods` per cloud (EKS is further capped by the instance's default)."""
+
+DEFAULT_MAX_PODS: dict[Cloud, int] = {Cloud.GKE: 110, Cloud.EKS: 250, Cloud.OKE: 31}
+"""What a node gets when `maxPods` is not set (EKS: min of this and the instance default)."""
+
+MAX_PODS_FIXED_AT_CREATION = {Cloud.GKE, Cloud.OKE}
+
+GPU_OPERATOR_PODS_PER_NODE = 10
+"""GPU Operator pods on every GPU node: driver, container toolkit, device plugin, GPU feature
+discovery, MIG manager, DCGM exporter, operator validator, CUDA and plugin validators, NFD
+worker."""
+
+SYSTEM_PODS_PER_NODE: dict[Cloud, int] = {
+    # kube-proxy, fluentbit, metrics agent, pd-csi, netd, ip-masq, driver installer, spare
+    Cloud.GKE: 8,
+    Cloud.EKS: 5,  # aws-node, kube-proxy, pod-identity agent, ebs-csi node, spare
+    Cloud.OKE: 6,  # kube-proxy, proxymux, VCN-native CNI, csi node, kube-dns autoscaler, spare
+    Cloud.EXISTING: 8,
+}
+"""Cloud system DaemonSet pods per node (estimates with one spare; `systemPods` overrides)."""
+
+K8S_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_UPPER_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE",
+                  "NoExecute": "NO_EXECUTE"}  # fmt: skip
+
+
+def cloud_taint_effect(effect: str) -> str:
+    """GKE and EKS spell taint effects `NO_SCHEDULE`; Kubernetes spells them `NoSchedule`."""
+    return _UPPER_EFFECTS[effect]

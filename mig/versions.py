@@ -1,0 +1,21 @@
+"""Every pinned chart and image version, in one place."""
+
+GPU_OPERATOR_CHART = "gpu-operator"
+GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
+GPU_OPERATOR_VERSION = "v26.7.0"
+
+VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"
+TGI_IMAGE = "ghcr.io/huggingface/text-generation-inference:3.3.5"
+TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-py3"
+
+GATE_IMAGE = "alpine/k8s:1.34.1"
+"""kubectl plus a POSIX shell, for the MIG-ready gate Job's wait loop."""
+
+GKE_DRIVER_INSTALLER_MANIFEST = (
+    "GoogleCloudPlatform/container-engine-accelerators@95efe95c68ca328150b68a21ef8372369c30beb7:"
+    "nvidia-driver-installer/cos/daemonset-preloaded-latest.yaml"
+)
+"""The release of Google's COS driver-installer manifest the GKE DaemonSet follows."""
+GKE_DRIVER_INSTALLER_IMAGE = "cos-nvidia-installer:fixed"
+"""Preloaded on GKE COS nodes (pulled never)."""
+GKE_PAUSE_IMAGE = "gcr.io/google-containers/pause:2.0"
