@@ -1,0 +1,205 @@
+"""EKS: a cluster for ephemeral stacks, and MIG GPU managed node groups on the AL2023 NVIDIA AMI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from components.kubeconfig import eks_kubeconfig
+from mig.bootstrap import eks_user_data
+from mig.clouds import cloud_taint_effect
+from mig.plan import PoolPlan
+
+GPU_AMI = "AL2023_x86_64_NVIDIA"
+SYSTEM_AMI = "AL2023_x86_64_STANDARD"
+SYSTEM_INSTANCE = "m6i.large"
+NODE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+)
+"""The managed policies EKS worker nodes need, and no more."""
+CLUSTER_POLICIES = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
+
+
+def _assume_role(service: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": service},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+    )
+
+
+def _role(
+    name: str, service: str, policies: Sequence[str], parent: pulumi.Resource
+) -> aws.iam.Role:
+    role = aws.iam.Role(
+        name,
+        assume_role_policy=_assume_role(service),
+        description=f"mig-inference {name}",
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    for arn in policies:
+        aws.iam.RolePolicyAttachment(
+            f"{name}-{arn.rsplit('/', 1)[-1]}",
+            role=role.name,
+            policy_arn=arn,
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+    return role
+
+
+@dataclass
+class EksClusterArgs:
+    name: str
+    """Cluster name."""
+    version: str
+    """Kubernetes version, e.g. 1.33."""
+    subnet_ids: Sequence[str]
+    """Subnets for the control plane ENIs and the system node group (private subnets)."""
+    endpoint_public_access: bool = False
+    """Expose the API endpoint publicly (private only by default)."""
+    protect: bool = True
+    """Protect the cluster from accidental deletion."""
+
+
+class EksCluster(pulumi.ComponentResource):
+    """A minimal private EKS cluster with its IAM role and a small CPU system node group."""
+
+    name: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: EksClusterArgs,
+        region: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("mig-inference:index:EksCluster", name, None, opts)
+        role = _role(f"{name}-cluster", "eks.amazonaws.com", CLUSTER_POLICIES, self)
+        cluster = aws.eks.Cluster(
+            name,
+            name=args.name,
+            version=args.version,
+            role_arn=role.arn,
+            vpc_config=aws.eks.ClusterVpcConfigArgs(
+                subnet_ids=list(args.subnet_ids),
+                endpoint_private_access=True,
+                endpoint_public_access=args.endpoint_public_access,
+            ),
+            access_config=aws.eks.ClusterAccessConfigArgs(
+                authentication_mode="API", bootstrap_cluster_creator_admin_permissions=True
+            ),
+            deletion_protection=args.protect,
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        node_role = _role(f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self)
+        aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=cluster.name,
+            node_role_arn=node_role.arn,
+            subnet_ids=list(args.subnet_ids),
+            ami_type=SYSTEM_AMI,
+            instance_types=[SYSTEM_INSTANCE],
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                desired_size=2, min_size=1, max_size=3
+            ),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        self.name = cluster.name
+        self.kubeconfig = pulumi.Output.secret(
+            eks_kubeconfig(
+                cluster.name, cluster.endpoint, cluster.certificate_authority.data, region
+            )
+        )
+        self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+
+
+@dataclass
+class EksGpuNodeGroupArgs:
+    pool: PoolPlan
+    """The pool's cloud-neutral description from the stack plan."""
+    cluster_name: pulumi.Input[str]
+    """EKS cluster the node group joins."""
+    subnet_ids: Sequence[str]
+    """Subnets for the GPU nodes."""
+    protect: bool = True
+    """Protect the node group from accidental deletion."""
+
+
+class EksGpuNodeGroup(pulumi.ComponentResource):
+    """An EKS managed node group of MIG GPUs: AL2023 NVIDIA AMI (driver and toolkit included),
+    the `nvidia.com/mig.config` label, taints, and max pods set through a launch template whose
+    user data is a nodeadm NodeConfig."""
+
+    name: pulumi.Output[str]
+    role_arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: EksGpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:EksGpuNodeGroup", name, None, opts)
+        pool = args.pool
+        assert pool.machine is not None
+        role = _role(f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self)
+        template = aws.ec2.LaunchTemplate(
+            name,
+            description=f"mig-inference GPU pool {pool.name}",
+            user_data=eks_user_data(pool.max_pods),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name="/dev/xvda",
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=pool.spec.disk_size_gb,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+            ),
+            update_default_version=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        group = aws.eks.NodeGroup(
+            name,
+            node_group_name=pool.name,
+            cluster_name=args.cluster_name,
+            node_role_arn=role.arn,
+            subnet_ids=list(args.subnet_ids),
+            ami_type=GPU_AMI,
+            instance_types=[pool.machine.name],
+            capacity_type="SPOT" if pool.spec.spot else "ON_DEMAND",
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                desired_size=pool.min_nodes, min_size=pool.min_nodes, max_size=pool.max_nodes
+            ),
+            labels=dict(pool.node_labels),
+            taints=[
+                aws.eks.NodeGroupTaintArgs(
+                    key=key, value=value or None, effect=cloud_taint_effect(effect)
+                )
+                for key, value, effect in pool.taints
+            ],
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=template.id, version=template.latest_version.apply(str)
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        self.name = group.node_group_name
+        self.role_arn = role.arn
+        self.register_outputs({"name": self.name, "role_arn": self.role_arn})

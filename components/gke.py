@@ -1,0 +1,170 @@
+"""GKE: a private cluster for ephemeral stacks, and MIG GPU node pools (native or operator)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from components.kubeconfig import gke_kubeconfig
+from mig.clouds import cloud_taint_effect
+from mig.plan import PoolPlan
+from mig.spec import MigManager
+
+SYSTEM_MACHINE = "e2-standard-4"
+GKE_MANAGED_DRIVER = "LATEST"
+DRIVER_LEFT_TO_OPERATOR = "INSTALLATION_DISABLED"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+@dataclass
+class GkeClusterArgs:
+    name: str
+    """Cluster name."""
+    location: str
+    """Region or zone."""
+    network: str
+    """VPC network (name or self link)."""
+    subnetwork: str
+    """Subnetwork for nodes; pod and service ranges are allocated automatically (VPC-native)."""
+    master_ipv4_cidr_block: str = "172.16.0.32/28"
+    """Control plane range of the private cluster."""
+    release_channel: str = "REGULAR"
+    """GKE release channel."""
+    protect: bool = True
+    """Protect the cluster from deletion (Pulumi `protect` and GKE deletion protection)."""
+
+
+class GkeCluster(pulumi.ComponentResource):
+    """A minimal private, VPC-native GKE cluster with a small CPU system pool."""
+
+    kubeconfig: pulumi.Output[str]
+    name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:GkeCluster", name, None, opts)
+        protect = pulumi.ResourceOptions(parent=self, protect=args.protect)
+        cluster = gcp.container.Cluster(
+            name,
+            name=args.name,
+            location=args.location,
+            network=args.network,
+            subnetwork=args.subnetwork,
+            networking_mode="VPC_NATIVE",
+            ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(),
+            private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
+                enable_private_nodes=True,
+                enable_private_endpoint=False,
+                master_ipv4_cidr_block=args.master_ipv4_cidr_block,
+            ),
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.release_channel),
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            deletion_protection=args.protect,
+            opts=protect,
+        )
+        gcp.container.NodePool(
+            f"{name}-system",
+            cluster=cluster.id,
+            location=args.location,
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(
+                total_min_node_count=1, total_max_node_count=3
+            ),
+            initial_node_count=1,
+            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            node_config=gcp.container.NodePoolNodeConfigArgs(
+                machine_type=SYSTEM_MACHINE,
+                image_type="COS_CONTAINERD",
+                oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                    enable_secure_boot=True, enable_integrity_monitoring=True
+                ),
+            ),
+            opts=protect,
+        )
+        self.name = cluster.name
+        self.kubeconfig = pulumi.Output.secret(
+            gke_kubeconfig(
+                cluster.name, cluster.endpoint, cluster.master_auth.cluster_ca_certificate
+            )
+        )
+        self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+
+
+@dataclass
+class GkeGpuPoolArgs:
+    pool: PoolPlan
+    """The pool's cloud-neutral description from the stack plan."""
+    cluster: pulumi.Input[str]
+    """Cluster name or ID the pool joins."""
+    location: str
+    """Cluster location (region or zone)."""
+    protect: bool = True
+    """Protect the pool from accidental deletion."""
+
+
+class GkeGpuPool(pulumi.ComponentResource):
+    """A GKE node pool of MIG GPUs.
+
+    `migManager: gke` sets `gpu_partition_size` and lets GKE install the driver;
+    `migManager: operator` disables GKE's driver and device plugin and labels the nodes
+    `nvidia.com/mig.config` for the GPU Operator's MIG manager."""
+
+    name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: GkeGpuPoolArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:GkeGpuPool", name, None, opts)
+        pool = args.pool
+        assert pool.machine is not None and pool.accelerator is not None
+        native = pool.mig_manager is MigManager.GKE
+        accelerator = gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+            type=pool.accelerator,
+            count=pool.gpus_per_node,
+            gpu_partition_size=pool.partition_size if native else None,
+            gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                gpu_driver_version=GKE_MANAGED_DRIVER if native else DRIVER_LEFT_TO_OPERATOR
+            ),
+        )
+        fixed = pool.min_nodes == pool.max_nodes
+        node_pool = gcp.container.NodePool(
+            name,
+            name=pool.name,
+            cluster=args.cluster,
+            location=args.location,
+            node_locations=list(pool.spec.zones) or None,
+            node_count=pool.min_nodes if fixed else None,
+            initial_node_count=None if fixed else pool.min_nodes,
+            autoscaling=None
+            if fixed
+            else gcp.container.NodePoolAutoscalingArgs(
+                total_min_node_count=pool.min_nodes, total_max_node_count=pool.max_nodes
+            ),
+            max_pods_per_node=pool.max_pods,
+            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            node_config=gcp.container.NodePoolNodeConfigArgs(
+                machine_type=pool.machine.name,
+                image_type="COS_CONTAINERD",
+                disk_size_gb=pool.spec.disk_size_gb,
+                spot=pool.spec.spot,
+                labels=dict(pool.node_labels),
+                taints=[
+                    gcp.container.NodePoolNodeConfigTaintArgs(
+                        key=key, value=value, effect=cloud_taint_effect(effect)
+                    )
+                    for key, value, effect in pool.taints
+                ],
+                guest_accelerators=[accelerator],
+                oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+                shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                    enable_secure_boot=True, enable_integrity_monitoring=True
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        self.name = node_pool.name
+        self.register_outputs({"name": self.name})

@@ -1,0 +1,229 @@
+"""The NVIDIA GPU Operator (mixed MIG strategy), with GKE's prerequisites when on GKE."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from mig.clouds import Cloud
+from mig.operator_values import GKE_NVIDIA_DIR
+from mig.plan import GKE_NO_DEVICE_PLUGIN_LABEL
+from mig.versions import (
+    GKE_DRIVER_INSTALLER_IMAGE,
+    GKE_DRIVER_INSTALLER_MANIFEST,
+    GKE_PAUSE_IMAGE,
+    GPU_OPERATOR_CHART,
+    GPU_OPERATOR_REPO,
+)
+
+CRITICAL_PRIORITY_CLASSES = ["system-node-critical", "system-cluster-critical"]
+DRIVER_INSTALLER = "nvidia-driver-installer"
+
+
+@dataclass
+class GpuOperatorArgs:
+    cloud: Cloud
+    """Cloud of the cluster (GKE adds the driver installer and the priority-class quota)."""
+    namespace: str
+    """Namespace of the operator and its operands."""
+    version: str
+    """Chart version (pinned in `mig.versions`)."""
+    values: dict[str, Any]
+    """Helm values from `mig.operator_values.gpu_operator_values`."""
+    timeout_seconds: int
+    """Helm timeout for the install."""
+
+
+class GpuOperator(pulumi.ComponentResource):
+    """`helm.v3.Release` of the GPU Operator in its own namespace.
+
+    On GKE operator-mode pools it also creates Google's COS driver installer as a DaemonSet and
+    the ResourceQuota that lets system-critical pods run outside kube-system."""
+
+    release_status: pulumi.Output[Any]
+    namespace: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:GpuOperator", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        namespace = k8s.core.v1.Namespace(
+            name,
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.namespace,
+                labels={
+                    # The operator's operands run privileged on GPU nodes.
+                    "pod-security.kubernetes.io/enforce": "privileged",
+                    "app.kubernetes.io/managed-by": "mig-inference",
+                },
+            ),
+            opts=child,
+        )
+        depends: list[pulumi.Resource] = [namespace]
+        if args.cloud is Cloud.GKE:
+            depends.append(self._critical_pods_quota(name, args.namespace, namespace))
+            depends.append(self._gke_driver_installer(name, args.namespace, namespace))
+        release = k8s.helm.v3.Release(
+            name,
+            k8s.helm.v3.ReleaseArgs(
+                name="gpu-operator",
+                chart=GPU_OPERATOR_CHART,
+                version=args.version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=GPU_OPERATOR_REPO),
+                namespace=args.namespace,
+                create_namespace=False,
+                values=args.values,
+                timeout=args.timeout_seconds,
+                cleanup_on_fail=True,
+                max_history=10,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
+        )
+        self.release_status = release.status
+        self.namespace = namespace.metadata.name
+        self.register_outputs({"release_status": self.release_status, "namespace": self.namespace})
+
+    def _critical_pods_quota(
+        self, name: str, namespace: str, ns: k8s.core.v1.Namespace
+    ) -> k8s.core.v1.ResourceQuota:
+        # GKE admits system-node/cluster-critical pods outside kube-system only when a quota
+        # scoped to those priority classes exists in the namespace.
+        return k8s.core.v1.ResourceQuota(
+            f"{name}-critical-pods",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name="gpu-operator-critical-pods", namespace=namespace
+            ),
+            spec=k8s.core.v1.ResourceQuotaSpecArgs(
+                hard={"pods": "100"},
+                scope_selector=k8s.core.v1.ScopeSelectorArgs(
+                    match_expressions=[
+                        k8s.core.v1.ScopedResourceSelectorRequirementArgs(
+                            scope_name="PriorityClass",
+                            operator="In",
+                            values=CRITICAL_PRIORITY_CLASSES,
+                        )
+                    ]
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
+        )
+
+    def _gke_driver_installer(
+        self, name: str, namespace: str, ns: k8s.core.v1.Namespace
+    ) -> k8s.apps.v1.DaemonSet:
+        """Google's COS driver installer, following the manifest release named in
+        `mig.versions`, restricted to the operator-mode pools (GKE installs the driver itself
+        on native-MIG pools)."""
+        labels = {"k8s-app": DRIVER_INSTALLER, "app.kubernetes.io/managed-by": "mig-inference"}
+        host_paths = {
+            "dev": "/dev",
+            "vulkan-icd-mount": f"{GKE_NVIDIA_DIR}/vulkan/icd.d",
+            "nvidia-install-dir-host": GKE_NVIDIA_DIR,
+            "root-mount": "/",
+            "cos-tools": "/var/lib/cos-tools",
+        }
+        mounts = {
+            "nvidia-install-dir-host": "/usr/local/nvidia",
+            "vulkan-icd-mount": "/etc/vulkan/icd.d",
+            "dev": "/dev",
+            "root-mount": "/root",
+            "cos-tools": "/build/cos-tools",
+        }
+        env = {
+            "NVIDIA_INSTALL_DIR_HOST": GKE_NVIDIA_DIR,
+            "NVIDIA_INSTALL_DIR_CONTAINER": "/usr/local/nvidia",
+            "VULKAN_ICD_DIR_HOST": f"{GKE_NVIDIA_DIR}/vulkan/icd.d",
+            "VULKAN_ICD_DIR_CONTAINER": "/etc/vulkan/icd.d",
+            "ROOT_MOUNT_DIR": "/root",
+            "COS_TOOLS_DIR_HOST": "/var/lib/cos-tools",
+            "COS_TOOLS_DIR_CONTAINER": "/build/cos-tools",
+        }
+        return k8s.apps.v1.DaemonSet(
+            f"{name}-driver-installer",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=DRIVER_INSTALLER,
+                namespace=namespace,
+                labels=labels,
+                annotations={"mig-inference.io/follows": GKE_DRIVER_INSTALLER_MANIFEST},
+            ),
+            spec=k8s.apps.v1.DaemonSetSpecArgs(
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": DRIVER_INSTALLER}),
+                update_strategy=k8s.apps.v1.DaemonSetUpdateStrategyArgs(type="RollingUpdate"),
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=k8s.core.v1.PodSpecArgs(
+                        priority_class_name="system-node-critical",
+                        affinity=k8s.core.v1.AffinityArgs(
+                            node_affinity=k8s.core.v1.NodeAffinityArgs(
+                                required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
+                                    node_selector_terms=[
+                                        k8s.core.v1.NodeSelectorTermArgs(
+                                            match_expressions=[
+                                                k8s.core.v1.NodeSelectorRequirementArgs(
+                                                    key="cloud.google.com/gke-accelerator",
+                                                    operator="Exists",
+                                                ),
+                                                k8s.core.v1.NodeSelectorRequirementArgs(
+                                                    key=GKE_NO_DEVICE_PLUGIN_LABEL,
+                                                    operator="In",
+                                                    values=["true"],
+                                                ),
+                                            ]
+                                        )
+                                    ]
+                                )
+                            )
+                        ),
+                        tolerations=[k8s.core.v1.TolerationArgs(operator="Exists")],
+                        host_network=True,
+                        host_pid=True,
+                        automount_service_account_token=False,
+                        volumes=[
+                            k8s.core.v1.VolumeArgs(
+                                name=volume,
+                                host_path=k8s.core.v1.HostPathVolumeSourceArgs(path=path),
+                            )
+                            for volume, path in host_paths.items()
+                        ],
+                        init_containers=[
+                            k8s.core.v1.ContainerArgs(
+                                name=DRIVER_INSTALLER,
+                                image=GKE_DRIVER_INSTALLER_IMAGE,
+                                image_pull_policy="Never",
+                                command=["/cos-gpu-installer", "install", "--version=latest"],
+                                resources=k8s.core.v1.ResourceRequirementsArgs(
+                                    requests={"cpu": "150m"}
+                                ),
+                                security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
+                                env=[
+                                    k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in env.items()
+                                ],
+                                volume_mounts=[
+                                    k8s.core.v1.VolumeMountArgs(name=volume, mount_path=path)
+                                    for volume, path in mounts.items()
+                                ],
+                            )
+                        ],
+                        containers=[
+                            k8s.core.v1.ContainerArgs(
+                                name="pause",
+                                image=GKE_PAUSE_IMAGE,
+                                resources=k8s.core.v1.ResourceRequirementsArgs(
+                                    requests={"cpu": "10m", "memory": "16Mi"},
+                                    limits={"memory": "16Mi"},
+                                ),
+                                security_context=k8s.core.v1.SecurityContextArgs(
+                                    allow_privilege_escalation=False,
+                                    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                                ),
+                            )
+                        ],
+                    ),
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
+        )

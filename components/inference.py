@@ -1,0 +1,303 @@
+"""A MIG-aware inference service: Deployment, Service, PDB, NetworkPolicy, Secret, optional HPA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from mig.engines import HOME, engine_container
+from mig.plan import ServicePlan
+
+HF_TOKEN_KEY = "hf-token"
+API_KEY_KEY = "api-key"
+RUN_AS = 1000
+PROBE_PERIOD_SECONDS = 10
+HPA_CPU_TARGET = 80
+
+
+@dataclass
+class InferenceServiceArgs:
+    service: ServicePlan
+    """The service's placement from the stack plan (profile, resource, replicas, sizing)."""
+    hf_token: pulumi.Input[str] | None = None
+    """Hugging Face token (a Pulumi secret), put in a Kubernetes Secret."""
+    api_key: pulumi.Input[str] | None = None
+    """API key clients must present (a Pulumi secret), put in a Kubernetes Secret."""
+
+
+def _secret_env(name: str, secret: str, key: str) -> k8s.core.v1.EnvVarArgs:
+    return k8s.core.v1.EnvVarArgs(
+        name=name,
+        value_from=k8s.core.v1.EnvVarSourceArgs(
+            secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=secret, key=key)
+        ),
+    )
+
+
+class InferenceService(pulumi.ComponentResource):
+    """Replicas that request exactly one MIG slice each, land only on their pool, tolerate its
+    taints, and fit the slice they get."""
+
+    endpoint: pulumi.Output[str]
+    deployment_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:InferenceService", name, None, opts)
+        plan = args.service
+        spec = plan.spec
+        engine = engine_container(plan)
+        namespace = spec.namespace
+        selector = {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/instance": plan.name}
+        labels = {
+            **selector,
+            "app.kubernetes.io/component": "inference",
+            "app.kubernetes.io/managed-by": "mig-inference",
+            "mig-inference.io/pool": plan.pool.name,
+            "mig-inference.io/profile": plan.profile,
+        }
+
+        def meta(object_name: str) -> k8s.meta.v1.ObjectMetaArgs:
+            return k8s.meta.v1.ObjectMetaArgs(name=object_name, namespace=namespace, labels=labels)
+
+        env = [k8s.core.v1.EnvVarArgs(name=key, value=value) for key, value in engine.env]
+        secret_data: dict[str, pulumi.Input[str]] = {}
+        if args.hf_token is not None and engine.hf_token_env:
+            secret_data[HF_TOKEN_KEY] = pulumi.Output.secret(args.hf_token)
+        if args.api_key is not None and engine.api_key_env:
+            secret_data[API_KEY_KEY] = pulumi.Output.secret(args.api_key)
+        secret_name = f"{plan.name}-credentials"
+        depends: list[pulumi.Resource] = []
+        if secret_data:
+            secret = k8s.core.v1.Secret(
+                f"{name}-credentials",
+                metadata=meta(secret_name),
+                type="Opaque",
+                string_data=secret_data,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            depends.append(secret)
+            if HF_TOKEN_KEY in secret_data:
+                env += [_secret_env(var, secret_name, HF_TOKEN_KEY) for var in engine.hf_token_env]
+            if API_KEY_KEY in secret_data and engine.api_key_env:
+                env.append(_secret_env(engine.api_key_env, secret_name, API_KEY_KEY))
+
+        device = {plan.resource: "1"}
+        resources = k8s.core.v1.ResourceRequirementsArgs(
+            requests={"cpu": f"{plan.cpu_millicores}m", "memory": f"{plan.memory_mib}Mi", **device},
+            limits={"memory": f"{plan.memory_mib}Mi", **device},
+        )
+        http = k8s.core.v1.HTTPGetActionArgs(path=engine.health_path, port="http")
+        startup_failures = max(1, spec.startup_seconds // PROBE_PERIOD_SECONDS)
+        cache_mib = max(20 * 1024, int(2 * plan.offer.memory_mib))
+        container = k8s.core.v1.ContainerArgs(
+            name="engine",
+            image=engine.image,
+            image_pull_policy="IfNotPresent",
+            command=list(engine.command) or None,
+            args=list(engine.args) or None,
+            ports=[
+                k8s.core.v1.ContainerPortArgs(name="http", container_port=spec.port, protocol="TCP")
+            ],
+            env=env,
+            resources=resources,
+            startup_probe=k8s.core.v1.ProbeArgs(
+                http_get=http,
+                period_seconds=PROBE_PERIOD_SECONDS,
+                failure_threshold=startup_failures,
+            ),
+            readiness_probe=k8s.core.v1.ProbeArgs(
+                http_get=http,
+                period_seconds=PROBE_PERIOD_SECONDS,
+                failure_threshold=3,
+                timeout_seconds=5,
+            ),
+            liveness_probe=k8s.core.v1.ProbeArgs(
+                http_get=http, period_seconds=20, failure_threshold=3, timeout_seconds=5
+            ),
+            security_context=k8s.core.v1.SecurityContextArgs(
+                allow_privilege_escalation=False,
+                read_only_root_filesystem=True,
+                run_as_non_root=True,
+                capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+            ),
+            volume_mounts=[
+                k8s.core.v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
+                k8s.core.v1.VolumeMountArgs(name="home", mount_path=HOME),
+                k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp"),
+            ],
+        )
+        affinity = k8s.core.v1.AffinityArgs(
+            node_affinity=k8s.core.v1.NodeAffinityArgs(
+                required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
+                    node_selector_terms=[
+                        k8s.core.v1.NodeSelectorTermArgs(
+                            match_expressions=[
+                                k8s.core.v1.NodeSelectorRequirementArgs(
+                                    key=key, operator="In", values=[value]
+                                )
+                                for key, value in sorted(plan.node_selector.items())
+                            ]
+                        )
+                    ]
+                )
+            )
+        )
+        pod = k8s.core.v1.PodSpecArgs(
+            affinity=affinity,
+            tolerations=[
+                k8s.core.v1.TolerationArgs(
+                    key=t["key"], operator=t["operator"], value=t.get("value"), effect=t["effect"]
+                )
+                for t in plan.pool.tolerations
+            ],
+            topology_spread_constraints=[
+                k8s.core.v1.TopologySpreadConstraintArgs(
+                    max_skew=1,
+                    topology_key="kubernetes.io/hostname",
+                    when_unsatisfiable="ScheduleAnyway",
+                    label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+                )
+            ],
+            automount_service_account_token=False,
+            enable_service_links=False,
+            termination_grace_period_seconds=60,
+            security_context=k8s.core.v1.PodSecurityContextArgs(
+                run_as_non_root=True,
+                run_as_user=RUN_AS,
+                run_as_group=RUN_AS,
+                fs_group=RUN_AS,
+                seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+            ),
+            containers=[container],
+            volumes=[
+                k8s.core.v1.VolumeArgs(
+                    name="dshm",
+                    empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(
+                        medium="Memory", size_limit=f"{plan.shm_mib}Mi"
+                    ),
+                ),
+                k8s.core.v1.VolumeArgs(
+                    name="home",
+                    empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{cache_mib}Mi"),
+                ),
+                k8s.core.v1.VolumeArgs(
+                    name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="4Gi")
+                ),
+            ],
+        )
+        rollout_seconds = spec.startup_seconds + 600
+        deployment = k8s.apps.v1.Deployment(
+            name,
+            metadata=meta(plan.name),
+            spec=k8s.apps.v1.DeploymentSpecArgs(
+                replicas=plan.replicas,
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+                # Every slice is spoken for: replace replicas one at a time, never surge.
+                strategy=k8s.apps.v1.DeploymentStrategyArgs(
+                    type="RollingUpdate",
+                    rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(
+                        max_surge=0, max_unavailable=1
+                    ),
+                ),
+                progress_deadline_seconds=rollout_seconds,
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels), spec=pod
+                ),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=depends,
+                # Large models take long to download and load: `pulumi up` waits that long.
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=f"{rollout_seconds}s", update=f"{rollout_seconds}s"
+                ),
+            ),
+        )
+        service = k8s.core.v1.Service(
+            f"{name}-service",
+            metadata=meta(plan.name),
+            spec=k8s.core.v1.ServiceSpecArgs(
+                type="ClusterIP",
+                selector=selector,
+                ports=[
+                    k8s.core.v1.ServicePortArgs(
+                        name="http", port=spec.port, target_port="http", protocol="TCP"
+                    )
+                ],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb",
+            metadata=meta(plan.name),
+            spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+                max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector)
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        peers = [
+            k8s.networking.v1.NetworkPolicyPeerArgs(
+                namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                    match_labels={"kubernetes.io/metadata.name": client.namespace}
+                )
+                if client.namespace
+                else None,
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=dict(client.pod_labels))
+                if client.pod_labels
+                else None,
+            )
+            for client in spec.clients
+        ] or [
+            # No declared clients: only pods of the service's own namespace.
+            k8s.networking.v1.NetworkPolicyPeerArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs())
+        ]
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-ingress",
+            metadata=meta(plan.name),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+                policy_types=["Ingress"],
+                ingress=[
+                    k8s.networking.v1.NetworkPolicyIngressRuleArgs(
+                        from_=peers,
+                        ports=[
+                            k8s.networking.v1.NetworkPolicyPortArgs(port=spec.port, protocol="TCP")
+                        ],
+                    )
+                ],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        if spec.hpa_max_replicas is not None:
+            k8s.autoscaling.v2.HorizontalPodAutoscaler(
+                f"{name}-hpa",
+                metadata=meta(plan.name),
+                spec=k8s.autoscaling.v2.HorizontalPodAutoscalerSpecArgs(
+                    scale_target_ref=k8s.autoscaling.v2.CrossVersionObjectReferenceArgs(
+                        api_version="apps/v1", kind="Deployment", name=plan.name
+                    ),
+                    min_replicas=plan.replicas,
+                    max_replicas=spec.hpa_max_replicas,
+                    metrics=[
+                        k8s.autoscaling.v2.MetricSpecArgs(
+                            type="Resource",
+                            resource=k8s.autoscaling.v2.ResourceMetricSourceArgs(
+                                name="cpu",
+                                target=k8s.autoscaling.v2.MetricTargetArgs(
+                                    type="Utilization", average_utilization=HPA_CPU_TARGET
+                                ),
+                            ),
+                        )
+                    ],
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+            )
+        self.endpoint = pulumi.Output.concat(
+            "http://", service.metadata.name, ".", namespace, ".svc.cluster.local:", str(spec.port)
+        )
+        self.deployment_name = deployment.metadata.name
+        self.register_outputs({"endpoint": self.endpoint, "deployment_name": self.deployment_name})
