@@ -1,33 +1,148 @@
-"""The Pulumi program: stack config -> validated spec -> MIG plan -> cloud resources.
+"""The Pulumi program: stack config -> spec -> plan -> pools -> GPU Operator -> MIG-ready gate ->
+inference services. Everything that can fail on bad input fails here, before any resource."""
 
-Today it resolves every pool's GPU model and MIG config through the domain, so `pulumi preview`
-already refuses an unknown GPU or an impossible layout, and exports the per-GPU layouts.
-"""
+from __future__ import annotations
 
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 
-from mig.catalog import resolve_gpu
+from components.cloud import connect
+from components.gpu_operator import GpuOperator, GpuOperatorArgs
+from components.inference import InferenceService, InferenceServiceArgs
+from components.mig_gate import MigReadyGate, MigReadyGateArgs
 from mig.errors import MigError
-from mig.migparted import resolve_config
+from mig.gate import gate_fingerprint, gated_pools
+from mig.operator_values import gpu_operator_values, operator_needed
+from mig.plan import StackPlan, layout_of, plan_stack
+from mig.spec import NAMESPACE, TOP_KEYS, parse_stack
+from mig.versions import GPU_OPERATOR_VERSION
 
-config = pulumi.Config("mig-inference")
-pools: list[dict[str, Any]] = config.get_object("pools") or []
 
-layouts: dict[str, Any] = {}
-for index, pool in enumerate(pools):
-    path = f"mig-inference:pools[{index}]"
-    try:
-        gpu = resolve_gpu(str(pool.get("gpu", "")))
-        resolved = resolve_config(gpu, pool.get("mig", "all-disabled"))
-    except MigError as error:
-        # RunError ends the program with just this message: no traceback for bad input.
-        raise pulumi.RunError(str(error.at(path))) from None
-    layouts[str(pool.get("name", index))] = {
-        "gpu": gpu.name,
-        "mig_config": resolved.name,
-        "layout": resolved.layout.as_dict() if resolved.layout else None,
+def read_plan() -> StackPlan:
+    config = pulumi.Config(NAMESPACE)
+    values: dict[str, Any] = {}
+    for key in TOP_KEYS:
+        if config.get(key) is None:
+            continue
+        values[key] = config.get(key) if key == "cloud" else config.get_object(key)
+    referenced = {
+        str(service.get(field))
+        for service in values.get("services") or []
+        if isinstance(service, dict)
+        for field in ("hfTokenSecret", "apiKeySecret")
+        if service.get(field)
     }
+    if isinstance(values.get("cluster"), dict) and values["cluster"].get("kubeconfig"):
+        referenced.add(str(values["cluster"]["kubeconfig"]))
+    secrets = frozenset(
+        name for name in referenced if pulumi.runtime.is_config_secret(f"{NAMESPACE}:{name}")
+    )
+    try:
+        spec = parse_stack(
+            pulumi.get_stack(),
+            values,
+            secret_keys=secrets,
+            pinned_operator_version=GPU_OPERATOR_VERSION,
+        )
+        return plan_stack(spec)
+    except MigError as error:
+        # RunError ends the program with just this message: no traceback, nothing created.
+        raise pulumi.RunError(str(error)) from None
 
-pulumi.export("pools", layouts)
+
+plan = read_plan()
+for warning in plan.warnings:
+    pulumi.log.warn(warning)
+config = pulumi.Config(NAMESPACE)
+connection = connect(plan)
+k8s_opts = pulumi.ResourceOptions(providers=[connection.kubernetes])
+
+ready: list[pulumi.Resource] = list(connection.pools)
+if operator_needed(plan):
+    operator = GpuOperator(
+        "gpu-operator",
+        GpuOperatorArgs(
+            cloud=plan.spec.cloud,
+            namespace=plan.spec.gpu_operator.namespace,
+            version=plan.spec.gpu_operator.version,
+            values=gpu_operator_values(plan),
+            timeout_seconds=plan.spec.gpu_operator.timeout_seconds,
+        ),
+        pulumi.ResourceOptions(providers=[connection.kubernetes], depends_on=connection.pools),
+    )
+    ready = [operator]
+    if plan.spec.gpu_operator.gate and gated_pools(plan):
+        gate = MigReadyGate(
+            "mig-ready",
+            MigReadyGateArgs(
+                namespace=plan.spec.gpu_operator.namespace,
+                pools=gated_pools(plan),
+                fingerprint=gate_fingerprint(plan),
+                timeout_seconds=plan.spec.gpu_operator.gate_timeout_seconds,
+            ),
+            pulumi.ResourceOptions(providers=[connection.kubernetes], depends_on=[operator]),
+        )
+        ready = [gate]
+
+namespaces = {
+    name: k8s.core.v1.Namespace(
+        f"ns-{name}",
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=name,
+            labels={
+                # Inference pods meet the restricted Pod Security Standard.
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "app.kubernetes.io/managed-by": "mig-inference",
+            },
+        ),
+        opts=k8s_opts,
+    )
+    for name in sorted({service.spec.namespace for service in plan.services})
+}
+endpoints = {}
+for service in plan.services:
+    spec = service.spec
+    deployed = InferenceService(
+        service.name,
+        InferenceServiceArgs(
+            service=service,
+            hf_token=config.require_secret(spec.hf_token_secret) if spec.hf_token_secret else None,
+            api_key=config.require_secret(spec.api_key_secret) if spec.api_key_secret else None,
+        ),
+        pulumi.ResourceOptions(
+            providers=[connection.kubernetes], depends_on=[*ready, namespaces[spec.namespace]]
+        ),
+    )
+    endpoints[service.name] = deployed.endpoint
+
+if connection.kubeconfig is not None:
+    pulumi.export("kubeconfig", connection.kubeconfig)
+pulumi.export(
+    "pools",
+    {
+        pool.name: {
+            "gpu": pool.gpu.name,
+            "gpus_per_node": pool.gpus_per_node,
+            "nodes": {"min": pool.min_nodes, "max": pool.max_nodes},
+            "layout": layout_of(pool),
+            "capacity_per_node": pool.capacity_per_node(),
+            "capacity": pool.capacity(),
+        }
+        for pool in plan.pools
+    },
+)
+pulumi.export(
+    "services",
+    {
+        service.name: {
+            "pool": service.pool.name,
+            "profile": service.profile,
+            "resource": service.resource,
+            "replicas": service.replicas,
+            "endpoint": endpoints[service.name],
+        }
+        for service in plan.services
+    },
+)

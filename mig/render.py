@@ -1,0 +1,261 @@
+"""Run the real Pulumi program under Pulumi's unit-test mocks and record what it would create.
+
+This is the only part of `mig` that loads Pulumi, and only when called (`python -m mig render`
+and the tests): no engine, no cloud, no cluster. Secrets are redacted from everything written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import runpy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mig.spec import NAMESPACE, SECRET_MARKER
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "__main__.py"
+PROJECT = "mig-inference"
+REDACTED = "<redacted>"
+DEFAULT_SECRET = "render-placeholder-secret-value"
+
+# Computed outputs the program reads from cloud resources; the mocks return plausible values.
+_FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
+    "gcp:container/cluster:Cluster": {
+        "endpoint": "203.0.113.10",
+        "masterAuth": {"clusterCaCertificate": "Y2EtY2VydGlmaWNhdGU="},
+    },
+    "aws:eks/cluster:Cluster": {
+        "endpoint": "https://example.eks.amazonaws.com",
+        "certificateAuthority": {"data": "Y2EtY2VydGlmaWNhdGU="},
+    },
+    "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
+    "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},
+}
+
+
+@dataclass
+class Recorded:
+    """One custom resource the program registered."""
+
+    type: str
+    name: str
+    inputs: dict[str, Any]
+
+    @property
+    def is_kubernetes_object(self) -> bool:
+        return self.type.startswith("kubernetes:") and not self.type.startswith(
+            "kubernetes:helm.sh/"
+        )
+
+    @property
+    def is_helm_release(self) -> bool:
+        return self.type == "kubernetes:helm.sh/v3:Release"
+
+    @property
+    def is_cloud(self) -> bool:
+        return not self.type.startswith(("kubernetes:", "pulumi:"))
+
+
+@dataclass
+class Rendering:
+    resources: list[Recorded] = field(default_factory=list)
+    components: list[tuple[str, str]] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    secrets: list[str] = field(default_factory=list)
+
+    def of_type(self, type_token: str) -> list[Recorded]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def kubernetes_objects(self) -> list[dict[str, Any]]:
+        return [manifest(r) for r in self.resources if r.is_kubernetes_object]
+
+
+_SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+"""Pulumi's wire-format envelope around a secret value (`pulumi.runtime.rpc`)."""
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []
+
+
+def _integral(value: Any, secrets: list[str] | None = None) -> Any:
+    """Plain values from Pulumi's wire format: whole-number doubles back to ints, and secret
+    envelopes unwrapped (their strings added to `secrets`, to be redacted when written)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral(v, secrets) for v in value]
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
+            inner = _integral(value.get("value"), secrets)
+            if secrets is not None:
+                secrets.extend(s for s in _strings(inner) if s not in secrets)
+            return inner
+        return {k: _integral(v, secrets) for k, v in value.items()}
+    return value
+
+
+def manifest(resource: Recorded) -> dict[str, Any]:
+    """A Kubernetes object from a recorded resource (NodePatch becomes a Node)."""
+    obj = {k: _integral(v) for k, v in resource.inputs.items() if v is not None}
+    kind = resource.type.rsplit(":", 1)[-1]
+    obj["kind"] = kind.removesuffix("Patch")
+    return obj
+
+
+def stack_config(
+    stack_file: Path, secret_values: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], list[str], list[str]]:
+    """Pulumi config (as the engine passes it: objects as JSON) from a stack file; secret keys
+    get `secret_values` or a placeholder. Returns (config, secret keys, secret values)."""
+    data = yaml.safe_load(stack_file.read_text(encoding="utf-8")) or {}
+    config: dict[str, str] = {}
+    secret_keys: list[str] = []
+    values: list[str] = []
+    for key, value in (data.get("config") or {}).items():
+        key = str(key)
+        if isinstance(value, dict) and set(value) == {SECRET_MARKER}:
+            short = key.partition(":")[2]
+            plain = (secret_values or {}).get(short, f"{DEFAULT_SECRET}-{short}")
+            config[key] = plain
+            secret_keys.append(key)
+            values.append(plain)
+        elif isinstance(value, str):
+            config[key] = value
+        else:
+            config[key] = json.dumps(value)
+    return config, secret_keys, values
+
+
+def run_program(
+    stack: str, stack_file: Path, secret_values: Mapping[str, str] | None = None
+) -> Rendering:
+    """Run `__main__.py` for `stack` under mocks, in a fresh event loop."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+    from pulumi.runtime import mocks, settings
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    rendering = Rendering()
+    config, secret_keys, secret_plain = stack_config(stack_file, secret_values)
+    rendering.secrets = list(secret_plain)
+
+    class Recorder(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+            if not args.custom:
+                rendering.components.append((args.typ, args.name))
+                return "", {}
+            inputs = _integral(dict(args.inputs), rendering.secrets)
+            rendering.resources.append(Recorded(args.typ, args.name, inputs))
+            outputs = {**args.inputs, **_FAKE_OUTPUTS.get(args.typ, {})}
+            return f"{args.name}-id", outputs
+
+        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+            if args.token == "oci:ContainerEngine/getClusterKubeConfig:getClusterKubeConfig":
+                return {"content": "apiVersion: v1\nkind: Config\n"}, None
+            return {}, None
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        runtime_config.set_all_config(config, secret_keys)
+        settings.reset_options(project=PROJECT, stack=stack)
+        mocks.set_mocks(Recorder(), project=PROJECT, stack=stack, preview=False)
+
+        def program() -> None:
+            runpy.run_path(str(PROGRAM), run_name="__main__")
+
+        try:
+            _sync_await(run_pulumi_func(program))
+        except pulumi.RunError as error:
+            rendering.error = str(error)
+            return rendering
+        root = settings.get_root_resource()
+        exported = getattr(root, "outputs", {}) if root is not None else {}
+        for name, value in exported.items():
+            rendering.outputs[name] = _sync_await(pulumi.Output.from_input(value).future())
+    finally:
+        settings.reset_options()
+        runtime_config.set_all_config({})
+        loop.close()
+        asyncio.set_event_loop(None)
+    return rendering
+
+
+def redact(value: Any, secrets: list[str]) -> Any:
+    """`value` with every secret string replaced, and Secret data blanked."""
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret and secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    return value
+
+
+def _secret_blanked(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj.get("kind") == "Secret":
+        for key in ("stringData", "data"):
+            if isinstance(obj.get(key), dict):
+                obj[key] = dict.fromkeys(obj[key], REDACTED)
+    return obj
+
+
+def write_rendering(rendering: Rendering, out: Path) -> list[Path]:
+    """Write Kubernetes objects, Helm releases and cloud inputs under `out`; returns the files."""
+    written: list[Path] = []
+    secrets = rendering.secrets
+
+    def put(path: Path, text: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+
+    for index, resource in enumerate(rendering.resources):
+        safe = resource.name.replace("/", "_")
+        if resource.is_kubernetes_object:
+            obj = _secret_blanked(redact(manifest(resource), secrets))
+            put(out / "kubernetes" / f"{index:03d}-{obj['kind'].lower()}-{safe}.yaml",
+                yaml.safe_dump(obj, sort_keys=False))  # fmt: skip
+        elif resource.is_helm_release:
+            inputs = redact(resource.inputs, secrets)
+            release = {
+                "chart": inputs.get("chart"),
+                "version": inputs.get("version"),
+                "repository": (inputs.get("repositoryOpts") or {}).get("repo"),
+                "namespace": inputs.get("namespace"),
+                "timeout": inputs.get("timeout"),
+                "values": inputs.get("values"),
+            }
+            put(out / "helm" / f"{safe}.yaml", yaml.safe_dump(release, sort_keys=False))
+        elif resource.is_cloud:
+            inputs = redact(resource.inputs, secrets)
+            kind = resource.type.replace(":", "_").replace("/", "_")
+            put(out / "cloud" / f"{index:03d}-{kind}-{safe}.json",
+                json.dumps(inputs, indent=2, sort_keys=True, default=str))  # fmt: skip
+    outputs = redact(rendering.outputs, secrets)
+    if "kubeconfig" in outputs:
+        outputs["kubeconfig"] = REDACTED
+    put(out / "outputs.json", json.dumps(outputs, indent=2, sort_keys=True, default=str))
+    return written
+
+
+__all__ = ["NAMESPACE", "Rendering", "run_program", "write_rendering"]
