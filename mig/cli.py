@@ -182,6 +182,71 @@ def _pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_stack(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    from mig.stackfile import load_stack, load_stack_file
+
+    if args.stack_file:
+        return load_stack_file(Path(args.stack_file))
+    return load_stack(args.stack)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mig.plan import plan_stack
+    from mig.stack_report import plan_json, plan_text
+
+    try:
+        spec = _load_stack(args)
+        plan = plan_stack(spec)
+    except MigError as error:
+        if args.json:
+            name = args.stack or args.stack_file
+            _print_json({"stack": name, "errors": [str(error)], "warnings": []})
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if args.svg:
+        from mig.picture import layouts_svg
+
+        Path(args.svg).write_text(layouts_svg(plan), encoding="utf-8")
+    if args.json:
+        _print_json(plan_json(plan))
+    else:
+        print(plan_text(plan))
+    return 0
+
+
+def _render(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mig.plan import plan_stack
+    from mig.render import run_program, write_rendering
+    from mig.stackfile import stack_path
+
+    plan_stack(_load_stack(args))  # the same errors as `plan`, before Pulumi loads
+    path = Path(args.stack_file) if args.stack_file else stack_path(args.stack)
+    name = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    rendering = run_program(name, path)
+    if rendering.error:
+        raise MigError(rendering.error)
+    written = write_rendering(rendering, Path(args.out))
+    kinds = {"kubernetes": 0, "helm": 0, "cloud": 0}
+    for file in written:
+        top = file.relative_to(args.out).parts[0]
+        if top in kinds:
+            kinds[top] += 1
+    if args.json:
+        _print_json({"stack": name, "out": str(args.out), "files": kinds})
+    else:
+        print(
+            f"rendered stack {name} into {args.out}: {kinds['kubernetes']} Kubernetes objects, "
+            f"{kinds['helm']} Helm release(s), {kinds['cloud']} cloud resources (secrets redacted)"
+        )
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from mig.bench import run
 
@@ -237,6 +302,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--uniform-nodes", action="store_true", help="every node identical (one node-pool label)"
     )
+
+    def stack_args(sub: argparse.ArgumentParser) -> None:
+        where = sub.add_mutually_exclusive_group(required=True)
+        where.add_argument("--stack", help="stack name: reads stacks/Pulumi.NAME.yaml")
+        where.add_argument("--stack-file", help="any stack file")
+
+    sub = verb("plan", _plan, "what a stack builds and whether it fits, offline")
+    stack_args(sub)
+    sub.add_argument("--svg", help="write a picture of every distinct layout to this file")
+
+    sub = verb("render", _render, "run the Pulumi program under mocks; write what it would create")
+    stack_args(sub)
+    sub.add_argument("--out", required=True, help="output directory")
 
     sub = verb("bench", _bench, "planner benchmark: GPUs, bounds, baselines and wall time")
     sub.add_argument("--seed", type=int, default=7)

@@ -62,9 +62,22 @@ class Recorded:
         return not self.type.startswith(("kubernetes:", "pulumi:"))
 
 
+@dataclass(frozen=True)
+class Options:
+    """Resource options of one resource, as the program set them."""
+
+    type: str
+    name: str
+    parent_type: str | None
+    protect: bool
+    custom_timeouts: tuple[str | None, str | None] | None
+    depends_on: tuple[str, ...]
+
+
 @dataclass
 class Rendering:
     resources: list[Recorded] = field(default_factory=list)
+    options: dict[tuple[str, str], Options] = field(default_factory=dict)
     components: list[tuple[str, str]] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
@@ -148,7 +161,7 @@ def run_program(
     import pulumi
     from pulumi.runtime import config as runtime_config
     from pulumi.runtime import mocks, settings
-    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.stack import Stack, run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
     rendering = Rendering()
@@ -176,6 +189,28 @@ def run_program(
         runtime_config.set_all_config(config, secret_keys)
         settings.reset_options(project=PROJECT, stack=stack)
         mocks.set_mocks(Recorder(), project=PROJECT, stack=stack, preview=False)
+
+        def record_options(
+            args: pulumi.ResourceTransformationArgs,
+        ) -> pulumi.ResourceTransformationResult | None:
+            opts = args.opts
+            parent = opts.parent if opts else None
+            parent_type = None
+            if parent is not None and not isinstance(parent, Stack):
+                parent_type = getattr(parent, "_type", None) or type(parent).__name__
+            timeouts = opts.custom_timeouts if opts else None
+            depends = opts.depends_on if opts and isinstance(opts.depends_on, list) else []
+            rendering.options[(args.type_, args.name)] = Options(
+                type=args.type_,
+                name=args.name,
+                parent_type=parent_type,
+                protect=bool(opts and opts.protect),
+                custom_timeouts=(timeouts.create, timeouts.update) if timeouts else None,
+                depends_on=tuple(getattr(d, "_name", "?") for d in depends),
+            )
+            return None
+
+        pulumi.runtime.register_stack_transformation(record_options)
 
         def program() -> None:
             runpy.run_path(str(PROGRAM), run_name="__main__")

@@ -1,0 +1,44 @@
+"""Run the real Pulumi program under mocks, once per stack file (each run in a fresh loop)."""
+
+from __future__ import annotations
+
+import base64
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mig.render import Recorded, Rendering, run_program
+from mig.stackfile import stack_path
+
+
+@cache
+def stack_rendering(stack: str) -> Rendering:
+    rendering = run_program(stack, stack_path(stack))
+    assert rendering.error is None, rendering.error
+    return rendering
+
+
+def render_config(tmp_path: Path, config: dict[str, Any], **secrets: str) -> Rendering:
+    """Run the program on a stack file written from `config` (keys without the namespace)."""
+    body = {f"mig-inference:{key}": value for key, value in config.items()}
+    for key in secrets:
+        body[f"mig-inference:{key}"] = {"secure": "v1:test"}
+    path = tmp_path / "Pulumi.test.yaml"
+    path.write_text(yaml.safe_dump({"config": body}))
+    return run_program("test", path, secret_values=secrets)
+
+
+def one(rendering: Rendering, type_token: str) -> Recorded:
+    found = rendering.of_type(type_token)
+    assert len(found) == 1, f"{len(found)} x {type_token}"
+    return found[0]
+
+
+def named(rendering: Rendering, type_token: str, name: str) -> Recorded:
+    return next(r for r in rendering.of_type(type_token) if r.name == name)
+
+
+def b64(text: str) -> str:
+    return base64.b64decode(text).decode()

@@ -1,0 +1,281 @@
+"""GPU node pools on every cloud, under Pulumi mocks: the exact inputs that reach the providers,
+and the cloud-neutral pool description the operator and services consume."""
+
+from __future__ import annotations
+
+import email
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.eks import NODE_POLICIES
+from mig.errors import MigError
+from mig.plan import plan_stack
+from mig.spec import parse_stack
+from mig.stackfile import load_stack
+from mig.versions import GPU_OPERATOR_VERSION
+from tests.mocked import b64, named, one, render_config, stack_rendering
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+
+
+def _plan(values: dict[str, Any]) -> Any:
+    return plan_stack(parse_stack("t", values, pinned_operator_version=GPU_OPERATOR_VERSION))
+
+
+def test_parent_is_set_on_every_child() -> None:
+    for stack in ("gke-h100", "eks-p4d", "oke-h100", "existing", "ephemeral-gke"):
+        for (type_token, name), options in stack_rendering(stack).options.items():
+            if type_token.startswith(("mig-inference:", "pulumi:providers:")):
+                continue
+            if type_token == "kubernetes:core/v1:Namespace" and name.startswith("ns-"):
+                continue  # the program's own service namespaces
+            assert options.parent_type is not None, f"{stack}: {type_token} {name} has no parent"
+
+
+def test_gke_operator_pool_seed_004() -> None:
+    pool = named(stack_rendering("gke-h100"), NODE_POOL, "h100-mig").inputs
+    config = pool["nodeConfig"]
+    [accelerator] = config["guestAccelerators"]
+    assert (accelerator["type"], accelerator["count"]) == ("nvidia-h100-80gb", 8)
+    assert accelerator["gpuDriverInstallationConfig"] == {
+        "gpuDriverVersion": "INSTALLATION_DISABLED"
+    }
+    assert "gpuPartitionSize" not in accelerator
+    assert pool["maxPodsPerNode"] == 64 and pool["nodeCount"] == 1
+    assert config["machineType"] == "a3-highgpu-8g" and config["spot"] is True
+    assert config["taints"] == [
+        {"key": "nvidia/share", "value": "nvidia-mig", "effect": "NO_SCHEDULE"}
+    ]
+    assert config["labels"] == {
+        "role": "h100-standard",
+        "mig-inference.io/pool": "h100-mig",
+        "nvidia.com/mig.config": "all-3g.40gb",
+        "gke-no-default-nvidia-gpu-device-plugin": "true",
+    }
+    description = plan_stack(load_stack("gke-h100")).pool("h100-mig")
+    assert description.capacity_per_node() == {"nvidia.com/mig-3g.40gb": 16}
+    assert description.node_selector == {"mig-inference.io/pool": "h100-mig"}
+    assert {"key": "nvidia/share", "operator": "Equal", "value": "nvidia-mig",
+            "effect": "NoSchedule"} in description.tolerations  # fmt: skip
+    assert {
+        "key": "nvidia.com/gpu",
+        "operator": "Exists",
+        "effect": "NoSchedule",
+    } in description.tolerations
+
+
+def test_gke_native_pool() -> None:
+    pool = named(stack_rendering("gke-native"), NODE_POOL, "h100-partition-3g").inputs
+    [accelerator] = pool["nodeConfig"]["guestAccelerators"]
+    assert accelerator["gpuPartitionSize"] == "3g.40gb"
+    assert accelerator["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "LATEST"}
+    labels = pool["nodeConfig"]["labels"]
+    assert "nvidia.com/mig.config" not in labels
+    assert "gke-no-default-nvidia-gpu-device-plugin" not in labels
+    description = plan_stack(load_stack("gke-native")).pool("h100-partition-3g")
+    assert description.capacity_per_node() == {"nvidia.com/gpu": 16}
+    assert description.node_selector["cloud.google.com/gke-gpu-partition-size"] == "3g.40gb"
+
+
+def _gke(pool: dict[str, Any]) -> dict[str, Any]:
+    base = {"name": "p", "gpu": "H100-80GB", "machineType": "a3-highgpu-8g", "nodes": 1}
+    return {
+        "cloud": "gke",
+        "cluster": {"name": "c", "project": "p", "location": "us-central1"},
+        "pools": [{**base, **pool}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("pool", "message"),
+    [
+        ({"migManager": "gke", "mig": "all-balanced"}, "one profile; allowed for H100-80GB: all-1g.10gb, all-1g.20gb"),
+        ({"migManager": "gke", "mig": "all-1g.10gb.me"}, r"does not accept partition size 1g.10gb\+me"),
+        ({"gpu": "B200-180GB", "machineType": "a4-highgpu-8g", "migManager": "gke", "mig": "all-1g.23gb"},
+         "native MIG does not support B200-180GB"),
+        ({"machineType": "n1-standard-8"}, "unknown gke machine type 'n1-standard-8'; known: a2-highgpu-1g"),
+        ({"machineType": "a2-highgpu-8g"}, "a2-highgpu-8g carries A100-40GB, not H100-80GB"),
+        ({"maxPods": 300, "mig": "all-1g.10gb"}, r"300 is out of range; gke allows 8-256"),
+        ({"maxPods": 8, "mig": "all-1g.10gb"}, r"8 is below the 74 this pool needs per node \(56 GPU devices"),
+        ({"taints": [{"key": "a", "value": "b", "effect": "NO_SCHEDULE"}]}, "'NO_SCHEDULE' is not a taint effect"),
+    ],
+)  # fmt: skip
+def test_gke_bad_pools(pool: dict[str, Any], message: str) -> None:
+    with pytest.raises(MigError, match=message) as caught:
+        _plan(_gke(pool))
+    assert str(caught.value).startswith("mig-inference:pools[0]")
+
+
+def test_gke_explicit_gpus_per_node_for_other_machine_types() -> None:
+    plan = _plan(
+        _gke({"machineType": "a3-highgpu-8g-custom", "gpusPerNode": 8, "mig": "all-3g.40gb"})
+    )
+    assert plan.pools[0].accelerator == "nvidia-h100-80gb" and plan.pools[0].gpus_per_node == 8
+
+
+def test_gke_autoscaling_and_cluster_creation() -> None:
+    rendering = stack_rendering("ephemeral-gke")
+    pool = named(rendering, NODE_POOL, "a100-spot").inputs
+    assert pool["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 2}
+    assert "nodeCount" not in pool and pool["nodeConfig"]["spot"] is True
+    cluster = one(rendering, "gcp:container/cluster:Cluster").inputs
+    assert cluster["privateClusterConfig"]["enablePrivateNodes"] is True
+    assert cluster["removeDefaultNodePool"] is True and cluster["deletionProtection"] is False
+    assert cluster["networkingMode"] == "VPC_NATIVE"
+    system = named(rendering, NODE_POOL, "mig-ephemeral-system").inputs
+    assert "guestAccelerators" not in system["nodeConfig"]
+    kubeconfig = yaml.safe_load(rendering.outputs["kubeconfig"])
+    assert kubeconfig["users"][0]["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
+    provider = one(rendering, "pulumi:providers:kubernetes").inputs
+    assert "kubeconfig" in provider
+    assert not any(o.protect for o in rendering.options.values())
+
+
+def test_protect_reaches_cluster_and_pools(tmp_path: Path) -> None:
+    config = _gke({"mig": "all-3g.40gb"})
+    config["cluster"].update({"create": True, "protect": True, "network": "n", "subnetwork": "s"})
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None
+    protected = {
+        name for (t, name), o in rendering.options.items() if o.protect and ":container/" in t
+    }
+    assert protected == {"c", "c-system", "p"}
+
+
+def test_eks_node_group_seed_003() -> None:
+    rendering = stack_rendering("eks-p4d")
+    group = one(rendering, "aws:eks/nodeGroup:NodeGroup").inputs
+    assert group["amiType"] == "AL2023_x86_64_NVIDIA"
+    assert group["instanceTypes"] == ["p4d.24xlarge"] and group["capacityType"] == "ON_DEMAND"
+    assert group["scalingConfig"] == {"desiredSize": 1, "minSize": 1, "maxSize": 1}
+    assert group["labels"]["nvidia.com/mig.config"] == "all-balanced"
+    assert "diskSize" not in group  # set in the launch template
+    template = one(rendering, "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    message = email.message_from_string(b64(template["userData"]))
+    assert message.is_multipart()
+    [part] = list(message.walk())[1:]
+    assert part.get_content_type() == "application/node.eks.aws"
+    assert part["Content-Transfer-Encoding"] == "7bit"
+    node_config = yaml.safe_load(str(part.get_payload()))
+    assert node_config == {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {"kubelet": {"config": {"maxPods": 110}}},
+    }
+    assert template["metadataOptions"]["httpTokens"] == "required"
+    policies = {
+        a.inputs["policyArn"]
+        for a in rendering.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    }
+    assert policies == set(NODE_POLICIES)
+    role = one(rendering, "aws:iam/role:Role").inputs
+    statement = json.loads(role["assumeRolePolicy"])["Statement"][0]
+    assert statement["Principal"] == {"Service": "ec2.amazonaws.com"}
+    description = plan_stack(load_stack("eks-p4d")).pool("demo-gpu-workers")
+    assert description.capacity_per_node() == {
+        "nvidia.com/mig-1g.5gb": 16, "nvidia.com/mig-2g.10gb": 8, "nvidia.com/mig-3g.20gb": 8,
+    }  # fmt: skip
+
+
+def test_eks_taints_and_spot(tmp_path: Path) -> None:
+    group = one(stack_rendering("eks-p5-auto"), "aws:eks/nodeGroup:NodeGroup").inputs
+    assert group["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+    ]
+    config = {
+        "cloud": "eks",
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"], "create": True,
+                    "vpcId": "vpc-1", "version": "1.33"},
+        "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": {"min": 0, "max": 3},
+                   "mig": "all-balanced", "spot": True}],
+    }  # fmt: skip
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None
+    group = named(rendering, "aws:eks/nodeGroup:NodeGroup", "p").inputs
+    assert group["capacityType"] == "SPOT"
+    assert group["scalingConfig"] == {"desiredSize": 0, "minSize": 0, "maxSize": 3}
+    cluster = one(rendering, "aws:eks/cluster:Cluster").inputs
+    assert cluster["vpcConfig"]["endpointPublicAccess"] is False
+    assert cluster["vpcConfig"]["endpointPrivateAccess"] is True
+    assert {"arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"} <= {
+        a.inputs["policyArn"]
+        for a in rendering.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    }
+    kubeconfig = yaml.safe_load(rendering.outputs["kubeconfig"])
+    assert kubeconfig["users"][0]["user"]["exec"]["args"][:2] == ["eks", "get-token"]
+
+
+@pytest.mark.parametrize(
+    ("max_pods", "message"),
+    [
+        (300, "out of range; eks allows 1-100"),
+        (40, r"below the 47 this pool needs per node \(32 GPU devices"),
+    ],
+)
+def test_eks_max_pods_limits(max_pods: int, message: str) -> None:
+    config = {
+        "cloud": "eks",
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"]},
+        "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": 1,
+                   "mig": "all-balanced", "maxPods": max_pods}],
+    }  # fmt: skip
+    with pytest.raises(MigError, match=message):
+        _plan(config)
+
+
+def test_oke_pool_seed_000() -> None:
+    rendering = stack_rendering("oke-h100")
+    pool = one(rendering, "oci:ContainerEngine/nodePool:NodePool").inputs
+    assert pool["nodeShape"] == "BM.GPU.H100.8"
+    details = pool["nodeConfigDetails"]
+    assert details["nodePoolPodNetworkOptionDetails"]["cniType"] == "OCI_VCN_IP_NATIVE"
+    assert details["nodePoolPodNetworkOptionDetails"]["maxPodsPerNode"] == 90
+    assert {"key": "nvidia.com/mig.config", "value": "all-1g.20gb"} in pool["initialNodeLabels"]
+    script = b64(pool["nodeMetadata"]["user_data"])
+    assert (
+        "oke-init.sh --kubelet-extra-args --register-with-taints=nvidia.com/gpu=present:NoSchedule"
+        in script
+    )
+    assert "taints" not in pool
+
+
+def _oke(mig: str, max_pods: int | None) -> dict[str, Any]:
+    pool: dict[str, Any] = {"name": "p", "gpu": "h100", "machineType": "BM.GPU.H100.8", "nodes": 1,
+                            "mig": mig, "imageId": "ocid1.image.x"}  # fmt: skip
+    if max_pods is not None:
+        pool["maxPods"] = max_pods
+    return {
+        "cloud": "oke",
+        "cluster": {"name": "c", "compartmentId": "ocid1.c", "clusterId": "ocid1.k", "subnetIds": ["s"],
+                    "availabilityDomains": ["AD-1"], "kubernetesVersion": "v1.33.1"},
+        "pools": [pool],
+    }  # fmt: skip
+
+
+def test_oke_all_1g_10gb_needs_more_than_31_pods_and_is_accepted_at_90() -> None:
+    with pytest.raises(MigError, match=r"31 \(the oke default\) is below the 72 this pool needs"):
+        _plan(_oke("all-1g.10gb", None))
+    plan = _plan(_oke("all-1g.10gb", 90))
+    assert plan.pools[0].capacity_per_node() == {"nvidia.com/mig-1g.10gb": 56}
+    with pytest.raises(MigError, match="111 is out of range; oke allows 1-110"):
+        _plan(_oke("all-1g.10gb", 111))
+
+
+def test_existing_nodes_get_labels_and_taints_only() -> None:
+    patches = stack_rendering("existing").of_type("kubernetes:core/v1:NodePatch")
+    assert sorted(p.inputs["metadata"]["name"] for p in patches) == ["gpu-node-01", "gpu-node-02"]
+    for patch in patches:
+        assert set(patch.inputs) == {"apiVersion", "kind", "metadata", "spec"}
+        assert set(patch.inputs["spec"]) == {"taints"}
+        assert patch.inputs["spec"]["taints"] == [
+            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+        ]
+        labels = patch.inputs["metadata"]["labels"]
+        assert labels == {
+            "mig-inference.io/pool": "lab-h100",
+            "nvidia.com/mig.config": "all-balanced",
+        }

@@ -1,0 +1,72 @@
+"""Every stack file, end to end: the real program under mocks, every Kubernetes object valid
+against the Kubernetes OpenAPI schema (strict), and `plan --json` consistent with services."""
+
+from __future__ import annotations
+
+import json
+
+import kubernetes_validate
+import pytest
+
+from mig.cli import main
+from mig.stackfile import stack_names
+from tests.mocked import stack_rendering
+
+KUBERNETES_VERSION = "1.33.0"
+REQUIRED_STACKS = {"gke-h100", "gke-native", "eks-p4d", "eks-p5-auto", "oke-h100", "existing",
+                   "ephemeral-gke"}  # fmt: skip
+
+
+def test_required_stacks_exist() -> None:
+    assert set(stack_names()) >= REQUIRED_STACKS
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_program_runs_and_objects_validate(stack: str) -> None:
+    rendering = stack_rendering(stack)
+    objects = rendering.kubernetes_objects()
+    assert objects, "no Kubernetes objects"
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    assert set(rendering.outputs) >= {"pools", "services"}
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_plan_json_matches_services(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--stack", stack, "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert {"stack", "cloud", "pools", "services", "errors", "warnings"} <= set(plan)
+    assert plan["errors"] == []
+    pools = {p["name"]: p for p in plan["pools"]}
+    used: dict[tuple[str, str], int] = {}
+    for service in plan["services"]:
+        pool = pools[service["pool"]]
+        assert service["resource"] in pool["capacity"], service
+        key = (service["pool"], service["resource"])
+        used[key] = used.get(key, 0) + service["replicas"]
+        if service["need_mib"]:
+            assert service["need_mib"] <= service["slice_mib"]
+    for (pool, resource), count in used.items():
+        assert count <= pools[pool]["capacity"][resource]
+    # The program deploys what the plan says.
+    deployments = {
+        r.inputs["metadata"]["name"]: r.inputs
+        for r in stack_rendering(stack).of_type("kubernetes:apps/v1:Deployment")
+    }
+    for service in plan["services"]:
+        spec = deployments[service["name"]]["spec"]
+        assert spec["replicas"] == service["replicas"]
+        limits = spec["template"]["spec"]["containers"][0]["resources"]["limits"]
+        assert limits[service["resource"]] == "1"
+
+
+def test_plan_text_and_svg(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    svg = Path(str(tmp_path)) / "layouts.svg"
+    assert main(["plan", "--stack", "eks-p4d", "--svg", str(svg)]) == 0
+    out = capsys.readouterr().out
+    assert "[2g.10gb][1g ][1g ][3g.20gb        ]" in out
+    assert "capacity per node: nvidia.com/mig-1g.5gb 16, nvidia.com/mig-2g.10gb 8" in out
+    text = svg.read_text()
+    assert text.startswith("<svg") and "embedder" in text and "3g.20gb" in text
