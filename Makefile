@@ -27,7 +27,7 @@ typecheck: setup
 	$(PY) -m mypy
 
 unit: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -q
 
 test: lint typecheck unit
 

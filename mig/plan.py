@@ -561,7 +561,8 @@ def _engine_sizing(service: ServiceSpec, offer: Offer, path: str) -> EngineSizin
     kv_budget = budget - shape.weight_bytes * shape.overhead
     if kv_budget <= 0:
         raise MigError(
-            f"the weights ({shape.weight_bytes / 2**30:.1f} GiB with overhead) leave no room for a "
+            f"the weights ({shape.weight_bytes * shape.overhead / 2**30:.1f} GiB with overhead) "
+            "leave no room for a "
             f"KV cache in {service.gpu_memory_utilization:.0%} of {offer.profile}'s "
             f"{offer.memory_mib:,} MiB; pick a larger profile",
             f"{path}.profile",
