@@ -661,6 +661,21 @@ def _service(node: _Node, secret_keys: frozenset[str]) -> ServiceSpec:
     )
 
 
+def _secret_references(values: Mapping[str, Any]) -> dict[str, str]:
+    """Config keys that services or the cluster name as secrets -> the key path naming them."""
+    found: dict[str, str] = {}
+    services = values.get("services")
+    for index, service in enumerate(services if isinstance(services, list) else []):
+        if isinstance(service, dict):
+            for field_name in ("hfTokenSecret", "apiKeySecret"):
+                if isinstance(service.get(field_name), str):
+                    found.setdefault(service[field_name], f"services[{index}].{field_name}")
+    cluster = values.get("cluster")
+    if isinstance(cluster, dict) and isinstance(cluster.get("kubeconfig"), str):
+        found.setdefault(cluster["kubeconfig"], "cluster.kubeconfig")
+    return found
+
+
 def parse_stack(
     stack: str,
     values: Mapping[str, Any],
@@ -670,7 +685,14 @@ def parse_stack(
 ) -> StackSpec:
     """Validate the project's config values (keys without the `mig-inference:` prefix)."""
     root = f"{NAMESPACE}:"
+    referenced = _secret_references(values)
     for key in values:
+        if key in referenced and key not in secret_keys:
+            raise MigError(
+                f"is named by {referenced[key]} but stored in plain text; store it as a secret "
+                f"(`pulumi config set --secret {key} ...`)",
+                f"{root}{key}",
+            )
         if key not in TOP_KEYS and key not in secret_keys:
             raise MigError(
                 f"unknown key; allowed: {', '.join(TOP_KEYS)} (and secret keys named by services)",

@@ -171,7 +171,8 @@ def _engines(tmp_path: Path, service: dict[str, Any]) -> dict[str, Any]:
     assert rendering.error is None, rendering.error
     for obj in rendering.kubernetes_objects():
         kubernetes_validate.validate(obj, "1.33.0", strict=True)
-    return pod_of(one(rendering, DEPLOYMENT).inputs)["containers"][0]
+    container: dict[str, Any] = pod_of(one(rendering, DEPLOYMENT).inputs)["containers"][0]
+    return container
 
 
 def test_tgi_engine(tmp_path: Path) -> None:

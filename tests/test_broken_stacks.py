@@ -1,0 +1,64 @@
+"""A corpus of broken stack files: each fails `plan` (and `render`) with exit 1 and one error
+line naming the key path, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mig.cli import main
+from mig.render import run_program
+from tests.reference import ROOT
+
+CORPUS = sorted((Path(__file__).parent / "broken_stacks").glob("*.yaml"))
+
+
+def expected(path: Path) -> str:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect: "), f"{path.name} has no `# expect:` line"
+    return first.removeprefix("# expect: ")
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CORPUS) >= 25
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_plan_fails_with_the_key_path(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--stack-file", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("error: ")
+    assert expected(path) in captured.err
+
+
+@pytest.mark.parametrize("path", CORPUS[:3], ids=lambda p: p.stem)
+def test_json_errors(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["plan", "--stack-file", str(path), "--json"]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert expected(path) in payload["errors"][0]
+
+
+def test_the_pulumi_program_reports_the_same_error() -> None:
+    path = next(p for p in CORPUS if "replicas-beyond-capacity" in p.name)
+    rendering = run_program("broken", path)
+    assert rendering.error is not None and expected(path) in rendering.error
+    assert rendering.resources == []  # nothing is created half-way
+
+
+@pytest.mark.parametrize("verb", ["plan", "render"])
+def test_no_traceback_from_a_real_process(verb: str, tmp_path: Path) -> None:
+    path = next(p for p in CORPUS if "bad-taint-effect" in p.name)
+    argv = [sys.executable, "-m", "mig", verb, "--stack-file", str(path)]
+    if verb == "render":
+        argv += ["--out", str(tmp_path)]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=False)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert expected(path) in result.stderr
