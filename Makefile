@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK ?= gke-h100
+OUT ?= out/$(STACK)
 
-.PHONY: setup plan test lint typecheck unit bench clean
+.PHONY: setup plan render test lint typecheck unit bench scan clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +17,10 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 plan: setup
-	$(PY) -m mig profiles --gpu h100
-	$(PY) -m mig fit --gpu h100 --memory-gib 24.5
+	$(PY) -m mig plan --stack $(STACK)
+
+render: setup
+	$(PY) -m mig render --stack $(STACK) --out $(OUT)
 
 lint: setup
 	$(PY) -m ruff check .
@@ -31,5 +34,16 @@ unit: setup
 
 test: lint typecheck unit
 
+bench: setup
+	$(PY) -m mig bench
+
+# checkov over every stack's rendered Kubernetes objects (its own virtualenv: it is large).
+scan: setup
+	$(PYTHON) -m venv .venv-scan
+	.venv-scan/bin/pip install --quiet 'checkov>=3.3.30,<4'
+	for stack in $$(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$$/\1/p'); do \
+		$(PY) -m mig render --stack $$stack --out out/scan/$$stack || exit 1; done
+	.venv-scan/bin/checkov --quiet --compact --framework kubernetes -d out/scan
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-scan out build *.egg-info .pytest_cache .mypy_cache .ruff_cache
