@@ -12,7 +12,8 @@ from mig.plan import ServicePlan
 
 HF_TOKEN_KEY = "hf-token"
 API_KEY_KEY = "api-key"
-RUN_AS = 1000
+RUN_AS = 10001
+"""A high UID, so the engine never shares a UID with a host account."""
 PROBE_PERIOD_SECONDS = 10
 HPA_CPU_TARGET = 80
 

@@ -142,5 +142,19 @@ class MigReadyGate(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
+        # The gate only talks to the API server: no pod may connect to it.
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-deny-ingress",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=GATE_NAME, namespace=args.namespace, labels=labels
+            ),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(
+                    match_labels={"app.kubernetes.io/name": GATE_NAME}
+                ),
+                policy_types=["Ingress"],
+            ),
+            opts=child,
+        )
         self.job_name = job.metadata.name
         self.register_outputs({"job_name": self.job_name})

@@ -156,6 +156,13 @@ def test_gate_objects() -> None:
     assert job["spec"]["backoffLimit"] == 0
     role = one(rendering, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").inputs
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
+    deny = named(
+        rendering, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "mig-ready-deny-ingress"
+    ).inputs
+    assert deny["spec"] == {
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "mig-ready-gate"}},
+        "policyTypes": ["Ingress"],
+    }
     binding = one(rendering, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding").inputs
     assert binding["subjects"][0]["namespace"] == "gpu-operator"
     options = rendering.options[("kubernetes:batch/v1:Job", "mig-ready-job")]

@@ -13,7 +13,7 @@ from mig.plan import plan_stack
 from mig.render import write_rendering
 from mig.spec import parse_stack
 from mig.versions import GPU_OPERATOR_VERSION, TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
-from tests.mocked import one, render_config, stack_rendering
+from tests.mocked import named, one, render_config, stack_rendering
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 TOKEN = "hf_THIS-IS-A-TEST-TOKEN-0123456789"
@@ -125,7 +125,9 @@ def test_service_pdb_networkpolicy_and_hardening() -> None:
     assert service["type"] == "ClusterIP" and service["ports"][0]["port"] == 8000
     pdb = one(rendering, "kubernetes:policy/v1:PodDisruptionBudget").inputs["spec"]
     assert pdb["maxUnavailable"] == 1
-    policy = one(rendering, "kubernetes:networking.k8s.io/v1:NetworkPolicy").inputs["spec"]
+    policy = named(
+        rendering, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "mistral-nemo-ingress"
+    ).inputs["spec"]
     assert policy["policyTypes"] == ["Ingress"]
     assert policy["ingress"][0]["from"] == [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateway"}}}
@@ -133,6 +135,7 @@ def test_service_pdb_networkpolicy_and_hardening() -> None:
     pod = pod_of(deployment("gke-h100", "mistral-nemo"))
     assert pod["automountServiceAccountToken"] is False
     assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] >= 10000
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     context = pod["containers"][0]["securityContext"]
     assert context == {
@@ -146,8 +149,9 @@ def test_service_pdb_networkpolicy_and_hardening() -> None:
 
 
 def test_without_clients_only_the_namespace_may_connect() -> None:
-    policy = one(
-        stack_rendering("oke-h100"), "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+    rendering = stack_rendering("oke-h100")
+    policy = named(
+        rendering, "kubernetes:networking.k8s.io/v1:NetworkPolicy", "llama-3-1-8b-ingress"
     ).inputs["spec"]
     assert policy["ingress"][0]["from"] == [{"podSelector": {}}]
 
