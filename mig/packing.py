@@ -20,7 +20,7 @@ import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mig.catalog import GpuModel, Profile
@@ -200,15 +200,25 @@ class _Model:
     y: dict[tuple[int, str], int]
 
 
-def _build(
-    gpu: GpuModel,
-    workloads: Sequence[Workload],
-    allowed: Sequence[Sequence[Profile]],
-    layouts: Sequence[Layout],
-    single_profile: bool = False,
-) -> _Model:
+@dataclass(frozen=True)
+class _Problem:
+    """One packing problem: the GPU model, the fleet, the profiles each workload may use, and
+    the layouts a GPU may take."""
+
+    gpu: GpuModel
+    workloads: Sequence[Workload]
+    allowed: Sequence[Sequence[Profile]]
+    layouts: Sequence[Layout]
+    single_profile: bool = False
+
+    def model(self) -> _Model:
+        return _build(self)
+
+
+def _build(problem: _Problem) -> _Model:
+    workloads, allowed, single_profile = problem.workloads, problem.allowed, problem.single_profile
     milp = Milp()
-    x = {layout: milp.variable(cost=1.0) for layout in layouts}
+    x = {layout: milp.variable(cost=1.0) for layout in problem.layouts}
     y: dict[tuple[int, str], int] = {}
     for w, workload in enumerate(workloads):
         for profile in allowed[w]:
@@ -236,28 +246,18 @@ def _build(
     return _Model(milp, x, y)
 
 
-def _min_gpus(
-    gpu: GpuModel,
-    workloads: Sequence[Workload],
-    allowed: Sequence[Sequence[Profile]],
-    layouts: Sequence[Layout],
-    single_profile: bool = False,
-) -> tuple[int, bool, list[float], _Model]:
-    model = _build(gpu, workloads, allowed, layouts, single_profile)
+def _min_gpus(problem: _Problem) -> tuple[int, bool, list[float], _Model]:
+    model = problem.model()
     solution = model.milp.solve(integral_objective=True, time_limit=SOLVER_SECONDS)
     if not solution.values:
         raise MigError("the solver found no plan within its time limit")
     return round(solution.objective), solution.optimal, solution.values, model
 
 
-def _lower_bound(
-    gpu: GpuModel,
-    workloads: Sequence[Workload],
-    allowed: Sequence[Sequence[Profile]],
-    layouts: Sequence[Layout],
-) -> int:
+def _lower_bound(problem: _Problem) -> int:
     """Ceiling of the LP relaxation, and of the memory-slot and compute counting bounds."""
-    relaxed = _build(gpu, workloads, allowed, layouts).milp.solve(relax=True)
+    gpu, workloads, allowed = problem.gpu, problem.workloads, problem.allowed
+    relaxed = problem.model().milp.solve(relax=True)
     slots = sum(
         w.replicas * min(p.memory for p in a) for w, a in zip(workloads, allowed, strict=True)
     )
@@ -268,28 +268,20 @@ def _lower_bound(
     return max(counting, math.ceil(relaxed.objective - 1e-6))
 
 
-def _prefer_small_slices(model: _Model, gpu: GpuModel, workloads: Sequence[Workload]) -> None:
+def _prefer_small_slices(model: _Model, problem: _Problem) -> None:
     """Cost each replica's memory beyond its need (GiB); a compute slice weighs 0.01 GiB, so
     among slices of equal memory the one with less compute wins."""
     for (w, name), var in model.y.items():
-        profile = gpu.profile(name)
-        excess = profile.memory_mib - _need_mib(workloads[w], gpu)
+        profile = problem.gpu.profile(name)
+        excess = profile.memory_mib - _need_mib(problem.workloads[w], problem.gpu)
         model.milp.cost[var] = max(excess, 0.0) / 1024 + 0.01 * profile.compute
 
 
-def _refine(
-    gpu: GpuModel,
-    workloads: Sequence[Workload],
-    allowed: Sequence[Sequence[Profile]],
-    layouts: Sequence[Layout],
-    gpus: int,
-    start: Sequence[float],
-    single_profile: bool = False,
-) -> tuple[list[float], bool]:
+def _refine(problem: _Problem, gpus: int, start: Sequence[float]) -> tuple[list[float], bool]:
     """Among plans with `gpus` GPUs: fewest distinct layouts, then least memory beyond need.
 
     Starts from the stage-one plan `start`, so it never returns anything worse."""
-    model = _build(gpu, workloads, allowed, layouts, single_profile)
+    model = problem.model()
     milp = model.milp
     for var in model.x.values():
         milp.cost[var] = 0.0
@@ -306,7 +298,7 @@ def _refine(
     for var in used.values():
         milp.cost[var] = 0.0
     milp.constrain({var: 1.0 for var in used.values()}, upper=distinct)
-    _prefer_small_slices(model, gpu, workloads)
+    _prefer_small_slices(model, problem)
     stage_three = milp.solve(time_limit=REFINE_SECONDS, rel_gap=1e-4, start=stage_two.values)
     best = stage_three.values or stage_two.values
     proven = stage_two.optimal and stage_three.optimal
@@ -314,12 +306,9 @@ def _refine(
 
 
 def _realize(
-    gpu: GpuModel,
-    workloads: Sequence[Workload],
-    model: _Model,
-    values: Sequence[float],
-    gpus_per_node: int | None,
+    problem: _Problem, model: _Model, values: Sequence[float], gpus_per_node: int | None
 ) -> tuple[list[GpuSlot], list[Assignment]]:
+    gpu, workloads = problem.gpu, problem.workloads
     counts = {layout: round(values[var]) for layout, var in model.x.items()}
     ordered = [layout for layout, count in counts.items() for _ in range(count)]
     per_node = gpus_per_node or len(ordered) or 1
@@ -396,19 +385,16 @@ def pack(
         except MigError as error:
             raise error.at(f"workloads[{index}] ({workload.name})") from None
     layouts = _candidate_layouts(gpu, [p for a in allowed for p in a])
-    lower = _lower_bound(gpu, workloads, allowed, layouts)
+    problem = _Problem(gpu, workloads, allowed, layouts, single_profile)
+    lower = _lower_bound(problem)
     refined_optimal = False
     if uniform_nodes:
         assert gpus_per_node is not None
-        slots, assignments, optimal = _pack_uniform(
-            gpu, workloads, allowed, layouts, gpus_per_node, lower, single_profile
-        )
+        slots, assignments, optimal = _pack_uniform(problem, gpus_per_node, lower)
     else:
-        gpus, optimal, values, model = _min_gpus(gpu, workloads, allowed, layouts, single_profile)
-        refined, refined_optimal = _refine(
-            gpu, workloads, allowed, layouts, gpus, values, single_profile
-        )
-        slots, assignments = _realize(gpu, workloads, model, refined, gpus_per_node)
+        gpus, optimal, values, model = _min_gpus(problem)
+        refined, refined_optimal = _refine(problem, gpus, values)
+        slots, assignments = _realize(problem, model, refined, gpus_per_node)
         slots = _pad_last_node(gpu, slots, gpus_per_node)
     plan = PackPlan(
         gpu_model=gpu,
@@ -421,27 +407,22 @@ def pack(
         refined_optimal=refined_optimal,
     )
     if baselines:
-        plan.baselines = compute_baselines(gpu, workloads, allowed)
+        plan.baselines = compute_baselines(problem)
     plan.seconds = time.perf_counter() - started
     return plan
 
 
 def _pack_uniform(
-    gpu: GpuModel,
-    workloads: Sequence[Workload],
-    allowed: Sequence[Sequence[Profile]],
-    layouts: Sequence[Layout],
-    gpus_per_node: int,
-    lower: int,
-    single_profile: bool,
+    problem: _Problem, gpus_per_node: int, lower: int
 ) -> tuple[list[GpuSlot], list[Assignment], bool]:
     """Fewest identical nodes: for N = ceil(lower / gpus_per_node), N+1, ... find per-node
     layout counts c[L] (summing to gpus_per_node) whose N copies hold the fleet."""
-    total = sum(w.replicas for w in workloads)
+    gpu = problem.gpu
+    total = sum(w.replicas for w in problem.workloads)
     nodes = max(1, math.ceil(lower / gpus_per_node))
     proven = True
     while nodes <= total:
-        model = _build(gpu, workloads, allowed, layouts, single_profile)
+        model = problem.model()
         milp = model.milp
         # Reinterpret x[L] as GPUs per node: capacity rows scale by the node count.
         for row_index, (terms, lo, hi) in enumerate(milp.rows):
@@ -449,7 +430,7 @@ def _pack_uniform(
             milp.rows[row_index] = (scaled, lo, hi)
         for var in model.x.values():
             milp.cost[var] = 0.0
-        _prefer_small_slices(model, gpu, workloads)
+        _prefer_small_slices(model, problem)
         milp.constrain(
             dict.fromkeys(model.x.values(), 1.0), lower=gpus_per_node, upper=gpus_per_node
         )
@@ -464,7 +445,7 @@ def _pack_uniform(
             values = list(solution.values)
             for layout, var in model.x.items():
                 values[var] = ordered_x[layout]
-            slots, assignments = _realize(gpu, workloads, model, values, None)
+            slots, assignments = _realize(problem, model, values, None)
             # Lay the GPUs out node by node, each node repeating the same per-GPU sequence.
             relaid = [
                 GpuSlot(n * gpus_per_node + i, n, layout, tuple(place(gpu, layout)))
@@ -487,15 +468,19 @@ def _pack_uniform(
     raise MigError("no uniform node layout holds the fleet")
 
 
-def compute_baselines(
-    gpu: GpuModel, workloads: Sequence[Workload], allowed: Sequence[Sequence[Profile]]
-) -> dict[str, int]:
+def compute_baselines(problem: _Problem) -> dict[str, int]:
     """GPUs the same model needs with (a) one replica per whole GPU, no MIG, and (b) only
     homogeneous `all-<profile>` layouts, one profile per GPU, as the seed documents do."""
+    gpu = problem.gpu
     full = gpu.full_profile
-    whole = [[full] for _ in workloads]
-    one_per_gpu, _, _, _ = _min_gpus(gpu, workloads, whole, [Layout.of(gpu, {full.name: 1})])
-    profiles = {p for a in allowed for p in a}
+    whole = replace(
+        problem,
+        allowed=[[full] for _ in problem.workloads],
+        layouts=[Layout.of(gpu, {full.name: 1})],
+        single_profile=False,
+    )
+    one_per_gpu, _, _, _ = _min_gpus(whole)
+    profiles = {p for a in problem.allowed for p in a}
     homogeneous_layouts = [Layout.of(gpu, {p.name: p.max_instances}) for p in profiles]
-    homogeneous, _, _, _ = _min_gpus(gpu, workloads, allowed, homogeneous_layouts)
+    homogeneous, _, _, _ = _min_gpus(replace(problem, layouts=homogeneous_layouts))
     return {"one_per_gpu": one_per_gpu, "homogeneous": homogeneous}
