@@ -7,6 +7,7 @@ import json
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from mig.cli import main
 from mig.stackfile import stack_names
@@ -70,3 +71,16 @@ def test_plan_text_and_svg(tmp_path: object, capsys: pytest.CaptureFixture[str])
     assert "capacity per node: nvidia.com/mig-1g.5gb 16, nvidia.com/mig-2g.10gb 8" in out
     text = svg.read_text()
     assert text.startswith("<svg") and "embedder" in text and "3g.20gb" in text
+
+
+def test_pulumi_yaml_declares_the_config_contract() -> None:
+    from mig.spec import TOP_KEYS
+    from tests.reference import ROOT
+
+    text = (ROOT / "Pulumi.yaml").read_text()
+    project = yaml.safe_load(text)
+    assert project["name"] == "mig-inference" and project["stackConfigDir"] == "stacks"
+    assert project["runtime"]["name"] == "python"
+    assert project["config"]["cloud"]["type"] == "string"
+    for key in TOP_KEYS:
+        assert f"#   {key}" in text or key in project["config"], f"{key} is not declared"
