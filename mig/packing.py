@@ -431,6 +431,14 @@ def _pack_uniform(
         for var in model.x.values():
             milp.cost[var] = 0.0
         _prefer_small_slices(model, problem)
+        # Fewest distinct layouts first: each layout used costs more than any memory excess.
+        layout_weight = 1.0 + sum(
+            w.replicas * max(p.memory_mib for p in a) / 1024
+            for w, a in zip(problem.workloads, problem.allowed, strict=True)
+        )
+        for var in model.x.values():
+            used = milp.variable(cost=layout_weight, upper=1.0)
+            milp.constrain({var: 1.0, used: -float(gpus_per_node)}, upper=0.0)
         milp.constrain(
             dict.fromkeys(model.x.values(), 1.0), lower=gpus_per_node, upper=gpus_per_node
         )
