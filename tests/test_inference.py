@@ -98,14 +98,19 @@ def test_secrets_reach_the_pod_only_through_a_secret() -> None:
         }
 
 
-def test_token_never_appears_in_plain_text(tmp_path: Path) -> None:
-    config = {
+def _lab(mig: str, services: list[dict[str, Any]]) -> dict[str, Any]:
+    """An existing cluster with one 8-GPU H100 node in layout `mig`."""
+    return {
         "cloud": "existing",
         "cluster": {"name": "lab", "context": "lab"},
-        "pools": [{"name": "p", "gpu": "h100", "gpusPerNode": 8, "nodeNames": ["n1"], "mig": "all-1g.10gb"}],
-        "services": [{"name": "s", "model": "m", "memoryGiB": 8, "replicas": 4,
-                      "hfTokenSecret": "hfToken", "apiKeySecret": "apiKey"}],
-    }  # fmt: skip
+        "pools": [{"name": "p", "gpu": "h100", "gpusPerNode": 8, "nodeNames": ["n1"], "mig": mig}],
+        "services": services,
+    }
+
+
+def test_token_never_appears_in_plain_text(tmp_path: Path) -> None:
+    config = _lab("all-1g.10gb", [{"name": "s", "model": "m", "memoryGiB": 8, "replicas": 4,
+                                   "hfTokenSecret": "hfToken", "apiKeySecret": "apiKey"}])  # fmt: skip
     rendering = render_config(tmp_path, config, hfToken=TOKEN, apiKey=API_KEY)
     assert rendering.error is None
     secret = one(rendering, "kubernetes:core/v1:Secret").inputs
@@ -157,20 +162,7 @@ def test_without_clients_only_the_namespace_may_connect() -> None:
 
 
 def _engines(tmp_path: Path, service: dict[str, Any]) -> dict[str, Any]:
-    config = {
-        "cloud": "existing",
-        "cluster": {"name": "lab", "context": "lab"},
-        "pools": [
-            {
-                "name": "p",
-                "gpu": "h100",
-                "gpusPerNode": 8,
-                "nodeNames": ["n1"],
-                "mig": "all-balanced",
-            }
-        ],
-        "services": [{"name": "svc", "replicas": 2, "profile": "2g.20gb", **service}],
-    }
+    config = _lab("all-balanced", [{"name": "svc", "replicas": 2, "profile": "2g.20gb", **service}])
     rendering = render_config(tmp_path, config)
     assert rendering.error is None, rendering.error
     for obj in rendering.kubernetes_objects():
@@ -211,27 +203,15 @@ def test_custom_engine(tmp_path: Path) -> None:
 
 
 def test_hpa_is_optional_and_counted_against_capacity(tmp_path: Path) -> None:
-    config = {
-        "cloud": "existing",
-        "cluster": {"name": "lab", "context": "lab"},
-        "pools": [
-            {
-                "name": "p",
-                "gpu": "h100",
-                "gpusPerNode": 8,
-                "nodeNames": ["n1"],
-                "mig": "all-3g.40gb",
-            }
-        ],
-        "services": [
-            {"name": "s", "model": "m", "memoryGiB": 20, "replicas": 4, "hpaMaxReplicas": 16}
-        ],
-    }
+    config = _lab(
+        "all-3g.40gb",
+        [{"name": "s", "model": "m", "memoryGiB": 20, "replicas": 4, "hpaMaxReplicas": 16}],
+    )
     rendering = render_config(tmp_path, config)
     assert rendering.error is None
     hpa = one(rendering, "kubernetes:autoscaling/v2:HorizontalPodAutoscaler").inputs["spec"]
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (4, 16)
-    config["services"][0]["hpaMaxReplicas"] = 17  # type: ignore[index]
+    config["services"][0]["hpaMaxReplicas"] = 17
     refused = render_config(tmp_path, config)
     assert (
         refused.error
