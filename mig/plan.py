@@ -356,7 +356,7 @@ def _max_pods(
     return effective, required, breakdown
 
 
-def _tolerations(pool: PoolSpec, mig_manager: MigManager) -> tuple[dict[str, str], ...]:
+def _tolerations(pool: PoolSpec) -> tuple[dict[str, str], ...]:
     tolerations: list[dict[str, str]] = []
     for taint in pool.taints:
         entry = {
@@ -435,7 +435,7 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         node_labels=labels,
         node_selector=selector,
         taints=tuple((t.key, t.value, t.effect) for t in pool.taints),
-        tolerations=_tolerations(pool, pool.mig_manager),
+        tolerations=_tolerations(pool),
         max_pods=max_pods,
         max_pods_required=required,
         max_pods_breakdown=breakdown,
@@ -486,7 +486,7 @@ def _candidate_pools(pools: Sequence[PoolPlan], service: ServiceSpec, path: str)
     return list(pools)
 
 
-def _choose_offer(pool: PoolPlan, service: ServiceSpec, path: str) -> Offer | None:
+def _choose_offer(pool: PoolPlan, service: ServiceSpec) -> Offer | None:
     """The offer of `pool` that serves `service`, or None when it has none."""
     if pool.pack_plan is not None:
         names = {a.profile for a in pool.pack_plan.assignments if a.workload == service.name}
@@ -516,7 +516,7 @@ def _place_service(
     pools: Sequence[PoolPlan], service: ServiceSpec, path: str
 ) -> tuple[PoolPlan, Offer]:
     candidates = _candidate_pools(pools, service, path)
-    served = [(pool, offer) for pool in candidates if (offer := _choose_offer(pool, service, path))]
+    served = [(pool, offer) for pool in candidates if (offer := _choose_offer(pool, service))]
     if not served:
         if service.profile != AUTO:
             resource = (
@@ -660,9 +660,7 @@ def _check_gke_modes(pools: Sequence[PoolPlan]) -> None:
             )
 
 
-def _warnings(
-    spec: StackSpec, pools: Sequence[PoolPlan], services: Sequence[ServicePlan]
-) -> list[str]:
+def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> list[str]:
     warnings = []
     for pool in pools:
         if pool.operator_managed and pool.mig_enabled and pool.min_nodes == 0:
@@ -693,7 +691,7 @@ def plan_stack(spec: StackSpec) -> StackPlan:
     pools = [plan_pool(spec, index) for index in range(len(spec.pools))]
     _check_gke_modes(pools)
     services = plan_services(spec, pools)
-    return StackPlan(spec, pools, services, _warnings(spec, pools, services))
+    return StackPlan(spec, pools, services, _warnings(pools, services))
 
 
 def utilization(plan: StackPlan) -> dict[str, tuple[int, int]]:
