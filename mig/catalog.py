@@ -48,11 +48,6 @@ class Profile:
         """The extended resource the device plugin advertises under the `mixed` strategy."""
         return RESOURCE_PREFIX + self.name.replace("+", ".")
 
-    @property
-    def short_name(self) -> str:
-        """The compute part alone (`1g`), used where space is tight."""
-        return self.name.split(".", 1)[0]
-
     def contains(self, other: Profile) -> bool:
         """True when this profile offers at least `other`'s compute and memory."""
         return self.compute >= other.compute and self.memory_mib >= other.memory_mib
@@ -172,10 +167,6 @@ class Catalog:
                 if candidate in keys:
                     return gpu
         raise MigError(f"unknown GPU {name!r}; known models: {', '.join(self.names())}")
-
-    def by_pci_id(self, device_id: str) -> GpuModel | None:
-        wanted = device_id.upper().replace("0X", "0x")
-        return next((g for g in self.gpus if wanted in g.pci_device_ids), None)
 
 
 @cache

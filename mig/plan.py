@@ -187,12 +187,6 @@ class StackPlan:
                 configs[pool.config_name] = pool.mig_parted_entries()
         return configs
 
-    def used(self) -> dict[tuple[str, str], int]:
-        used: Counter[tuple[str, str]] = Counter()
-        for service in self.services:
-            used[(service.pool.name, service.resource)] += service.replicas
-        return dict(used)
-
 
 # --- pools ---------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from mig.spec import NAMESPACE, SECRET_MARKER
+from mig.spec import SECRET_MARKER
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "__main__.py"
@@ -291,6 +291,3 @@ def write_rendering(rendering: Rendering, out: Path) -> list[Path]:
         outputs["kubeconfig"] = REDACTED
     put(out / "outputs.json", json.dumps(outputs, indent=2, sort_keys=True, default=str))
     return written
-
-
-__all__ = ["NAMESPACE", "Rendering", "run_program", "write_rendering"]
