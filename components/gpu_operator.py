@@ -9,8 +9,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mig.clouds import Cloud
+from mig.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig.operator_values import GKE_NVIDIA_DIR
-from mig.plan import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig.versions import (
     GKE_DRIVER_INSTALLER_IMAGE,
     GKE_DRIVER_INSTALLER_MANIFEST,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
-from mig.plan import MIG_STATE_LABEL, POOL_LABEL, StackPlan
+from mig.labels import MIG_STATE_LABEL, POOL_LABEL
+from mig.plan import StackPlan
 
 GATE_SCRIPT = r"""set -eu
 deadline=$(( $(date +%s) + GATE_TIMEOUT_SECONDS ))

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from mig.clouds import Cloud
+from mig.labels import GPU_TAINT_KEY
 from mig.migparted import document, dump
-from mig.plan import GPU_TAINT_KEY, StackPlan
+from mig.plan import StackPlan
 
 CUSTOM_CONFIG_NAME = "mig-inference-mig-parted-config"
 """ConfigMap the chart creates for custom layouts (`migManager.config.name`)."""

@@ -1,0 +1,151 @@
+"""The stack plan's types: what every pool offers and which service lands where."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mig.catalog import GpuModel
+from mig.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
+from mig.layout import Layout
+from mig.migparted import config_entries
+from mig.packing import PackPlan
+from mig.spec import MigManager, PoolSpec, ServiceSpec, StackSpec
+
+WHOLE_GPU = "gpu"
+"""The profile name services use for a whole GPU on a pool with MIG disabled."""
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One kind of device a pool's nodes advertise."""
+
+    profile: str
+    """Profile name, or `gpu` for a whole GPU."""
+    resource: str
+    """Extended resource a pod requests, e.g. `nvidia.com/mig-1g.10gb` or `nvidia.com/gpu`."""
+    memory_mib: int
+    compute: int
+    per_node: int
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """The cloud-neutral description of one pool that the operator and services consume."""
+
+    name: str
+    cloud: Cloud
+    gpu: GpuModel
+    machine: MachineShape | None
+    gpus_per_node: int
+    min_nodes: int
+    max_nodes: int
+    mig_manager: MigManager
+    config_name: str
+    """Value of the `nvidia.com/mig.config` label (operator mode)."""
+    per_gpu_layouts: tuple[Layout | None, ...]
+    """Layout of each GPU index on a node (None: MIG disabled)."""
+    builtin_config: bool
+    """NVIDIA ships this config; no custom mig-parted ConfigMap entry is needed."""
+    offers: tuple[Offer, ...]
+    node_labels: Mapping[str, str]
+    """Labels every node of the pool carries (set by the pool)."""
+    node_selector: Mapping[str, str]
+    """Labels a pod selects to land on this pool."""
+    taints: tuple[tuple[str, str, str], ...]
+    """(key, value, effect) in Kubernetes spelling."""
+    tolerations: tuple[Mapping[str, str], ...]
+    """Tolerations pods need on this pool, Kubernetes spelling (includes `nvidia.com/gpu`)."""
+    max_pods: int
+    max_pods_required: int
+    max_pods_breakdown: str
+    partition_size: str | None
+    """GKE native MIG: the `gpu_partition_size`."""
+    accelerator: str | None
+    """GKE accelerator type."""
+    spec: PoolSpec
+    pack_plan: PackPlan | None = None
+    """The planner's answer for `mig: auto` pools."""
+
+    @property
+    def mig_enabled(self) -> bool:
+        return any(layout is not None for layout in self.per_gpu_layouts)
+
+    @property
+    def operator_managed(self) -> bool:
+        return self.mig_manager is MigManager.OPERATOR
+
+    def capacity_per_node(self) -> dict[str, int]:
+        return {offer.resource: offer.per_node for offer in self.offers}
+
+    def capacity(self) -> dict[str, int]:
+        """Devices per resource across the pool at its largest size."""
+        return {offer.resource: offer.per_node * self.max_nodes for offer in self.offers}
+
+    def offer(self, profile: str) -> Offer | None:
+        return next((o for o in self.offers if o.profile == profile), None)
+
+    def mig_parted_entries(self) -> list[dict[str, object]]:
+        return config_entries(self.gpu, list(self.per_gpu_layouts))
+
+    @property
+    def node_vcpus_and_gib(self) -> tuple[int, int]:
+        if self.machine and self.machine.vcpus:
+            return self.machine.vcpus, self.machine.memory_gib
+        return UNKNOWN_NODE_SIZE
+
+
+@dataclass(frozen=True)
+class EngineSizing:
+    max_model_len: int | None
+    max_num_seqs: int | None
+    kv_cache_tokens: int | None
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    name: str
+    spec: ServiceSpec
+    pool: PoolPlan
+    offer: Offer
+    replicas: int
+    sizing: EngineSizing
+    cpu_millicores: int
+    memory_mib: int
+    shm_mib: int
+
+    @property
+    def profile(self) -> str:
+        return self.offer.profile
+
+    @property
+    def resource(self) -> str:
+        return self.offer.resource
+
+    @property
+    def node_selector(self) -> Mapping[str, str]:
+        return self.pool.node_selector
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.name}.{self.spec.namespace}.svc.cluster.local:{self.spec.port}"
+
+
+@dataclass
+class StackPlan:
+    spec: StackSpec
+    pools: list[PoolPlan]
+    services: list[ServicePlan]
+    warnings: list[str] = field(default_factory=list)
+
+    def pool(self, name: str) -> PoolPlan:
+        return next(p for p in self.pools if p.name == name)
+
+    def custom_mig_configs(self) -> dict[str, list[dict[str, object]]]:
+        """mig-parted configs the operator must be given (pools whose layout NVIDIA does not
+        ship), keyed by the label value the pool's nodes carry."""
+        configs: dict[str, list[dict[str, object]]] = {}
+        for pool in self.pools:
+            if pool.operator_managed and not pool.builtin_config:
+                configs[pool.config_name] = pool.mig_parted_entries()
+        return configs

@@ -1,0 +1,50 @@
+"""The stack configuration contract: parse and validate a stack's config into typed objects.
+
+Input is the `config:` mapping of `stacks/Pulumi.<stack>.yaml` (keys `mig-inference:<key>`), or
+the same values read through `pulumi.Config`. Every default lives here. Errors name the key path,
+the bad value and what is allowed, e.g. `mig-inference:pools[0].maxPods: ...`.
+"""
+
+from mig.spec.model import (
+    AUTO,
+    FILL,
+    ClusterSpec,
+    Engine,
+    GpuOperatorSpec,
+    MigManager,
+    NetworkClient,
+    NodeCount,
+    PoolSpec,
+    ServiceSpec,
+    StackSpec,
+    Taint,
+)
+from mig.spec.stack import (
+    NAMESPACE,
+    SECRET_MARKER,
+    TOP_KEYS,
+    key_path,
+    parse_stack,
+    stack_file_values,
+)
+
+__all__ = [
+    "AUTO",
+    "FILL",
+    "NAMESPACE",
+    "SECRET_MARKER",
+    "TOP_KEYS",
+    "ClusterSpec",
+    "Engine",
+    "GpuOperatorSpec",
+    "MigManager",
+    "NetworkClient",
+    "NodeCount",
+    "PoolSpec",
+    "ServiceSpec",
+    "StackSpec",
+    "Taint",
+    "key_path",
+    "parse_stack",
+    "stack_file_values",
+]

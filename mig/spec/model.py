@@ -1,0 +1,168 @@
+"""The typed stack spec: what a validated stack file says, with every default applied."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from mig.catalog import GpuModel
+from mig.clouds import Cloud
+from mig.sizing import ModelShape
+
+AUTO = "auto"
+FILL = "fill"
+
+
+class MigManager(StrEnum):
+    OPERATOR = "operator"
+    """The GPU Operator's MIG manager and the `mixed` strategy (any layout)."""
+    GKE = "gke"
+    """GKE's native `gpu_partition_size`: one profile per GPU, advertised as `nvidia.com/gpu`."""
+
+
+class Engine(StrEnum):
+    VLLM = "vllm"
+    TRITON = "triton"
+    TGI = "tgi"
+    CUSTOM = "custom"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+    """Kubernetes spelling: NoSchedule, PreferNoSchedule or NoExecute."""
+
+
+@dataclass(frozen=True)
+class NodeCount:
+    """Fixed (`min == max`) or autoscaling node count."""
+
+    min: int
+    max: int
+
+    @property
+    def fixed(self) -> bool:
+        return self.min == self.max
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    """Cluster name."""
+    create: bool = False
+    """Create the cluster too (ephemeral test clusters)."""
+    protect: bool = True
+    """Protect the cluster and pools from accidental deletion."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Cloud-specific keys (project, location, region, subnetIds, compartmentId, ...)."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.settings.get(key, default)
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    name: str
+    """Pool name (a DNS label)."""
+    gpu: GpuModel
+    """GPU model of every node."""
+    machine_type: str | None
+    """GKE machine type, EKS instance type or OKE shape (None for existing nodes)."""
+    gpus_per_node: int | None
+    """Explicit GPUs per node; otherwise derived from the machine type."""
+    nodes: NodeCount
+    mig: str | Mapping[str, int]
+    """Named config, `{profile: count}`, `P=N,...` string, or `auto`."""
+    mig_manager: MigManager
+    max_pods: int | None
+    spot: bool
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    node_names: tuple[str, ...]
+    """Existing clusters: the nodes that form this pool."""
+    system_pods: int | None
+    """Override of the cloud's system pods per node in the max-pods check."""
+    disk_size_gb: int
+    zones: tuple[str, ...]
+    """GKE node locations / OKE availability domains for this pool (default: the cluster's)."""
+    image_id: str | None
+    """OKE node image OCID (a GPU image)."""
+    nodes_given: bool = True
+    """False when `nodes` was left out (allowed with `mig: auto`, which then sizes the pool)."""
+
+
+@dataclass(frozen=True)
+class GpuOperatorSpec:
+    version: str
+    """GPU Operator chart version."""
+    namespace: str = "gpu-operator"
+    with_reboot: bool = True
+    """Reboot the node when a MIG mode change needs it (cloud VMs do)."""
+    service_monitor: bool = False
+    """Create the DCGM exporter's ServiceMonitor (needs the Prometheus Operator's CRD)."""
+    timeout_seconds: int = 1200
+    """Helm release timeout for the first install."""
+    gate: bool = True
+    """Wait for `nvidia.com/mig.config.state=success` on the pools' nodes before services."""
+    gate_timeout_seconds: int = 1800
+
+
+@dataclass(frozen=True)
+class NetworkClient:
+    """Pods allowed to reach a service: a namespace and/or pod labels."""
+
+    namespace: str | None
+    pod_labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    model: str
+    engine: Engine
+    image: str | None
+    """Pinned image; a default exists per engine (see `mig.versions`)."""
+    need_mib: float | None
+    """Memory need of one replica (from memoryGiB or the model's shape)."""
+    shape: ModelShape | None
+    """Model shape when given; vLLM's max-model-len is derived from it."""
+    profile: str
+    """A profile name or `auto`."""
+    replicas: int | str
+    """A count or `fill`."""
+    pool: str | None
+    hf_token_secret: str | None
+    api_key_secret: str | None
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    port: int = 8000
+    namespace: str = "inference"
+    clients: tuple[NetworkClient, ...] = ()
+    hpa_max_replicas: int | None = None
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    startup_seconds: int = 3600
+    """Startup probe budget: how long a replica may take to load its model."""
+    health_path: str | None = None
+    """HTTP health path (custom engines; the presets know theirs)."""
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    stack: str
+    cloud: Cloud
+    cluster: ClusterSpec
+    pools: tuple[PoolSpec, ...]
+    gpu_operator: GpuOperatorSpec
+    services: tuple[ServiceSpec, ...]
+    secret_keys: frozenset[str] = frozenset()
+    """Config keys (without namespace) that hold Pulumi secrets."""
+
+    def pool(self, name: str) -> PoolSpec:
+        return next(p for p in self.pools if p.name == name)

@@ -1,0 +1,130 @@
+"""`mig-inference:pools`: GPU node pools."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mig.catalog import resolve_gpu
+from mig.clouds import K8S_TAINT_EFFECTS, Cloud
+from mig.errors import MigError
+from mig.spec.model import AUTO, MigManager, NodeCount, PoolSpec, Taint
+from mig.spec.reader import LABEL_KEY, LABEL_VALUE, ConfigNode, dns_label
+
+POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
+             "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
+             "imageId")  # fmt: skip
+
+
+def _nodes(node: ConfigNode) -> NodeCount:
+    if isinstance(node.value, dict):
+        node.mapping(("min", "max"))
+        low = node.child("min").integer(0, minimum=0)
+        high = node.child("max").integer(minimum=1)
+        if high is None:
+            raise node.child("max").error("is required for an autoscaling pool")
+        assert low is not None
+        if low > high:
+            raise node.error(f"min {low} is above max {high}")
+        return NodeCount(low, high)
+    count = node.integer(minimum=0)
+    if count is None:
+        raise node.error("is required: a node count or {min, max}")
+    return NodeCount(count, count)
+
+
+def _taints(node: ConfigNode) -> tuple[Taint, ...]:
+    taints = []
+    for item in node.items():
+        item.mapping(("key", "value", "effect"))
+        effect = item.child("effect").string("NoSchedule")
+        if effect not in K8S_TAINT_EFFECTS:
+            raise item.child("effect").error(
+                f"{effect!r} is not a taint effect; allowed: {', '.join(K8S_TAINT_EFFECTS)} "
+                "(Kubernetes spelling; translated per cloud)"
+            )
+        key = item.child("key").req_string()
+        if not LABEL_KEY.match(key):
+            raise item.child("key").error(f"{key!r} is not a valid taint key")
+        value = item.child("value").string("") or ""
+        if value and not LABEL_VALUE.match(value):
+            raise item.child("value").error(f"{value!r} is not a valid taint value")
+        assert effect is not None
+        taints.append(Taint(key, value, effect))
+    return tuple(taints)
+
+
+def _mig(node: ConfigNode) -> str | Mapping[str, int]:
+    value = node.value
+    if value is None:
+        return "all-disabled"
+    if isinstance(value, dict):
+        for key, count in value.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+                raise node.child(str(key)).error(f"must be a count > 0, got {count!r}")
+        return {str(k): int(v) for k, v in value.items()}
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise node.error(
+        f"must be a named config (all-balanced, all-1g.10gb...), {{profile: count}} or auto; "
+        f"got {value!r}"
+    )
+
+
+def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
+    raw = node.mapping(POOL_KEYS)
+    name = dns_label(node.child("name"))
+    try:
+        gpu = resolve_gpu(node.child("gpu").req_string())
+    except MigError as error:
+        raise error.at(node.child("gpu").path) if error.path is None else error from None
+    machine = node.child("machineType").string()
+    if cloud is not Cloud.EXISTING and machine is None:
+        raise node.child("machineType").error(f"is required for cloud {cloud.value}")
+    node_names = node.child("nodeNames").strings()
+    if cloud is Cloud.EXISTING:
+        if not node_names:
+            raise node.child("nodeNames").error(
+                "is required for an existing cluster: the nodes of this pool"
+            )
+    elif node_names:
+        raise node.child("nodeNames").error("is only for cloud `existing`; cloud pools are created")
+    mig_manager = node.child("migManager").choice(MigManager, MigManager.OPERATOR)
+    if mig_manager is MigManager.GKE and cloud is not Cloud.GKE:
+        raise node.child("migManager").error(f"`gke` is GKE's native MIG; cloud is {cloud.value}")
+    nodes_given = raw.get("nodes") is not None
+    mig = _mig(node.child("mig"))
+    if cloud is Cloud.EXISTING:
+        nodes = NodeCount(len(node_names), len(node_names))
+        if nodes_given and _nodes(node.child("nodes")) != nodes:
+            raise node.child("nodes").error(
+                f"must equal the {len(node_names)} nodeNames (or be left out)"
+            )
+    elif nodes_given:
+        nodes = _nodes(node.child("nodes"))
+    elif mig == AUTO:
+        nodes = NodeCount(0, 0)  # sized by the planner
+    else:
+        raise node.child("nodes").error("is required: a node count or {min, max}")
+    disk = node.child("diskSizeGb").integer(200, minimum=50)
+    assert disk is not None
+    if cloud is Cloud.OKE and raw.get("imageId") is None:
+        raise node.child("imageId").error("is required on OKE: the OCID of a GPU node image")
+    return PoolSpec(
+        name=name,
+        gpu=gpu,
+        machine_type=machine,
+        gpus_per_node=node.child("gpusPerNode").integer(minimum=1, maximum=16),
+        nodes=nodes,
+        mig=mig,
+        mig_manager=mig_manager,
+        max_pods=node.child("maxPods").integer(minimum=1),
+        spot=node.child("spot").boolean(False),
+        labels=node.child("labels").labels(),
+        taints=_taints(node.child("taints")),
+        node_names=node_names,
+        system_pods=node.child("systemPods").integer(minimum=0),
+        disk_size_gb=disk,
+        zones=node.child("zones").strings(),
+        image_id=node.child("imageId").string(),
+        nodes_given=nodes_given or cloud is Cloud.EXISTING,
+    )

@@ -1,0 +1,132 @@
+"""`mig-inference:services`: inference services."""
+
+from __future__ import annotations
+
+from mig.errors import MigError
+from mig.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
+from mig.spec.model import AUTO, FILL, Engine, NetworkClient, ServiceSpec
+from mig.spec.reader import ConfigNode, dns_label
+
+SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtype", "layers",
+                "kvHeads", "headDim", "context", "concurrency", "overhead", "profile", "replicas",
+                "pool", "hfTokenSecret", "apiKeySecret", "tensorParallelSize",
+                "gpuMemoryUtilization", "maxModelLen", "maxNumSeqs", "port", "namespace",
+                "clients", "hpaMaxReplicas", "command", "args", "startupSeconds",
+                "healthPath")  # fmt: skip
+
+
+def _clients(node: ConfigNode) -> tuple[NetworkClient, ...]:
+    clients = []
+    for item in node.items():
+        item.mapping(("namespace", "podLabels"))
+        namespace = item.child("namespace").string()
+        labels = item.child("podLabels").labels()
+        if namespace is None and not labels:
+            raise item.error("needs a namespace, podLabels or both")
+        clients.append(NetworkClient(namespace, labels))
+    return tuple(clients)
+
+
+def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
+    raw = node.mapping(SERVICE_KEYS)
+    name = dns_label(node.child("name"))
+    engine = node.child("engine").choice(Engine, Engine.VLLM)
+    model = node.child("model").string()
+    if model is None and engine is not Engine.CUSTOM:
+        raise node.child("model").error(f"is required for engine {engine.value}")
+    shape = None
+    need = None
+    if raw.get("memoryGiB") is not None and raw.get("params") is not None:
+        raise node.child("memoryGiB").error("give memoryGiB or params (with dtype...), not both")
+    if raw.get("memoryGiB") is not None:
+        memory = node.child("memoryGiB").number(minimum=0)
+        assert memory is not None
+        need = gib_to_mib(memory)
+    elif raw.get("params") is not None:
+        dtype = node.child("dtype").string("bf16")
+        if dtype not in BYTES_PER_PARAM:
+            raise node.child("dtype").error(
+                f"{dtype!r} is not allowed; allowed: {', '.join(BYTES_PER_PARAM)}"
+            )
+        try:
+            shape = ModelShape(
+                params_billion=node.child("params").number(minimum=0) or 0.0,
+                dtype=dtype or "bf16",
+                layers=node.child("layers").integer(minimum=1),
+                kv_heads=node.child("kvHeads").integer(minimum=1),
+                head_dim=node.child("headDim").integer(minimum=1),
+                context=node.child("context").integer(4096, minimum=1) or 4096,
+                concurrency=node.child("concurrency").integer(1, minimum=1) or 1,
+                overhead=node.child("overhead").number(DEFAULT_OVERHEAD, minimum=0)
+                or DEFAULT_OVERHEAD,
+            )
+        except MigError as error:
+            raise node.error(error.message) from None
+        need = shape.need_mib
+    profile = node.child("profile").string(AUTO) or AUTO
+    if profile == AUTO and need is None:
+        raise node.child("memoryGiB").error(
+            "is required with profile auto: give memoryGiB, or params and dtype, or a profile"
+        )
+    replicas_raw = raw.get("replicas", 1)
+    if replicas_raw == FILL:
+        replicas: int | str = FILL
+    else:
+        count = node.child("replicas").integer(1, minimum=1)
+        assert count is not None
+        replicas = count
+    tp = node.child("tensorParallelSize").integer(1, minimum=1)
+    if tp != 1:
+        raise node.child("tensorParallelSize").error(
+            f"must be 1 on MIG, got {tp}: a replica runs on one MIG slice and NCCL cannot "
+            "span MIG devices; use a larger slice, or full GPUs (mig: all-disabled) for "
+            "tensor parallelism"
+        )
+    utilization = node.child("gpuMemoryUtilization").number(0.9, minimum=0) or 0.9
+    if utilization > 0.98:
+        raise node.child("gpuMemoryUtilization").error(f"must be in (0, 0.98], got {utilization}")
+    command = node.child("command").strings()
+    image = node.child("image").string()
+    if engine is Engine.CUSTOM and (image is None or not command):
+        raise node.child("image" if image is None else "command").error(
+            "engine custom needs both image and command"
+        )
+    namespace = dns_label(node.child("namespace")) if raw.get("namespace") else "inference"
+    health_path = node.child("healthPath").string()
+    if health_path is not None and not health_path.startswith("/"):
+        raise node.child("healthPath").error(f"must start with /, got {health_path!r}")
+    if raw.get("apiKeySecret") is not None and engine not in (Engine.VLLM, Engine.CUSTOM):
+        raise node.child("apiKeySecret").error(
+            f"engine {engine.value} takes no API key here; put a gateway in front of it"
+        )
+    hpa = node.child("hpaMaxReplicas").integer(minimum=1)
+    if hpa is not None and replicas == FILL:
+        raise node.child("hpaMaxReplicas").error("cannot autoscale a `fill` service")
+    if hpa is not None and isinstance(replicas, int) and hpa < replicas:
+        raise node.child("hpaMaxReplicas").error(f"must be >= replicas ({replicas}), got {hpa}")
+    return ServiceSpec(
+        name=name,
+        model=model or "",
+        engine=engine,
+        image=image,
+        need_mib=need,
+        shape=shape,
+        profile=profile,
+        replicas=replicas,
+        pool=node.child("pool").string(),
+        hf_token_secret=node.child("hfTokenSecret").secret_key_name(secret_keys),
+        api_key_secret=node.child("apiKeySecret").secret_key_name(secret_keys),
+        tensor_parallel_size=1,
+        gpu_memory_utilization=utilization,
+        max_model_len=node.child("maxModelLen").integer(minimum=1),
+        max_num_seqs=node.child("maxNumSeqs").integer(minimum=1),
+        port=node.child("port").integer(8000, minimum=1, maximum=65535) or 8000,
+        namespace=namespace,
+        clients=_clients(node.child("clients")),
+        hpa_max_replicas=hpa,
+        command=command,
+        args=node.child("args").strings(),
+        startup_seconds=node.child("startupSeconds").integer(3600, minimum=60, maximum=4 * 3600)
+        or 3600,
+        health_path=health_path,
+    )
