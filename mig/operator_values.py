@@ -5,14 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from mig.clouds import Cloud
+from mig.clouds import GPU_OPERATOR_PODS_PER_NODE, Cloud
 from mig.labels import GPU_TAINT_KEY
-from mig.migparted import document, dump
+from mig.migparted import ALL_DISABLED, config_entries, document, dump, named_configs
 from mig.plan import StackPlan
 
-CUSTOM_CONFIG_NAME = "mig-inference-mig-parted-config"
-"""ConfigMap the chart creates for custom layouts (`migManager.config.name`)."""
+MIG_PARTED_CONFIG_MAP = "mig-inference-mig-parted-config"
+"""ConfigMap the chart creates from our mig-parted config (`migManager.config.name`): the MIG
+manager reads it instead of generating one from the hardware, so every config name a node is
+labelled with is known, and checked, before anything is deployed."""
 GKE_NVIDIA_DIR = "/home/kubernetes/bin/nvidia"
+
+OTHER_NODES_ALLOWANCE = 100
+"""Nodes outside the stack's GPU pools (system and other pools) the quota leaves room for: the
+NFD worker, at system-node-critical priority, runs on every node of the cluster."""
+CLUSTER_WIDE_CRITICAL_PODS = 10
+"""The operator, NFD master and garbage collector (system-node-critical), with room to spare."""
 
 _NFD_CONTROL_PLANE = {
     "key": "node-role.kubernetes.io/control-plane",
@@ -35,23 +43,47 @@ def operand_tolerations(plan: StackPlan) -> list[dict[str, str]]:
     return tolerations
 
 
+def critical_pods_quota(plan: StackPlan) -> int:
+    """Pods at system-node/cluster-critical priority the operator namespace may hold on GKE.
+
+    Every GPU node of an operator-managed pool runs the operands and the NFD worker
+    (GPU_OPERATOR_PODS_PER_NODE) plus Google's driver installer; both generations of a pool run
+    side by side during a blue/green roll-out, so each pool counts twice at its largest size."""
+    gpu_nodes = sum(pool.max_nodes for pool in plan.pools if pool.operator_managed)
+    per_gpu_node = GPU_OPERATOR_PODS_PER_NODE + 1
+    return 2 * gpu_nodes * per_gpu_node + OTHER_NODES_ALLOWANCE + CLUSTER_WIDE_CRITICAL_PODS
+
+
 def operator_needed(plan: StackPlan) -> bool:
     return any(pool.operator_managed for pool in plan.pools)
 
 
-def custom_mig_parted_yaml(plan: StackPlan) -> str | None:
-    """The mig-parted config holding every custom layout the pools use, or None when NVIDIA's
-    built-in configs cover every pool."""
-    configs = plan.custom_mig_configs()
-    if not configs:
-        return None
-    # Keep NVIDIA's two generic configs so a node labelled with them still works.
-    all_configs = {
-        "all-disabled": [{"devices": "all", "mig-enabled": False}],
-        "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
-        **configs,
-    }
-    return dump(document(all_configs))
+def mig_parted_configs(plan: StackPlan) -> dict[str, list[dict[str, object]]]:
+    """Every config the MIG manager may be asked for on this stack's nodes.
+
+    When a custom ConfigMap is given, the MIG manager reads only it (the chart's values.yaml),
+    so it holds NVIDIA's named configs for every GPU model of an operator-managed pool, with
+    NVIDIA's content and that model's device filter, and each pool's own layout. Entries of
+    one name for several GPU models sit side by side, told apart by their device filters."""
+    configs: dict[str, list[dict[str, object]]] = {}
+
+    def add(name: str, entries: list[dict[str, object]]) -> None:
+        listed = configs.setdefault(name, [])
+        listed.extend(entry for entry in entries if entry not in listed)
+
+    managed = [pool for pool in plan.pools if pool.operator_managed]
+    for gpu in sorted({pool.gpu for pool in managed}, key=lambda g: g.name):
+        for name, layout in named_configs(gpu).items():
+            add(name, config_entries(gpu, [layout]))
+    for pool in managed:
+        if not pool.builtin_config:
+            add(pool.config_name, pool.mig_parted_entries())
+    return configs
+
+
+def mig_parted_yaml(plan: StackPlan) -> str:
+    """The mig-parted `version: v1` document the MIG manager reads."""
+    return dump(document(mig_parted_configs(plan)))
 
 
 def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
@@ -61,13 +93,12 @@ def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
     mig_manager: dict[str, Any] = {"enabled": True, "env": []}
     if operator.with_reboot:
         mig_manager["env"].append({"name": "WITH_REBOOT", "value": "true"})
-    custom = custom_mig_parted_yaml(plan)
-    if custom is not None:
-        mig_manager["config"] = {
-            "name": CUSTOM_CONFIG_NAME,
-            "create": True,
-            "data": {"config.yaml": custom},
-        }
+    mig_manager["config"] = {
+        "name": MIG_PARTED_CONFIG_MAP,
+        "create": True,
+        "default": ALL_DISABLED,
+        "data": {"config.yaml": mig_parted_yaml(plan)},
+    }
     values: dict[str, Any] = {
         "mig": {"strategy": "mixed"},
         "migManager": mig_manager,

@@ -55,7 +55,9 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
             for s in plan.services
         ],
         "utilization": {name: {"used": u, "offered": o} for name, (u, o) in used.items()},
-        "custom_mig_configs": sorted(plan.custom_mig_configs()),
+        "custom_mig_configs": sorted(
+            {p.config_name for p in plan.pools if p.operator_managed and not p.builtin_config}
+        ),
         "errors": [],
         "warnings": plan.warnings,
     }

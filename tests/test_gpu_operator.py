@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
+from mig.catalog import resolve_gpu
 from mig.layout import Layout, place
 from mig.plan import plan_stack
 from mig.stackfile import load_stack
@@ -111,9 +112,43 @@ def test_taint_keys_are_tolerated_by_operands_and_nfd() -> None:
         assert {"nvidia.com/gpu", "nvidia/share"} <= keys
 
 
-def test_named_configs_need_no_custom_config_map() -> None:
+def test_named_and_custom_layouts_in_one_stack_share_one_config(tmp_path: Path) -> None:
+    """The MIG manager reads only the given ConfigMap: a custom layout next to a named one must
+    not leave the named one's nodes without their config."""
+    base = {"gpu": "H100-80GB", "machineType": "p5.48xlarge", "nodes": 1}
+    config = {
+        "cloud": "eks",
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"]},
+        "pools": [
+            {**base, "name": "named", "mig": "all-balanced"},
+            {**base, "name": "custom", "mig": {"3g.40gb": 1, "1g.10gb": 4}},
+            {"name": "a100", "gpu": "A100-40GB", "machineType": "p4d.24xlarge", "nodes": 1,
+             "mig": "all-balanced"},
+        ],
+    }  # fmt: skip
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None
+    manager = one(rendering, RELEASE).inputs["values"]["migManager"]["config"]
+    assert manager["name"] == "mig-inference-mig-parted-config" and manager["create"] is True
+    configs = yaml.safe_load(manager["data"]["config.yaml"])["mig-configs"]
+    h100, a100 = resolve_gpu("h100"), resolve_gpu("a100-40gb")
+    balanced = {tuple(e["device-filter"]): e["mig-devices"] for e in configs["all-balanced"]}
+    assert balanced == {
+        tuple(h100.pci_device_ids): {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2},
+        tuple(a100.pci_device_ids): {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2},
+    }
+    [custom] = configs["custom-1x3g.40gb-4x1g.10gb"]
+    assert custom["mig-devices"] == {"3g.40gb": 1, "1g.10gb": 4}
+    assert configs["all-disabled"] == [{"devices": "all", "mig-enabled": False}]
+    assert {"all-1g.10gb", "all-7g.80gb", "all-1g.5gb", "all-7g.40gb"} <= set(configs)
+
+
+def test_every_operator_stack_ships_its_mig_parted_config() -> None:
     for stack in ("gke-h100", "eks-p4d", "oke-h100", "existing"):
-        assert "config" not in values(stack)["migManager"]
+        config = values(stack)["migManager"]["config"]
+        labels = {p.config_name for p in plan_stack(load_stack(stack)).pools}
+        document = yaml.safe_load(config["data"]["config.yaml"])
+        assert labels <= set(document["mig-configs"]), stack
 
 
 def test_auto_layout_gets_a_custom_config_naming_the_pool_label() -> None:
@@ -152,7 +187,11 @@ def test_gate_objects() -> None:
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == GATE_IMAGE
     env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["GATE_POOLS"] == "h100-mig=1"
+    generation = plan_stack(load_stack("gke-h100")).pool("h100-mig").generation
+    assert env["GATE_TARGETS"] == (
+        f"h100-mig mig-inference.io/generation={generation},mig-inference.io/pool=h100-mig "
+        "all-3g.40gb 1"
+    )
     assert job["spec"]["backoffLimit"] == 0
     role = one(rendering, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").inputs
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
@@ -190,7 +229,7 @@ def test_gke_native_and_operator_pools_are_kept_apart(tmp_path: Path) -> None:
     base = {"gpu": "H100-80GB", "machineType": "a3-highgpu-8g", "nodes": 1}
     config = {
         "cloud": "gke",
-        "cluster": {"name": "c", "project": "p", "location": "us-central1"},
+        "cluster": {"name": "c", "project": "p", "location": "us-central1-c"},
         "pools": [
             {**base, "name": "native", "mig": "all-1g.10gb", "migManager": "gke"},
             {**base, "name": "operator", "mig": "all-balanced"},
@@ -209,7 +248,7 @@ def test_gke_native_and_operator_pools_are_kept_apart(tmp_path: Path) -> None:
     assert managed["gke-no-default-nvidia-gpu-device-plugin"] == "true"
     job = one(rendering, "kubernetes:batch/v1:Job").inputs
     env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["GATE_POOLS"] == "operator=1"
+    assert env["GATE_TARGETS"].startswith("operator ")
     config["pools"][0]["labels"] = {"nvidia.com/gpu.deploy.operands": "true"}  # type: ignore[index]
     refused = render_config(tmp_path, config)
     assert (

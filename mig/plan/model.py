@@ -10,7 +10,7 @@ from mig.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
 from mig.layout import Layout
 from mig.migparted import config_entries
 from mig.packing import PackPlan
-from mig.spec import MigManager, PoolSpec, ServiceSpec, StackSpec
+from mig.spec import MigManager, PoolSpec, Rollout, ServiceSpec, StackSpec
 
 WHOLE_GPU = "gpu"
 """The profile name services use for a whole GPU on a pool with MIG disabled."""
@@ -64,8 +64,29 @@ class PoolPlan:
     accelerator: str | None
     """GKE accelerator type."""
     spec: PoolSpec
+    zones: tuple[str, ...] = ()
+    """Zones (GKE) or availability domains (OKE) the nodes spread over; () for the cluster's."""
+    nodes_per_zone: int = 0
+    """GKE: the fixed count, or the autoscaled minimum, per zone (GKE counts nodes per zone)."""
+    rollout: Rollout = Rollout.BLUE_GREEN
+    """How a layout change reaches running nodes."""
+    max_unavailable: int = 1
+    """In-place re-partitioning: nodes taken out at once."""
+    replacement_inputs: Mapping[str, str] = field(default_factory=dict)
+    """Stack keys whose change needs new nodes (and so a new generation), with their values."""
+    generation: str | None = None
+    """Hash of `replacement_inputs`; part of the physical pool name (None: existing nodes)."""
     pack_plan: PackPlan | None = None
     """The planner's answer for `mig: auto` pools."""
+
+    @property
+    def physical_name(self) -> str:
+        """The cloud's name of this generation of the pool."""
+        return f"{self.name}-{self.generation}" if self.generation else self.name
+
+    @property
+    def autoscaled(self) -> bool:
+        return self.min_nodes != self.max_nodes
 
     @property
     def mig_enabled(self) -> bool:
@@ -140,12 +161,3 @@ class StackPlan:
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)
-
-    def custom_mig_configs(self) -> dict[str, list[dict[str, object]]]:
-        """mig-parted configs the operator must be given (pools whose layout NVIDIA does not
-        ship), keyed by the label value the pool's nodes carry."""
-        configs: dict[str, list[dict[str, object]]] = {}
-        for pool in self.pools:
-            if pool.operator_managed and not pool.builtin_config:
-                configs[pool.config_name] = pool.mig_parted_entries()
-        return configs
