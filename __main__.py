@@ -1,5 +1,6 @@
-"""The Pulumi program: stack config -> spec -> plan -> pools -> GPU Operator -> MIG-ready gate ->
-inference services. Everything that can fail on bad input fails here, before any resource."""
+"""The Pulumi program: stack config -> spec -> plan -> cluster -> GPU Operator -> (in-place
+re-partitioning) -> pools -> MIG-ready gate -> inference services. Everything that can fail on
+bad input fails here, before any resource."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.cloud import connect
+from components.cloud import cluster, gpu_pools
+from components.cluster_access import kubernetes_provider
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.inference import InferenceService, InferenceServiceArgs
 from components.mig_gate import MigReadyGate, MigReadyGateArgs
+from components.repartition import InPlaceRepartition, InPlaceRepartitionArgs
 from mig.errors import MigError
-from mig.gate import gate_fingerprint, gated_pools
-from mig.operator_values import gpu_operator_values, operator_needed
+from mig.gate import gate_targets
+from mig.operator_values import critical_pods_quota, gpu_operator_values, operator_needed
 from mig.plan import StackPlan, layout_of, plan_stack
+from mig.record import plan_record
+from mig.repartition import repartition_targets
 from mig.spec import NAMESPACE, TOP_KEYS, parse_stack
 from mig.versions import GPU_OPERATOR_VERSION
 
@@ -56,35 +61,67 @@ plan = read_plan()
 for warning in plan.warnings:
     pulumi.log.warn(warning)
 config = pulumi.Config(NAMESPACE)
-connection = connect(plan)
-k8s_opts = pulumi.ResourceOptions(providers=[connection.kubernetes])
+operator_spec = plan.spec.gpu_operator
+joined = cluster(plan)
+kubernetes = kubernetes_provider(
+    plan.spec.cloud,
+    plan.spec.cluster,
+    joined.kubeconfig,
+    joined.cloud_provider,
+    pulumi.ResourceOptions(depends_on=joined.created or None),
+)
+k8s_opts = pulumi.ResourceOptions(providers=[kubernetes])
 
-ready: list[pulumi.Resource] = list(connection.pools)
+# Pools come up after the operator, so a new node's MIG manager finds its config; a pool that
+# changes its layout in place is relabelled only after its nodes were re-partitioned one by one.
+pool_after: dict[str, list[pulumi.Resource]] = {}
+operator: GpuOperator | None = None
 if operator_needed(plan):
     operator = GpuOperator(
         "gpu-operator",
         GpuOperatorArgs(
             cloud=plan.spec.cloud,
-            namespace=plan.spec.gpu_operator.namespace,
-            version=plan.spec.gpu_operator.version,
+            namespace=operator_spec.namespace,
+            version=operator_spec.version,
             values=gpu_operator_values(plan),
-            timeout_seconds=plan.spec.gpu_operator.timeout_seconds,
+            timeout_seconds=operator_spec.timeout_seconds,
+            critical_pods_quota=critical_pods_quota(plan),
         ),
-        pulumi.ResourceOptions(providers=[connection.kubernetes], depends_on=connection.pools),
+        pulumi.ResourceOptions(providers=[kubernetes], depends_on=joined.created or None),
     )
-    ready = [operator]
-    if plan.spec.gpu_operator.gate and gated_pools(plan):
-        gate = MigReadyGate(
+    for pool in plan.pools:
+        if pool.operator_managed:
+            pool_after[pool.name] = [operator]
+    for target in repartition_targets(plan):
+        pool_after[target.pool].append(
+            InPlaceRepartition(
+                f"repartition-{target.pool}",
+                InPlaceRepartitionArgs(
+                    stack=plan.spec.stack,
+                    namespace=operator_spec.namespace,
+                    target=target,
+                    node_timeout_seconds=operator_spec.gate_timeout_seconds,
+                ),
+                pulumi.ResourceOptions(providers=[kubernetes], depends_on=[operator]),
+            )
+        )
+pools = gpu_pools(plan, joined, kubernetes, pool_after)
+
+ready: list[pulumi.Resource] = [*pools, *([operator] if operator else [])]
+targets = gate_targets(plan)
+if operator is not None and operator_spec.gate and targets:
+    ready = [
+        MigReadyGate(
             "mig-ready",
             MigReadyGateArgs(
-                namespace=plan.spec.gpu_operator.namespace,
-                pools=gated_pools(plan),
-                fingerprint=gate_fingerprint(plan),
-                timeout_seconds=plan.spec.gpu_operator.gate_timeout_seconds,
+                stack=plan.spec.stack,
+                namespace=operator_spec.namespace,
+                targets=targets,
+                timeout_seconds=operator_spec.gate_timeout_seconds,
             ),
-            pulumi.ResourceOptions(providers=[connection.kubernetes], depends_on=[operator]),
+            pulumi.ResourceOptions(providers=[kubernetes], depends_on=ready),
         )
-        ready = [gate]
+    ]
 
 namespaces = {
     name: k8s.core.v1.Namespace(
@@ -112,13 +149,14 @@ for service in plan.services:
             api_key=config.require_secret(spec.api_key_secret) if spec.api_key_secret else None,
         ),
         pulumi.ResourceOptions(
-            providers=[connection.kubernetes], depends_on=[*ready, namespaces[spec.namespace]]
+            providers=[kubernetes], depends_on=[*ready, namespaces[spec.namespace]]
         ),
     )
     endpoints[service.name] = deployed.endpoint
 
-if connection.kubeconfig is not None:
-    pulumi.export("kubeconfig", connection.kubeconfig)
+if joined.kubeconfig is not None:
+    pulumi.export("kubeconfig", joined.kubeconfig)
+pulumi.export("plan", plan_record(plan))
 pulumi.export(
     "pools",
     {

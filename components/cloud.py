@@ -1,8 +1,9 @@
-"""Per-cloud wiring: the cloud provider, the cluster (created or existing), and its GPU pools."""
+"""Per-cloud wiring: the cloud provider, the cluster (created or joined) and its GPU pools."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
@@ -15,19 +16,26 @@ from components.existing import ExistingNodePool, ExistingNodePoolArgs
 from components.gke import GkeCluster, GkeClusterArgs, GkeGpuPool, GkeGpuPoolArgs
 from components.oke import OkeCluster, OkeClusterArgs, OkeGpuPool, OkeGpuPoolArgs
 from mig.clouds import Cloud
-from mig.plan import StackPlan
-from mig.spec import NAMESPACE
+from mig.plan import PoolPlan, StackPlan
+
+GKE_MASTER_CIDR = "172.16.0.32/28"
+GKE_RELEASE_CHANNEL = "REGULAR"
 
 
 @dataclass
-class ClusterConnection:
-    kubernetes: k8s.Provider
-    """Provider every Kubernetes object is created with."""
-    kubeconfig: pulumi.Output[str] | None
-    """Kubeconfig of a created cluster (a secret), else None."""
-    cluster: pulumi.Input[str]
+class Cluster:
+    """The cluster a stack's pools join."""
+
+    cloud_provider: pulumi.ProviderResource | None
+    """The cloud's provider, configured from the stack (None for `existing`)."""
+    ref: pulumi.Input[str]
     """Cluster name (GKE, EKS) or OCID (OKE) the pools join."""
-    pools: list[pulumi.Resource]
+    kubeconfig: pulumi.Output[str] | None = None
+    """Kubeconfig of a cluster this stack created (a secret)."""
+    kubernetes_version: pulumi.Input[str] | None = None
+    """OKE: the version node pools run (the cluster's unless the stack names one)."""
+    created: list[pulumi.Resource] = field(default_factory=list)
+    """The cluster component when this stack created it."""
 
 
 def _cloud_provider(plan: StackPlan) -> pulumi.ProviderResource | None:
@@ -41,121 +49,136 @@ def _cloud_provider(plan: StackPlan) -> pulumi.ProviderResource | None:
     return None
 
 
-def _opts(provider: pulumi.ProviderResource | None, **kwargs: object) -> pulumi.ResourceOptions:
-    return pulumi.ResourceOptions(providers=[provider] if provider else None, **kwargs)  # type: ignore[arg-type]
+def _opts(
+    provider: pulumi.ProviderResource | None, depends_on: Sequence[pulumi.Resource] = ()
+) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(
+        providers=[provider] if provider else None, depends_on=list(depends_on) or None
+    )
 
 
-def connect(plan: StackPlan) -> ClusterConnection:
-    """Create or reference the cluster, then its GPU pools."""
+def cluster(plan: StackPlan) -> Cluster:
+    """Create the cluster (ephemeral stacks) or refer to the one the stack names."""
     spec = plan.spec
-    cluster = spec.cluster
+    settings = spec.cluster
     provider = _cloud_provider(plan)
-    kubeconfig: pulumi.Output[str] | None = None
-    cluster_ref: pulumi.Input[str] = cluster.name
-    created: list[pulumi.Resource] = []
-    if cluster.create and spec.cloud is Cloud.GKE:
+    if settings.create and spec.cloud is Cloud.GKE:
         gke = GkeCluster(
-            cluster.name,
+            settings.name,
             GkeClusterArgs(
-                name=cluster.name,
-                location=cluster.get("location"),
-                network=cluster.get("network"),
-                subnetwork=cluster.get("subnetwork"),
-                master_ipv4_cidr_block=cluster.get("masterIpv4CidrBlock") or "172.16.0.32/28",
-                release_channel=cluster.get("releaseChannel") or "REGULAR",
-                protect=cluster.protect,
+                name=settings.name,
+                location=settings.get("location"),
+                network=settings.get("network"),
+                subnetwork=settings.get("subnetwork"),
+                master_ipv4_cidr_block=settings.get("masterIpv4CidrBlock") or GKE_MASTER_CIDR,
+                release_channel=settings.get("releaseChannel") or GKE_RELEASE_CHANNEL,
+                protect=settings.protect,
+                cloud_nat=settings.get("cloudNat"),
+                project=settings.get("project"),
             ),
             _opts(provider),
         )
-        kubeconfig, cluster_ref, created = gke.kubeconfig, gke.name, [gke]
-    elif cluster.create and spec.cloud is Cloud.EKS:
+        return Cluster(provider, gke.name, gke.kubeconfig, created=[gke])
+    if settings.create and spec.cloud is Cloud.EKS:
         eks = EksCluster(
-            cluster.name,
+            settings.name,
             EksClusterArgs(
-                name=cluster.name,
-                version=cluster.get("version"),
-                subnet_ids=cluster.get("subnetIds"),
-                endpoint_public_access=cluster.get("endpointPublicAccess", False),
-                protect=cluster.protect,
+                name=settings.name,
+                version=settings.get("version"),
+                subnet_ids=settings.get("subnetIds"),
+                endpoint_public_access=settings.get("endpointPublicAccess"),
+                public_access_cidrs=settings.get("publicAccessCidrs"),
+                protect=settings.protect,
             ),
-            region=cluster.get("region"),
+            region=settings.get("region"),
             opts=_opts(provider),
         )
-        kubeconfig, cluster_ref, created = eks.kubeconfig, eks.name, [eks]
-    elif cluster.create and spec.cloud is Cloud.OKE:
+        return Cluster(provider, eks.name, eks.kubeconfig, created=[eks])
+    if settings.create and spec.cloud is Cloud.OKE:
         oke = OkeCluster(
-            cluster.name,
+            settings.name,
             OkeClusterArgs(
-                name=cluster.name,
-                compartment_id=cluster.get("compartmentId"),
-                vcn_id=cluster.get("vcnId"),
-                endpoint_subnet_id=cluster.get("endpointSubnetId"),
-                kubernetes_version=cluster.get("kubernetesVersion"),
-                node_subnet_id=cluster.get("subnetIds")[0],
-                pod_subnet_ids=cluster.get("podSubnetIds"),
-                availability_domain=cluster.get("availabilityDomains")[0],
-                system_image_id=cluster.get("systemImageId"),
-                protect=cluster.protect,
+                name=settings.name,
+                compartment_id=settings.get("compartmentId"),
+                vcn_id=settings.get("vcnId"),
+                endpoint_subnet_id=settings.get("endpointSubnetId"),
+                kubernetes_version=settings.get("kubernetesVersion"),
+                node_subnet_id=settings.get("subnetIds")[0],
+                pod_subnet_ids=settings.get("podSubnetIds"),
+                availability_domain=settings.get("availabilityDomains")[0],
+                system_image_id=settings.get("systemImageId"),
+                endpoint_public_access=settings.get("endpointPublicAccess"),
+                protect=settings.protect,
             ),
             _opts(provider),
         )
-        kubeconfig, cluster_ref, created = oke.kubeconfig, oke.id, [oke]
-    elif spec.cloud is Cloud.OKE:
-        cluster_ref = cluster.get("clusterId")
+        return Cluster(
+            provider, oke.id, oke.kubeconfig, settings.get("kubernetesVersion"), created=[oke]
+        )
+    if spec.cloud is Cloud.OKE:
+        cluster_id = settings.get("clusterId")
+        version = settings.get("kubernetesVersion") or (
+            oci.containerengine.get_cluster_output(
+                cluster_id=cluster_id, opts=pulumi.InvokeOutputOptions(provider=provider)
+            ).kubernetes_version
+        )
+        return Cluster(provider, cluster_id, kubernetes_version=version)
+    return Cluster(provider, settings.name)
 
-    if kubeconfig is not None:
-        kubernetes = k8s.Provider("kubernetes", kubeconfig=kubeconfig)
-    elif spec.cloud is Cloud.EXISTING and cluster.get("kubeconfig"):
-        secret = pulumi.Config(NAMESPACE).require_secret(cluster.get("kubeconfig"))
-        kubernetes = k8s.Provider("kubernetes", kubeconfig=secret)
-    else:
-        # The ambient kubeconfig (KUBECONFIG or ~/.kube/config), optionally a named context.
-        kubernetes = k8s.Provider("kubernetes", context=cluster.get("context"))
 
-    pools: list[pulumi.Resource] = []
-    for pool in plan.pools:
-        opts = _opts(provider, depends_on=created)
-        if spec.cloud is Cloud.GKE:
-            pools.append(
-                GkeGpuPool(
-                    pool.name,
-                    GkeGpuPoolArgs(pool, cluster_ref, cluster.get("location"), cluster.protect),
-                    opts,
-                )
-            )
-        elif spec.cloud is Cloud.EKS:
-            pools.append(
-                EksGpuNodeGroup(
-                    pool.name,
-                    EksGpuNodeGroupArgs(
-                        pool, cluster_ref, cluster.get("subnetIds"), cluster.protect
-                    ),
-                    opts,
-                )
-            )
-        elif spec.cloud is Cloud.OKE:
-            pools.append(
-                OkeGpuPool(
-                    pool.name,
-                    OkeGpuPoolArgs(
-                        pool=pool,
-                        cluster_id=cluster_ref,
-                        compartment_id=cluster.get("compartmentId"),
-                        kubernetes_version=cluster.get("kubernetesVersion"),
-                        subnet_ids=cluster.get("subnetIds"),
-                        pod_subnet_ids=cluster.get("podSubnetIds") or cluster.get("subnetIds"),
-                        availability_domains=cluster.get("availabilityDomains"),
-                        protect=cluster.protect,
-                    ),
-                    opts,
-                )
-            )
-        else:
-            pools.append(
-                ExistingNodePool(
-                    pool.name,
-                    ExistingNodePoolArgs(pool),
-                    pulumi.ResourceOptions(providers=[kubernetes]),
-                )
-            )
-    return ClusterConnection(kubernetes, kubeconfig, cluster_ref, pools)
+def gpu_pools(
+    plan: StackPlan,
+    joined: Cluster,
+    kubernetes: k8s.Provider,
+    depends_on: Mapping[str, Sequence[pulumi.Resource]],
+) -> list[pulumi.Resource]:
+    """Every pool of the stack, each after the resources named for it in `depends_on` (the GPU
+    Operator, and the re-partitioning Job of a pool that changes its layout in place)."""
+    return [
+        _pool(plan, pool, joined, kubernetes, depends_on.get(pool.name, ())) for pool in plan.pools
+    ]
+
+
+def _pool(
+    plan: StackPlan,
+    pool: PoolPlan,
+    joined: Cluster,
+    kubernetes: k8s.Provider,
+    after: Sequence[pulumi.Resource],
+) -> pulumi.Resource:
+    spec = plan.spec
+    settings = spec.cluster
+    opts = _opts(joined.cloud_provider, [*joined.created, *after])
+    if spec.cloud is Cloud.GKE:
+        return GkeGpuPool(
+            pool.name,
+            GkeGpuPoolArgs(pool, joined.ref, settings.get("location"), settings.protect),
+            opts,
+        )
+    if spec.cloud is Cloud.EKS:
+        return EksGpuNodeGroup(
+            pool.name,
+            EksGpuNodeGroupArgs(pool, joined.ref, settings.get("subnetIds"), settings.protect),
+            opts,
+        )
+    if spec.cloud is Cloud.OKE:
+        assert joined.kubernetes_version is not None
+        return OkeGpuPool(
+            pool.name,
+            OkeGpuPoolArgs(
+                pool=pool,
+                cluster_id=joined.ref,
+                compartment_id=settings.get("compartmentId"),
+                kubernetes_version=joined.kubernetes_version,
+                subnet_ids=settings.get("subnetIds"),
+                pod_subnet_ids=settings.get("podSubnetIds") or settings.get("subnetIds"),
+                availability_domains=settings.get("availabilityDomains"),
+                protect=settings.protect,
+            ),
+            opts,
+        )
+    return ExistingNodePool(
+        pool.name,
+        ExistingNodePoolArgs(pool),
+        pulumi.ResourceOptions(providers=[kubernetes], depends_on=list(after) or None),
+    )

@@ -43,21 +43,26 @@ def _assume_role(service: str) -> str:
 
 def _role(
     name: str, service: str, policies: Sequence[str], parent: pulumi.Resource
-) -> aws.iam.Role:
+) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
+    """An IAM role for `service` with `policies`, and the attachments: the cluster and node
+    groups using it depend on them, so EKS has its permissions from the first API call until
+    the last one of a destroy (as the provider's documentation requires)."""
     role = aws.iam.Role(
         name,
         assume_role_policy=_assume_role(service),
         description=f"mig-inference {name}",
         opts=pulumi.ResourceOptions(parent=parent),
     )
-    for arn in policies:
+    attachments = [
         aws.iam.RolePolicyAttachment(
             f"{name}-{arn.rsplit('/', 1)[-1]}",
             role=role.name,
             policy_arn=arn,
             opts=pulumi.ResourceOptions(parent=parent),
         )
-    return role
+        for arn in policies
+    ]
+    return role, attachments
 
 
 @dataclass
@@ -68,8 +73,11 @@ class EksClusterArgs:
     """Kubernetes version, e.g. 1.33."""
     subnet_ids: Sequence[str]
     """Subnets for the control plane ENIs and the system node group (private subnets)."""
-    endpoint_public_access: bool = False
-    """Expose the API endpoint publicly (private only by default)."""
+    endpoint_public_access: bool = True
+    """Answer on the public endpoint too, so `pulumi up` from outside the VPC reaches the API
+    (nodes use the private endpoint either way)."""
+    public_access_cidrs: Sequence[str] = ()
+    """Networks allowed on the public endpoint (EKS's default: everywhere)."""
     protect: bool = True
     """Protect the cluster from accidental deletion."""
 
@@ -88,7 +96,7 @@ class EksCluster(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("mig-inference:index:EksCluster", name, None, opts)
-        role = _role(f"{name}-cluster", "eks.amazonaws.com", CLUSTER_POLICIES, self)
+        role, role_policies = _role(f"{name}-cluster", "eks.amazonaws.com", CLUSTER_POLICIES, self)
         cluster = aws.eks.Cluster(
             name,
             name=args.name,
@@ -98,14 +106,19 @@ class EksCluster(pulumi.ComponentResource):
                 subnet_ids=list(args.subnet_ids),
                 endpoint_private_access=True,
                 endpoint_public_access=args.endpoint_public_access,
+                public_access_cidrs=list(args.public_access_cidrs) or None,
             ),
             access_config=aws.eks.ClusterAccessConfigArgs(
                 authentication_mode="API", bootstrap_cluster_creator_admin_permissions=True
             ),
             deletion_protection=args.protect,
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            opts=pulumi.ResourceOptions(
+                parent=self, protect=args.protect, depends_on=role_policies
+            ),
         )
-        node_role = _role(f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self)
+        node_role, node_policies = _role(
+            f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self
+        )
         aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=cluster.name,
@@ -116,7 +129,12 @@ class EksCluster(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=2, min_size=1, max_size=3
             ),
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=args.protect,
+                depends_on=node_policies,
+                ignore_changes=["scalingConfig.desiredSize"],
+            ),
         )
         self.name = cluster.name
         self.kubeconfig = pulumi.Output.secret(
@@ -153,7 +171,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         super().__init__("mig-inference:index:EksGpuNodeGroup", name, None, opts)
         pool = args.pool
         assert pool.machine is not None
-        role = _role(f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self)
+        role, role_policies = _role(f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self)
         template = aws.ec2.LaunchTemplate(
             name,
             description=f"mig-inference GPU pool {pool.name}",
@@ -177,7 +195,9 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         )
         group = aws.eks.NodeGroup(
             name,
-            node_group_name=pool.name,
+            # The generation in the name: a change that needs new nodes creates the new group
+            # first; EKS drains the old one when Pulumi deletes it, after services moved.
+            node_group_name=pool.physical_name,
             cluster_name=args.cluster_name,
             node_role_arn=role.arn,
             subnet_ids=list(args.subnet_ids),
@@ -198,7 +218,13 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 id=template.id, version=template.latest_version.apply(str)
             ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=args.protect,
+                depends_on=role_policies,
+                # The Cluster Autoscaler owns the size of an autoscaled group.
+                ignore_changes=["scalingConfig.desiredSize"] if pool.autoscaled else None,
+            ),
         )
         self.name = group.node_group_name
         self.role_arn = role.arn

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from mig.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
+from mig.node_taints import TAINT_KEYS_ANNOTATION, merged_taints, own_taint_keys
 from mig.plan import PoolPlan
 
-FIELD_MANAGER = "mig-inference"
+OWNED_LABELS = (POOL_LABEL, MIG_CONFIG_LABEL, GENERATION_LABEL)
+"""Labels only this project sets on a node: applied with force, so a value another manager
+wrote first (the GPU Operator writes `all-disabled` on unlabelled MIG nodes) is taken over."""
+OWN_FIELD_MANAGER = "mig-inference"
+SHARED_FIELD_MANAGER = "mig-inference-node-config"
+"""The user's labels and the node's taints: applied without force, so a field another manager
+holds with a different value is reported as a conflict instead of overwritten."""
 
 
 @dataclass
@@ -18,9 +27,22 @@ class ExistingNodePoolArgs:
     """The pool's cloud-neutral description from the stack plan (nodeNames, labels, taints)."""
 
 
+def _field(value: Any, name: str) -> Any:
+    """A field of an object read back from the API: a typed output, or a mapping."""
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+def _live_taints(spec: Any) -> list[dict[str, Any]]:
+    return [
+        {key: _field(taint, key) for key in ("key", "value", "effect")}
+        for taint in _field(spec, "taints") or []
+    ]
+
+
 class ExistingNodePool(pulumi.ComponentResource):
-    """Labels and taints on existing nodes through server-side apply (`NodePatch`): only the
-    fields this project manages are touched, and they are removed again on destroy."""
+    """Labels and taints on existing nodes through server-side apply (`NodePatch`), touching
+    only what this project manages; removed again on destroy. The node's live taints are read
+    and other owners' kept: a node's taint list is replaced as a whole when applied."""
 
     node_names: pulumi.Output[list[str]]
 
@@ -29,20 +51,46 @@ class ExistingNodePool(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mig-inference:index:ExistingNodePool", name, None, opts)
         pool = args.pool
-        taints = [
-            k8s.core.v1.TaintPatchArgs(key=key, value=value or None, effect=effect)
-            for key, value, effect in pool.taints
-        ]
+        child = pulumi.ResourceOptions(parent=self)
+        owned = {k: v for k, v in pool.node_labels.items() if k in OWNED_LABELS}
+        shared = {k: v for k, v in pool.node_labels.items() if k not in OWNED_LABELS}
+        taint_keys = ",".join(sorted({key for key, _value, _effect in pool.taints}))
         for node in pool.spec.node_names:
             k8s.core.v1.NodePatch(
                 f"{name}-{node}",
                 metadata=k8s.meta.v1.ObjectMetaPatchArgs(
                     name=node,
-                    labels=dict(pool.node_labels),
-                    annotations={"pulumi.com/patchFieldManager": FIELD_MANAGER},
+                    labels=owned,
+                    annotations={
+                        "pulumi.com/patchFieldManager": OWN_FIELD_MANAGER,
+                        "pulumi.com/patchForce": "true",
+                    },
                 ),
-                spec=k8s.core.v1.NodeSpecPatchArgs(taints=taints) if taints else None,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=child,
+            )
+            live = k8s.core.v1.Node.get(f"{name}-{node}-live", node, opts=child)
+            taints = pulumi.Output.all(live.spec, live.metadata).apply(
+                lambda found: [
+                    k8s.core.v1.TaintPatchArgs(**taint)
+                    for taint in merged_taints(
+                        _live_taints(found[0]),
+                        pool.taints,
+                        own_taint_keys(_field(found[1], "annotations")),
+                    )
+                ]
+            )
+            k8s.core.v1.NodePatch(
+                f"{name}-{node}-config",
+                metadata=k8s.meta.v1.ObjectMetaPatchArgs(
+                    name=node,
+                    labels=shared,
+                    annotations={
+                        "pulumi.com/patchFieldManager": SHARED_FIELD_MANAGER,
+                        TAINT_KEYS_ANNOTATION: taint_keys,
+                    },
+                ),
+                spec=k8s.core.v1.NodeSpecPatchArgs(taints=taints),
+                opts=child,
             )
         self.node_names = pulumi.Output.from_input(list(pool.spec.node_names))
         self.register_outputs({"node_names": self.node_names})

@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 from components.kubeconfig import gke_kubeconfig
 from mig.clouds import cloud_taint_effect
 from mig.plan import PoolPlan
+from mig.plan.zones import gke_region
 from mig.spec import MigManager
 
 SYSTEM_MACHINE = "e2-standard-4"
@@ -34,10 +35,17 @@ class GkeClusterArgs:
     """GKE release channel."""
     protect: bool = True
     """Protect the cluster from deletion (Pulumi `protect` and GKE deletion protection)."""
+    cloud_nat: bool = True
+    """Create a Cloud Router and NAT for the subnetwork: private nodes have no external address
+    and could not pull images from registries outside Google (vLLM's, NVIDIA's)."""
+    project: str | None = None
+    """Project of the subnetwork (the provider's when None)."""
 
 
 class GkeCluster(pulumi.ComponentResource):
-    """A minimal private, VPC-native GKE cluster with a small CPU system pool."""
+    """A minimal private, VPC-native GKE cluster with a small CPU system pool, and Cloud NAT so
+    its private nodes reach the registries their images come from. The API endpoint stays
+    public, so `pulumi up` from a laptop reaches it."""
 
     kubeconfig: pulumi.Output[str]
     name: pulumi.Output[str]
@@ -85,6 +93,8 @@ class GkeCluster(pulumi.ComponentResource):
             ),
             opts=protect,
         )
+        if args.cloud_nat:
+            self._cloud_nat(name, args, protect)
         self.name = cluster.name
         self.kubeconfig = pulumi.Output.secret(
             gke_kubeconfig(
@@ -92,6 +102,34 @@ class GkeCluster(pulumi.ComponentResource):
             )
         )
         self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+
+    def _cloud_nat(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions) -> None:
+        region = gke_region(args.location)
+        subnetwork = gcp.compute.get_subnetwork_output(
+            name=None if "/" in args.subnetwork else args.subnetwork,
+            self_link=args.subnetwork if "/" in args.subnetwork else None,
+            region=region,
+            project=args.project,
+            opts=pulumi.InvokeOutputOptions(parent=self),
+        )
+        router = gcp.compute.Router(
+            f"{name}-router", network=args.network, region=region, opts=opts
+        )
+        gcp.compute.RouterNat(
+            f"{name}-nat",
+            router=router.name,
+            region=region,
+            nat_ip_allocate_option="AUTO_ONLY",
+            # Only the cluster's subnetwork (nodes and pods), so a NAT the network already has
+            # for other subnetworks is left alone.
+            source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
+            subnetworks=[
+                gcp.compute.RouterNatSubnetworkArgs(
+                    name=subnetwork.self_link, source_ip_ranges_to_nats=["ALL_IP_RANGES"]
+                )
+            ],
+            opts=opts,
+        )
 
 
 @dataclass
@@ -130,20 +168,28 @@ class GkeGpuPool(pulumi.ComponentResource):
                 gpu_driver_version=GKE_MANAGED_DRIVER if native else DRIVER_LEFT_TO_OPERATOR
             ),
         )
-        fixed = pool.min_nodes == pool.max_nodes
         node_pool = gcp.container.NodePool(
             name,
-            name=pool.name,
+            # The generation in the name: a change that needs new nodes creates the new pool
+            # first (its nodes, then services, move over) and deletes the old one last.
+            name=pool.physical_name,
             cluster=args.cluster,
             location=args.location,
-            node_locations=list(pool.spec.zones) or None,
-            node_count=pool.min_nodes if fixed else None,
-            initial_node_count=None if fixed else pool.min_nodes,
-            autoscaling=None
-            if fixed
-            else gcp.container.NodePoolAutoscalingArgs(
+            node_locations=list(pool.zones),
+            # GKE counts per zone; the plan converted the stack file's totals.
+            node_count=None if pool.autoscaled else pool.nodes_per_zone,
+            initial_node_count=pool.nodes_per_zone if pool.autoscaled else None,
+            autoscaling=gcp.container.NodePoolAutoscalingArgs(
                 total_min_node_count=pool.min_nodes, total_max_node_count=pool.max_nodes
-            ),
+            )
+            if pool.autoscaled
+            else None,
+            # GKE ignores PodDisruptionBudgets when it deletes a pool unless told otherwise.
+            node_drain_configs=[
+                gcp.container.NodePoolNodeDrainConfigArgs(
+                    respect_pdb_during_node_pool_deletion=True
+                )
+            ],
             max_pods_per_node=pool.max_pods,
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
             node_config=gcp.container.NodePoolNodeConfigArgs(
@@ -164,7 +210,13 @@ class GkeGpuPool(pulumi.ComponentResource):
                     enable_secure_boot=True, enable_integrity_monitoring=True
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=args.protect,
+                # initial_node_count forces a new pool when it changes; the autoscaler owns the
+                # size of an autoscaled one. Neither may replace or resize a running pool.
+                ignore_changes=["initialNodeCount", *(["nodeCount"] if pool.autoscaled else [])],
+            ),
         )
         self.name = node_pool.name
         self.register_outputs({"name": self.name})

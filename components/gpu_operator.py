@@ -35,6 +35,9 @@ class GpuOperatorArgs:
     """Helm values from `mig.operator_values.gpu_operator_values`."""
     timeout_seconds: int
     """Helm timeout for the install."""
+    critical_pods_quota: int
+    """GKE: pods at system-node/cluster-critical priority the namespace may hold (sized from
+    the pools, see `mig.operator_values.critical_pods_quota`)."""
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -65,7 +68,9 @@ class GpuOperator(pulumi.ComponentResource):
         )
         depends: list[pulumi.Resource] = [namespace]
         if args.cloud is Cloud.GKE:
-            depends.append(self._critical_pods_quota(name, args.namespace, namespace))
+            depends.append(
+                self._critical_pods_quota(name, args.namespace, args.critical_pods_quota, namespace)
+            )
             depends.append(self._gke_driver_installer(name, args.namespace, namespace))
         release = k8s.helm.v3.Release(
             name,
@@ -88,7 +93,7 @@ class GpuOperator(pulumi.ComponentResource):
         self.register_outputs({"release_status": self.release_status, "namespace": self.namespace})
 
     def _critical_pods_quota(
-        self, name: str, namespace: str, ns: k8s.core.v1.Namespace
+        self, name: str, namespace: str, pods: int, ns: k8s.core.v1.Namespace
     ) -> k8s.core.v1.ResourceQuota:
         # GKE admits system-node/cluster-critical pods outside kube-system only when a quota
         # scoped to those priority classes exists in the namespace.
@@ -98,7 +103,7 @@ class GpuOperator(pulumi.ComponentResource):
                 name="gpu-operator-critical-pods", namespace=namespace
             ),
             spec=k8s.core.v1.ResourceQuotaSpecArgs(
-                hard={"pods": "100"},
+                hard={"pods": str(pods)},
                 scope_selector=k8s.core.v1.ScopeSelectorArgs(
                     match_expressions=[
                         k8s.core.v1.ScopedResourceSelectorRequirementArgs(

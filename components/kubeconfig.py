@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+import pulumi_oci as oci
 import yaml
 
 
@@ -67,3 +68,21 @@ def eks_kubeconfig(
             ),
         )
     )
+
+
+OKE_TOKEN_VERSION = "2.0.0"
+"""The only kubeconfig token version OKE generates."""
+
+
+def oke_endpoint_type(public: bool) -> str:
+    """Which of an OKE cluster's endpoints the kubeconfig targets."""
+    return "PUBLIC_ENDPOINT" if public else "PRIVATE_ENDPOINT"
+
+
+def oke_kubeconfig(
+    cluster_id: pulumi.Input[str], endpoint: pulumi.Input[str]
+) -> pulumi.Output[str]:
+    """OKE's generated kubeconfig (its user runs `oci ce cluster generate-token`)."""
+    return oci.containerengine.get_cluster_kube_config_output(
+        cluster_id=cluster_id, endpoint=endpoint, token_version=OKE_TOKEN_VERSION
+    ).content

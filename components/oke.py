@@ -8,10 +8,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_oci as oci
 
+from components.kubeconfig import oke_endpoint_type, oke_kubeconfig
 from mig.bootstrap import oke_user_data
 from mig.plan import PoolPlan
 
 VCN_NATIVE_CNI = "OCI_VCN_IP_NATIVE"
+EVICTION_GRACE = "PT60M"
+"""The longest drain OKE allows before it terminates a node."""
 SYSTEM_SHAPE = "VM.Standard.E5.Flex"
 
 
@@ -35,13 +38,16 @@ class OkeClusterArgs:
     """Availability domain of the system pool."""
     system_image_id: str
     """Node image OCID of the system pool (an Oracle Linux OKE image)."""
+    endpoint_public_access: bool = True
+    """Give the API endpoint a public IP (its subnet must be public), so `pulumi up` from
+    outside the VCN reaches the API; private otherwise (then run from a peered network)."""
     protect: bool = True
     """Protect the cluster from accidental deletion."""
 
 
 class OkeCluster(pulumi.ComponentResource):
-    """A minimal private enhanced OKE cluster with VCN-native pod networking and a small
-    CPU system pool."""
+    """A minimal enhanced OKE cluster with VCN-native pod networking and a small CPU system
+    pool; its kubeconfig targets the endpoint the stack chose."""
 
     id: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
@@ -61,7 +67,8 @@ class OkeCluster(pulumi.ComponentResource):
                 oci.containerengine.ClusterClusterPodNetworkOptionArgs(cni_type=VCN_NATIVE_CNI)
             ],
             endpoint_config=oci.containerengine.ClusterEndpointConfigArgs(
-                subnet_id=args.endpoint_subnet_id, is_public_ip_enabled=False
+                subnet_id=args.endpoint_subnet_id,
+                is_public_ip_enabled=args.endpoint_public_access,
             ),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
@@ -91,9 +98,10 @@ class OkeCluster(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
-        config = oci.containerengine.get_cluster_kube_config_output(cluster_id=cluster.id)
         self.id = cluster.id
-        self.kubeconfig = pulumi.Output.secret(config.content)
+        self.kubeconfig = pulumi.Output.secret(
+            oke_kubeconfig(cluster.id, oke_endpoint_type(args.endpoint_public_access))
+        )
         self.register_outputs({"id": self.id, "kubeconfig": self.kubeconfig})
 
 
@@ -105,8 +113,8 @@ class OkeGpuPoolArgs:
     """OKE cluster OCID."""
     compartment_id: str
     """Compartment OCID."""
-    kubernetes_version: str
-    """Kubernetes version of the nodes."""
+    kubernetes_version: pulumi.Input[str]
+    """Kubernetes version of the nodes (the cluster's, looked up, unless the stack names one)."""
     subnet_ids: Sequence[str]
     """Node subnets; placements pair them with availability domains in order."""
     pod_subnet_ids: Sequence[str]
@@ -146,7 +154,10 @@ class OkeGpuPool(pulumi.ComponentResource):
         ]
         node_pool = oci.containerengine.NodePool(
             name,
-            name=pool.name,
+            # The generation in the name. OKE would rename a pool in place and apply changes
+            # only to nodes it creates later, so a new generation must be a new pool:
+            # `replace_on_changes` makes it one, created before the old one is deleted.
+            name=pool.physical_name,
             cluster_id=args.cluster_id,
             compartment_id=args.compartment_id,
             kubernetes_version=args.kubernetes_version,
@@ -172,7 +183,19 @@ class OkeGpuPool(pulumi.ComponentResource):
                 for key, value in pool.node_labels.items()
             ],
             node_metadata={"user_data": oke_user_data(pool.taints)},
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            # OKE cordons and drains (honouring PodDisruptionBudgets) for up to an hour before
+            # it terminates a node of a deleted or shrunk pool, then deletes it regardless.
+            node_eviction_node_pool_settings=oci.containerengine.NodePoolNodeEvictionNodePoolSettingsArgs(
+                eviction_grace_duration=EVICTION_GRACE,
+                is_force_delete_after_grace_duration=True,
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=args.protect,
+                replace_on_changes=["name"],
+                # The Cluster Autoscaler owns the size of an autoscaled pool.
+                ignore_changes=["nodeConfigDetails.size"] if pool.autoscaled else None,
+            ),
         )
         self.id = node_pool.id
         self.register_outputs({"id": self.id})

@@ -201,6 +201,12 @@ def _plan(args: argparse.Namespace) -> int:
     try:
         spec = _load_stack(args)
         plan = plan_stack(spec)
+        if args.deployed:
+            from mig.changes import change_warnings, diff_records, load_deployed
+            from mig.record import plan_record
+
+            changes = diff_records(load_deployed(Path(args.deployed)), plan_record(plan))
+            plan.warnings.extend(change_warnings(changes))
     except MigError as error:
         if args.json:
             name = args.stack or args.stack_file
@@ -216,6 +222,31 @@ def _plan(args: argparse.Namespace) -> int:
     else:
         print(plan_text(plan))
     return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mig.changes import change_plan_json, change_plan_text, diff_records, load_deployed
+    from mig.plan import plan_stack
+    from mig.record import plan_record
+
+    deployed = load_deployed(Path(args.deployed))
+    current = plan_record(plan_stack(_load_stack(args)))
+    if deployed["cloud"] != current["cloud"]:
+        raise MigError(
+            f"the deployed plan is for cloud {deployed['cloud']}, the stack for "
+            f"{current['cloud']}: a stack cannot move between clouds",
+            args.deployed,
+        )
+    changes = diff_records(deployed, current)
+    if args.json:
+        _print_json(change_plan_json(changes))
+    else:
+        print(change_plan_text(changes))
+    for refusal in changes.refusals:
+        print(f"error: {refusal}", file=sys.stderr)
+    return 1 if changes.refusals else 0
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -311,6 +342,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = verb("plan", _plan, "what a stack builds and whether it fits, offline")
     stack_args(sub)
     sub.add_argument("--svg", help="write a picture of every distinct layout to this file")
+    sub.add_argument(
+        "--deployed",
+        help="also warn about what applying it to this deployed plan costs (see `diff`)",
+    )
+
+    sub = verb(
+        "diff",
+        _diff,
+        "what applying the stack does to a deployed one: pools, services, transition cost",
+    )
+    stack_args(sub)
+    sub.add_argument(
+        "--deployed",
+        required=True,
+        help="`pulumi stack output --json` saved to a file, or an older stack file",
+    )
 
     sub = verb("render", _render, "run the Pulumi program under mocks; write what it would create")
     stack_args(sub)

@@ -1,84 +1,73 @@
-"""The MIG-ready gate: which pools to wait for, and the POSIX shell loop the gate Job runs.
+"""The MIG-ready gate: which nodes to wait for, and the POSIX shell loop the gate Job runs.
 
-The Job succeeds once every gated pool has at least its minimum number of nodes reporting
-`nvidia.com/mig.config.state=success`, and fails at once, naming the node and its state, when a
-node reports `failed`, or when the deadline passes.
+The Job succeeds once every gated pool has at least its minimum number of nodes (of the current
+generation) that carry the intended `nvidia.com/mig.config` and report
+`nvidia.com/mig.config.state=success`. A `success` left from an older config never counts. It
+fails at once, naming the node, when one reports `failed`, and when the deadline passes.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
-from mig.labels import MIG_STATE_LABEL, POOL_LABEL
-from mig.plan import StackPlan
+from mig.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+from mig.plan import PoolPlan, StackPlan
+from mig.scripts import load
 
-GATE_SCRIPT = r"""set -eu
-deadline=$(( $(date +%s) + GATE_TIMEOUT_SECONDS ))
-while :; do
-  ready=1
-  report=""
-  for target in $GATE_POOLS; do
-    pool=${target%%=*}
-    want=${target##*=}
-    states=$(kubectl get nodes -l "POOL_LABEL=$pool" \
-      -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.metadata.labels.STATE_PATH}{"\n"}{end}')
-    failed=$(printf '%s\n' "$states" | awk '$2 == "failed" {print $1}')
-    if [ -n "$failed" ]; then
-      for node in $failed; do
-        echo "MIG config failed on node $node (pool $pool): STATE_LABEL=failed"
-      done
-      echo "see: kubectl logs -n <gpu-operator namespace> -l app=nvidia-mig-manager"
-      exit 1
-    fi
-    done_count=$(printf '%s\n' "$states" | awk '$2 == "success"' | wc -l)
-    report="$report $pool:$done_count/$want"
-    if [ "$done_count" -lt "$want" ]; then
-      ready=0
-    fi
-  done
-  if [ "$ready" -eq 1 ]; then
-    echo "MIG ready:$report"
-    exit 0
-  fi
-  if [ "$(date +%s)" -ge "$deadline" ]; then
-    echo "timed out waiting for STATE_LABEL=success:$report"
-    kubectl get nodes -L STATE_LABEL -L POOL_LABEL || true
-    exit 1
-  fi
-  echo "waiting for STATE_LABEL=success:$report"
-  sleep "${GATE_POLL_SECONDS:-10}"
-done
-"""
+
+@dataclass(frozen=True)
+class GateTarget:
+    """One pool the gate waits for."""
+
+    pool: str
+    selector: str
+    """Label selector of the pool's current nodes (pool, and generation on cloud pools)."""
+    config: str
+    """The `nvidia.com/mig.config` those nodes must carry."""
+    nodes: int
+    """How many of them must report success (the pool's minimum size)."""
+
+
+GATE_SCRIPT = load("gate.sh")
+
+
+def jsonpath_label(label: str) -> str:
+    """A label key as a kubectl jsonpath field (dots escaped)."""
+    return label.replace(".", "\\.")
 
 
 def gate_script() -> str:
-    state_path = MIG_STATE_LABEL.replace(".", "\\.")
     return (
-        GATE_SCRIPT.replace("POOL_LABEL", POOL_LABEL)
-        .replace("STATE_PATH", state_path)
+        GATE_SCRIPT.replace("CONFIG_PATH", jsonpath_label(MIG_CONFIG_LABEL))
+        .replace("STATE_PATH", jsonpath_label(MIG_STATE_LABEL))
+        .replace("CONFIG_LABEL", MIG_CONFIG_LABEL)
         .replace("STATE_LABEL", MIG_STATE_LABEL)
+        .replace("POOL_LABEL", POOL_LABEL)
     )
 
 
-def gated_pools(plan: StackPlan) -> dict[str, int]:
-    """Pools to wait for and how many nodes must report success: operator-managed pools with
-    MIG enabled and at least one node (a pool scaled to zero has nothing to wait for)."""
-    return {
-        pool.name: pool.min_nodes
+def node_selector(pool: PoolPlan) -> str:
+    """The label selector of the pool's current nodes."""
+    return ",".join(f"{key}={value}" for key, value in sorted(pool.node_selector.items()))
+
+
+def gate_targets(plan: StackPlan) -> list[GateTarget]:
+    """Operator-managed pools with MIG enabled and at least one node (a pool scaled to zero has
+    nothing to wait for)."""
+    return [
+        GateTarget(pool.name, node_selector(pool), pool.config_name, pool.min_nodes)
         for pool in plan.pools
         if pool.operator_managed and pool.mig_enabled and pool.min_nodes > 0
-    }
+    ]
 
 
-def gate_pools_value(pools: dict[str, int]) -> str:
-    return " ".join(f"{name}={count}" for name, count in sorted(pools.items()))
+def gate_targets_value(targets: list[GateTarget]) -> str:
+    """The gate's `GATE_TARGETS`: one `pool selector config nodes` line per pool."""
+    return "\n".join(f"{t.pool} {t.selector} {t.config} {t.nodes}" for t in targets)
 
 
-def gate_fingerprint(plan: StackPlan) -> str:
-    """Changes when a gated pool's MIG config or size changes, so the gate runs again."""
-    parts = sorted(
-        f"{pool.name}:{pool.config_name}:{pool.min_nodes}"
-        for pool in plan.pools
-        if pool.name in gated_pools(plan)
-    )
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:8]
+def gate_fingerprint(targets: list[GateTarget]) -> str:
+    """Changes whenever what the gate waits for does, so a new Job runs."""
+    text = gate_targets_value(sorted(targets, key=lambda t: t.pool))
+    return hashlib.sha256(text.encode()).hexdigest()[:8]

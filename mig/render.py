@@ -37,6 +37,28 @@ _FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
     "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
     "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},
 }
+_CA = "Y2EtY2VydGlmaWNhdGU="
+# Data sources the program calls to find the cluster a stack joins (its arguments are echoed).
+_FAKE_CALLS: dict[str, dict[str, Any]] = {
+    "gcp:container/getCluster:getCluster": {
+        "endpoint": "203.0.113.20",
+        "masterAuths": [{"clusterCaCertificate": _CA}],
+    },
+    "aws:eks/getCluster:getCluster": {
+        "endpoint": "https://joined.example.eks.amazonaws.com",
+        "certificateAuthorities": [{"data": _CA}],
+    },
+    "oci:ContainerEngine/getCluster:getCluster": {
+        "kubernetesVersion": "v1.33.1",
+        "endpoints": [{"publicEndpoint": "203.0.113.30:6443", "privateEndpoint": "10.0.0.3:6443"}],
+    },
+    "oci:ContainerEngine/getClusterKubeConfig:getClusterKubeConfig": {
+        "content": "apiVersion: v1\nkind: Config\n"
+    },
+    "gcp:compute/getSubnetwork:getSubnetwork": {
+        "selfLink": "https://www.googleapis.com/compute/v1/projects/p/regions/r/subnetworks/s"
+    },
+}
 
 
 @dataclass
@@ -72,6 +94,9 @@ class Options:
     protect: bool
     custom_timeouts: tuple[str | None, str | None] | None
     depends_on: tuple[str, ...]
+    ignore_changes: tuple[str, ...] = ()
+    replace_on_changes: tuple[str, ...] = ()
+    delete_before_replace: bool = False
 
 
 @dataclass
@@ -82,6 +107,10 @@ class Rendering:
     outputs: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     secrets: list[str] = field(default_factory=list)
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Data sources the program called (token, arguments)."""
+    reads: list[Recorded] = field(default_factory=list)
+    """Live objects the program read (type, name, id as `inputs["id"]`)."""
 
     def of_type(self, type_token: str) -> list[Recorded]:
         return [r for r in self.resources if r.type == type_token]
@@ -155,9 +184,13 @@ def stack_config(
 
 
 def run_program(
-    stack: str, stack_file: Path, secret_values: Mapping[str, str] | None = None
+    stack: str,
+    stack_file: Path,
+    secret_values: Mapping[str, str] | None = None,
+    live: Mapping[tuple[str, str], dict[str, Any]] | None = None,
 ) -> Rendering:
-    """Run `__main__.py` for `stack` under mocks, in a fresh event loop."""
+    """Run `__main__.py` for `stack` under mocks, in a fresh event loop. `live` gives the state
+    of objects the program reads from the cluster, by (type, id); unknown ones read as empty."""
     import pulumi
     from pulumi.runtime import config as runtime_config
     from pulumi.runtime import mocks, settings
@@ -170,6 +203,9 @@ def run_program(
 
     class Recorder(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+            if args.resource_id:  # a read of a live object, not something the program creates
+                rendering.reads.append(Recorded(args.typ, args.name, {"id": args.resource_id}))
+                return args.resource_id, dict((live or {}).get((args.typ, args.resource_id), {}))
             if not args.custom:
                 rendering.components.append((args.typ, args.name))
                 return "", {}
@@ -178,10 +214,9 @@ def run_program(
             outputs = {**args.inputs, **_FAKE_OUTPUTS.get(args.typ, {})}
             return f"{args.name}-id", outputs
 
-        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
-            if args.token == "oci:ContainerEngine/getClusterKubeConfig:getClusterKubeConfig":
-                return {"content": "apiVersion: v1\nkind: Config\n"}, None
-            return {}, None
+        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+            rendering.calls.append((args.token, dict(args.args)))
+            return {**args.args, **_FAKE_CALLS.get(args.token, {})}, []
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -207,6 +242,9 @@ def run_program(
                 protect=bool(opts and opts.protect),
                 custom_timeouts=(timeouts.create, timeouts.update) if timeouts else None,
                 depends_on=tuple(getattr(d, "_name", "?") for d in depends),
+                ignore_changes=tuple(opts.ignore_changes or ()) if opts else (),
+                replace_on_changes=tuple(opts.replace_on_changes or ()) if opts else (),
+                delete_before_replace=bool(opts and opts.delete_before_replace),
             )
             return None
 

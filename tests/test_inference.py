@@ -12,6 +12,7 @@ from mig.errors import MigError
 from mig.plan import plan_stack
 from mig.render import write_rendering
 from mig.spec import parse_stack
+from mig.stackfile import load_stack
 from mig.versions import GPU_OPERATOR_VERSION, TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
 from tests.mocked import named, one, render_config, stack_rendering
 
@@ -42,10 +43,14 @@ def test_operator_pool_service_seed_004() -> None:
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
     ]
+    generation = plan_stack(load_stack("gke-h100")).pool("h100-mig").generation
     assert terms == [
         {
             "matchExpressions": [
-                {"key": "mig-inference.io/pool", "operator": "In", "values": ["h100-mig"]}
+                # Replicas follow the pool's current generation (a new one after a change that
+                # needs new nodes).
+                {"key": "mig-inference.io/generation", "operator": "In", "values": [generation]},
+                {"key": "mig-inference.io/pool", "operator": "In", "values": ["h100-mig"]},
             ]
         }
     ]

@@ -50,15 +50,21 @@ def test_gke_operator_pool_seed_004() -> None:
     assert config["taints"] == [
         {"key": "nvidia/share", "value": "nvidia-mig", "effect": "NO_SCHEDULE"}
     ]
+    description = plan_stack(load_stack("gke-h100")).pool("h100-mig")
     assert config["labels"] == {
         "role": "h100-standard",
         "mig-inference.io/pool": "h100-mig",
+        "mig-inference.io/generation": description.generation,
         "nvidia.com/mig.config": "all-3g.40gb",
         "gke-no-default-nvidia-gpu-device-plugin": "true",
     }
-    description = plan_stack(load_stack("gke-h100")).pool("h100-mig")
+    assert pool["name"] == f"h100-mig-{description.generation}"
+    assert pool["nodeLocations"] == ["us-central1-c"]
     assert description.capacity_per_node() == {"nvidia.com/mig-3g.40gb": 16}
-    assert description.node_selector == {"mig-inference.io/pool": "h100-mig"}
+    assert description.node_selector == {
+        "mig-inference.io/pool": "h100-mig",
+        "mig-inference.io/generation": description.generation,
+    }
     assert {"key": "nvidia/share", "operator": "Equal", "value": "nvidia-mig",
             "effect": "NoSchedule"} in description.tolerations  # fmt: skip
     assert {
@@ -85,7 +91,7 @@ def _gke(pool: dict[str, Any]) -> dict[str, Any]:
     base = {"name": "p", "gpu": "H100-80GB", "machineType": "a3-highgpu-8g", "nodes": 1}
     return {
         "cloud": "gke",
-        "cluster": {"name": "c", "project": "p", "location": "us-central1"},
+        "cluster": {"name": "c", "project": "p", "location": "us-central1-c"},
         "pools": [{**base, **pool}],
     }
 
@@ -199,7 +205,9 @@ def test_eks_taints_and_spot(tmp_path: Path) -> None:
     assert group["capacityType"] == "SPOT"
     assert group["scalingConfig"] == {"desiredSize": 0, "minSize": 0, "maxSize": 3}
     cluster = one(rendering, "aws:eks/cluster:Cluster").inputs
-    assert cluster["vpcConfig"]["endpointPublicAccess"] is False
+    # Created clusters answer on the public endpoint too, so `pulumi up` from a laptop reaches
+    # the API it just created; nodes use the private one.
+    assert cluster["vpcConfig"]["endpointPublicAccess"] is True
     assert cluster["vpcConfig"]["endpointPrivateAccess"] is True
     assert {"arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"} <= {
         a.inputs["policyArn"]
@@ -267,15 +275,23 @@ def test_oke_all_1g_10gb_needs_more_than_31_pods_and_is_accepted_at_90() -> None
 
 def test_existing_nodes_get_labels_and_taints_only() -> None:
     patches = stack_rendering("existing").of_type("kubernetes:core/v1:NodePatch")
-    assert sorted(p.inputs["metadata"]["name"] for p in patches) == ["gpu-node-01", "gpu-node-02"]
-    for patch in patches:
-        assert set(patch.inputs) == {"apiVersion", "kind", "metadata", "spec"}
+    assert sorted(p.inputs["metadata"]["name"] for p in patches) == [
+        "gpu-node-01", "gpu-node-01", "gpu-node-02", "gpu-node-02",
+    ]  # fmt: skip
+    owned = [p for p in patches if "spec" not in p.inputs]
+    shared = [p for p in patches if "spec" in p.inputs]
+    for patch in owned:
+        assert patch.inputs["metadata"]["labels"] == {
+            "mig-inference.io/pool": "lab-h100",
+            "nvidia.com/mig.config": "all-balanced",
+        }
+        annotations = patch.inputs["metadata"]["annotations"]
+        assert annotations["pulumi.com/patchForce"] == "true"
+    for patch in shared:
         assert set(patch.inputs["spec"]) == {"taints"}
         assert patch.inputs["spec"]["taints"] == [
             {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
         ]
-        labels = patch.inputs["metadata"]["labels"]
-        assert labels == {
-            "mig-inference.io/pool": "lab-h100",
-            "nvidia.com/mig.config": "all-balanced",
-        }
+        annotations = patch.inputs["metadata"]["annotations"]
+        assert "pulumi.com/patchForce" not in annotations
+        assert annotations["mig-inference.io/taint-keys"] == "nvidia.com/gpu"

@@ -20,19 +20,23 @@ from mig.clouds import (
 )
 from mig.errors import MigError
 from mig.labels import (
+    GENERATION_LABEL,
     GKE_NO_DEVICE_PLUGIN_LABEL,
     GKE_PARTITION_LABEL,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     MIG_CONFIG_LABEL,
+    OKE_NO_DEVICE_PLUGIN_LABEL,
     OPERATOR_OPERANDS_LABEL,
     POOL_LABEL,
 )
 from mig.layout import Layout
 from mig.migparted import resolve_config
 from mig.packing import PackPlan, Workload, pack
+from mig.plan.generation import generation_of, replacement_inputs
 from mig.plan.model import WHOLE_GPU, Offer, PoolPlan
-from mig.spec import AUTO, FILL, MigManager, PoolSpec, StackSpec, key_path
+from mig.plan.zones import per_zone, pool_zones
+from mig.spec import AUTO, FILL, MigManager, NodeCount, PoolSpec, StackSpec, key_path
 
 
 def _machine(spec: StackSpec, pool: PoolSpec, path: str) -> MachineShape | None:
@@ -221,11 +225,14 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
     if spec.cloud is Cloud.EXISTING and not gpus_per_node:
         raise MigError("is required for existing nodes: GPUs on each node", f"{path}.gpusPerNode")
     config_name, layouts, builtin, planned = _layouts(spec, pool, gpus_per_node, path)
+    zones = pool_zones(spec, pool, path)
     min_nodes, max_nodes = pool.nodes.min, pool.nodes.max
     if planned is not None:
         needed = planned.node_count
         if not pool.nodes_given:
-            min_nodes = max_nodes = needed
+            # Sized by the planner: whole nodes per zone where the cloud counts per zone.
+            spread = len(zones) if spec.cloud is Cloud.GKE else 1
+            min_nodes = max_nodes = -(-needed // spread) * spread
         elif max_nodes < needed:
             raise MigError(
                 f"the services on this pool need {needed} node(s) of {gpus_per_node} "
@@ -254,7 +261,20 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
                 f"{path}.labels",
             )
         labels[OPERATOR_OPERANDS_LABEL] = "false"
+    if spec.cloud is Cloud.OKE and pool.mig_manager is MigManager.OPERATOR:
+        # OKE's own device plugin would advertise the same GPUs next to the operator's.
+        labels[OKE_NO_DEVICE_PLUGIN_LABEL] = "true"
+    nodes_per_zone = (
+        per_zone(NodeCount(min_nodes, max_nodes), zones, path)
+        if spec.cloud is Cloud.GKE
+        else min_nodes
+    )
+    inputs = replacement_inputs(spec, pool, gpus_per_node, max_pods, config_name)
+    generation = generation_of(inputs)
     selector = {POOL_LABEL: pool.name}
+    if generation:
+        labels[GENERATION_LABEL] = generation
+        selector[GENERATION_LABEL] = generation
     if partition:
         selector[GKE_PARTITION_LABEL] = partition
     return PoolPlan(
@@ -280,6 +300,12 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         partition_size=partition,
         accelerator=machine.accelerator if machine else None,
         spec=pool,
+        zones=zones,
+        nodes_per_zone=nodes_per_zone,
+        rollout=pool.rollout,
+        max_unavailable=pool.max_unavailable,
+        replacement_inputs=inputs,
+        generation=generation,
         pack_plan=planned,
     )
 

@@ -22,6 +22,15 @@ class MigManager(StrEnum):
     """GKE's native `gpu_partition_size`: one profile per GPU, advertised as `nvidia.com/gpu`."""
 
 
+class Rollout(StrEnum):
+    BLUE_GREEN = "blue-green"
+    """A change that needs new nodes brings up a new generation of the pool next to the old
+    one; services move to it; the old one is deleted last."""
+    IN_PLACE = "in-place"
+    """Layout changes re-partition the pool's nodes one at a time (cordon, evict the pods
+    holding MIG devices, relabel, wait for success, uncordon). `existing` pools always."""
+
+
 class Engine(StrEnum):
     VLLM = "vllm"
     TRITON = "triton"
@@ -93,6 +102,10 @@ class PoolSpec:
     """OKE node image OCID (a GPU image)."""
     nodes_given: bool = True
     """False when `nodes` was left out (allowed with `mig: auto`, which then sizes the pool)."""
+    rollout: Rollout = Rollout.BLUE_GREEN
+    """How a change of layout reaches the pool's nodes."""
+    max_unavailable: int = 1
+    """In-place re-partitioning: nodes re-partitioned at once."""
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from mig.catalog import resolve_gpu
 from mig.clouds import K8S_TAINT_EFFECTS, Cloud
 from mig.errors import MigError
-from mig.spec.model import AUTO, MigManager, NodeCount, PoolSpec, Taint
+from mig.spec.model import AUTO, MigManager, NodeCount, PoolSpec, Rollout, Taint
 from mig.spec.reader import LABEL_KEY, LABEL_VALUE, ConfigNode, dns_label
 
+POOL_NAME_MAX = 32
 POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
              "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
-             "imageId")  # fmt: skip
+             "imageId", "rollout", "maxUnavailable")  # fmt: skip
 
 
 def _nodes(node: ConfigNode) -> NodeCount:
@@ -72,7 +73,8 @@ def _mig(node: ConfigNode) -> str | Mapping[str, int]:
 
 def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     raw = node.mapping(POOL_KEYS)
-    name = dns_label(node.child("name"))
+    # Cloud pools' physical names append `-<generation>` within GKE's 40-character limit.
+    name = dns_label(node.child("name"), POOL_NAME_MAX)
     try:
         gpu = resolve_gpu(node.child("gpu").req_string())
     except MigError as error:
@@ -109,6 +111,25 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     assert disk is not None
     if cloud is Cloud.OKE and raw.get("imageId") is None:
         raise node.child("imageId").error("is required on OKE: the OCID of a GPU node image")
+    rollout = node.child("rollout").choice(
+        Rollout, Rollout.IN_PLACE if cloud is Cloud.EXISTING else Rollout.BLUE_GREEN
+    )
+    if cloud is Cloud.EXISTING and rollout is not Rollout.IN_PLACE:
+        raise node.child("rollout").error(
+            "existing nodes cannot be replaced by a new generation; their layout changes "
+            "in-place, node by node (leave rollout out)"
+        )
+    if rollout is Rollout.IN_PLACE and mig_manager is MigManager.GKE:
+        raise node.child("rollout").error(
+            "GKE's native MIG partitions GPUs when a node is created, so a partition change "
+            "always needs new nodes; use rollout: blue-green, or migManager: operator"
+        )
+    max_unavailable = node.child("maxUnavailable").integer(1, minimum=1)
+    assert max_unavailable is not None
+    if raw.get("maxUnavailable") is not None and rollout is not Rollout.IN_PLACE:
+        raise node.child("maxUnavailable").error(
+            "only applies to rollout: in-place (how many nodes are re-partitioned at once)"
+        )
     return PoolSpec(
         name=name,
         gpu=gpu,
@@ -127,4 +148,6 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         zones=node.child("zones").strings(),
         image_id=node.child("imageId").string(),
         nodes_given=nodes_given or cloud is Cloud.EXISTING,
+        rollout=rollout,
+        max_unavailable=max_unavailable,
     )

@@ -136,10 +136,11 @@ class ConfigNode:
         return result
 
 
-def dns_label(node: ConfigNode) -> str:
+def dns_label(node: ConfigNode, max_length: int = 40) -> str:
     value = node.req_string()
-    if not DNS_LABEL.match(value) or len(value) > 40:
+    if not DNS_LABEL.match(value) or len(value) > max_length:
         raise node.error(
-            f"{value!r} must be a lowercase DNS label (letters, digits, '-'; at most 40 characters)"
+            f"{value!r} must be a lowercase DNS label (letters, digits, '-'; at most "
+            f"{max_length} characters)"
         )
     return value

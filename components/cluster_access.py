@@ -1,0 +1,79 @@
+"""How the program reaches a cluster's Kubernetes API: always the cluster the stack names.
+
+Overrides first (`cluster.kubeconfig`, a secret config key holding a kubeconfig, or
+`cluster.context`, a named context of your kubeconfig file); then the created cluster's own
+endpoint; otherwise the named cluster is looked up through the cloud's data sources (endpoint
+and CA; OKE's generated kubeconfig) and reached with the cloud's exec credential plugin. The
+ambient current context is never used: `existing` stacks must name one of the overrides.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+import pulumi_oci as oci
+
+from components.kubeconfig import eks_kubeconfig, gke_kubeconfig, oke_endpoint_type, oke_kubeconfig
+from mig.clouds import Cloud
+from mig.spec import NAMESPACE, ClusterSpec
+
+
+def looked_up_kubeconfig(
+    cloud: Cloud, cluster: ClusterSpec, provider: pulumi.ProviderResource | None
+) -> pulumi.Output[str]:
+    """The kubeconfig of a cluster the stack joins, from the cloud's data sources."""
+    invoke = pulumi.InvokeOutputOptions(provider=provider)
+    if cloud is Cloud.GKE:
+        found = gcp.container.get_cluster_output(
+            name=cluster.name,
+            location=cluster.get("location"),
+            project=cluster.get("project"),
+            opts=invoke,
+        )
+        return gke_kubeconfig(
+            found.name,
+            found.endpoint,
+            found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate),
+        )
+    if cloud is Cloud.EKS:
+        eks = aws.eks.get_cluster_output(name=cluster.name, opts=invoke)
+        return eks_kubeconfig(
+            eks.name,
+            eks.endpoint,
+            eks.certificate_authorities.apply(lambda cas: cas[0].data),
+            cluster.get("region"),
+        )
+    if cloud is Cloud.OKE:
+        oke = oci.containerengine.get_cluster_output(
+            cluster_id=cluster.get("clusterId"), opts=invoke
+        )
+        # Target the public endpoint when the cluster has one, else its private endpoint.
+        endpoint = oke.endpoints.apply(
+            lambda found: oke_endpoint_type(bool(found and found[0].public_endpoint))
+        )
+        return oke_kubeconfig(cluster.get("clusterId"), endpoint)
+    raise ValueError(f"cloud {cloud.value} has no cluster to look up")
+
+
+def kubernetes_provider(
+    cloud: Cloud,
+    cluster: ClusterSpec,
+    created_kubeconfig: pulumi.Output[str] | None,
+    cloud_provider: pulumi.ProviderResource | None,
+    opts: pulumi.ResourceOptions | None = None,
+) -> k8s.Provider:
+    """The provider every Kubernetes object of the stack is created with."""
+    if cluster.get("kubeconfig"):
+        secret = pulumi.Config(NAMESPACE).require_secret(cluster.get("kubeconfig"))
+        return k8s.Provider("kubernetes", kubeconfig=secret, opts=opts)
+    if cluster.get("context"):
+        # Explicitly named: that context of the kubeconfig file (KUBECONFIG or ~/.kube/config).
+        return k8s.Provider("kubernetes", context=cluster.get("context"), opts=opts)
+    kubeconfig: pulumi.Output[str] = (
+        created_kubeconfig
+        if created_kubeconfig is not None
+        else pulumi.Output.secret(looked_up_kubeconfig(cloud, cluster, cloud_provider))
+    )
+    return k8s.Provider("kubernetes", kubeconfig=kubeconfig, opts=opts)

@@ -1,0 +1,158 @@
+"""A Job that runs one of the project's shell scripts with kubectl against the cluster's nodes:
+its ServiceAccount, a ClusterRole holding only the rules it needs, the binding, and a NetworkPolicy
+that lets no pod connect to it. The MIG-ready gate and in-place re-partitioning are built on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from mig.versions import GATE_IMAGE
+
+NOBODY = 65534
+MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}
+
+
+@dataclass
+class NodeJobArgs:
+    app: str
+    """`app.kubernetes.io/name` of the Job's pods, and the name of its ServiceAccount."""
+    job_name: str
+    """The Job's name; a new name runs a new Job."""
+    cluster_role_name: str
+    """Name of the ClusterRole and its binding (unique per stack)."""
+    namespace: str
+    """Namespace of the Job and its ServiceAccount."""
+    script: str
+    """POSIX shell script the container runs."""
+    env: Mapping[str, str]
+    """Environment of the script."""
+    rules: Sequence[k8s.rbac.v1.PolicyRuleArgs]
+    """What the script may do through the API, and nothing more."""
+    timeout_seconds: int
+    """How long the script may run; `pulumi up` waits for it that long."""
+
+
+class NodeJob(pulumi.ComponentResource):
+    """ServiceAccount + ClusterRole + binding + Job running `script` with a pinned kubectl
+    image, and a NetworkPolicy refusing all ingress to its pod."""
+
+    job_name: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: NodeJobArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:NodeJob", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        labels = {"app.kubernetes.io/name": args.app, **MANAGED_BY}
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.app, namespace=args.namespace, labels=labels
+            ),
+            automount_service_account_token=False,
+            opts=child,
+        )
+        role = k8s.rbac.v1.ClusterRole(
+            f"{name}-role",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.cluster_role_name, labels=labels),
+            rules=list(args.rules),
+            opts=child,
+        )
+        binding = k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-binding",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=args.cluster_role_name, labels=labels),
+            role_ref=k8s.rbac.v1.RoleRefArgs(
+                api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=role.metadata.name
+            ),
+            subjects=[
+                k8s.rbac.v1.SubjectArgs(
+                    kind="ServiceAccount", name=account.metadata.name, namespace=args.namespace
+                )
+            ],
+            opts=child,
+        )
+        job = k8s.batch.v1.Job(
+            f"{name}-job",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.job_name, namespace=args.namespace, labels=labels
+            ),
+            spec=k8s.batch.v1.JobSpecArgs(
+                backoff_limit=0,
+                active_deadline_seconds=args.timeout_seconds + 60,
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                    spec=self._pod(args, account.metadata.name),
+                ),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[binding],
+                # `pulumi up` waits for the Job to complete; give it the script's full budget.
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=f"{args.timeout_seconds + 120}s", update=f"{args.timeout_seconds + 120}s"
+                ),
+                delete_before_replace=True,
+            ),
+        )
+        # The Job only talks to the API server: no pod may connect to it.
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-deny-ingress",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=args.app, namespace=args.namespace, labels=labels
+            ),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(
+                    match_labels={"app.kubernetes.io/name": args.app}
+                ),
+                policy_types=["Ingress"],
+            ),
+            opts=child,
+        )
+        self.job_name = job.metadata.name
+        self.register_outputs({"job_name": self.job_name})
+
+    @staticmethod
+    def _pod(args: NodeJobArgs, account: pulumi.Input[str]) -> k8s.core.v1.PodSpecArgs:
+        return k8s.core.v1.PodSpecArgs(
+            service_account_name=account,
+            # The token is the Job's only credential, bound to `rules` and nothing else.
+            automount_service_account_token=True,
+            restart_policy="Never",
+            security_context=k8s.core.v1.PodSecurityContextArgs(
+                run_as_non_root=True,
+                run_as_user=NOBODY,
+                run_as_group=NOBODY,
+                seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+            ),
+            volumes=[
+                k8s.core.v1.VolumeArgs(
+                    name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Mi")
+                )
+            ],
+            containers=[
+                k8s.core.v1.ContainerArgs(
+                    name="run",
+                    image=GATE_IMAGE,
+                    image_pull_policy="IfNotPresent",
+                    command=["/bin/sh", "-c", args.script],
+                    env=[
+                        *(k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in args.env.items()),
+                        k8s.core.v1.EnvVarArgs(name="HOME", value="/tmp"),
+                    ],
+                    resources=k8s.core.v1.ResourceRequirementsArgs(
+                        requests={"cpu": "10m", "memory": "64Mi"},
+                        limits={"cpu": "200m", "memory": "128Mi"},
+                    ),
+                    security_context=k8s.core.v1.SecurityContextArgs(
+                        allow_privilege_escalation=False,
+                        read_only_root_filesystem=True,
+                        capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                    ),
+                    volume_mounts=[k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp")],
+                )
+            ],
+        )
