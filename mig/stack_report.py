@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mig.clouds import Cloud
 from mig.layout import place, slot_bar
 from mig.plan import PoolPlan, StackPlan, layout_of, utilization
+from mig.spec import Rollout
 
 
 def _pool_json(pool: PoolPlan) -> dict[str, Any]:
@@ -15,6 +17,12 @@ def _pool_json(pool: PoolPlan) -> dict[str, Any]:
         "machine_type": pool.machine.name if pool.machine else None,
         "gpus_per_node": pool.gpus_per_node,
         "nodes": {"min": pool.min_nodes, "max": pool.max_nodes},
+        "zones": list(pool.zones),
+        "nodes_per_zone": pool.nodes_per_zone if pool.cloud is Cloud.GKE else None,
+        "generation": pool.generation,
+        "physical_name": pool.physical_name,
+        "rollout": pool.rollout.value,
+        "replacement_inputs": sorted(pool.replacement_inputs),
         "mig_manager": pool.mig_manager.value,
         "layout": layout_of(pool),
         "builtin_config": pool.builtin_config,
@@ -63,6 +71,13 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
     }
 
 
+def _per_zone(pool: PoolPlan) -> str:
+    spread = len(pool.zones) or 1
+    if pool.autoscaled:
+        return f"{pool.nodes_per_zone} at first, {pool.max_nodes / spread:g} at most"
+    return str(pool.nodes_per_zone)
+
+
 def plan_text(plan: StackPlan) -> str:
     spec = plan.spec
     action = "create" if spec.cluster.create else "use"
@@ -82,6 +97,17 @@ def plan_text(plan: StackPlan) -> str:
         lines.append(
             f"pool {pool.name}: {nodes} node(s) x {pool.gpus_per_node} {pool.gpu.name}{shape}"
         )
+        if pool.cloud is Cloud.GKE:
+            lines.append(f"  zones: {', '.join(pool.zones)} ({_per_zone(pool)} per zone)")
+        if pool.generation:
+            lines.append(
+                f"  generation {pool.generation} (cloud name {pool.physical_name}); a change of "
+                f"{', '.join(sorted(pool.replacement_inputs))} brings up a new one"
+            )
+        if pool.rollout is Rollout.IN_PLACE and pool.operator_managed:
+            lines.append(
+                f"  layout changes re-partition in place, {pool.max_unavailable} node(s) at a time"
+            )
         lines.append(f"  MIG: {how}")
         for layout in dict.fromkeys(pool.per_gpu_layouts):
             gpus = sum(1 for each in pool.per_gpu_layouts if each == layout)
