@@ -26,7 +26,7 @@ EKS_GROUP = "aws:eks/nodeGroup:NodeGroup"
 OKE_POOL = "oci:ContainerEngine/nodePool:NodePool"
 POOL_TYPE = {"gke": GKE_POOL, "eks": EKS_GROUP, "oke": OKE_POOL}
 NAME_FIELD = {"gke": "name", "eks": "nodeGroupName", "oke": "name"}
-CLUSTERS = {
+CLUSTERS: dict[str, dict[str, Any]] = {
     "gke": {"name": "c", "project": "p", "location": "us-central1-c"},
     "eks": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"]},
     "oke": {"name": "c", "compartmentId": "ocid1.c", "clusterId": "ocid1.k", "subnetIds": ["s"],
@@ -76,7 +76,7 @@ def affinity(rendering: Rendering, service: str = "chat") -> dict[str, list[str]
 def gate_targets(rendering: Rendering) -> str:
     job = one(rendering, "kubernetes:batch/v1:Job").inputs
     env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    return env["GATE_TARGETS"]
+    return str(env["GATE_TARGETS"])
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks", "oke"])
@@ -320,10 +320,10 @@ def test_diff_refuses_protected_replacement_with_exit_1(
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (None, "cannot read the deployed plan"),
-        (b"\xff\xfe\x00", "not a text file"),
+        (None, "cannot read deployed plan: No such file or directory"),
+        (b"\xff\xfe\x00", "deployed plan is not UTF-8 text: byte 0xff on line 1"),
         (b'{"outputs": {"x": 1}}', "not a deployed plan"),
-        (b"[1, 2", "neither JSON nor YAML"),
+        (b"[1, 2", "not valid YAML at line 1"),
     ],
 )
 def test_diff_bad_input_is_one_clear_error(
