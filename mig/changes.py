@@ -16,10 +16,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mig.errors import MigError
 from mig.record import RECORD_FORMAT, plan_record
+from mig.yamlfile import load_yaml
 
 PROJECT = "mig-inference"
 POOL_RESOURCE = {
@@ -293,16 +292,7 @@ def load_deployed(path: Path) -> dict[str, Any]:
     from mig.plan import plan_stack
     from mig.stackfile import load_stack_file
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise MigError(f"cannot read the deployed plan: {error.strerror}", str(path)) from None
-    except UnicodeDecodeError:
-        raise MigError("not a text file (expected JSON or a stack file)", str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise MigError("neither JSON nor YAML", str(path)) from None
+    data = load_yaml(path, "deployed plan")
     if isinstance(data, dict) and isinstance(data.get("plan"), dict):
         data = data["plan"]
     if isinstance(data, dict) and data.get("format") == RECORD_FORMAT:

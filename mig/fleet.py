@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mig.errors import MigError
 from mig.packing import Workload
 from mig.sizing import gib_to_mib
+from mig.yamlfile import load_yaml
 
 WORKLOAD_KEYS = ("name", "replicas", "profile", "memory_gib", "exact")
 
@@ -47,16 +46,7 @@ def workload_from_mapping(raw: Any, path: str) -> Workload:
 
 def load_fleet(path: str | Path) -> list[Workload]:
     """Parse a fleet file: `workloads: [{name, replicas, profile | memory_gib, exact}]`."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise MigError(f"cannot read fleet file: {error.strerror}", str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise MigError(f"not valid YAML{where}", str(path)) from None
+    data = load_yaml(Path(path), "fleet file")
     if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
         raise MigError("must be a mapping with a `workloads:` list", str(path))
     if not data["workloads"]:

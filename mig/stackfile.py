@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from mig.errors import MigError
 from mig.spec import StackSpec, parse_stack, stack_file_values
 from mig.versions import GPU_OPERATOR_VERSION
+from mig.yamlfile import load_yaml
 
 STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
 
@@ -24,19 +23,10 @@ def stack_names() -> list[str]:
 def load_stack_file(path: Path, stack: str | None = None) -> StackSpec:
     """Parse and validate a stack file; MigError names the file or the key path."""
     name = stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
+    if not path.exists():
         known = ", ".join(stack_names()) or "none"
-        raise MigError(
-            f"cannot read stack file: {error.strerror} (stacks: {known})", str(path)
-        ) from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise MigError(f"not valid YAML{where}", str(path)) from None
+        raise MigError(f"cannot read stack file: no such file (stacks: {known})", str(path))
+    data = load_yaml(path, "stack file") or {}
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise MigError("a stack file is a mapping with a `config:` mapping", str(path))
     values, secrets = stack_file_values(data.get("config") or {})

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from mig.catalog import Profile
 from mig.clouds import NODE_ALLOCATABLE_FRACTION
-from mig.errors import MigError
+from mig.errors import MigError, MigErrors
 from mig.plan.model import WHOLE_GPU, EngineSizing, Offer, PoolPlan, ServicePlan
 from mig.sizing import MIB, profiles_holding
 from mig.spec import AUTO, FILL, Engine, ServiceSpec, StackSpec, key_path
@@ -135,10 +135,17 @@ def _requests(pool: PoolPlan, offer: Offer) -> tuple[int, int, int]:
 
 
 def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePlan]:
+    """Every service's pool, slice, replicas and engine limits; MigErrors names every service
+    that cannot be placed, every over-subscribed resource and every slice too small."""
+    problems: list[MigError] = []
     placed: list[tuple[int, ServiceSpec, PoolPlan, Offer]] = []
     for index, service in enumerate(spec.services):
         path = f"{key_path('services')}[{index}]"
-        pool, offer = _place_service(pools, service, path)
+        try:
+            pool, offer = _place_service(pools, service, path)
+        except MigError as error:
+            problems.append(error)
+            continue
         placed.append((index, service, pool, offer))
     fixed: Counter[tuple[str, str]] = Counter()
     fills: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -160,28 +167,36 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
         capacity = by_name[pool_name].capacity()[resource]
         if fixed[key] > capacity:
             sharing = [s.name for _, s, p, o in placed if (p.name, o.resource) == key]
-            raise MigError(
+            problems.append(MigError(
                 f"needs {fixed[key]} x {resource} on pool {pool_name} "
                 f"({', '.join(sharing)}), pools offer {capacity}",
-                first_path[key],
-            )
+                first_path[key], value=fixed[key],
+            ))  # fmt: skip
+            continue
         left = capacity - fixed[key]
         if fills[key]:
             if left < len(fills[key]):
-                raise MigError(
+                problems.append(MigError(
                     f"`fill` has {left} x {resource} left on pool {pool_name} for "
                     f"{len(fills[key])} service(s)",
-                    f"{key_path('services')}[{fills[key][0]}].replicas",
-                )
+                    f"{key_path('services')}[{fills[key][0]}].replicas", value=FILL,
+                ))  # fmt: skip
+                continue
             share, extra = divmod(left, len(fills[key]))
             for rank, index in enumerate(fills[key]):
                 replicas[index] = share + (1 if rank < extra else 0)
     plans = []
     for index, service, pool, offer in placed:
         count = replicas.get(index, service.replicas if isinstance(service.replicas, int) else 0)
-        sizing = _engine_sizing(service, offer, f"{key_path('services')}[{index}]")
+        try:
+            sizing = _engine_sizing(service, offer, f"{key_path('services')}[{index}]")
+        except MigError as error:
+            problems.append(error)
+            continue
         cpu, memory, shm = _requests(pool, offer)
         plans.append(
             ServicePlan(service.name, service, pool, offer, count, sizing, cpu, memory, shm)
         )
+    if problems:
+        raise MigErrors(problems)
     return plans

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mig.clouds import Cloud
-from mig.errors import MigError
+from mig.errors import MigError, MigErrors
 from mig.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig.layout import place
 from mig.plan.model import PoolPlan, ServicePlan, StackPlan
@@ -56,8 +56,16 @@ def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> lis
 
 
 def plan_stack(spec: StackSpec) -> StackPlan:
-    """Everything decided offline for a stack, or MigError naming the key path."""
-    pools = [plan_pool(spec, index) for index in range(len(spec.pools))]
+    """Everything decided offline for a stack, or MigErrors naming every bad key path."""
+    problems: list[MigError] = []
+    pools = []
+    for index in range(len(spec.pools)):
+        try:
+            pools.append(plan_pool(spec, index))
+        except MigError as error:
+            problems.append(error)
+    if problems:  # services are placed on pools: those must all be sound first
+        raise MigErrors(problems)
     _check_gke_modes(pools)
     services = plan_services(spec, pools)
     return StackPlan(spec, pools, services, _warnings(pools, services))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, TypeVar
 
 from mig.clouds import Cloud
-from mig.errors import MigError
+from mig.errors import MigError, MigErrors
 from mig.spec.cluster import cluster_spec
 from mig.spec.model import StackSpec
 from mig.spec.operator import gpu_operator_spec
@@ -17,6 +18,7 @@ from mig.spec.services import service_spec
 NAMESPACE = "mig-inference"
 TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services")
 SECRET_MARKER = "secure"
+T = TypeVar("T")
 
 
 def key_path(key: str) -> str:
@@ -39,6 +41,22 @@ def _secret_references(values: Mapping[str, Any]) -> dict[str, str]:
     return found
 
 
+def _attempt(problems: list[MigError], parse: Callable[[], T]) -> T | None:
+    """Run one section's parser, recording the error that stops it."""
+    try:
+        return parse()
+    except MigError as error:
+        problems.append(error)
+        return None
+
+
+def _duplicates(names: list[str], path: str, what: str, problems: list[MigError]) -> None:
+    for index, name in enumerate(names):
+        if names.index(name) != index:
+            problems.append(MigError(f"duplicate {what} {name!r}", f"{path}[{index}].name",
+                                     value=name))  # fmt: skip
+
+
 def parse_stack(
     stack: str,
     values: Mapping[str, Any],
@@ -46,45 +64,58 @@ def parse_stack(
     secret_keys: frozenset[str] = frozenset(),
     pinned_operator_version: str,
 ) -> StackSpec:
-    """Validate the project's config values (keys without the `mig-inference:` prefix)."""
-    root = f"{NAMESPACE}:"
+    """Validate the project's config values (keys without the `mig-inference:` prefix).
+
+    Raises MigErrors naming every bad value found (one per key path), not only the first."""
+    problems: list[MigError] = []
     referenced = _secret_references(values)
     for key in values:
         if key in referenced and key not in secret_keys:
-            raise MigError(
+            problems.append(MigError(
                 f"is named by {referenced[key]} but stored in plain text; store it as a secret "
                 f"(`pulumi config set --secret {key} ...`)",
-                f"{root}{key}",
-            )
-        if key not in TOP_KEYS and key not in secret_keys:
-            raise MigError(
+                key_path(key),
+            ))  # fmt: skip
+        elif key not in TOP_KEYS and key not in secret_keys:
+            problems.append(MigError(
                 f"unknown key; allowed: {', '.join(TOP_KEYS)} (and secret keys named by services)",
-                f"{root}{key}",
-            )
-    cloud_node = ConfigNode(values.get("cloud"), f"{root}cloud")
+                key_path(key), allowed=TOP_KEYS,
+            ))  # fmt: skip
+    clouds = [c.value for c in Cloud]
+    cloud_node = ConfigNode(values.get("cloud"), key_path("cloud"), problems)
     if cloud_node.value is None:
-        raise cloud_node.error(f"is required; allowed: {', '.join(c.value for c in Cloud)}")
+        raise MigErrors([*problems, cloud_node.error(f"is required; allowed: {', '.join(clouds)}",
+                                                     clouds)])  # fmt: skip
     cloud = cloud_node.choice(Cloud, Cloud.GKE)
-    cluster = cluster_spec(ConfigNode(values.get("cluster"), f"{root}cluster"), cloud, secret_keys)
-    pools_node = ConfigNode(values.get("pools"), f"{root}pools")
-    pools = tuple(pool_spec(item, cloud) for item in pools_node.items())
-    if not pools:
-        raise pools_node.error("is required: at least one GPU pool")
-    names = [p.name for p in pools]
-    for index, name in enumerate(names):
-        if names.index(name) != index:
-            raise MigError(f"duplicate pool name {name!r}", f"{root}pools[{index}].name")
-    operator = gpu_operator_spec(
-        ConfigNode(values.get("gpuOperator"), f"{root}gpuOperator"), cloud, pinned_operator_version
-    )
+    if problems and problems[-1].path == cloud_node.path:
+        raise MigErrors(problems)  # every other section depends on the cloud
+
+    # A name stored in plain text is reported once, at its own key, not again where it is named.
+    named_keys = secret_keys | {key for key in referenced if key in values}
+
+    def node(key: str) -> ConfigNode:
+        return ConfigNode(values.get(key), key_path(key), problems)
+
+    cluster = _attempt(problems, lambda: cluster_spec(node("cluster"), cloud, named_keys))
+    pools_node = node("pools")
+    pools = tuple(
+        pool for item in pools_node.items()
+        if (pool := _attempt(problems, partial(pool_spec, item, cloud))) is not None
+    )  # fmt: skip
+    if pools_node.value is None or pools_node.value == []:
+        problems.append(pools_node.error("is required: at least one GPU pool"))
+    _duplicates([p.name for p in pools], pools_node.path, "pool name", problems)
+    operator = _attempt(problems, lambda: gpu_operator_spec(
+        node("gpuOperator"), cloud, pinned_operator_version))  # fmt: skip
+    services_node = node("services")
     services = tuple(
-        service_spec(item, secret_keys)
-        for item in ConfigNode(values.get("services"), f"{root}services").items()
-    )
-    service_names = [s.name for s in services]
-    for index, name in enumerate(service_names):
-        if service_names.index(name) != index:
-            raise MigError(f"duplicate service name {name!r}", f"{root}services[{index}].name")
+        service for item in services_node.items()
+        if (service := _attempt(problems, partial(service_spec, item, named_keys))) is not None
+    )  # fmt: skip
+    _duplicates([s.name for s in services], services_node.path, "service name", problems)
+    if problems:
+        raise MigErrors(problems)
+    assert cluster is not None and operator is not None
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys)
 
 
