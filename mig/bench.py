@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -127,7 +127,21 @@ def cli_wall_time(gpu: GpuModel, fleet: list[Workload]) -> float:
         return time.perf_counter() - started
 
 
-def run(seed: int = 7) -> str:
+@dataclass(frozen=True)
+class BenchResult:
+    gpu: str
+    rows: list[Row]
+    cli_seconds: float
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "gpu": self.gpu,
+            "scenarios": [asdict(row) for row in self.rows],
+            "cli_pack_5000_seconds": round(self.cli_seconds, 3),
+        }
+
+
+def measure(seed: int = 7) -> BenchResult:
     gpu = resolve_gpu("H100-80GB")
     base = llm_fleet()
     rows = [
@@ -137,12 +151,16 @@ def run(seed: int = 7) -> str:
         _measure(f"random 1,000 (seed {seed})", gpu, random_fleet(gpu, 1000, seed)),
         _measure(f"random 5,000 (seed {seed})", gpu, random_fleet(gpu, 5000, seed)),
     ]
-    cli = cli_wall_time(gpu, random_fleet(gpu, 5000, seed))
+    return BenchResult(gpu.name, rows, cli_wall_time(gpu, random_fleet(gpu, 5000, seed)))
+
+
+def bench_text(result: BenchResult) -> str:
+    rows, cli = result.rows, result.cli_seconds
     header = (
         f"{'scenario':<24} {'replicas':>8} {'loads':>5} {'GPUs':>6} {'bound':>6} {'optimal':>7} "
         f"{'homog.':>6} {'1/GPU':>6} {'seconds':>8}"
     )
-    lines = [f"planner benchmark on {gpu.name}, 8 GPUs per node", header, "-" * len(header)]
+    lines = [f"planner benchmark on {result.gpu}, 8 GPUs per node", header, "-" * len(header)]
     for r in rows:
         lines.append(
             f"{r.scenario:<24} {r.replicas:>8} {r.workloads:>5} {r.gpus:>6} {r.lower_bound:>6} "

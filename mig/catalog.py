@@ -100,7 +100,11 @@ class GpuModel:
         if found is not None:
             return found
         allowed = ", ".join(p.name for p in self.profiles)
-        raise MigError(f"{name!r} is not a MIG profile of {self.name}; allowed: {allowed}")
+        raise MigError(
+            f"{name!r} is not a MIG profile of {self.name}; allowed: {allowed}",
+            value=name,
+            allowed=[p.name for p in self.profiles],
+        )
 
     def has_profile(self, name: str) -> bool:
         try:
@@ -166,7 +170,11 @@ class Catalog:
                 keys = {_normalize(gpu.name), *(_normalize(a) for a in gpu.aliases)}
                 if candidate in keys:
                     return gpu
-        raise MigError(f"unknown GPU {name!r}; known models: {', '.join(self.names())}")
+        raise MigError(
+            f"unknown GPU {name!r}; known models: {', '.join(self.names())}",
+            value=name,
+            allowed=self.names(),
+        )
 
 
 @cache

@@ -1,7 +1,10 @@
 """`python -m mig`: the offline command line.
 
-Every verb prints a readable answer, or JSON with `--json`. Bad input is one line on stderr
-(and in the JSON) with exit code 1, never a traceback.
+Every verb prints a readable answer, or JSON with `--json`. Exit codes: 0 done, 1 bad input (or
+a change Pulumi would refuse), 2 a usage error. Bad input is one line per problem on stderr,
+`error: <key path>: <message>`, never a traceback; with `--json` stdout also carries
+`{"errors": [{"key", "value", "message", "allowed"}], "warnings": [...]}`. Warnings always go to
+stderr (`warning: ...`) and, with `--json`, into the payload's `warnings`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from mig.errors import MigError
 from mig.fleet import load_fleet
 from mig.layout import parse_custom_layout, place, slot_bar
 from mig.migparted import dump, render_named
-from mig.sizing import ModelShape, gib_to_mib, smallest_profile
+from mig.sizing import ModelShape, gib_to_mib, parse_params, smallest_profile
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -81,16 +84,10 @@ def _print_caveats(gpu: GpuModel) -> None:
 
 def _validate(args: argparse.Namespace) -> int:
     gpu = resolve_gpu(args.gpu)
-    try:
-        layout = parse_custom_layout(
-            gpu, ",".join(f"{p}=1" if "=" not in p else p for p in args.profiles)
-        )
-        placements = place(gpu, layout)
-    except MigError as error:
-        if args.json:
-            _print_json({"valid": False, "reason": str(error)})
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    layout = parse_custom_layout(
+        gpu, ",".join(f"{p}=1" if "=" not in p else p for p in args.profiles)
+    )
+    placements = place(gpu, layout)
     if args.json:
         _print_json(
             {
@@ -111,37 +108,44 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> int:
     gpu = resolve_gpu(args.gpu)
-    print(dump(render_named(gpu, args.name)), end="")
+    document = render_named(gpu, args.name)
+    if args.json:
+        _print_json(document)
+    else:
+        print(dump(document), end="")
     return 0
 
 
 def _fit(args: argparse.Namespace) -> int:
     gpu = resolve_gpu(args.gpu)
-    try:
-        if args.memory_gib is not None:
+    understood = None
+    if args.memory_gib is not None:
+        try:
             need = gib_to_mib(args.memory_gib)
-        else:
-            shape = ModelShape(
-                params_billion=args.params,
-                dtype=args.dtype,
-                layers=args.layers,
-                kv_heads=args.kv_heads,
-                head_dim=args.head_dim,
-                context=args.context,
-                concurrency=args.concurrency,
-                overhead=args.overhead,
-            )
-            need = shape.need_mib
-        profile = smallest_profile(gpu, need)
-    except MigError as error:
-        if args.json:
-            _print_json({"error": str(error)})
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        except MigError as error:
+            raise MigError(error.message, "--memory-gib", value=args.memory_gib) from None
+    else:
+        billions, understood = parse_params(args.params)
+        if not args.json:
+            print(f"params: {understood}")
+        shape = ModelShape(
+            params_billion=billions,
+            dtype=args.dtype,
+            layers=args.layers,
+            kv_heads=args.kv_heads,
+            head_dim=args.head_dim,
+            context=args.context,
+            concurrency=args.concurrency,
+            overhead=args.overhead,
+        )
+        need = shape.need_mib
+    profile = smallest_profile(gpu, need)
     if args.json:
         _print_json(
             {
                 "gpu": gpu.name,
+                "params_billion": billions if understood else None,
+                "params_understood": understood,
                 "profile": profile.name,
                 "resource": profile.resource,
                 "need_mib": round(need, 1),
@@ -198,30 +202,35 @@ def _plan(args: argparse.Namespace) -> int:
     from mig.plan import plan_stack
     from mig.stack_report import plan_json, plan_text
 
-    try:
-        spec = _load_stack(args)
-        plan = plan_stack(spec)
-        if args.deployed:
-            from mig.changes import change_warnings, diff_records, load_deployed
-            from mig.record import plan_record
+    plan = plan_stack(_load_stack(args))
+    if args.deployed:
+        from mig.changes import change_warnings, diff_records, load_deployed
+        from mig.record import plan_record
 
-            changes = diff_records(load_deployed(Path(args.deployed)), plan_record(plan))
-            plan.warnings.extend(change_warnings(changes))
-    except MigError as error:
-        if args.json:
-            name = args.stack or args.stack_file
-            _print_json({"stack": name, "errors": [str(error)], "warnings": []})
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        changes = diff_records(load_deployed(Path(args.deployed)), plan_record(plan))
+        plan.warnings.extend(change_warnings(changes))
     if args.svg:
         from mig.picture import layouts_svg
 
-        Path(args.svg).write_text(layouts_svg(plan), encoding="utf-8")
+        _write(Path(args.svg), layouts_svg(plan))
+    _warn(plan.warnings)
     if args.json:
         _print_json(plan_json(plan))
     else:
         print(plan_text(plan))
     return 0
+
+
+def _write(path: Any, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise MigError(f"cannot write: {error.strerror}", str(path)) from None
+
+
+def _warn(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -279,9 +288,13 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from mig.bench import run
+    from mig.bench import bench_text, measure
 
-    print(run(seed=args.seed))
+    result = measure(seed=args.seed)
+    if args.json:
+        _print_json(result.as_json())
+    else:
+        print(bench_text(result))
     return 0
 
 
@@ -317,7 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--gpu", required=True)
     need = sub.add_mutually_exclusive_group(required=True)
     need.add_argument("--memory-gib", type=float, help="memory need of one replica in GiB")
-    need.add_argument("--params", type=float, help="parameters in billions")
+    need.add_argument(
+        "--params", help="parameters: 3B, 8b, 70e9, 7000000000, or a bare number in billions"
+    )
     sub.add_argument("--dtype", default="bf16", help="fp32, bf16, fp16, fp8, int8 or int4")
     sub.add_argument("--layers", type=int)
     sub.add_argument("--kv-heads", type=int)
@@ -368,14 +383,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _failed(args: argparse.Namespace, error: MigError) -> int:
+    if getattr(args, "json", False):
+        _print_json({"errors": [e.as_json() for e in error.errors], "warnings": []})
+    for each in error.errors:
+        print(f"error: {each}", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))
     except MigError as error:
-        if getattr(args, "json", False):
-            _print_json({"error": str(error)})
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
+        return _failed(args, error)
+    except OSError as error:
+        if isinstance(error, BrokenPipeError):
+            return 0
+        where = f"{error.filename}: " if error.filename else ""
+        return _failed(args, MigError(f"{where}{error.strerror or error}"))

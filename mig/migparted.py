@@ -87,7 +87,11 @@ def resolve_config(gpu: GpuModel, text: str | Mapping[str, int]) -> ResolvedConf
             return ResolvedConfig(text, configs[text], named=True)
         if text.startswith("all-"):
             allowed = ", ".join(configs)
-            raise MigError(f"{text!r} is not a named MIG config of {gpu.name}; allowed: {allowed}")
+            raise MigError(
+                f"{text!r} is not a named MIG config of {gpu.name}; allowed: {allowed}",
+                value=text,
+                allowed=list(configs),
+            )
         layout = parse_custom_layout(gpu, text)
     if not layout.counts:
         raise MigError("a custom layout needs at least one profile")

@@ -9,6 +9,8 @@ sizes are the real MiB a GPU instance reports, never the nominal size in its nam
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -108,9 +110,45 @@ class ModelShape:
 
 
 def gib_to_mib(memory_gib: float) -> float:
-    if isinstance(memory_gib, bool) or not isinstance(memory_gib, int | float) or memory_gib <= 0:
-        raise MigError(f"memory must be a number of GiB > 0, got {memory_gib!r}")
+    if (
+        isinstance(memory_gib, bool)
+        or not isinstance(memory_gib, int | float)
+        or not math.isfinite(memory_gib)
+        or memory_gib <= 0
+    ):
+        raise MigError(f"memory must be a finite number of GiB > 0, got {memory_gib!r}")
     return float(memory_gib) * 1024
+
+
+_PARAMS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([bBmMkK]?)\s*$")
+_SUFFIX = {"b": 1.0, "m": 1e-3, "k": 1e-6}
+RAW_COUNT_ABOVE = 1e5
+"""A bare number above this is a parameter count (7000000000, 70e9); below, billions (8, 0.5)."""
+
+
+def parse_params(text: str) -> tuple[float, str]:
+    """Billions of parameters from `3B`, `8b`, `350M`, `70e9`, `7000000000` or a bare number in
+    billions, and how it was understood."""
+    match = _PARAMS.match(str(text))
+    if match is None:
+        raise MigError(
+            f"{text!r} is not a parameter count; write 3B, 8b, 350M, 70e9, 7000000000, or a "
+            "number of billions",
+            "--params",
+        )
+    number, suffix = float(match.group(1)), match.group(2).lower()
+    if suffix:
+        billions = number * _SUFFIX[suffix]
+        how = f"{text.strip()} = {billions:g} billion"
+    elif number > RAW_COUNT_ABOVE:
+        billions = number / 1e9
+        how = f"{text.strip()} parameters = {billions:g} billion"
+    else:
+        billions = number
+        how = f"{text.strip()} read as billions = {billions:g} billion"
+    if not math.isfinite(billions) or billions <= 0:
+        raise MigError(f"must be a positive number of parameters, got {text!r}", "--params")
+    return billions, how
 
 
 def _slice_order(profile: Profile) -> tuple[int, int, int, bool]:

@@ -42,7 +42,10 @@ def test_json_errors(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["plan", "--stack-file", str(path), "--json"]) == 1
     payload = json.loads(capsys.readouterr().out)
-    assert expected(path) in payload["errors"][0]
+    [error] = payload["errors"]
+    assert set(error) == {"key", "value", "message", "allowed"}
+    assert expected(path) in f"{error['key']}: {error['message']}"
+    assert error["value"] is not None
 
 
 def test_the_pulumi_program_reports_the_same_error() -> None:

@@ -62,11 +62,9 @@ def test_validate_invalid(capsys: pytest.CaptureFixture[str]) -> None:
         capsys, "validate", "--gpu", "h100", "--json", "4g.40gb", "3g.40gb", "1g.10gb"
     )
     assert code == 1
-    assert json.loads(out) == {
-        "valid": False,
-        "reason": "4g.40gb+3g.40gb+1g.10gb does not fit on H100-80GB: "
-        "needs 8 compute slices, H100-80GB has 7",
-    }
+    assert json.loads(out)["errors"][0]["message"] == (
+        "4g.40gb+3g.40gb+1g.10gb does not fit on H100-80GB: needs 8 compute slices, H100-80GB has 7"
+    )
     assert err.startswith("error: ") and err.count("\n") == 1
 
 
@@ -102,7 +100,7 @@ def test_fit_from_params_and_memory(capsys: pytest.CaptureFixture[str]) -> None:
 def test_fit_too_large(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "fit", "--gpu", "h100", "--memory-gib", "100", "--json")
     assert code == 1
-    assert "the largest, 7g.80gb" in json.loads(out)["error"]
+    assert "the largest, 7g.80gb" in json.loads(out)["errors"][0]["message"]
     assert "the largest, 7g.80gb" in err
 
 
@@ -115,7 +113,10 @@ def test_fit_too_large(capsys: pytest.CaptureFixture[str]) -> None:
         (["config", "--gpu", "h100", "3g.40gb=x"], "bad layout entry"),
         (["fit", "--gpu", "h100", "--params", "7", "--dtype", "fp9"], "unknown dtype 'fp9'"),
         (["fit", "--gpu", "h100", "--params", "7", "--layers", "3"], "give all three or none"),
-        (["fit", "--gpu", "h100", "--memory-gib", "-2"], "memory must be a number of GiB > 0"),
+        (
+            ["fit", "--gpu", "h100", "--memory-gib", "-2"],
+            "memory must be a finite number of GiB > 0",
+        ),
     ],
 )
 def test_bad_input_is_one_line(
@@ -142,7 +143,7 @@ def test_subprocess_bad_input_has_no_traceback() -> None:
     )  # fmt: skip
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    assert json.loads(result.stdout)["valid"] is False
+    assert "exceeds its limit of 2" in json.loads(result.stdout)["errors"][0]["message"]
 
 
 def test_pack_json_keys(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -70,5 +70,5 @@ def test_bad_shapes(kwargs: dict[str, object], message: str) -> None:
 
 
 def test_bad_memory() -> None:
-    with pytest.raises(MigError, match="memory must be a number of GiB > 0"):
+    with pytest.raises(MigError, match="memory must be a finite number of GiB > 0"):
         gib_to_mib(-1)

@@ -90,7 +90,9 @@ def _auto_workloads(spec: StackSpec, pool: PoolSpec, path: str) -> tuple[list[Wo
             try:
                 pool.gpu.profile(service.profile)
             except MigError as error:
-                raise MigError(error.message, f"{where}.profile") from None
+                raise MigError(
+                    error.message, f"{where}.profile", value=service.profile, allowed=error.allowed
+                ) from None
             workloads.append(Workload(service.name, service.replicas, profile=service.profile))
         else:
             workloads.append(Workload(service.name, service.replicas, memory_mib=service.need_mib))
@@ -126,13 +128,15 @@ def _layouts(
                 raise MigError(
                     error.message, f"{key_path('services')}[{indexes[number]}].{key}"
                 ) from None
-            raise MigError(error.message, f"{path}.mig") from None
+            raise MigError(error.message, f"{path}.mig", value=pool.mig) from None
         per_gpu = tuple(planned.node_layouts()[0])
         return planned.node_config_names()[0], per_gpu, False, planned
     try:
         resolved = resolve_config(pool.gpu, pool.mig)
     except MigError as error:
-        raise MigError(error.message, f"{path}.mig") from None
+        raise MigError(
+            error.message, f"{path}.mig", value=pool.mig, allowed=error.allowed
+        ) from None
     return resolved.name, (resolved.layout,) * gpus_per_node, resolved.named, None
 
 
@@ -188,12 +192,13 @@ def _max_pods(
                 f" ({machine.name if machine else 'this instance'}: min of its ENI-based default "
                 f"and the {EKS_MANAGED_NODE_GROUP_MAX_PODS} managed node groups allow)"
             )
-        raise MigError(f"{effective} is out of range; {limit}", where)
+        raise MigError(f"{effective} is out of range; {limit}", where, value=effective)
     if effective < required:
         source = "" if pool.max_pods is not None else f" (the {cloud.value} default)"
         raise MigError(
             f"{effective}{source} is below the {required} this pool needs per node ({breakdown})",
             where,
+            value=effective,
         )
     return effective, required, breakdown
 

@@ -78,7 +78,9 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     try:
         gpu = resolve_gpu(node.child("gpu").req_string())
     except MigError as error:
-        raise error.at(node.child("gpu").path) if error.path is None else error from None
+        raise MigError(
+            error.message, node.child("gpu").path, value=error.value, allowed=error.allowed
+        ) from None
     machine = node.child("machineType").string()
     if cloud is not Cloud.EXISTING and machine is None:
         raise node.child("machineType").error(f"is required for cloud {cloud.value}")
