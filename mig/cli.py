@@ -265,20 +265,23 @@ def _render(args: argparse.Namespace) -> int:
     from mig.render import run_program, write_rendering
     from mig.stackfile import stack_path
 
-    plan_stack(_load_stack(args))  # the same errors as `plan`, before Pulumi loads
+    plan = plan_stack(_load_stack(args))  # the same errors as `plan`, before Pulumi loads
     path = Path(args.stack_file) if args.stack_file else stack_path(args.stack)
     name = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     rendering = run_program(name, path)
     if rendering.error:
         raise MigError(rendering.error)
     written = write_rendering(rendering, Path(args.out))
+    _warn(plan.warnings)
     kinds = {"kubernetes": 0, "helm": 0, "cloud": 0}
     for file in written:
         top = file.relative_to(args.out).parts[0]
         if top in kinds:
             kinds[top] += 1
     if args.json:
-        _print_json({"stack": name, "out": str(args.out), "files": kinds})
+        _print_json(
+            {"stack": name, "out": str(args.out), "files": kinds, "warnings": plan.warnings}
+        )
     else:
         print(
             f"rendered stack {name} into {args.out}: {kinds['kubernetes']} Kubernetes objects, "

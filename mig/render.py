@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import runpy
+import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from mig.errors import MigError
 from mig.spec import SECRET_MARKER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -292,22 +296,31 @@ def _secret_blanked(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def write_rendering(rendering: Rendering, out: Path) -> list[Path]:
-    """Write Kubernetes objects, Helm releases and cloud inputs under `out`; returns the files."""
-    written: list[Path] = []
+RENDER_MARKER = ".mig-render"
+"""Marks a directory `render` wrote, so a later render may replace it (and nothing else)."""
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def rendered_files(rendering: Rendering) -> dict[str, str]:
+    """Relative path -> text of every file a rendering produces. Names come from what each
+    object is (kind, namespace, name), never from creation order; YAML and JSON keys are
+    sorted; secrets are redacted. Two renderings of one stack are byte-identical."""
     secrets = rendering.secrets
-
-    def put(path: Path, text: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-
-    for index, resource in enumerate(rendering.resources):
-        safe = resource.name.replace("/", "_")
+    files: dict[str, str] = {}
+    kubernetes: list[tuple[str, Recorded, dict[str, Any]]] = []
+    for resource in rendering.resources:
         if resource.is_kubernetes_object:
             obj = _secret_blanked(redact(manifest(resource), secrets))
-            put(out / "kubernetes" / f"{index:03d}-{obj['kind'].lower()}-{safe}.yaml",
-                yaml.safe_dump(obj, sort_keys=False))  # fmt: skip
+            meta = obj.get("metadata") or {}
+            base = ".".join(
+                _slug(part)
+                for part in (obj["kind"].lower(), meta.get("namespace") or "cluster",
+                             meta.get("name") or resource.name)
+            )  # fmt: skip
+            kubernetes.append((base, resource, obj))
         elif resource.is_helm_release:
             inputs = redact(resource.inputs, secrets)
             release = {
@@ -318,14 +331,59 @@ def write_rendering(rendering: Rendering, out: Path) -> list[Path]:
                 "timeout": inputs.get("timeout"),
                 "values": inputs.get("values"),
             }
-            put(out / "helm" / f"{safe}.yaml", yaml.safe_dump(release, sort_keys=False))
+            files[f"helm/{_slug(resource.name)}.yaml"] = yaml.safe_dump(release, sort_keys=True)
         elif resource.is_cloud:
             inputs = redact(resource.inputs, secrets)
-            kind = resource.type.replace(":", "_").replace("/", "_")
-            put(out / "cloud" / f"{index:03d}-{kind}-{safe}.json",
-                json.dumps(inputs, indent=2, sort_keys=True, default=str))  # fmt: skip
+            kind = _slug(resource.type.replace(":", "_").replace("/", "_"))
+            files[f"cloud/{kind}.{_slug(resource.name)}.json"] = (
+                json.dumps(inputs, indent=2, sort_keys=True, default=str) + "\n"
+            )
+    bases = [base for base, _, _ in kubernetes]
+    for base, resource, obj in kubernetes:
+        # Two objects of one name (a node patched twice): tell them apart by their program name.
+        name = f"{base}.{_slug(resource.name)}" if bases.count(base) > 1 else base
+        files[f"kubernetes/{name}.yaml"] = yaml.safe_dump(obj, sort_keys=True)
     outputs = redact(rendering.outputs, secrets)
     if "kubeconfig" in outputs:
         outputs["kubeconfig"] = REDACTED
-    put(out / "outputs.json", json.dumps(outputs, indent=2, sort_keys=True, default=str))
-    return written
+    files["outputs.json"] = json.dumps(outputs, indent=2, sort_keys=True, default=str) + "\n"
+    return dict(sorted(files.items()))
+
+
+def write_rendering(rendering: Rendering, out: Path) -> list[Path]:
+    """Replace `out` with the rendering's files; returns them. `out` must be absent, empty, or
+    a previous render: the new tree is written beside it and swapped in, so no stale file of an
+    older render survives and a failed write leaves the old one whole."""
+    if out.exists() and (
+        not out.is_dir() or (any(out.iterdir()) and not (out / RENDER_MARKER).exists())
+    ):
+        raise MigError(
+            "is not empty and not a previous render; give an empty or new directory",
+            str(out),
+        )
+    try:
+        return _replace_tree(rendering, out)
+    except OSError as error:
+        raise MigError(f"cannot write the render: {error.strerror or error}", str(out)) from None
+
+
+def _replace_tree(rendering: Rendering, out: Path) -> list[Path]:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for relative, text in rendered_files(rendering).items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        (staging / RENDER_MARKER).write_text("written by `python -m mig render`\n")
+        if out.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            out.rename(retired / out.name)
+            staging.rename(out)
+            shutil.rmtree(retired)
+        else:
+            staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return sorted(p for p in out.rglob("*") if p.is_file() and p.name != RENDER_MARKER)

@@ -145,6 +145,4 @@ def plan_text(plan: StackPlan) -> str:
     for name, (used, offered) in utilization(plan).items():
         share = f" ({used / offered:.0%})" if offered else ""
         lines.append(f"  {name}: {used}/{offered}{share}")
-    for warning in plan.warnings:
-        lines.append(f"warning: {warning}")
     return "\n".join(lines)

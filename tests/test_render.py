@@ -42,3 +42,39 @@ def test_render_redacts_the_kubeconfig_of_a_created_cluster(tmp_path: Path) -> N
     assert main(["render", "--stack", "ephemeral-gke", "--out", str(tmp_path)]) == 0
     outputs = json.loads((tmp_path / "outputs.json").read_text())
     assert outputs["kubeconfig"] == "<redacted>"
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("stack", ["existing", "eks-p5-auto"])
+def test_two_renders_are_byte_identical(tmp_path: Path, stack: str) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert main(["render", "--stack", stack, "--out", str(first)]) == 0
+    assert main(["render", "--stack", stack, "--out", str(second)]) == 0
+    assert _tree(first) == _tree(second)
+    names = [p.name for p in (first / "kubernetes").iterdir()]
+    assert not any(name[:3].isdigit() for name in names)  # named by what, not by order
+    # Both patches of one node, told apart by their program names.
+    assert "node.cluster.gpu-node-01.lab-h100-gpu-node-01.yaml" in names or stack != "existing"
+
+
+def test_a_render_replaces_the_previous_one_and_only_that(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["render", "--stack", "gke-h100", "--out", str(out)]) == 0
+    stale = out / "kubernetes" / "stale.yaml"
+    stale.write_text("left over\n")
+    assert main(["render", "--stack", "gke-h100", "--out", str(out)]) == 0
+    assert not stale.exists()
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me\n")
+    capsys.readouterr()
+    assert main(["render", "--stack", "gke-h100", "--out", str(foreign)]) == 1
+    assert "is not empty and not a previous render" in capsys.readouterr().err
+    assert (foreign / "notes.txt").read_text() == "keep me\n"

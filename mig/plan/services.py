@@ -157,9 +157,11 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
             fills[key].append(index)
         else:
             assert isinstance(service.replicas, int)
-            # An autoscaled service may grow to its HPA maximum: count that.
+            # An autoscaled service may grow to its HPA maximum: count that, and name that key.
             fixed[key] += max(service.replicas, service.hpa_max_replicas or 0)
-            first_path[key] = f"{key_path('services')}[{index}].replicas"
+            grows = (service.hpa_max_replicas or 0) > service.replicas
+            field = "hpaMaxReplicas" if grows else "replicas"
+            first_path[key] = f"{key_path('services')}[{index}].{field}"
     replicas: dict[int, int] = {}
     by_name = {p.name: p for p in pools}
     for key in set(fixed) | set(fills):

@@ -85,6 +85,11 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     if cloud is not Cloud.EXISTING and machine is None:
         raise node.child("machineType").error(f"is required for cloud {cloud.value}")
     node_names = node.child("nodeNames").strings()
+    for index, node_name in enumerate(node_names):
+        if node_names.index(node_name) != index:
+            node.child("nodeNames").child(index).problem(
+                f"node {node_name!r} is listed twice (it would count its GPUs twice)", None
+            )
     if cloud is Cloud.EXISTING:
         if not node_names:
             raise node.child("nodeNames").error(

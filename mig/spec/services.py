@@ -15,16 +15,38 @@ SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtyp
                 "healthPath")  # fmt: skip
 
 
+_SHAPE_KEYS = {"params": "params", "layers": "layers", "kv_heads": "kvHeads",
+               "head_dim": "headDim", "context": "context", "concurrency": "concurrency",
+               "overhead": "overhead"}  # fmt: skip
+MAX_MODEL_LEN_UNCHECKED = 131_072
+"""The longest `maxModelLen` taken without the model's shape, which alone lets the plan check
+that the KV cache of that context fits the slice."""
+
+
 def _clients(node: ConfigNode) -> tuple[NetworkClient, ...]:
     clients = []
     for item in node.items():
         item.mapping(("namespace", "podLabels"))
-        namespace = item.child("namespace").string()
+        namespace = (
+            dns_label(item.child("namespace"), 63) if item.child("namespace").value else None
+        )
         labels = item.child("podLabels").labels()
         if namespace is None and not labels:
             raise item.error("needs a namespace, podLabels or both")
         clients.append(NetworkClient(namespace, labels))
     return tuple(clients)
+
+
+def _max_model_len(node: ConfigNode, shape: ModelShape | None) -> int | None:
+    length = node.integer(minimum=1)
+    if length is not None and shape is None and length > MAX_MODEL_LEN_UNCHECKED:
+        return node.problem(
+            f"{length:,} tokens cannot be checked against the slice without the model's shape; "
+            f"give params, dtype, layers, kvHeads and headDim, or at most "
+            f"{MAX_MODEL_LEN_UNCHECKED:,}",
+            None,
+        )
+    return length
 
 
 def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
@@ -61,7 +83,9 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
                 or DEFAULT_OVERHEAD,
             )
         except MigError as error:
-            raise node.error(error.message) from None
+            # ModelShape names its field in the message; point at the stack key it came from.
+            key = next((k for f, k in _SHAPE_KEYS.items() if error.message.startswith(f)), "params")
+            raise node.child(key).error(error.message) from None
         need = shape.need_mib
     profile = node.child("profile").string(AUTO) or AUTO
     if profile == AUTO and need is None:
@@ -118,7 +142,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         api_key_secret=node.child("apiKeySecret").secret_key_name(secret_keys),
         tensor_parallel_size=1,
         gpu_memory_utilization=utilization,
-        max_model_len=node.child("maxModelLen").integer(minimum=1),
+        max_model_len=_max_model_len(node.child("maxModelLen"), shape),
         max_num_seqs=node.child("maxNumSeqs").integer(minimum=1),
         port=node.child("port").integer(8000, minimum=1, maximum=65535) or 8000,
         namespace=namespace,
