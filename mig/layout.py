@@ -217,20 +217,21 @@ def maximal_layouts(layouts: Iterable[Layout]) -> list[Layout]:
 
 
 def slot_bar(gpu: GpuModel, placements: list[Placement], width_per_slot: int = 4) -> str:
-    """Draw a layout as memory-slot bars, e.g. `[3g.40gb         ][2g.20gb][1g ][1g ]`."""
+    """Draw one GPU's layout over its memory slots: one pair of brackets is one GPU, `|`
+    separates its instances, `.` is memory no instance uses, e.g. `[2g.20gb|1g |1g |3g.40gb  ]`."""
     cells: list[str] = []
     position = 0
     for placement in sorted(placements, key=lambda p: p.start):
         if placement.start > position:
-            cells.append("[" + "." * (width_per_slot * (placement.start - position) - 1) + "]")
+            cells.append("." * (width_per_slot * (placement.start - position) - 1))
         inner = width_per_slot * placement.size - 1
         label = (
             placement.profile
             if len(placement.profile) <= inner
             else placement.profile.split(".")[0]
         )
-        cells.append("[" + label.ljust(inner)[:inner] + "]")
+        cells.append(label.ljust(inner)[:inner])
         position = placement.start + placement.size
     if position < gpu.memory_slices:
-        cells.append("[" + "." * (width_per_slot * (gpu.memory_slices - position) - 1) + "]")
-    return "".join(cells)
+        cells.append("." * (width_per_slot * (gpu.memory_slices - position) - 1))
+    return "[" + "|".join(cells) + "]"

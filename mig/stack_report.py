@@ -116,7 +116,7 @@ def plan_text(plan: StackPlan) -> str:
                 if layout
                 else "[MIG disabled: whole GPU]"
             )
-            lines.append(f"  {gpus} GPU(s) per node: {bar}  {layout or ''}")
+            lines.append(f"  {gpus} GPU(s) per node, each: {bar}  {layout or ''}")
         per_node = ", ".join(f"{r} {n}" for r, n in pool.capacity_per_node().items())
         lines.append(f"  capacity per node: {per_node}")
         needs = f"needs {pool.max_pods_required}: {pool.max_pods_breakdown}"

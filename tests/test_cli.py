@@ -70,7 +70,7 @@ def test_validate_invalid(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_validate_text_draws_slot_bars(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "validate", "--gpu", "h100", "3g.40gb=2")
-    assert code == 0 and "[3g.40gb        ][3g.40gb        ]" in out
+    assert code == 0 and "[3g.40gb        |3g.40gb        ]" in out
 
 
 def test_config_named_and_custom(capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,7 +170,7 @@ def test_pack_text_draws_layouts(capsys: pytest.CaptureFixture[str], tmp_path: P
     path.write_text("workloads:\n  - {name: nemo, replicas: 4, memory_gib: 24.5}\n")
     code, out, _ = run(capsys, "pack", str(path), "--gpu", "h100")
     assert code == 0
-    assert "2 x [3g.40gb        ][3g.40gb        ]  2x3g.40gb" in out
+    assert "2 x [3g.40gb        |3g.40gb        ]  2x3g.40gb" in out
     assert "proven optimal" in out
 
 

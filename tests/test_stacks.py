@@ -67,7 +67,7 @@ def test_plan_text_and_svg(tmp_path: object, capsys: pytest.CaptureFixture[str])
     svg = Path(str(tmp_path)) / "layouts.svg"
     assert main(["plan", "--stack", "eks-p4d", "--svg", str(svg)]) == 0
     out = capsys.readouterr().out
-    assert "[2g.10gb][1g ][1g ][3g.20gb        ]" in out
+    assert "[2g.10gb|1g |1g |3g.20gb        ]" in out
     assert "capacity per node: nvidia.com/mig-1g.5gb 16, nvidia.com/mig-2g.10gb 8" in out
     text = svg.read_text()
     assert text.startswith("<svg") and "embedder" in text and "3g.20gb" in text
@@ -84,3 +84,24 @@ def test_pulumi_yaml_declares_the_config_contract() -> None:
     assert project["config"]["cloud"]["type"] == "string"
     for key in TOP_KEYS:
         assert f"#   {key}" in text or key in project["config"], f"{key} is not declared"
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_picture_shows_every_service_and_every_gpu(stack: str) -> None:
+    import re
+    import xml.etree.ElementTree as ET
+
+    from mig.picture import layouts_svg
+    from mig.plan import plan_stack
+    from mig.stackfile import load_stack
+
+    plan = plan_stack(load_stack(stack))
+    texts = [
+        e.text or "" for e in ET.fromstring(layouts_svg(plan)).iter() if e.tag.endswith("text")
+    ]
+    for service in plan.services:
+        assert f"{service.name}: {service.replicas} replica(s) on pool {service.pool.name}" in texts
+    for pool in plan.pools:
+        titles = [t for t in texts if t.startswith(f"{pool.name}: ")]
+        shown = sum(int(re.match(rf"{pool.name}: (\d+) x", t).group(1)) for t in titles)  # type: ignore[union-attr]
+        assert shown == pool.max_nodes * pool.gpus_per_node

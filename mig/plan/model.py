@@ -161,3 +161,7 @@ class StackPlan:
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)
+
+    def pool_of(self, service: str) -> str:
+        """The pool a service's replicas land on."""
+        return next(s.pool.name for s in self.services if s.name == service)
