@@ -102,6 +102,6 @@ def test_the_picture_shows_every_service_and_every_gpu(stack: str) -> None:
     for service in plan.services:
         assert f"{service.name}: {service.replicas} replica(s) on pool {service.pool.name}" in texts
     for pool in plan.pools:
-        titles = [t for t in texts if t.startswith(f"{pool.name}: ")]
-        shown = sum(int(re.match(rf"{pool.name}: (\d+) x", t).group(1)) for t in titles)  # type: ignore[union-attr]
+        counts = [re.match(rf"{pool.name}: (\d+) x ", text) for text in texts]
+        shown = sum(int(found.group(1)) for found in counts if found is not None)
         assert shown == pool.max_nodes * pool.gpus_per_node
