@@ -9,9 +9,11 @@ OUT ?= out/$(STACK)
 .PHONY: setup tools plan render test lint typecheck unit bench scan clean
 
 $(VENV)/.installed: pyproject.toml
+	@echo "==> creating $(VENV): the Pulumi SDKs (GCP, AWS, OCI, Kubernetes), HiGHS, PyYAML, and the"
+	@echo "    dev tools (pytest, mypy, ruff, shellcheck, kubernetes-validate); about a minute"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --progress-bar off -e '.[dev]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -35,6 +37,7 @@ lint: setup
 	$(VENV)/bin/shellcheck --shell=sh mig/scripts/*.sh
 
 typecheck: setup
+	@[ -d .mypy_cache ] || echo "==> first type check: mypy reads the cloud providers' SDKs (2-3 minutes); later runs use .mypy_cache"
 	$(PY) -m mypy
 
 unit: setup

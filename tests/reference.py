@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -59,13 +60,16 @@ def helm_binary() -> str:
     return found
 
 
+@cache
 def reference_catalog() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(reference_file("mig-catalog.json").read_text())
     return data
 
 
+@cache
 def nvidia_mig_parted_configs() -> dict[str, list[dict[str, Any]]]:
-    """`mig-configs` of the GPU Operator's default-mig-parted-config ConfigMap."""
+    """`mig-configs` of the GPU Operator's default-mig-parted-config ConfigMap (parsed once;
+    callers must not change it)."""
     path = reference_file("nvidia/gpu-operator_default-mig-parted-config_configmap.yaml")
     configmap = yaml.safe_load(path.read_text())
     configs: dict[str, list[dict[str, Any]]] = yaml.safe_load(configmap["data"]["config.yaml"])[
