@@ -16,9 +16,12 @@ OWNED_LABELS = (POOL_LABEL, MIG_CONFIG_LABEL, GENERATION_LABEL)
 """Labels only this project sets on a node: applied with force, so a value another manager
 wrote first (the GPU Operator writes `all-disabled` on unlabelled MIG nodes) is taken over."""
 OWN_FIELD_MANAGER = "mig-inference"
-SHARED_FIELD_MANAGER = "mig-inference-node-config"
-"""The user's labels and the node's taints: applied without force, so a field another manager
-holds with a different value is reported as a conflict instead of overwritten."""
+LABELS_FIELD_MANAGER = "mig-inference-labels"
+"""The user's labels: applied without force, so a label another manager holds with a different
+value is reported as a conflict instead of overwritten."""
+TAINTS_FIELD_MANAGER = "mig-inference-taints"
+"""The node's taints: the list is replaced as a whole, so it is applied with force, but only
+ever as the live list with this project's own taints changed (see `mig.node_taints`)."""
 
 
 @dataclass
@@ -79,13 +82,23 @@ class ExistingNodePool(pulumi.ComponentResource):
                     )
                 ]
             )
+            if shared:
+                k8s.core.v1.NodePatch(
+                    f"{name}-{node}-labels",
+                    metadata=k8s.meta.v1.ObjectMetaPatchArgs(
+                        name=node,
+                        labels=shared,
+                        annotations={"pulumi.com/patchFieldManager": LABELS_FIELD_MANAGER},
+                    ),
+                    opts=child,
+                )
             k8s.core.v1.NodePatch(
-                f"{name}-{node}-config",
+                f"{name}-{node}-taints",
                 metadata=k8s.meta.v1.ObjectMetaPatchArgs(
                     name=node,
-                    labels=shared,
                     annotations={
-                        "pulumi.com/patchFieldManager": SHARED_FIELD_MANAGER,
+                        "pulumi.com/patchFieldManager": TAINTS_FIELD_MANAGER,
+                        "pulumi.com/patchForce": "true",
                         TAINT_KEYS_ANNOTATION: taint_keys,
                     },
                 ),

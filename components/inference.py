@@ -236,7 +236,8 @@ class InferenceService(pulumi.ComponentResource):
             f"{name}-pdb",
             metadata=meta(plan.name),
             spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
-                max_unavailable=1, selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector)
+                max_unavailable=plan.disruption_budget,
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -78,7 +78,12 @@ class NodeJob(pulumi.ComponentResource):
         job = k8s.batch.v1.Job(
             f"{name}-job",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=args.job_name, namespace=args.namespace, labels=labels
+                name=args.job_name,
+                namespace=args.namespace,
+                labels=labels,
+                # A Job that failed (backoffLimit 0) is replaced on the next `pulumi up` instead
+                # of awaited again, so fixing the cause and re-running is the way forward.
+                annotations={"pulumi.com/replaceUnready": "true"},
             ),
             spec=k8s.batch.v1.JobSpecArgs(
                 backoff_limit=0,

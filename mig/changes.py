@@ -139,14 +139,11 @@ def _pool_diff(
         )
         if old["protect"] and new["protect"]:
             keys = ", ".join(f.key for f in fields)
-            layout_only = {f.key for f in fields} == {"mig"} and new["operator_managed"]
             ways = [
                 f"unprotect the old generation, then run `pulumi up`: "
                 f"{_unprotect_hint(stack, cloud, name)}",
                 f"or undo the change of {keys}",
             ]
-            if layout_only:
-                ways.insert(1, "or set rollout: in-place to re-partition the running nodes")
             diff.refusal = (
                 f"pool {name} is protected and {keys} needs new nodes: Pulumi refuses to replace "
                 f"a protected resource. Ways forward: {'; '.join(ways)}"

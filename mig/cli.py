@@ -207,7 +207,10 @@ def _plan(args: argparse.Namespace) -> int:
         from mig.changes import change_warnings, diff_records, load_deployed
         from mig.record import plan_record
 
-        changes = diff_records(load_deployed(Path(args.deployed)), plan_record(plan))
+        changes = diff_records(
+            _same_cloud(load_deployed(Path(args.deployed)), plan_record(plan), args.deployed),
+            plan_record(plan),
+        )
         plan.warnings.extend(change_warnings(changes))
     if args.svg:
         from mig.picture import layouts_svg
@@ -233,6 +236,16 @@ def _warn(warnings: Sequence[str]) -> None:
         print(f"warning: {warning}", file=sys.stderr)
 
 
+def _same_cloud(deployed: dict[str, Any], current: dict[str, Any], path: str) -> dict[str, Any]:
+    if deployed["cloud"] != current["cloud"]:
+        raise MigError(
+            f"the deployed plan is for cloud {deployed['cloud']}, the stack for "
+            f"{current['cloud']}: a stack cannot move between clouds",
+            path,
+        )
+    return deployed
+
+
 def _diff(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -240,14 +253,8 @@ def _diff(args: argparse.Namespace) -> int:
     from mig.plan import plan_stack
     from mig.record import plan_record
 
-    deployed = load_deployed(Path(args.deployed))
     current = plan_record(plan_stack(_load_stack(args)))
-    if deployed["cloud"] != current["cloud"]:
-        raise MigError(
-            f"the deployed plan is for cloud {deployed['cloud']}, the stack for "
-            f"{current['cloud']}: a stack cannot move between clouds",
-            args.deployed,
-        )
+    deployed = _same_cloud(load_deployed(Path(args.deployed)), current, args.deployed)
     changes = diff_records(deployed, current)
     if args.json:
         _print_json(change_plan_json(changes))

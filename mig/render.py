@@ -376,10 +376,15 @@ def _replace_tree(rendering: Rendering, out: Path) -> list[Path]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         (staging / RENDER_MARKER).write_text("written by `python -m mig render`\n")
+        staging.chmod(0o755)  # mkdtemp makes it private; a render is an ordinary directory
         if out.exists():
             retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
             out.rename(retired / out.name)
-            staging.rename(out)
+            try:
+                staging.rename(out)
+            except OSError:
+                (retired / out.name).rename(out)  # put the previous render back whole
+                raise
             shutil.rmtree(retired)
         else:
             staging.rename(out)

@@ -3,7 +3,7 @@
 a scripted MIG manager, pods holding devices, evictions a PodDisruptionBudget may refuse.
 
 State lives in the JSON file named by FAKE_KUBECTL_STATE:
-  nodes: {name: {labels: {...}, unschedulable: bool,
+  nodes: {name: {labels: {...}, unschedulable: bool, joins_after: node,
                  after_relabel: [state, ...]}}  # states the MIG manager reports, one per poll,
                                                 # once the node's config label changes
   pods:  [{namespace, name, node, limits: {...}, refusals: N}]  # N evictions refused (-1: all)
@@ -41,12 +41,21 @@ def main(argv: list[str], state: dict[str, Any]) -> int:
         selector = argv[argv.index("-l") + 1]
         wide = '{"|"}' in argv[-1]
         for name, node in nodes.items():
+            joins_after = node.get("joins_after")  # an autoscaled node, added mid-roll-out
+            if joins_after and not nodes[joins_after].get("relabelled"):
+                continue
             if _matches(node["labels"], selector):
                 labels = node["labels"]
                 print(f"{name}|{labels.get(CONFIG, '')}|{labels.get(STATE, '')}" if wide else name)
         return 0
     if verb == "get" and argv[1] == "node":
-        node = nodes[argv[2]]
+        node = nodes.get(argv[2])
+        if node is None:
+            print(f'Error from server (NotFound): nodes "{argv[2]}" not found', file=sys.stderr)
+            return 1
+        if "unschedulable" in argv[-1]:
+            print("true" if node.get("unschedulable") else "", end="")
+            return 0
         _advance(node)
         print(f"{node['labels'].get(CONFIG, '')}|{node['labels'].get(STATE, '')}", end="")
         return 0

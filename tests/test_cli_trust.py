@@ -140,7 +140,7 @@ def test_nodes_shared_by_two_pools_are_refused(
                    pools=[{**pool, "name": "a", "nodeNames": ["n1"]},
                           {**pool, "name": "b", "nodeNames": ["n1"]}])  # fmt: skip
     code, _out, err = plan(capsys, write(tmp_path, config))
-    assert code == 1 and "pools[1].nodeNames: node 'n1' is already in pool a" in err
+    assert code == 1 and "pools[1].nodeNames[0]: node 'n1' is already in pool a" in err
 
 
 def run(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -226,11 +226,40 @@ def test_a_protected_pool_that_must_be_replaced_is_refused_with_ways_forward() -
     assert "pool h100 is protected and maxPods, mig needs new nodes" in refusal
     assert "pulumi state unprotect 'urn:pulumi:test::mig-inference::" in refusal
     assert "GkeGpuPool$gcp:container/nodePool:NodePool::h100'" in refusal
-    layout_only = stack(mig="all-3g.40gb", maxPods=64)
-    layout_only["pools"][0]["mig"] = "all-2g.20gb"
-    layout_only["cluster"]["protect"] = True
-    [refusal] = diff_records(record(v1), record(layout_only)).refusals
-    assert "set rollout: in-place" in refusal
+    # Switching to in-place is itself one new generation (the name stops carrying the layout),
+    # so it is no way around the refusal, and is not offered as one.
+    assert "rollout: in-place" not in refusal
+    switched = stack(rollout="in-place")
+    switched["cluster"]["protect"] = True
+    [pool] = diff_records(record(v1), record(switched)).pools
+    assert pool.change is PoolChange.NEW_NODES
+    assert {f.key for f in pool.fields} == {"mig", "rollout"}
+
+
+def test_subnet_order_does_not_replace_an_eks_group_but_oke_placement_does() -> None:
+    v1, v2 = stack("eks"), stack("eks")
+    v1["cluster"]["subnetIds"] = ["s-1", "s-2"]
+    v2["cluster"]["subnetIds"] = ["s-2", "s-1"]
+    assert diff_records(record(v1), record(v2)).pools[0].change is PoolChange.UNCHANGED
+    o1, o2 = stack("oke"), stack("oke")
+    o2["cluster"]["availabilityDomains"] = ["AD-2"]
+    [pool] = diff_records(record(o1), record(o2)).pools
+    assert pool.change is PoolChange.NEW_NODES
+    assert [f.key for f in pool.fields] == ["cluster.availabilityDomains"]
+
+
+def test_in_place_pools_let_their_own_services_be_evicted(tmp_path: Path) -> None:
+    rendering = render(tmp_path, stack(rollout="in-place"))
+    budget = named(rendering, "kubernetes:policy/v1:PodDisruptionBudget", "chat-pdb").inputs
+    assert budget["spec"]["maxUnavailable"] == 4  # every replica may be re-partitioned away
+    blue_green = render(tmp_path, stack())
+    budget = named(blue_green, "kubernetes:policy/v1:PodDisruptionBudget", "chat-pdb").inputs
+    assert budget["spec"]["maxUnavailable"] == 1
+
+
+def test_a_failed_job_is_replaced_on_the_next_up(tmp_path: Path) -> None:
+    for job in render(tmp_path, stack(rollout="in-place")).of_type("kubernetes:batch/v1:Job"):
+        assert job.inputs["metadata"]["annotations"] == {"pulumi.com/replaceUnready": "true"}
 
 
 def test_gke_nodes_are_totals_spread_over_the_named_zones(tmp_path: Path) -> None:

@@ -275,23 +275,42 @@ def test_oke_all_1g_10gb_needs_more_than_31_pods_and_is_accepted_at_90() -> None
 
 def test_existing_nodes_get_labels_and_taints_only() -> None:
     patches = stack_rendering("existing").of_type("kubernetes:core/v1:NodePatch")
-    assert sorted(p.inputs["metadata"]["name"] for p in patches) == [
-        "gpu-node-01", "gpu-node-01", "gpu-node-02", "gpu-node-02",
-    ]  # fmt: skip
-    owned = [p for p in patches if "spec" not in p.inputs]
-    shared = [p for p in patches if "spec" in p.inputs]
-    for patch in owned:
-        assert patch.inputs["metadata"]["labels"] == {
-            "mig-inference.io/pool": "lab-h100",
-            "nvidia.com/mig.config": "all-balanced",
-        }
+    assert sorted(p.name for p in patches) == [
+        "lab-h100-gpu-node-01",
+        "lab-h100-gpu-node-01-taints",
+        "lab-h100-gpu-node-02",
+        "lab-h100-gpu-node-02-taints",
+    ]  # fmt: skip (no user labels in this stack: no label patch)
+    for patch in patches:
         annotations = patch.inputs["metadata"]["annotations"]
+        if patch.name.endswith("-taints"):
+            assert set(patch.inputs["spec"]) == {"taints"}
+            assert patch.inputs["spec"]["taints"] == [
+                {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+            ]
+            assert "labels" not in patch.inputs["metadata"]
+            assert annotations["pulumi.com/patchFieldManager"] == "mig-inference-taints"
+            assert annotations["mig-inference.io/taint-keys"] == "nvidia.com/gpu"
+        else:
+            assert "spec" not in patch.inputs
+            assert patch.inputs["metadata"]["labels"] == {
+                "mig-inference.io/pool": "lab-h100",
+                "nvidia.com/mig.config": "all-balanced",
+            }
+            assert annotations["pulumi.com/patchFieldManager"] == "mig-inference"
+        # Ours only: the project's labels, and a taint list merged from the live node.
         assert annotations["pulumi.com/patchForce"] == "true"
-    for patch in shared:
-        assert set(patch.inputs["spec"]) == {"taints"}
-        assert patch.inputs["spec"]["taints"] == [
-            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-        ]
-        annotations = patch.inputs["metadata"]["annotations"]
-        assert "pulumi.com/patchForce" not in annotations
-        assert annotations["mig-inference.io/taint-keys"] == "nvidia.com/gpu"
+
+
+def test_existing_user_labels_are_applied_without_force(tmp_path: Path) -> None:
+    config = {
+        "cloud": "existing",
+        "cluster": {"name": "lab", "context": "lab"},
+        "pools": [{"name": "p", "gpu": "h100", "gpusPerNode": 8, "nodeNames": ["n1"],
+                   "mig": "all-balanced", "labels": {"team": "ml"}}],
+    }  # fmt: skip
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None
+    patch = named(rendering, "kubernetes:core/v1:NodePatch", "p-n1-labels").inputs
+    assert patch["metadata"]["labels"] == {"team": "ml"}
+    assert "pulumi.com/patchForce" not in patch["metadata"]["annotations"]

@@ -59,7 +59,9 @@ def test_two_renders_are_byte_identical(tmp_path: Path, stack: str) -> None:
     names = [p.name for p in (first / "kubernetes").iterdir()]
     assert not any(name[:3].isdigit() for name in names)  # named by what, not by order
     # Both patches of one node, told apart by their program names.
-    assert "node.cluster.gpu-node-01.lab-h100-gpu-node-01.yaml" in names or stack != "existing"
+    assert (
+        "node.cluster.gpu-node-01.lab-h100-gpu-node-01-taints.yaml" in names or stack != "existing"
+    )
 
 
 def test_a_render_replaces_the_previous_one_and_only_that(

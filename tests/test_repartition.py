@@ -131,6 +131,23 @@ def test_the_old_success_is_cleared_so_it_cannot_pass(tmp_path: Path) -> None:
     assert "uncordon n1" not in state["log"]
 
 
+def test_a_node_that_joins_during_the_roll_out_is_repartitioned_too(tmp_path: Path) -> None:
+    nodes = {"n1": gpu_node(["pending", "success"]),
+             "new": {**gpu_node(["pending", "success"]), "joins_after": "n1"}}  # fmt: skip
+    result, state = run(tmp_path, nodes, [])
+    assert result.returncode == 0, result.stdout
+    assert state["nodes"]["new"]["labels"][CONFIG] == TARGET
+    assert "re-partitioned to all-1g.10gb: n1 new" in result.stdout
+
+
+def test_a_node_cordoned_before_stays_cordoned(tmp_path: Path) -> None:
+    nodes = {"n1": {**gpu_node(["success"]), "unschedulable": True}}
+    result, state = run(tmp_path, nodes, [])
+    assert result.returncode == 0, result.stdout
+    assert "left cordoned as it was" in result.stdout
+    assert state["nodes"]["n1"]["unschedulable"] is True
+
+
 def test_nodes_already_on_the_config_are_skipped(tmp_path: Path) -> None:
     nodes = {"n1": gpu_node([], config=TARGET), "n2": gpu_node(["success"])}
     result, state = run(tmp_path, nodes, [])

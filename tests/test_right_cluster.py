@@ -208,7 +208,7 @@ def test_existing_node_taints_of_other_owners_are_kept() -> None:
     rendering = run_program("existing", stack_path("existing"), live=live)
     assert rendering.error is None
     assert {r.inputs["id"] for r in rendering.reads} == {"gpu-node-01", "gpu-node-02"}
-    patch = named(rendering, "kubernetes:core/v1:NodePatch", "lab-h100-gpu-node-01-config")
+    patch = named(rendering, "kubernetes:core/v1:NodePatch", "lab-h100-gpu-node-01-taints")
     assert patch.inputs["spec"]["taints"] == [
         {"key": "dedicated", "value": "lab", "effect": "NoSchedule"},  # another owner's: kept
         {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},  # ours

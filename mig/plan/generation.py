@@ -21,12 +21,22 @@ GENERATION_LENGTH = 6
 # node-recreating upgrade) need new nodes. EKS updates labels, taints and scaling in place;
 # instance types, capacity type, disk and subnets force a new node group, and max pods lives in
 # the launch template's user data, read only when a node boots. OKE applies node pool changes
-# (labels, image, user data with the taints, max pods, placement) only to nodes created later.
+# (labels, image, user data with the taints, max pods, placement: availability domains and
+# subnets) only to nodes created later.
 _COMMON = ("gpu", "machineType", "gpusPerNode", "maxPods", "migManager", "spot", "diskSizeGb")
 _PER_CLOUD: dict[Cloud, tuple[str, ...]] = {
     Cloud.GKE: _COMMON,
     Cloud.EKS: (*_COMMON, "cluster.subnetIds"),
-    Cloud.OKE: (*_COMMON, "imageId", "labels", "taints", "zones"),
+    Cloud.OKE: (
+        *_COMMON,
+        "imageId",
+        "labels",
+        "taints",
+        "zones",
+        "cluster.subnetIds",
+        "cluster.podSubnetIds",
+        "cluster.availabilityDomains",
+    ),
     Cloud.EXISTING: (),
 }
 
@@ -58,7 +68,10 @@ def replacement_inputs(
         "labels": pool.labels,
         "taints": [f"{t.key}={t.value}:{t.effect}" for t in pool.taints],
         "zones": pool.zones,
-        "cluster.subnetIds": spec.cluster.get("subnetIds", ()),
+        # Sets, not lists, to the clouds: the order they are given in changes nothing.
+        "cluster.subnetIds": sorted(spec.cluster.get("subnetIds", ())),
+        "cluster.podSubnetIds": sorted(spec.cluster.get("podSubnetIds", ())),
+        "cluster.availabilityDomains": sorted(spec.cluster.get("availabilityDomains", ())),
     }
     keys = list(_PER_CLOUD[spec.cloud])
     if keys and (pool.rollout is Rollout.BLUE_GREEN or pool.mig_manager is MigManager.GKE):

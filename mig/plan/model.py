@@ -140,6 +140,16 @@ class ServicePlan:
         return self.offer.profile
 
     @property
+    def disruption_budget(self) -> int:
+        """Replicas a voluntary disruption (a drain, an eviction) may take at once. One, except
+        on pools that re-partition in place: the re-partitioning Job evicts every replica on a
+        node, and replicas whose slice the new layout no longer offers stay pending until the
+        pool is done, so the service's own budget must not stop it (other owners' still do)."""
+        if self.pool.rollout is Rollout.IN_PLACE and self.pool.operator_managed:
+            return max(self.replicas, self.spec.hpa_max_replicas or 0, 1)
+        return 1
+
+    @property
     def resource(self) -> str:
         return self.offer.resource
 

@@ -161,10 +161,11 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
             fixed[key] += max(service.replicas, service.hpa_max_replicas or 0)
             grows = (service.hpa_max_replicas or 0) > service.replicas
             field = "hpaMaxReplicas" if grows else "replicas"
-            first_path[key] = f"{key_path('services')}[{index}].{field}"
+            if grows or key not in first_path:
+                first_path[key] = f"{key_path('services')}[{index}].{field}"
     replicas: dict[int, int] = {}
     by_name = {p.name: p for p in pools}
-    for key in set(fixed) | set(fills):
+    for key in sorted(set(fixed) | set(fills)):
         pool_name, resource = key
         capacity = by_name[pool_name].capacity()[resource]
         if fixed[key] > capacity:

@@ -7,7 +7,8 @@ while :; do
   report=""
   while read -r pool selector config want; do
     [ -n "$pool" ] || continue
-    states=$(kubectl get nodes -l "$selector" -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"\n"}{end}')
+    # A passing API error counts as "not ready yet", not as the gate's failure.
+    states=$(kubectl get nodes -l "$selector" -o jsonpath='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"\n"}{end}') || states=""
     failed=$(printf '%s\n' "$states" | awk -F'|' '$3 == "failed" {print $1 " (config " $2 ")"}')
     if [ -n "$failed" ]; then
       printf '%s\n' "$failed" | while read -r node rest; do

@@ -107,11 +107,11 @@ def parse_stack(
     _duplicates([p.name for p in pools], pools_node.path, "pool name", problems)
     owners: dict[str, str] = {}
     for index, pool in enumerate(pools):
-        for node_name in pool.node_names:
+        for position, node_name in enumerate(pool.node_names):
             if owners.setdefault(node_name, pool.name) != pool.name:
                 problems.append(MigError(
                     f"node {node_name!r} is already in pool {owners[node_name]}",
-                    f"{pools_node.path}[{index}].nodeNames", value=node_name,
+                    f"{pools_node.path}[{index}].nodeNames[{position}]", value=node_name,
                 ))  # fmt: skip
     operator = _attempt(problems, lambda: gpu_operator_spec(
         node("gpuOperator"), cloud, pinned_operator_version))  # fmt: skip
