@@ -49,10 +49,10 @@ def main(argv: list[str], state: dict[str, Any]) -> int:
                 print(f"{name}|{labels.get(CONFIG, '')}|{labels.get(STATE, '')}" if wide else name)
         return 0
     if verb == "get" and argv[1] == "node":
-        node = nodes.get(argv[2])
-        if node is None:
+        if argv[2] not in nodes:
             print(f'Error from server (NotFound): nodes "{argv[2]}" not found', file=sys.stderr)
             return 1
+        node = nodes[argv[2]]
         if "unschedulable" in argv[-1]:
             print("true" if node.get("unschedulable") else "", end="")
             return 0
