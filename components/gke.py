@@ -11,12 +11,14 @@ from components.kubeconfig import gke_kubeconfig
 from mig.clouds import cloud_taint_effect
 from mig.plan import PoolPlan
 from mig.plan.zones import gke_region
-from mig.spec import MigManager
+from mig.spec import MigManager, SharingStrategy
 
 SYSTEM_MACHINE = "e2-standard-4"
 GKE_MANAGED_DRIVER = "LATEST"
 DRIVER_LEFT_TO_OPERATOR = "INSTALLATION_DISABLED"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+GKE_SHARING = {SharingStrategy.TIME_SLICING: "TIME_SHARING", SharingStrategy.MPS: "MPS"}
+"""GKE's names for the sharing strategies (`gpu_sharing_config.gpu_sharing_strategy`)."""
 
 
 @dataclass
@@ -160,10 +162,17 @@ class GkeGpuPool(pulumi.ComponentResource):
         pool = args.pool
         assert pool.machine is not None and pool.accelerator is not None
         native = pool.mig_manager is MigManager.GKE
+        sharing = pool.spec.sharing
         accelerator = gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
             type=pool.accelerator,
             count=pool.gpus_per_node,
             gpu_partition_size=pool.partition_size if native else None,
+            gpu_sharing_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuSharingConfigArgs(
+                gpu_sharing_strategy=GKE_SHARING[sharing.strategy],
+                max_shared_clients_per_gpu=sharing.replicas,
+            )
+            if native and sharing is not None
+            else None,
             gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
                 gpu_driver_version=GKE_MANAGED_DRIVER if native else DRIVER_LEFT_TO_OPERATOR
             ),

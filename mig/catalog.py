@@ -81,6 +81,19 @@ class GpuModel:
     """Content of NVIDIA's `all-balanced` config for this model (empty when NVIDIA has none)."""
     notes: tuple[str, ...] = ()
     """Caveats recorded in the catalog."""
+    usable_mib: int = 0
+    """Usable memory of the whole GPU (GPUs without MIG; MIG GPUs use their full profile)."""
+    unconfirmed: tuple[str, ...] = ()
+    """Model-level fields no citable source confirmed."""
+
+    @property
+    def mig_capable(self) -> bool:
+        return bool(self.profiles)
+
+    @property
+    def whole_gpu_mib(self) -> int:
+        """Usable memory of the GPU with MIG off."""
+        return self.full_profile.memory_mib if self.profiles else self.usable_mib
 
     @cached_property
     def _by_name(self) -> dict[str, Profile]:
@@ -115,7 +128,9 @@ class GpuModel:
 
     @property
     def full_profile(self) -> Profile:
-        """The profile that takes the whole GPU (`7g.80gb` on H100-80GB)."""
+        """The profile that takes the whole GPU (`7g.80gb` on H100-80GB); MIG GPUs only."""
+        if not self.profiles:
+            raise MigError(f"{self.name} has no MIG", value=self.name)
         return max(self.profiles, key=lambda p: (p.memory, p.compute))
 
     @property
@@ -157,16 +172,23 @@ class Catalog:
     """Every GPU model the project knows, with name resolution."""
 
     gpus: tuple[GpuModel, ...]
+    """MIG-capable models."""
     sources: dict[str, str]
+    whole_gpus: tuple[GpuModel, ...] = ()
+    """Models without MIG (shared whole, or one per pod)."""
+
+    @property
+    def every_gpu(self) -> tuple[GpuModel, ...]:
+        return self.gpus + self.whole_gpus
 
     def names(self) -> list[str]:
-        return [g.name for g in self.gpus]
+        return [g.name for g in self.every_gpu]
 
     def gpu(self, name: str) -> GpuModel:
         """Resolve a catalog name or alias, case-insensitively (`h100`, `nvidia-h100-80gb`...)."""
         wanted = _normalize(str(name))
         for candidate in (wanted, wanted.removeprefix("nvidia-")):
-            for gpu in self.gpus:
+            for gpu in self.every_gpu:
                 keys = {_normalize(gpu.name), *(_normalize(a) for a in gpu.aliases)}
                 if candidate in keys:
                     return gpu
@@ -200,7 +222,24 @@ def load_catalog() -> Catalog:
                 notes=tuple(raw.get("notes", [])),
             )
         )
-    return Catalog(gpus=tuple(gpus), sources=dict(data["sources"]))
+    whole = tuple(
+        GpuModel(
+            name=name,
+            memory_gib=int(raw["memory_gib"]),
+            compute_slices=1,
+            memory_slices=1,
+            max_instances=0,
+            pci_device_ids=tuple(raw["pci_device_ids"]),
+            profiles=(),
+            aliases=tuple(raw.get("aliases", [])),
+            sources=tuple(raw.get("sources", [])),
+            placements_confirmed=True,
+            usable_mib=int(raw["memory_mib"]),
+            unconfirmed=tuple(raw.get("unconfirmed", [])),
+        )
+        for name, raw in (data.get("whole_gpus") or {}).items()
+    )
+    return Catalog(gpus=tuple(gpus), sources=dict(data["sources"]), whole_gpus=whole)
 
 
 def resolve_gpu(name: str) -> GpuModel:

@@ -55,6 +55,22 @@ GKE_MACHINES: dict[str, MachineShape] = {
         MachineShape("a3-megagpu-8g", "H100-80GB", 8, "nvidia-h100-mega-80gb", None, 208, 1743),
         MachineShape("a3-ultragpu-8g", "H200-141GB", 8, "nvidia-h200-141gb", None, 224, 2749),
         MachineShape("a4-highgpu-8g", "B200-180GB", 8, "nvidia-b200", None, 224, 3695),
+        # G2 (L4), no MIG; counts from Google's cluster-toolkit gpu-definition, memory 4 GB/vCPU.
+        *(
+            MachineShape(
+                f"g2-standard-{vcpus}", "L4-24GB", gpus, "nvidia-l4", None, vcpus, vcpus * 4
+            )
+            for vcpus, gpus in (
+                (4, 1),
+                (8, 1),
+                (12, 1),
+                (16, 1),
+                (24, 2),
+                (32, 1),
+                (48, 4),
+                (96, 8),
+            )
+        ),
     ]
 }
 GKE_ACCELERATORS: dict[str, str] = {
@@ -63,6 +79,8 @@ GKE_ACCELERATORS: dict[str, str] = {
     "H100-80GB": "nvidia-h100-80gb",
     "H200-141GB": "nvidia-h200-141gb",
     "B200-180GB": "nvidia-b200",
+    "L4-24GB": "nvidia-l4",
+    "T4-16GB": "nvidia-tesla-t4",
 }
 """Accelerator type per GPU, for machine types given with an explicit `gpusPerNode`."""
 
@@ -82,6 +100,18 @@ EKS_INSTANCES: dict[str, MachineShape] = {
         MachineShape("p5.48xlarge", "H100-80GB", 8, None, 100, 192, 2048),
         MachineShape("p5e.48xlarge", "H200-141GB", 8, None, 100, 192, 2048),
         MachineShape("p5en.48xlarge", "H200-141GB", 8, None, 198, 192, 2048),
+        # G instances, no MIG: GPUs, vCPUs, GiB and ENI-based max pods (eni-max-pods.txt).
+        MachineShape("g4dn.xlarge", "T4-16GB", 1, None, 29, 4, 16),
+        MachineShape("g4dn.12xlarge", "T4-16GB", 4, None, 234, 48, 192),
+        MachineShape("g5.xlarge", "A10G-24GB", 1, None, 58, 4, 16),
+        MachineShape("g5.12xlarge", "A10G-24GB", 4, None, 737, 48, 192),
+        MachineShape("g5.48xlarge", "A10G-24GB", 8, None, 345, 192, 768),
+        MachineShape("g6.xlarge", "L4-24GB", 1, None, 58, 4, 16),
+        MachineShape("g6.12xlarge", "L4-24GB", 4, None, 234, 48, 192),
+        MachineShape("g6.48xlarge", "L4-24GB", 8, None, 737, 192, 768),
+        MachineShape("g6e.xlarge", "L40S-48GB", 1, None, 58, 4, 32),
+        MachineShape("g6e.12xlarge", "L40S-48GB", 4, None, 292, 48, 384),
+        MachineShape("g6e.48xlarge", "L40S-48GB", 8, None, 492, 192, 1536),
     ]
 }
 EKS_MANAGED_NODE_GROUP_MAX_PODS = 250
@@ -96,6 +126,10 @@ OKE_SHAPES: dict[str, MachineShape] = {
         MachineShape("BM.GPU.B200.8", "B200-180GB", 8, None, 31, 256, 3815),
         MachineShape("BM.GPU.A100-v2.8", "A100-80GB", 8, None, 31, 256, 1907),
         MachineShape("BM.GPU4.8", "A100-40GB", 8, None, 31, 128, 1907),
+        # A10 shapes, no MIG (OCPU and memory unconfirmed: vCPUs are 2 x OCPUs).
+        MachineShape("VM.GPU.A10.1", "A10-24GB", 1, None, 31, 30, 240),
+        MachineShape("VM.GPU.A10.2", "A10-24GB", 2, None, 31, 60, 480),
+        MachineShape("BM.GPU.A10.4", "A10-24GB", 4, None, 31, 128, 1024),
     ]
 }
 

@@ -32,7 +32,7 @@ def _vllm(service: ServicePlan) -> tuple[str, ...]:
         "--host", "0.0.0.0",
         "--port", str(spec.port),
         "--tensor-parallel-size", "1",
-        "--gpu-memory-utilization", f"{spec.gpu_memory_utilization:g}",
+        "--gpu-memory-utilization", f"{service.memory_utilization:g}",
     ]  # fmt: skip
     if service.sizing.max_model_len:
         args += ["--max-model-len", str(service.sizing.max_model_len)]
@@ -48,7 +48,7 @@ def _tgi(service: ServicePlan) -> tuple[str, ...]:
         "--hostname", "0.0.0.0",
         "--port", str(spec.port),
         "--num-shard", "1",
-        "--cuda-memory-fraction", f"{spec.gpu_memory_utilization:g}",
+        "--cuda-memory-fraction", f"{service.memory_utilization:g}",
     ]  # fmt: skip
     if service.sizing.max_model_len:
         args += ["--max-total-tokens", str(service.sizing.max_model_len)]

@@ -15,3 +15,7 @@ services select it, the gate counts only its nodes."""
 OKE_NO_DEVICE_PLUGIN_LABEL = "oci.oraclecloud.com/disable-gpu-device-plugin"
 """`true` keeps OKE's own NVIDIA device plugin off a node, so only the GPU Operator's advertises
 its GPUs."""
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+"""Which entry of the device plugin's config ConfigMap a node uses (its sharing)."""
+GKE_SHARED_CLIENTS_LABEL = "cloud.google.com/gke-max-shared-clients-per-gpu"
+"""GKE's label on nodes whose GPUs it shares: how many pods share one."""

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from mig.clouds import GPU_OPERATOR_PODS_PER_NODE, Cloud
 from mig.labels import GPU_TAINT_KEY
 from mig.migparted import ALL_DISABLED, config_entries, document, dump, named_configs
 from mig.plan import StackPlan
+from mig.plan.sharing import SHARED_SUFFIX
 
 MIG_PARTED_CONFIG_MAP = "mig-inference-mig-parted-config"
 """ConfigMap the chart creates from our mig-parted config (`migManager.config.name`): the MIG
 manager reads it instead of generating one from the hardware, so every config name a node is
 labelled with is known, and checked, before anything is deployed."""
+DEVICE_PLUGIN_CONFIG_MAP = "mig-inference-device-plugin-config"
+"""ConfigMap the chart creates with each time-sliced pool's device-plugin config."""
 GKE_NVIDIA_DIR = "/home/kubernetes/bin/nvidia"
 
 OTHER_NODES_ALLOWANCE = 100
@@ -71,7 +76,7 @@ def mig_parted_configs(plan: StackPlan) -> dict[str, list[dict[str, object]]]:
         listed = configs.setdefault(name, [])
         listed.extend(entry for entry in entries if entry not in listed)
 
-    managed = [pool for pool in plan.pools if pool.operator_managed]
+    managed = [pool for pool in plan.pools if pool.operator_managed and pool.gpu.mig_capable]
     for gpu in sorted({pool.gpu for pool in managed}, key=lambda g: g.name):
         for name, layout in named_configs(gpu).items():
             add(name, config_entries(gpu, [layout]))
@@ -84,6 +89,36 @@ def mig_parted_configs(plan: StackPlan) -> dict[str, list[dict[str, object]]]:
 def mig_parted_yaml(plan: StackPlan) -> str:
     """The mig-parted `version: v1` document the MIG manager reads."""
     return dump(document(mig_parted_configs(plan)))
+
+
+def device_plugin_configs(plan: StackPlan) -> dict[str, str]:
+    """The device plugin's config per time-sliced pool (keyed by the pool's name, which its
+    nodes carry in `nvidia.com/device-plugin.config`), in NVIDIA's `version: v1` format."""
+    configs = {}
+    for pool in plan.pools:
+        if not pool.operator_managed or pool.spec.sharing is None:
+            continue
+        shared = [offer for offer in pool.offers if offer.shared_by > 1]
+        document = {
+            "version": "v1",
+            "flags": {"migStrategy": "mixed"},
+            "sharing": {
+                "timeSlicing": {
+                    "renameByDefault": pool.spec.sharing.rename,
+                    # A pod asking for two shares of one device would get no more GPU.
+                    "failRequestsGreaterThanOne": True,
+                    "resources": [
+                        {
+                            "name": offer.resource.removesuffix(SHARED_SUFFIX),
+                            "replicas": offer.shared_by,
+                        }
+                        for offer in shared
+                    ],
+                }
+            },
+        }
+        configs[pool.name] = yaml.safe_dump(document, sort_keys=False)
+    return configs
 
 
 def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
@@ -106,6 +141,11 @@ def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
         "node-feature-discovery": {"worker": {"tolerations": [_NFD_CONTROL_PLANE, *tolerations]}},
         "dcgmExporter": {"serviceMonitor": {"enabled": operator.service_monitor}},
     }
+    sharing = device_plugin_configs(plan)
+    if sharing:
+        values["devicePlugin"] = {
+            "config": {"name": DEVICE_PLUGIN_CONFIG_MAP, "create": True, "data": sharing}
+        }
     if spec.cloud is Cloud.EKS:
         # The AL2023 NVIDIA AMI ships the driver and the container toolkit.
         values["driver"] = {"enabled": False}

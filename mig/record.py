@@ -28,6 +28,9 @@ def _in_place_inputs(pool: PoolPlan) -> dict[str, str]:
         "taints": ",".join(f"{t.key}={t.value}:{t.effect}" for t in spec.taints),
         "zones": ",".join(pool.zones),
         "mig": pool.config_name,
+        "sharing": (
+            f"{spec.sharing.strategy.value}x{spec.sharing.replicas}" if spec.sharing else "none"
+        ),
     }
     return {k: v for k, v in values.items() if k not in pool.replacement_inputs}
 

@@ -7,7 +7,7 @@ from typing import Any
 from mig.clouds import Cloud
 from mig.layout import place, slot_bar
 from mig.plan import PoolPlan, StackPlan, layout_of, utilization
-from mig.spec import Rollout
+from mig.spec import Rollout, SharingStrategy
 
 
 def _pool_json(pool: PoolPlan) -> dict[str, Any]:
@@ -89,7 +89,10 @@ def plan_text(plan: StackPlan) -> str:
             else f"{pool.min_nodes}-{pool.max_nodes}"
         )
         shape = f" ({pool.machine.name})" if pool.machine else ""
-        if pool.operator_managed:
+        if not pool.mig_enabled:
+            manager = "GPU Operator" if pool.operator_managed else "GKE device plugin"
+            how = f"off: whole GPUs, {manager}"
+        elif pool.operator_managed:
             source = "NVIDIA built-in" if pool.builtin_config else "custom mig-parted config"
             how = f"nvidia.com/mig.config={pool.config_name} ({source}), GPU Operator"
         else:
@@ -109,6 +112,18 @@ def plan_text(plan: StackPlan) -> str:
                 f"  layout changes re-partition in place, {pool.max_unavailable} node(s) at a time"
             )
         lines.append(f"  MIG: {how}")
+        sharing = pool.spec.sharing
+        if sharing is not None:
+            shared = ", ".join(o.profile for o in pool.offers if o.shared_by > 1)
+            isolation = (
+                "no memory isolation"
+                if sharing.strategy is SharingStrategy.TIME_SLICING
+                else "memory and compute divided by MPS"
+            )
+            lines.append(
+                f"  sharing: {sharing.strategy.value}, {sharing.replicas} pods per device "
+                f"({shared}; {isolation})"
+            )
         for layout in dict.fromkeys(pool.per_gpu_layouts):
             gpus = sum(1 for each in pool.per_gpu_layouts if each == layout)
             bar = (

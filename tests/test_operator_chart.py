@@ -140,7 +140,7 @@ def test_every_pool_label_names_a_config_the_mig_manager_reads(
 ) -> None:
     configs = _mig_parted_config(rendered[stack])
     for pool in plan_stack(load_stack(stack)).pools:
-        if not pool.operator_managed:
+        if not pool.operator_managed or not pool.gpu.mig_capable:
             continue
         label = pool.node_labels[MIG_CONFIG_LABEL]
         assert label in configs, f"{stack}: pool {pool.name} is labelled {label}, not in the config"
@@ -159,7 +159,11 @@ def test_named_configs_carry_nvidias_content(
 ) -> None:
     shipped = nvidia_mig_parted_configs()
     configs = _mig_parted_config(rendered[stack])
-    gpus = {p.gpu for p in plan_stack(load_stack(stack)).pools if p.operator_managed}
+    gpus = {
+        p.gpu
+        for p in plan_stack(load_stack(stack)).pools
+        if p.operator_managed and p.gpu.mig_capable
+    }
     compared = 0
     for name, entries in configs.items():
         if name.startswith("custom-"):
@@ -179,3 +183,31 @@ def test_named_configs_carry_nvidias_content(
             ], (stack, name, gpu.name)
             compared += 1
     assert compared >= len(gpus) * 3
+    assert gpus or stack == "eks-g6e-timeslice"  # the only stack without a MIG GPU
+
+
+@pytest.mark.parametrize("stack", OPERATOR_STACKS)
+def test_every_sharing_label_names_a_device_plugin_config(
+    stack: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    shared = [
+        p for p in plan_stack(load_stack(stack)).pools if p.operator_managed and p.spec.sharing
+    ]
+    [policy] = [doc for doc in rendered[stack] if doc["kind"] == "ClusterPolicy"]
+    if not shared:
+        assert "config" not in policy["spec"]["devicePlugin"] or not policy["spec"]["devicePlugin"][
+            "config"
+        ].get("name")
+        return
+    name = policy["spec"]["devicePlugin"]["config"]["name"]
+    [configmap] = [
+        doc
+        for doc in rendered[stack]
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == name
+    ]
+    for pool in shared:
+        key = pool.node_labels["nvidia.com/device-plugin.config"]
+        document = yaml.safe_load(configmap["data"][key])
+        assert document["version"] == "v1"
+        resources = document["sharing"]["timeSlicing"]["resources"]
+        assert all(r["replicas"] >= 2 for r in resources)

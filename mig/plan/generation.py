@@ -68,12 +68,17 @@ def replacement_inputs(
         "labels": pool.labels,
         "taints": [f"{t.key}={t.value}:{t.effect}" for t in pool.taints],
         "zones": pool.zones,
+        "sharing": (
+            f"{pool.sharing.strategy.value}x{pool.sharing.replicas}" if pool.sharing else "none"
+        ),
         # Sets, not lists, to the clouds: the order they are given in changes nothing.
         "cluster.subnetIds": sorted(spec.cluster.get("subnetIds", ())),
         "cluster.podSubnetIds": sorted(spec.cluster.get("podSubnetIds", ())),
         "cluster.availabilityDomains": sorted(spec.cluster.get("availabilityDomains", ())),
     }
     keys = list(_PER_CLOUD[spec.cloud])
+    if spec.cloud is Cloud.GKE and pool.mig_manager is MigManager.GKE:
+        keys.append("sharing")  # gpu_sharing_config is fixed when GKE creates the pool
     if keys and (pool.rollout is Rollout.BLUE_GREEN or pool.mig_manager is MigManager.GKE):
         keys.append("mig")
         values["mig"] = config_name

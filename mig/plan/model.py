@@ -25,8 +25,17 @@ class Offer:
     resource: str
     """Extended resource a pod requests, e.g. `nvidia.com/mig-1g.10gb` or `nvidia.com/gpu`."""
     memory_mib: int
+    """Usable memory of one device (a slice or a whole GPU), whoever shares it."""
     compute: int
     per_node: int
+    """Devices a node advertises: physical devices x `shared_by`."""
+    shared_by: int = 1
+    """Pods one device is shared by (time-slicing or MPS)."""
+
+    @property
+    def memory_per_replica_mib(self) -> int:
+        """What one pod may count on: the device's memory divided among its sharers."""
+        return self.memory_mib // self.shared_by
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,8 @@ class ServicePlan:
     cpu_millicores: int
     memory_mib: int
     shm_mib: int
+    memory_utilization: float = 0.9
+    """The engine's share of the device's memory (`--gpu-memory-utilization`)."""
 
     @property
     def profile(self) -> str:

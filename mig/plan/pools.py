@@ -20,9 +20,11 @@ from mig.clouds import (
 )
 from mig.errors import MigError
 from mig.labels import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
     GENERATION_LABEL,
     GKE_NO_DEVICE_PLUGIN_LABEL,
     GKE_PARTITION_LABEL,
+    GKE_SHARED_CLIENTS_LABEL,
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     MIG_CONFIG_LABEL,
@@ -31,10 +33,11 @@ from mig.labels import (
     POOL_LABEL,
 )
 from mig.layout import Layout
-from mig.migparted import resolve_config
+from mig.migparted import ALL_DISABLED, resolve_config
 from mig.packing import PackPlan, Workload, pack
 from mig.plan.generation import generation_of, replacement_inputs
 from mig.plan.model import WHOLE_GPU, Offer, PoolPlan
+from mig.plan.sharing import shared_offers
 from mig.plan.zones import per_zone, pool_zones
 from mig.spec import AUTO, FILL, MigManager, NodeCount, PoolSpec, StackSpec, key_path
 
@@ -164,8 +167,7 @@ def _offers(
                 )
             )
     if whole:
-        full = gpu.full_profile
-        offers.append(Offer(WHOLE_GPU, GPU_RESOURCE, full.memory_mib, full.compute, whole))
+        offers.append(Offer(WHOLE_GPU, GPU_RESOURCE, gpu.whole_gpu_mib, gpu.compute_slices, whole))
     return offers
 
 
@@ -229,6 +231,14 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
     gpus_per_node = machine.gpus if machine else (pool.gpus_per_node or 0)
     if spec.cloud is Cloud.EXISTING and not gpus_per_node:
         raise MigError("is required for existing nodes: GPUs on each node", f"{path}.gpusPerNode")
+    if not pool.gpu.mig_capable and pool.mig != ALL_DISABLED:
+        raise MigError(
+            f"{pool.gpu.name} has no MIG: leave mig out (whole GPUs), and share them with "
+            "`sharing` if pods should",
+            f"{path}.mig",
+            value=pool.mig,
+            allowed=[ALL_DISABLED],
+        )
     config_name, layouts, builtin, planned = _layouts(spec, pool, gpus_per_node, path)
     zones = pool_zones(spec, pool, path)
     min_nodes, max_nodes = pool.nodes.min, pool.nodes.max
@@ -245,15 +255,19 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
                 f"{path}.nodes",
             )
     partition = None
-    if pool.mig_manager is MigManager.GKE:
+    if pool.mig_manager is MigManager.GKE and any(layout is not None for layout in layouts):
         partition = _gke_partition(pool, layouts, path)
-    offers = _offers(pool.gpu, layouts, pool.mig_manager)
+    offers = shared_offers(pool, _offers(pool.gpu, layouts, pool.mig_manager), path)
     devices = sum(o.per_node for o in offers)
     max_pods, required, breakdown = _max_pods(spec, pool, machine, devices, path)
     labels = dict(pool.labels)
     labels[POOL_LABEL] = pool.name
     if pool.mig_manager is MigManager.OPERATOR:
-        labels[MIG_CONFIG_LABEL] = config_name
+        if pool.gpu.mig_capable:
+            labels[MIG_CONFIG_LABEL] = config_name
+        if pool.sharing is not None:
+            # The device plugin reads this pool's sharing from its config ConfigMap, by this key.
+            labels[DEVICE_PLUGIN_CONFIG_LABEL] = pool.name
         if spec.cloud is Cloud.GKE:
             labels[GKE_NO_DEVICE_PLUGIN_LABEL] = "true"
     elif any(p.mig_manager is MigManager.OPERATOR for p in spec.pools):
@@ -282,6 +296,8 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         selector[GENERATION_LABEL] = generation
     if partition:
         selector[GKE_PARTITION_LABEL] = partition
+    if pool.mig_manager is MigManager.GKE and pool.sharing is not None:
+        selector[GKE_SHARED_CLIENTS_LABEL] = str(pool.sharing.replicas)
     return PoolPlan(
         name=pool.name,
         cloud=spec.cloud,

@@ -9,6 +9,7 @@ from mig.catalog import Profile
 from mig.clouds import NODE_ALLOCATABLE_FRACTION
 from mig.errors import MigError, MigErrors
 from mig.plan.model import WHOLE_GPU, EngineSizing, Offer, PoolPlan, ServicePlan
+from mig.plan.sharing import utilization
 from mig.sizing import MIB, profiles_holding
 from mig.spec import AUTO, FILL, Engine, ServiceSpec, StackSpec, key_path
 
@@ -37,6 +38,10 @@ def _choose_offer(pool: PoolPlan, service: ServiceSpec) -> Offer | None:
     if service.profile != AUTO:
         return pool.offer(service.profile)
     assert service.need_mib is not None
+    if any(o.shared_by > 1 for o in pool.offers):
+        # On a shared device a replica can count on its share of the memory only.
+        holding = [o for o in pool.offers if o.memory_per_replica_mib >= service.need_mib]
+        return min(holding, key=lambda o: (o.memory_per_replica_mib, o.compute), default=None)
     by_name = {o.profile: o for o in pool.offers}
     mig_profiles = [pool.gpu.profile(n) for n in by_name if n != WHOLE_GPU]
     fitting: list[Profile] = profiles_holding(pool.gpu, service.need_mib, mig_profiles)
@@ -82,16 +87,25 @@ def _place_service(
             f"several pools can serve it ({names}); set pool to one of them", f"{path}.pool"
         )
     pool, offer = served[0]
-    if service.need_mib is not None and offer.memory_mib < service.need_mib:
+    if service.need_mib is not None and offer.memory_per_replica_mib < service.need_mib:
+        shared = (
+            f" shared by {offer.shared_by} replicas without memory isolation: "
+            f"{offer.memory_per_replica_mib:,} MiB each"
+            if offer.shared_by > 1
+            else ""
+        )
         raise MigError(
-            f"{offer.profile} has {offer.memory_mib:,} MiB, the model needs "
+            f"{offer.profile} has {offer.memory_mib:,} MiB{shared}; the model needs "
             f"{service.need_mib:,.0f} MiB per replica",
-            f"{path}.profile",
+            f"{path}.memoryGiB" if offer.shared_by > 1 else f"{path}.profile",
+            value=service.profile if offer.shared_by == 1 else None,
         )
     return pool, offer
 
 
-def _engine_sizing(service: ServiceSpec, offer: Offer, path: str) -> EngineSizing:
+def _engine_sizing(
+    service: ServiceSpec, offer: Offer, memory_utilization: float, path: str
+) -> EngineSizing:
     if (
         service.engine is Engine.CUSTOM
         or service.shape is None
@@ -99,13 +113,13 @@ def _engine_sizing(service: ServiceSpec, offer: Offer, path: str) -> EngineSizin
     ):
         return EngineSizing(service.max_model_len, service.max_num_seqs, None)
     shape = service.shape
-    budget = offer.memory_mib * MIB * service.gpu_memory_utilization
+    budget = offer.memory_mib * MIB * memory_utilization
     kv_budget = budget - shape.weight_bytes * shape.overhead
     if kv_budget <= 0:
         raise MigError(
             f"the weights ({shape.weight_bytes * shape.overhead / 2**30:.1f} GiB with overhead) "
             "leave no room for a "
-            f"KV cache in {service.gpu_memory_utilization:.0%} of {offer.profile}'s "
+            f"KV cache in {memory_utilization:.0%} of {offer.profile}'s "
             f"{offer.memory_mib:,} MiB; pick a larger profile",
             f"{path}.profile",
         )
@@ -191,14 +205,18 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
     plans = []
     for index, service, pool, offer in placed:
         count = replicas.get(index, service.replicas if isinstance(service.replicas, int) else 0)
+        path = f"{key_path('services')}[{index}]"
         try:
-            sizing = _engine_sizing(service, offer, f"{key_path('services')}[{index}]")
+            fraction = utilization(offer, service.gpu_memory_utilization, path)
+            sizing = _engine_sizing(service, offer, fraction, path)
         except MigError as error:
             problems.append(error)
             continue
         cpu, memory, shm = _requests(pool, offer)
         plans.append(
-            ServicePlan(service.name, service, pool, offer, count, sizing, cpu, memory, shm)
+            ServicePlan(
+                service.name, service, pool, offer, count, sizing, cpu, memory, shm, fraction
+            )
         )
     if problems:
         raise MigErrors(problems)

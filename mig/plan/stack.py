@@ -11,7 +11,7 @@ from mig.layout import place
 from mig.plan.model import PoolPlan, ServicePlan, StackPlan
 from mig.plan.pools import plan_pool
 from mig.plan.services import plan_services
-from mig.spec import Engine, StackSpec, key_path
+from mig.spec import Engine, SharingStrategy, StackSpec, key_path
 
 
 def _check_gke_modes(pools: Sequence[PoolPlan]) -> None:
@@ -41,6 +41,14 @@ def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> lis
         offered = sum(o.per_node for o in pool.offers) * pool.max_nodes
         if offered and used == 0:
             warnings.append(f"pool {pool.name}: no service uses its {offered} devices")
+    for pool in pools:
+        sharing = pool.spec.sharing
+        if sharing is not None and sharing.strategy is SharingStrategy.TIME_SLICING:
+            warnings.append(
+                f"pool {pool.name}: time-slicing shares each device among {sharing.replicas} pods "
+                "without memory isolation; a replica that outgrows its share (vLLM: "
+                "--gpu-memory-utilization) can make the others fail"
+            )
     for service in services:
         if (
             service.spec.engine is Engine.VLLM

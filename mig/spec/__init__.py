@@ -17,6 +17,8 @@ from mig.spec.model import (
     PoolSpec,
     Rollout,
     ServiceSpec,
+    SharingSpec,
+    SharingStrategy,
     StackSpec,
     Taint,
 )
@@ -44,6 +46,8 @@ __all__ = [
     "PoolSpec",
     "Rollout",
     "ServiceSpec",
+    "SharingSpec",
+    "SharingStrategy",
     "StackSpec",
     "Taint",
     "key_path",

@@ -31,6 +31,26 @@ class Rollout(StrEnum):
     holding MIG devices, relabel, wait for success, uncordon). `existing` pools always."""
 
 
+class SharingStrategy(StrEnum):
+    TIME_SLICING = "timeSlicing"
+    """The device plugin advertises each device `replicas` times; no memory isolation."""
+    MPS = "mps"
+    """CUDA MPS: `replicas` clients per GPU, each with its share of memory and compute."""
+
+
+@dataclass(frozen=True)
+class SharingSpec:
+    """How a pool's devices are shared between pods."""
+
+    strategy: SharingStrategy
+    replicas: int
+    """Pods per device (2 to 48)."""
+    rename: bool = False
+    """Advertise shared devices as `<resource>.shared` (`nvidia.com/gpu.shared`)."""
+    profiles: tuple[str, ...] = ()
+    """MIG profiles whose slices are shared (default: every device of the pool)."""
+
+
 class Engine(StrEnum):
     VLLM = "vllm"
     TRITON = "triton"
@@ -106,6 +126,8 @@ class PoolSpec:
     """How a change of layout reaches the pool's nodes."""
     max_unavailable: int = 1
     """In-place re-partitioning: nodes re-partitioned at once."""
+    sharing: SharingSpec | None = None
+    """Time-slicing or MPS of the pool's devices (whole GPUs or MIG slices)."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +173,8 @@ class ServiceSpec:
     hf_token_secret: str | None
     api_key_secret: str | None
     tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None
+    """vLLM/TGI share of the device's memory; None: 0.9, or derived on a shared device."""
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     port: int = 8000

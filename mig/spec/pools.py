@@ -7,13 +7,25 @@ from collections.abc import Mapping
 from mig.catalog import resolve_gpu
 from mig.clouds import K8S_TAINT_EFFECTS, Cloud
 from mig.errors import MigError
-from mig.spec.model import AUTO, MigManager, NodeCount, PoolSpec, Rollout, Taint
+from mig.spec.model import (
+    AUTO,
+    MigManager,
+    NodeCount,
+    PoolSpec,
+    Rollout,
+    SharingSpec,
+    SharingStrategy,
+    Taint,
+)
 from mig.spec.reader import LABEL_KEY, LABEL_VALUE, ConfigNode, dns_label
 
 POOL_NAME_MAX = 32
 POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
              "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
-             "imageId", "rollout", "maxUnavailable")  # fmt: skip
+             "imageId", "rollout", "maxUnavailable", "sharing")  # fmt: skip
+MAX_SHARING_REPLICAS = 48
+"""The most clients NVIDIA's MPS server (and so the device plugin) takes per GPU; the same cap
+holds for time-slicing here, where more clients only thin each one's memory further."""
 
 
 def _nodes(node: ConfigNode) -> NodeCount:
@@ -68,6 +80,34 @@ def _mig(node: ConfigNode) -> str | Mapping[str, int]:
     raise node.error(
         f"must be a named config (all-balanced, all-1g.10gb...), {{profile: count}} or auto; "
         f"got {value!r}"
+    )
+
+
+def _sharing(node: ConfigNode) -> SharingSpec | None:
+    if node.value is None:
+        return None
+    strategies = tuple(s.value for s in SharingStrategy)
+    raw = node.mapping(strategies)
+    given = [s for s in strategies if s in raw]
+    if len(given) != 1:
+        raise node.error(
+            f"must name one strategy, {' or '.join(strategies)}: "
+            "e.g. {timeSlicing: {replicas: 4}}",
+            strategies,
+        )
+    strategy = SharingStrategy(given[0])
+    inner = node.child(given[0])
+    inner.mapping(("replicas", "rename", "profiles"))
+    replicas = inner.child("replicas").integer(minimum=2, maximum=MAX_SHARING_REPLICAS)
+    if replicas is None:
+        raise inner.child("replicas").error(
+            f"is required: pods per device, 2 to {MAX_SHARING_REPLICAS}"
+        )
+    return SharingSpec(
+        strategy=strategy,
+        replicas=replicas,
+        rename=inner.child("rename").boolean(False),
+        profiles=inner.child("profiles").strings(),
     )
 
 
@@ -157,4 +197,5 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         nodes_given=nodes_given or cloud is Cloud.EXISTING,
         rollout=rollout,
         max_unavailable=max_unavailable,
+        sharing=_sharing(node.child("sharing")),
     )

@@ -106,8 +106,8 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
             "span MIG devices; use a larger slice, or full GPUs (mig: all-disabled) for "
             "tensor parallelism"
         )
-    utilization = node.child("gpuMemoryUtilization").number(0.9, minimum=0) or 0.9
-    if utilization > 0.98:
+    utilization = node.child("gpuMemoryUtilization").number(minimum=0)
+    if utilization is not None and utilization > 0.98:
         raise node.child("gpuMemoryUtilization").error(f"must be in (0, 0.98], got {utilization}")
     command = node.child("command").strings()
     image = node.child("image").string()

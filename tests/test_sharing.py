@@ -1,0 +1,213 @@
+"""Sharing GPUs without MIG, and MIG slices: time-slicing through the GPU Operator's device plugin
+or GKE, MPS on GKE; memory that shared replicas must fit together; derived engine memory."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mig.catalog import load_catalog, resolve_gpu
+from mig.changes import PoolChange, diff_records
+from mig.errors import MigError
+from mig.plan import plan_stack
+from mig.record import plan_record
+from mig.spec import parse_stack
+from mig.stackfile import load_stack
+from mig.versions import GPU_OPERATOR_VERSION
+from tests.mocked import named, one, render_config, stack_rendering
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def _plan(config: dict[str, Any]) -> Any:
+    return plan_stack(parse_stack("t", config, pinned_operator_version=GPU_OPERATOR_VERSION))
+
+
+def l4(**pool: Any) -> dict[str, Any]:
+    return {
+        "cloud": "gke",
+        "cluster": {"name": "c", "project": "p", "location": "us-central1-a"},
+        "pools": [{"name": "l4", "gpu": "l4", "machineType": "g2-standard-24", "nodes": 1,
+                   "migManager": "gke", "maxPods": 32,
+                   "sharing": {"timeSlicing": {"replicas": 4}}, **pool}],
+        "services": [{"name": "chat", "model": "m", "memoryGiB": 4, "replicas": 8}],
+    }  # fmt: skip
+
+
+def test_catalog_knows_gpus_without_mig() -> None:
+    catalog = load_catalog()
+    assert {g.name for g in catalog.whole_gpus} == {
+        "T4-16GB", "A10-24GB", "A10G-24GB", "L4-24GB", "L40S-48GB"
+    }  # fmt: skip
+    for gpu in catalog.whole_gpus:
+        assert not gpu.mig_capable and gpu.whole_gpu_mib < gpu.memory_gib * 1024
+        assert gpu.sources and all(source in catalog.sources for source in gpu.sources)
+        assert len(gpu.pci_device_ids) == 1 and gpu.pci_device_ids[0].endswith("10DE")
+    assert resolve_gpu("nvidia-l4").name == "L4-24GB"
+    assert resolve_gpu("Tesla T4").whole_gpu_mib == 15109
+
+
+def test_operator_time_slicing_config_in_nvidias_format() -> None:
+    values = one(stack_rendering("eks-g6e-timeslice"), RELEASE).inputs["values"]
+    config = values["devicePlugin"]["config"]
+    assert (config["name"], config["create"]) == ("mig-inference-device-plugin-config", True)
+    document = yaml.safe_load(config["data"]["l40s-shared"])
+    assert document == {
+        "version": "v1",
+        "flags": {"migStrategy": "mixed"},
+        "sharing": {"timeSlicing": {
+            "renameByDefault": False,
+            "failRequestsGreaterThanOne": True,
+            "resources": [{"name": "nvidia.com/gpu", "replicas": 4}],
+        }},
+    }  # fmt: skip
+    pool = plan_stack(load_stack("eks-g6e-timeslice")).pool("l40s-shared")
+    assert pool.node_labels["nvidia.com/device-plugin.config"] == "l40s-shared"
+    assert "nvidia.com/mig.config" not in pool.node_labels  # an L40S has no MIG
+    assert pool.capacity_per_node() == {"nvidia.com/gpu": 16}
+    assert pool.max_pods_required == 16 + 10 + 5
+
+
+def test_time_sliced_mig_slices_next_to_unshared_ones() -> None:
+    values = one(stack_rendering("eks-h100-mig-timeslice"), RELEASE).inputs["values"]
+    document = yaml.safe_load(values["devicePlugin"]["config"]["data"]["h100-mixed"])
+    assert document["sharing"]["timeSlicing"]["resources"] == [
+        {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}
+    ]
+    pool = plan_stack(load_stack("eks-h100-mig-timeslice")).pool("h100-mixed")
+    assert pool.capacity_per_node() == {
+        "nvidia.com/mig-1g.10gb": 32, "nvidia.com/mig-2g.20gb": 8, "nvidia.com/mig-3g.40gb": 8
+    }  # fmt: skip
+
+
+def test_gke_native_sharing_through_the_typed_provider_args() -> None:
+    rendering = stack_rendering("gke-l4-timeshare")
+    pool = named(rendering, "gcp:container/nodePool:NodePool", "l4-shared").inputs
+    [accelerator] = pool["nodeConfig"]["guestAccelerators"]
+    assert accelerator["gpuSharingConfig"] == {
+        "gpuSharingStrategy": "TIME_SHARING", "maxSharedClientsPerGpu": 4
+    }  # fmt: skip
+    assert (accelerator["type"], accelerator["count"]) == ("nvidia-l4", 2)
+    assert "gpuPartitionSize" not in accelerator
+    deployment = one(rendering, "kubernetes:apps/v1:Deployment").inputs
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    [term] = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert {"key": "cloud.google.com/gke-max-shared-clients-per-gpu", "operator": "In",
+            "values": ["4"]} in term["matchExpressions"]  # fmt: skip
+    assert not rendering.of_type(RELEASE)  # no GPU Operator on a GKE-native stack
+
+
+def test_engine_memory_is_divided_among_the_sharers() -> None:
+    args = one(stack_rendering("gke-l4-timeshare"), "kubernetes:apps/v1:Deployment").inputs["spec"][
+        "template"
+    ]["spec"]["containers"][0]["args"]
+    assert args[args.index("--gpu-memory-utilization") + 1] == "0.22"  # 0.9 / 4
+    config = l4()
+    config["services"][0]["gpuMemoryUtilization"] = 0.5
+    with pytest.raises(MigError, match=r"gpuMemoryUtilization: 0.5 of a device shared by 4"):
+        _plan(config)
+    config["services"][0]["gpuMemoryUtilization"] = 0.2
+    assert _plan(config).services[0].memory_utilization == 0.2
+
+
+def test_replicas_that_cannot_fit_a_shared_gpu_together_are_refused() -> None:
+    config = l4()
+    config["services"][0]["memoryGiB"] = 7  # 4 x 7 GiB > one L4's 23,034 MiB
+    with pytest.raises(MigError) as caught:
+        _plan(config)
+    assert "services[0].memoryGiB" in str(caught.value)
+    assert "no slice the pools offer holds it" in str(caught.value)
+    config["services"][0].update({"profile": "gpu"})
+    with pytest.raises(MigError, match=r"shared by 4 replicas without memory isolation: 5,758"):
+        _plan(config)
+
+
+def test_renamed_shared_resources(tmp_path: Path) -> None:
+    config = l4(migManager="operator", sharing={"timeSlicing": {"replicas": 4, "rename": True}})
+    plan = _plan(config)
+    assert plan.services[0].resource == "nvidia.com/gpu.shared"
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None
+    limits = one(rendering, "kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"][
+        "containers"
+    ][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu.shared"] == "1"
+
+
+def test_gke_mps_with_mig_partitions() -> None:
+    config = {
+        "cloud": "gke",
+        "cluster": {"name": "c", "project": "p", "location": "us-central1-c"},
+        "pools": [{"name": "h", "gpu": "h100", "machineType": "a3-highgpu-8g", "nodes": 1,
+                   "migManager": "gke", "mig": "all-3g.40gb", "maxPods": 64,
+                   "sharing": {"mps": {"replicas": 2}}}],
+    }  # fmt: skip
+    pool = _plan(config).pools[0]
+    assert pool.capacity_per_node() == {"nvidia.com/gpu": 32}
+    assert pool.node_selector["cloud.google.com/gke-gpu-partition-size"] == "3g.40gb"
+
+
+@pytest.mark.parametrize(
+    ("pool", "message"),
+    [
+        ({"sharing": {"timeSlicing": {"replicas": 0}}}, r"sharing.timeSlicing.replicas: must be >= 2, got 0"),
+        ({"sharing": {"timeSlicing": {"replicas": 1}}}, r"must be >= 2, got 1"),
+        ({"sharing": {"timeSlicing": {"replicas": 64}}}, r"must be <= 48, got 64"),
+        ({"sharing": {"timeSlicing": {"replicas": 2}, "mps": {"replicas": 2}}}, "must name one strategy"),
+        ({"sharing": {"timeSlicing": {}}}, r"sharing.timeSlicing.replicas: is required"),
+        ({"mig": "all-balanced"}, r"pools\[0\].mig: L4-24GB has no MIG"),
+        ({"migManager": "operator", "sharing": {"mps": {"replicas": 2}}},
+         r"sharing.mps: MPS is not available on GPU Operator pools"),
+        ({"sharing": {"timeSlicing": {"replicas": 2, "rename": True}}},
+         r"sharing.timeSlicing.rename: GKE shares every device"),
+    ],
+)  # fmt: skip
+def test_bad_sharing_is_one_clear_error(pool: dict[str, Any], message: str) -> None:
+    with pytest.raises(MigError, match=message) as caught:
+        _plan(l4(**pool))
+    assert str(caught.value).startswith("mig-inference:pools[0]")
+
+
+def test_profiles_must_be_slices_of_the_layout() -> None:
+    config = plan_config = copy.deepcopy(load_stack_config("eks-h100-mig-timeslice"))
+    plan_config["pools"][0]["sharing"] = {"timeSlicing": {"replicas": 2, "profiles": ["1g.20gb"]}}
+    with pytest.raises(MigError, match=r"profiles\[0\]: '1g.20gb' is not a slice of this pool"):
+        _plan(config)
+
+
+def test_shared_capacity_is_checked() -> None:
+    config = l4()
+    config["services"][0]["replicas"] = 9  # 2 L4 x 4 shares
+    with pytest.raises(MigError, match=r"replicas: needs 9 x nvidia.com/gpu on pool l4"):
+        _plan(config)
+
+
+def test_a_gke_sharing_change_needs_new_nodes_an_operator_one_does_not() -> None:
+    fewer = l4(sharing={"timeSlicing": {"replicas": 2}})
+    fewer["services"][0]["replicas"] = 4
+    gke = diff_records(plan_record(_plan(l4())), plan_record(_plan(fewer)))
+    assert gke.pools[0].change is PoolChange.NEW_NODES
+    assert [f.key for f in gke.pools[0].fields] == ["sharing"]
+    operator = l4(migManager="operator")
+    other = l4(migManager="operator", sharing={"timeSlicing": {"replicas": 2}})
+    other["services"][0]["replicas"] = 4
+    changes = diff_records(plan_record(_plan(operator)), plan_record(_plan(other)))
+    assert changes.pools[0].change is PoolChange.IN_PLACE  # the device plugin's config
+    assert [str(f) for f in changes.pools[0].fields] == ["sharing: timeSlicingx4 -> timeSlicingx2"]
+
+
+def load_stack_config(name: str) -> dict[str, Any]:
+    from mig.stackfile import stack_path
+
+    data = yaml.safe_load(stack_path(name).read_text())["config"]
+    values = {k.split(":", 1)[1]: v for k, v in data.items() if "hfToken" not in k}
+    for service in values.get("services", []):
+        service.pop("hfTokenSecret", None)
+    return values
