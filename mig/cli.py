@@ -31,6 +31,13 @@ def _print_json(payload: Any) -> None:
 
 def _profiles(args: argparse.Namespace) -> int:
     gpu = resolve_gpu(args.gpu)
+    if not gpu.mig_capable:
+        raise MigError(
+            f"{gpu.name} has no MIG profiles: its {gpu.whole_gpu_mib:,} MiB serve whole, or "
+            "shared by time-slicing (a pool's `sharing`)",
+            "--gpu",
+            value=args.gpu,
+        )
     rows = [
         {
             "name": p.name,
@@ -165,10 +172,16 @@ def _fit(args: argparse.Namespace) -> int:
 def _gpus(args: argparse.Namespace) -> int:
     catalog = load_catalog()
     if args.json:
-        _print_json([{"name": g.name, "aliases": list(g.aliases)} for g in catalog.gpus])
+        _print_json(
+            [
+                {"name": g.name, "aliases": list(g.aliases), "mig": g.mig_capable}
+                for g in catalog.every_gpu
+            ]
+        )
         return 0
-    for gpu in catalog.gpus:
-        print(f"{gpu.name:<12} {', '.join(gpu.aliases)}")
+    for gpu in catalog.every_gpu:
+        mig = "" if gpu.mig_capable else " (no MIG: whole or shared)"
+        print(f"{gpu.name:<12} {', '.join(gpu.aliases)}{mig}")
     return 0
 
 
