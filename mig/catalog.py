@@ -112,6 +112,8 @@ class GpuModel:
         found = self._by_name.get(wanted)
         if found is not None:
             return found
+        if not self.profiles:
+            raise MigError(f"{self.name} has no MIG profiles", value=name)
         allowed = ", ".join(p.name for p in self.profiles)
         raise MigError(
             f"{name!r} is not a MIG profile of {self.name}; allowed: {allowed}",

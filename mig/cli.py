@@ -146,6 +146,8 @@ def _fit(args: argparse.Namespace) -> int:
             overhead=args.overhead,
         )
         need = shape.need_mib
+    if not gpu.mig_capable:
+        return _fit_whole(args, gpu, need, billions if understood else None, understood)
     profile = smallest_profile(gpu, need)
     if args.json:
         _print_json(
@@ -165,6 +167,43 @@ def _fit(args: argparse.Namespace) -> int:
         f"needs {need:,.0f} MiB ({need / 1024:.1f} GiB) -> {profile.name} on {gpu.name} "
         f"({profile.memory_mib:,} MiB usable{', estimated' if profile.memory_estimated else ''}), "
         f"request {profile.resource}: 1"
+    )
+    return 0
+
+
+def _fit_whole(
+    args: argparse.Namespace,
+    gpu: GpuModel,
+    need: float,
+    billions: float | None,
+    understood: str | None,
+) -> int:
+    """A GPU without MIG: whether one replica fits it, and how many fit it shared."""
+    whole = gpu.whole_gpu_mib
+    if need > whole:
+        raise MigError(
+            f"needs {need:,.0f} MiB, more than a whole {gpu.name} ({whole:,} MiB usable)",
+            value=round(need, 1),
+        )
+    sharers = min(int(whole // need), 48)
+    if args.json:
+        _print_json(
+            {
+                "gpu": gpu.name,
+                "params_billion": billions,
+                "params_understood": understood,
+                "profile": "gpu",
+                "resource": "nvidia.com/gpu",
+                "need_mib": round(need, 1),
+                "slice_mib": whole,
+                "slice_estimated": False,
+                "replicas_per_shared_gpu": sharers,
+            }
+        )
+        return 0
+    print(
+        f"needs {need:,.0f} MiB ({need / 1024:.1f} GiB) -> a whole {gpu.name} ({whole:,} MiB "
+        f"usable, no MIG); up to {sharers} replicas fit one when it is time-sliced"
     )
     return 0
 

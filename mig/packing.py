@@ -370,6 +370,12 @@ def pack(
     `uniform_nodes` makes every node identical, as a node pool with one MIG label needs;
     `single_profile` serves every workload from one profile (one Deployment, one resource).
     """
+    if not gpu.mig_capable:
+        raise MigError(
+            f"{gpu.name} has no MIG: the planner packs MIG slices; share whole GPUs with a pool's "
+            "`sharing` instead",
+            value=gpu.name,
+        )
     started = time.perf_counter()
     if not workloads:
         raise MigError("no workloads to place")

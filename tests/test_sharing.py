@@ -211,3 +211,26 @@ def load_stack_config(name: str) -> dict[str, Any]:
     for service in values.get("services", []):
         service.pop("hfTokenSecret", None)
     return values
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["profiles", "--gpu", "l4"], "L4-24GB has no MIG profiles"),
+        (["validate", "--gpu", "l4", "1g.10gb"], "L4-24GB has no MIG profiles"),
+        (["fit", "--gpu", "l4", "--memory-gib", "30"], "more than a whole L4-24GB"),
+    ],
+)
+def test_the_cli_on_gpus_without_mig(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from mig.cli import main
+
+    assert main(argv) == 1
+    assert message in capsys.readouterr().err
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("workloads: [{name: a, replicas: 2, memory_gib: 5}]\n")
+    assert main(["pack", str(fleet), "--gpu", "t4"]) == 1
+    assert "T4-16GB has no MIG" in capsys.readouterr().err
+    assert main(["fit", "--gpu", "l4", "--memory-gib", "5"]) == 0
+    assert "up to 4 replicas fit one when it is time-sliced" in capsys.readouterr().out
