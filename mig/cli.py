@@ -30,14 +30,7 @@ def _print_json(payload: Any) -> None:
 
 
 def _profiles(args: argparse.Namespace) -> int:
-    gpu = resolve_gpu(args.gpu)
-    if not gpu.mig_capable:
-        raise MigError(
-            f"{gpu.name} has no MIG profiles: its {gpu.whole_gpu_mib:,} MiB serve whole, or "
-            "shared by time-slicing (a pool's `sharing`)",
-            "--gpu",
-            value=args.gpu,
-        )
+    gpu = _mig_gpu(args.gpu)
     rows = [
         {
             "name": p.name,
@@ -89,8 +82,21 @@ def _print_caveats(gpu: GpuModel) -> None:
         print("placements assumed from the A100/H100 table (no -lgipp output found for this model)")
 
 
+def _mig_gpu(name: str) -> GpuModel:
+    """The GPU named by `--gpu`, refused when it has no MIG (for the verbs about MIG slices)."""
+    gpu = resolve_gpu(name)
+    if not gpu.mig_capable:
+        raise MigError(
+            f"{gpu.name} has no MIG profiles: its {gpu.whole_gpu_mib:,} MiB serve whole, or "
+            "shared by time-slicing (a pool's `sharing`)",
+            "--gpu",
+            value=name,
+        )
+    return gpu
+
+
 def _validate(args: argparse.Namespace) -> int:
-    gpu = resolve_gpu(args.gpu)
+    gpu = _mig_gpu(args.gpu)
     layout = parse_custom_layout(
         gpu, ",".join(f"{p}=1" if "=" not in p else p for p in args.profiles)
     )
@@ -186,6 +192,11 @@ def _fit_whole(
             value=round(need, 1),
         )
     sharers = min(int(whole // need), 48)
+    shared = (
+        f"up to {sharers} replicas fit one when it is time-sliced"
+        if sharers >= 2
+        else "too large to share it with another replica"
+    )
     if args.json:
         _print_json(
             {
@@ -203,7 +214,7 @@ def _fit_whole(
         return 0
     print(
         f"needs {need:,.0f} MiB ({need / 1024:.1f} GiB) -> a whole {gpu.name} ({whole:,} MiB "
-        f"usable, no MIG); up to {sharers} replicas fit one when it is time-sliced"
+        f"usable, no MIG); {shared}"
     )
     return 0
 
@@ -228,7 +239,7 @@ def _pack(args: argparse.Namespace) -> int:
     from mig.packing import pack
     from mig.report import pack_json, pack_text
 
-    gpu = resolve_gpu(args.gpu)
+    gpu = _mig_gpu(args.gpu)
     fleet = load_fleet(args.file)
     plan = pack(gpu, fleet, gpus_per_node=args.gpus_per_node, uniform_nodes=args.uniform_nodes)
     if args.json:
@@ -362,7 +373,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, not a usage dump
-        self.exit(2, f"error: {message} (see `python -m mig {self.prog.split()[-1]} --help`)\n")
+        verb = self.prog.removeprefix("python -m mig").strip()
+        self.exit(2, f"error: {message} (see `python -m mig {verb + ' ' if verb else ''}--help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -36,6 +36,8 @@ def named_configs(gpu: GpuModel) -> dict[str, Layout | None]:
 
     `all-enabled` maps to an empty layout: MIG mode on, no instances.
     """
+    if not gpu.mig_capable:
+        return {ALL_DISABLED: None}
     configs: dict[str, Layout | None] = {ALL_DISABLED: None, ALL_ENABLED: Layout(())}
     for profile in gpu.profiles:
         configs[config_name_of_profile(profile.name)] = Layout.of(

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from mig.clouds import GPU_OPERATOR_PODS_PER_NODE, Cloud
-from mig.labels import GPU_TAINT_KEY
+from mig.labels import DEVICE_PLUGIN_CONFIG_LABEL, GPU_TAINT_KEY
 from mig.migparted import ALL_DISABLED, config_entries, document, dump, named_configs
 from mig.plan import StackPlan
 from mig.plan.sharing import SHARED_SUFFIX
@@ -117,7 +117,9 @@ def device_plugin_configs(plan: StackPlan) -> dict[str, str]:
                 }
             },
         }
-        configs[pool.name] = yaml.safe_dump(document, sort_keys=False)
+        configs[pool.node_labels[DEVICE_PLUGIN_CONFIG_LABEL]] = yaml.safe_dump(
+            document, sort_keys=False
+        )
     return configs
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from mig.engines import engine_container
 from mig.plan import PoolPlan, ServicePlan, StackPlan, layout_of
+from mig.plan.sharing import sharing_text
 
 RECORD_FORMAT = "mig-inference/plan/v1"
 
@@ -28,9 +29,7 @@ def _in_place_inputs(pool: PoolPlan) -> dict[str, str]:
         "taints": ",".join(f"{t.key}={t.value}:{t.effect}" for t in spec.taints),
         "zones": ",".join(pool.zones),
         "mig": pool.config_name,
-        "sharing": (
-            f"{spec.sharing.strategy.value}x{spec.sharing.replicas}" if spec.sharing else "none"
-        ),
+        "sharing": sharing_text(spec.sharing),
     }
     return {k: v for k, v in values.items() if k not in pool.replacement_inputs}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import runpy
 import shutil
@@ -115,6 +116,8 @@ class Rendering:
     """Data sources the program called (token, arguments)."""
     reads: list[Recorded] = field(default_factory=list)
     """Live objects the program read (type, name, id as `inputs["id"]`)."""
+    logs: list[str] = field(default_factory=list)
+    """What the program logged (`pulumi.log`), as `<level>: <message>`."""
 
     def of_type(self, type_token: str) -> list[Recorded]:
         return [r for r in self.resources if r.type == type_token]
@@ -187,6 +190,24 @@ def stack_config(
     return config, secret_keys, values
 
 
+class _ListHandler(logging.Handler):
+    def __init__(self, logs: list[str]) -> None:
+        super().__init__()
+        self.logs = logs
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.logs.append(f"{record.levelname.lower()}: {record.getMessage()}")
+
+
+def _log_to(rendering: Rendering) -> logging.Logger:
+    """A logger keeping the program's messages in the rendering instead of printing them."""
+    logger = logging.getLogger(f"mig.render.{id(rendering)}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.handlers = [_ListHandler(rendering.logs)]
+    return logger
+
+
 def run_program(
     stack: str,
     stack_file: Path,
@@ -227,7 +248,9 @@ def run_program(
     try:
         runtime_config.set_all_config(config, secret_keys)
         settings.reset_options(project=PROJECT, stack=stack)
-        mocks.set_mocks(Recorder(), project=PROJECT, stack=stack, preview=False)
+        mocks.set_mocks(
+            Recorder(), project=PROJECT, stack=stack, preview=False, logger=_log_to(rendering)
+        )
 
         def record_options(
             args: pulumi.ResourceTransformationArgs,

@@ -66,7 +66,8 @@ def repartition_targets(plan: StackPlan) -> list[RepartitionTarget]:
 
 
 def _in_place(pool: PoolPlan) -> bool:
-    return pool.operator_managed and pool.rollout is Rollout.IN_PLACE
+    # GPUs without MIG have nothing to re-partition (and no MIG manager to report success).
+    return pool.operator_managed and pool.gpu.mig_capable and pool.rollout is Rollout.IN_PLACE
 
 
 def _target(pool: PoolPlan) -> RepartitionTarget:

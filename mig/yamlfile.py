@@ -17,7 +17,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` merges another mapping; PyYAML expands it below
             key = self.construct_object(key_node, deep=deep)
+            try:
+                hash(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"a key must be a plain value, got {key!r}",
+                    key_node.start_mark,
+                ) from None
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     "while reading a mapping",

@@ -193,3 +193,45 @@ def test_warnings_go_to_stderr_and_into_the_json(
 def test_json_on_every_verb(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--json"]) == 0
     json.loads(capsys.readouterr().out)
+
+
+def test_yaml_merge_keys_still_work_and_list_keys_are_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "Pulumi.test.yaml"
+    path.write_text(
+        "config:\n"
+        "  mig-inference:cloud: gke\n"
+        "  mig-inference:cluster: {name: c, project: p, location: us-central1-c}\n"
+        "  mig-inference:pools:\n"
+        "    - &base {name: a, gpu: h100, machineType: a3-highgpu-8g, nodes: 1, mig: all-balanced}\n"
+        "    - {<<: *base, name: b}\n"
+    )
+    code, _out, err = plan(capsys, path)
+    assert code == 0, err
+    path.write_text("config:\n  ? [a, b]\n  : 1\n")
+    code, _out, err = plan(capsys, path)
+    assert code == 1 and "a key must be a plain value" in err and "Traceback" not in err
+
+
+def test_duplicates_are_named_at_their_place_in_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool = {"gpu": "h100", "machineType": "a3-highgpu-8g", "nodes": 1, "mig": "all-balanced"}
+    config = stack(pools=[{**pool, "name": "x", "gpu": "v100"}, {**pool, "name": "a"},
+                          {**pool, "name": "a"}])  # fmt: skip
+    code, _out, err = plan(capsys, write(tmp_path, config))
+    assert code == 1
+    assert "pools[0].gpu: unknown GPU 'v100'" in err
+    assert "pools[2].name: duplicate pool name 'a'" in err
+
+
+def test_a_secret_named_like_a_stack_key_is_refused_at_the_service(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = stack()
+    config["services"][0]["hfTokenSecret"] = "cloud"
+    code, _out, err = plan(capsys, write(tmp_path, config))
+    assert code == 1
+    assert "services[0].hfTokenSecret: 'cloud' is a key of the stack itself" in err
+    assert "mig-inference:cloud: is named by" not in err

@@ -55,7 +55,10 @@ def test_operator_time_slicing_config_in_nvidias_format() -> None:
     values = one(stack_rendering("eks-g6e-timeslice"), RELEASE).inputs["values"]
     config = values["devicePlugin"]["config"]
     assert (config["name"], config["create"]) == ("mig-inference-device-plugin-config", True)
-    document = yaml.safe_load(config["data"]["l40s-shared"])
+    pool = plan_stack(load_stack("eks-g6e-timeslice")).pool("l40s-shared")
+    key = pool.node_labels["nvidia.com/device-plugin.config"]
+    assert key.startswith("l40s-shared-") and list(config["data"]) == [key]
+    document = yaml.safe_load(config["data"][key])
     assert document == {
         "version": "v1",
         "flags": {"migStrategy": "mixed"},
@@ -65,8 +68,6 @@ def test_operator_time_slicing_config_in_nvidias_format() -> None:
             "resources": [{"name": "nvidia.com/gpu", "replicas": 4}],
         }},
     }  # fmt: skip
-    pool = plan_stack(load_stack("eks-g6e-timeslice")).pool("l40s-shared")
-    assert pool.node_labels["nvidia.com/device-plugin.config"] == "l40s-shared"
     assert "nvidia.com/mig.config" not in pool.node_labels  # an L40S has no MIG
     assert pool.capacity_per_node() == {"nvidia.com/gpu": 16}
     assert pool.max_pods_required == 16 + 10 + 5
@@ -74,7 +75,7 @@ def test_operator_time_slicing_config_in_nvidias_format() -> None:
 
 def test_time_sliced_mig_slices_next_to_unshared_ones() -> None:
     values = one(stack_rendering("eks-h100-mig-timeslice"), RELEASE).inputs["values"]
-    document = yaml.safe_load(values["devicePlugin"]["config"]["data"]["h100-mixed"])
+    [document] = [yaml.safe_load(v) for v in values["devicePlugin"]["config"]["data"].values()]
     assert document["sharing"]["timeSlicing"]["resources"] == [
         {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}
     ]
@@ -234,3 +235,34 @@ def test_the_cli_on_gpus_without_mig(
     assert "T4-16GB has no MIG" in capsys.readouterr().err
     assert main(["fit", "--gpu", "l4", "--memory-gib", "5"]) == 0
     assert "up to 4 replicas fit one when it is time-sliced" in capsys.readouterr().out
+
+
+def test_a_sharing_change_gives_the_nodes_a_new_config_key() -> None:
+    """The device plugin reloads when a node's config label changes, not its ConfigMap."""
+    keys = set()
+    for sharing in ({"replicas": 4}, {"replicas": 2}, {"replicas": 4, "rename": True}):
+        config = l4(migManager="operator", sharing={"timeSlicing": sharing})
+        config["services"][0]["replicas"] = 4
+        pool = _plan(config).pools[0]
+        keys.add(pool.node_labels["nvidia.com/device-plugin.config"])
+    assert len(keys) == 3
+
+
+def test_gpus_without_mig_are_never_repartitioned() -> None:
+    from mig.repartition import repartition_targets
+
+    config = {
+        "cloud": "existing",
+        "cluster": {"name": "lab", "context": "lab"},
+        "pools": [{"name": "l4", "gpu": "l4", "gpusPerNode": 2, "nodeNames": ["n1"]}],
+    }
+    assert repartition_targets(_plan(config)) == []
+
+
+def test_shared_replicas_ask_for_their_share_of_the_node() -> None:
+    plan = plan_stack(load_stack("gke-l4-timeshare"))
+    [service] = plan.services
+    vcpus, gib = service.pool.node_vcpus_and_gib
+    devices = sum(o.per_node for o in service.pool.offers)
+    assert service.cpu_millicores * devices <= vcpus * 1000 * 0.85
+    assert service.memory_mib * devices <= gib * 1024 * 0.85

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Mapping
 
 from mig.clouds import Cloud
+from mig.plan.sharing import sharing_text
 from mig.spec import MigManager, PoolSpec, Rollout, StackSpec
 
 GENERATION_LENGTH = 6
@@ -68,9 +69,7 @@ def replacement_inputs(
         "labels": pool.labels,
         "taints": [f"{t.key}={t.value}:{t.effect}" for t in pool.taints],
         "zones": pool.zones,
-        "sharing": (
-            f"{pool.sharing.strategy.value}x{pool.sharing.replicas}" if pool.sharing else "none"
-        ),
+        "sharing": sharing_text(pool.sharing),
         # Sets, not lists, to the clouds: the order they are given in changes nothing.
         "cluster.subnetIds": sorted(spec.cluster.get("subnetIds", ())),
         "cluster.podSubnetIds": sorted(spec.cluster.get("podSubnetIds", ())),

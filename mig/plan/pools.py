@@ -37,7 +37,7 @@ from mig.migparted import ALL_DISABLED, resolve_config
 from mig.packing import PackPlan, Workload, pack
 from mig.plan.generation import generation_of, replacement_inputs
 from mig.plan.model import WHOLE_GPU, Offer, PoolPlan
-from mig.plan.sharing import shared_offers
+from mig.plan.sharing import device_plugin_config_key, shared_offers
 from mig.plan.zones import per_zone, pool_zones
 from mig.spec import AUTO, FILL, MigManager, NodeCount, PoolSpec, StackSpec, key_path
 
@@ -267,7 +267,7 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
             labels[MIG_CONFIG_LABEL] = config_name
         if pool.sharing is not None:
             # The device plugin reads this pool's sharing from its config ConfigMap, by this key.
-            labels[DEVICE_PLUGIN_CONFIG_LABEL] = pool.name
+            labels[DEVICE_PLUGIN_CONFIG_LABEL] = device_plugin_config_key(pool, offers)
         if spec.cloud is Cloud.GKE:
             labels[GKE_NO_DEVICE_PLUGIN_LABEL] = "true"
     elif any(p.mig_manager is MigManager.OPERATOR for p in spec.pools):

@@ -138,10 +138,12 @@ def _engine_sizing(
 
 def _requests(pool: PoolPlan, offer: Offer) -> tuple[int, int, int]:
     """CPU (millicores), memory (MiB) and /dev/shm (MiB) for one replica: the slice's share of
-    the node's compute, applied to the node's allocatable vCPUs and memory."""
+    the node's compute (divided among the pods sharing the slice), applied to the node's
+    allocatable vCPUs and memory."""
     vcpus, gib = pool.node_vcpus_and_gib
     slots = pool.gpu.compute_slices * pool.gpus_per_node
     share = offer.compute / slots if offer.profile != WHOLE_GPU else 1 / pool.gpus_per_node
+    share /= offer.shared_by
     cpu = max(500, int(vcpus * NODE_ALLOCATABLE_FRACTION * share * 1000) // 100 * 100)
     memory = max(2048, int(gib * 1024 * NODE_ALLOCATABLE_FRACTION * share) // 256 * 256)
     shm = max(1024, min(memory // 2, offer.memory_mib // 4) // 256 * 256)

@@ -4,13 +4,14 @@ by time-slicing (no isolation), so the plan checks the replicas fit it together.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 
 from mig.errors import MigError
 from mig.plan.model import Offer
-from mig.spec import AUTO, MigManager, PoolSpec, SharingStrategy
+from mig.spec import AUTO, MigManager, PoolSpec, SharingSpec, SharingStrategy
 
 SHARED_SUFFIX = ".shared"
 """What the device plugin appends to a resource's name with `renameByDefault`."""
@@ -85,3 +86,24 @@ def utilization(offer: Offer, requested: float | None, path: str) -> float:
             )
         return requested
     return math.floor(DEFAULT_UTILIZATION / offer.shared_by * 100) / 100
+
+
+def sharing_text(sharing: SharingSpec | None) -> str:
+    """Everything about a pool's sharing that changes what its nodes advertise."""
+    if sharing is None:
+        return "none"
+    text = f"{sharing.strategy.value}x{sharing.replicas}"
+    if sharing.rename:
+        text += ",renamed"
+    if sharing.profiles:
+        text += ",only " + "+".join(sharing.profiles)
+    return text
+
+
+def device_plugin_config_key(pool: PoolSpec, offers: Sequence[Offer]) -> str:
+    """The key of a pool's entry in the device plugin's config, changing with its content: the
+    plugin reloads its config when a node's `nvidia.com/device-plugin.config` label changes, not
+    when the ConfigMap does, so a new content must come with a new label value."""
+    shared = sorted(f"{o.resource}x{o.shared_by}" for o in offers if o.shared_by > 1)
+    text = f"{sharing_text(pool.sharing)}|{'|'.join(shared)}"
+    return f"{pool.name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"

@@ -102,9 +102,9 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
     tp = node.child("tensorParallelSize").integer(1, minimum=1)
     if tp != 1:
         raise node.child("tensorParallelSize").error(
-            f"must be 1 on MIG, got {tp}: a replica runs on one MIG slice and NCCL cannot "
-            "span MIG devices; use a larger slice, or full GPUs (mig: all-disabled) for "
-            "tensor parallelism"
+            f"must be 1, got {tp}: each replica here gets one device, a MIG slice or a GPU, and "
+            "NCCL cannot span MIG devices; pick a larger slice or GPU for a model that needs "
+            "more memory"
         )
     utilization = node.child("gpuMemoryUtilization").number(minimum=0)
     if utilization is not None and utilization > 0.98:

@@ -50,9 +50,11 @@ def _attempt(problems: list[MigError], parse: Callable[[], T]) -> T | None:
         return None
 
 
-def _duplicates(names: list[str], path: str, what: str, problems: list[MigError]) -> None:
+def _duplicates(items: Any, path: str, what: str, problems: list[MigError]) -> None:
+    """Names given twice in a list of mappings, at their position in the file."""
+    names = [item.get("name") if isinstance(item, dict) else None for item in items or []]
     for index, name in enumerate(names):
-        if names.index(name) != index:
+        if isinstance(name, str) and names.index(name) != index:
             problems.append(MigError(f"duplicate {what} {name!r}", f"{path}[{index}].name",
                                      value=name))  # fmt: skip
 
@@ -68,7 +70,14 @@ def parse_stack(
 
     Raises MigErrors naming every bad value found (one per key path), not only the first."""
     problems: list[MigError] = []
-    referenced = _secret_references(values)
+    referenced = {k: v for k, v in _secret_references(values).items() if k not in TOP_KEYS}
+    for name, where in _secret_references(values).items():
+        if name in TOP_KEYS:
+            problems.append(MigError(
+                f"{name!r} is a key of the stack itself, not a secret; name the secret config "
+                "key that holds the value",
+                key_path(where), value=name,
+            ))  # fmt: skip
     for key in values:
         if key in referenced and key not in secret_keys:
             problems.append(MigError(
@@ -98,15 +107,17 @@ def parse_stack(
 
     cluster = _attempt(problems, lambda: cluster_spec(node("cluster"), cloud, named_keys))
     pools_node = node("pools")
-    pools = tuple(
-        pool for item in pools_node.items()
+    parsed = [
+        (index, pool) for index, item in enumerate(pools_node.items())
         if (pool := _attempt(problems, partial(pool_spec, item, cloud))) is not None
-    )  # fmt: skip
+    ]  # fmt: skip
+    pools = tuple(pool for _index, pool in parsed)
     if pools_node.value is None or pools_node.value == []:
         problems.append(pools_node.error("is required: at least one GPU pool"))
-    _duplicates([p.name for p in pools], pools_node.path, "pool name", problems)
+    _duplicates(pools_node.value if isinstance(pools_node.value, list) else [],
+                pools_node.path, "pool name", problems)  # fmt: skip
     owners: dict[str, str] = {}
-    for index, pool in enumerate(pools):
+    for index, pool in parsed:
         for position, node_name in enumerate(pool.node_names):
             if owners.setdefault(node_name, pool.name) != pool.name:
                 problems.append(MigError(
@@ -120,7 +131,8 @@ def parse_stack(
         service for item in services_node.items()
         if (service := _attempt(problems, partial(service_spec, item, named_keys))) is not None
     )  # fmt: skip
-    _duplicates([s.name for s in services], services_node.path, "service name", problems)
+    _duplicates(services_node.value if isinstance(services_node.value, list) else [],
+                services_node.path, "service name", problems)  # fmt: skip
     if problems:
         raise MigErrors(problems)
     assert cluster is not None and operator is not None
