@@ -48,6 +48,13 @@ class MigError(ValueError):
         }
 
 
+class AlreadyReported(MigError):
+    """A section could not be read; the errors that stopped it are already recorded."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__("errors recorded above", path)
+
+
 class MigErrors(MigError):
     """Every error found in one input, in the order found (one per key path)."""
 

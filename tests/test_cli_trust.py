@@ -235,3 +235,23 @@ def test_a_secret_named_like_a_stack_key_is_refused_at_the_service(
     assert code == 1
     assert "services[0].hfTokenSecret: 'cloud' is a key of the stack itself" in err
     assert "mig-inference:cloud: is named by" not in err
+
+
+def test_several_bad_values_of_one_pool_and_one_service_are_all_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = stack(
+        cloud="eks",
+        cluster={"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        pools=[{"name": "p", "gpu": "v100", "nodes": 1, "spot": "maybe", "rollout": "sideways"}],
+        services=[{"name": "s", "model": "m", "memoryGiB": 4, "tensorParallelSize": 2,
+                   "healthPath": "health", "hpaMaxReplicas": 0}],
+    )  # fmt: skip
+    code, out, _err = plan(capsys, write(tmp_path, config), "--json")
+    assert code == 1
+    keys = [e["key"].removeprefix("mig-inference:") for e in json.loads(out)["errors"]]
+    assert keys == [
+        "pools[0].gpu", "pools[0].machineType", "pools[0].rollout", "pools[0].spot",
+        "services[0].tensorParallelSize", "services[0].healthPath",
+        "services[0].hpaMaxReplicas",
+    ]  # fmt: skip

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from mig.catalog import resolve_gpu
 from mig.clouds import K8S_TAINT_EFFECTS, Cloud
-from mig.errors import MigError
+from mig.errors import AlreadyReported, MigError
 from mig.spec.model import (
     AUTO,
     MigManager,
@@ -115,15 +115,16 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     raw = node.mapping(POOL_KEYS)
     # Cloud pools' physical names append `-<generation>` within GKE's 40-character limit.
     name = dns_label(node.child("name"), POOL_NAME_MAX)
-    try:
-        gpu = resolve_gpu(node.child("gpu").req_string())
-    except MigError as error:
-        raise MigError(
-            error.message, node.child("gpu").path, value=error.value, allowed=error.allowed
-        ) from None
+    gpu = None
+    gpu_name = node.child("gpu").req_string()
+    if gpu_name:
+        try:
+            gpu = resolve_gpu(gpu_name)
+        except MigError as error:
+            node.child("gpu").problem(error.message, None, error.allowed)
     machine = node.child("machineType").string()
     if cloud is not Cloud.EXISTING and machine is None:
-        raise node.child("machineType").error(f"is required for cloud {cloud.value}")
+        node.child("machineType").problem(f"is required for cloud {cloud.value}", None)
     node_names = node.child("nodeNames").strings()
     for index, node_name in enumerate(node_names):
         if node_names.index(node_name) != index:
@@ -132,70 +133,91 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
             )
     if cloud is Cloud.EXISTING:
         if not node_names:
-            raise node.child("nodeNames").error(
-                "is required for an existing cluster: the nodes of this pool"
+            node.child("nodeNames").problem(
+                "is required for an existing cluster: the nodes of this pool", None
             )
     elif node_names:
-        raise node.child("nodeNames").error("is only for cloud `existing`; cloud pools are created")
+        node.child("nodeNames").problem(
+            "is only for cloud `existing`; cloud pools are created", None
+        )
     mig_manager = node.child("migManager").choice(MigManager, MigManager.OPERATOR)
     if mig_manager is MigManager.GKE and cloud is not Cloud.GKE:
-        raise node.child("migManager").error(f"`gke` is GKE's native MIG; cloud is {cloud.value}")
+        mig_manager = node.child("migManager").problem(
+            f"`gke` is GKE's native MIG; cloud is {cloud.value}", MigManager.OPERATOR
+        )
     nodes_given = raw.get("nodes") is not None
     mig = _mig(node.child("mig"))
     if cloud is Cloud.EXISTING:
         nodes = NodeCount(len(node_names), len(node_names))
-        if nodes_given and _nodes(node.child("nodes")) != nodes:
-            raise node.child("nodes").error(
-                f"must equal the {len(node_names)} nodeNames (or be left out)"
+        if nodes_given and node_names and _nodes(node.child("nodes")) != nodes:
+            node.child("nodes").problem(
+                f"must equal the {len(node_names)} nodeNames (or be left out)", None
             )
     elif nodes_given:
         nodes = _nodes(node.child("nodes"))
     elif mig == AUTO:
         nodes = NodeCount(0, 0)  # sized by the planner
     else:
-        raise node.child("nodes").error("is required: a node count or {min, max}")
+        nodes = node.child("nodes").problem(
+            "is required: a node count or {min, max}", NodeCount(0, 0)
+        )
     disk = node.child("diskSizeGb").integer(200, minimum=50)
     assert disk is not None
     if cloud is Cloud.OKE and raw.get("imageId") is None:
-        raise node.child("imageId").error("is required on OKE: the OCID of a GPU node image")
+        node.child("imageId").problem("is required on OKE: the OCID of a GPU node image", None)
     rollout = node.child("rollout").choice(
         Rollout, Rollout.IN_PLACE if cloud is Cloud.EXISTING else Rollout.BLUE_GREEN
     )
     if cloud is Cloud.EXISTING and rollout is not Rollout.IN_PLACE:
-        raise node.child("rollout").error(
+        rollout = node.child("rollout").problem(
             "existing nodes cannot be replaced by a new generation; their layout changes "
-            "in-place, node by node (leave rollout out)"
+            "in-place, node by node (leave rollout out)",
+            Rollout.IN_PLACE,
         )
     if rollout is Rollout.IN_PLACE and mig_manager is MigManager.GKE:
-        raise node.child("rollout").error(
+        node.child("rollout").problem(
             "GKE's native MIG partitions GPUs when a node is created, so a partition change "
-            "always needs new nodes; use rollout: blue-green, or migManager: operator"
+            "always needs new nodes; use rollout: blue-green, or migManager: operator",
+            None,
         )
     max_unavailable = node.child("maxUnavailable").integer(1, minimum=1)
     assert max_unavailable is not None
     if raw.get("maxUnavailable") is not None and rollout is not Rollout.IN_PLACE:
-        raise node.child("maxUnavailable").error(
-            "only applies to rollout: in-place (how many nodes are re-partitioned at once)"
+        node.child("maxUnavailable").problem(
+            "only applies to rollout: in-place (how many nodes are re-partitioned at once)", None
         )
+    # Every value is read (and its errors recorded) before a missing GPU ends the pool.
+    gpus_per_node = node.child("gpusPerNode").integer(minimum=1, maximum=16)
+    max_pods = node.child("maxPods").integer(minimum=1)
+    spot = node.child("spot").boolean(False)
+    labels = node.child("labels").labels()
+    no_taints: tuple[Taint, ...] = ()
+    taints = node.attempt(lambda: _taints(node.child("taints")), no_taints)
+    system_pods = node.child("systemPods").integer(minimum=0)
+    zones = node.child("zones").strings()
+    image_id = node.child("imageId").string()
+    sharing = node.attempt(lambda: _sharing(node.child("sharing")), None)
+    if gpu is None:
+        raise AlreadyReported(node.path)  # no pool without its GPU; its errors are recorded
     return PoolSpec(
         name=name,
         gpu=gpu,
         machine_type=machine,
-        gpus_per_node=node.child("gpusPerNode").integer(minimum=1, maximum=16),
         nodes=nodes,
         mig=mig,
         mig_manager=mig_manager,
-        max_pods=node.child("maxPods").integer(minimum=1),
-        spot=node.child("spot").boolean(False),
-        labels=node.child("labels").labels(),
-        taints=_taints(node.child("taints")),
         node_names=node_names,
-        system_pods=node.child("systemPods").integer(minimum=0),
         disk_size_gb=disk,
-        zones=node.child("zones").strings(),
-        image_id=node.child("imageId").string(),
         nodes_given=nodes_given or cloud is Cloud.EXISTING,
         rollout=rollout,
         max_unavailable=max_unavailable,
-        sharing=_sharing(node.child("sharing")),
+        gpus_per_node=gpus_per_node,
+        max_pods=max_pods,
+        spot=spot,
+        labels=labels,
+        taints=taints,
+        system_pods=system_pods,
+        zones=zones,
+        image_id=image_id,
+        sharing=sharing,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -47,6 +47,16 @@ class ConfigNode:
             raise error
         self.problems.append(error)
         return placeholder
+
+    def attempt(self, read: Callable[[], T], placeholder: T) -> T:
+        """`read()`, or (collecting) `placeholder` once the error that stopped it is recorded."""
+        if self.problems is None:
+            return read()
+        try:
+            return read()
+        except MigError as error:
+            self.problems.append(error)
+            return placeholder
 
     def mapping(self, allowed: tuple[str, ...]) -> dict[str, Any]:
         if not isinstance(self.value, dict):

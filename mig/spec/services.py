@@ -55,11 +55,11 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
     engine = node.child("engine").choice(Engine, Engine.VLLM)
     model = node.child("model").string()
     if model is None and engine is not Engine.CUSTOM:
-        raise node.child("model").error(f"is required for engine {engine.value}")
+        node.child("model").problem(f"is required for engine {engine.value}", None)
     shape = None
     need = None
     if raw.get("memoryGiB") is not None and raw.get("params") is not None:
-        raise node.child("memoryGiB").error("give memoryGiB or params (with dtype...), not both")
+        node.child("memoryGiB").problem("give memoryGiB or params (with dtype...), not both", None)
     if raw.get("memoryGiB") is not None:
         memory = node.child("memoryGiB").number(minimum=0)
         assert memory is not None
@@ -67,8 +67,10 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
     elif raw.get("params") is not None:
         dtype = node.child("dtype").string("bf16")
         if dtype not in BYTES_PER_PARAM:
-            raise node.child("dtype").error(
-                f"{dtype!r} is not allowed; allowed: {', '.join(BYTES_PER_PARAM)}"
+            dtype = node.child("dtype").problem(
+                f"{dtype!r} is not allowed; allowed: {', '.join(BYTES_PER_PARAM)}",
+                "bf16",
+                list(BYTES_PER_PARAM),
             )
         try:
             shape = ModelShape(
@@ -85,12 +87,13 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         except MigError as error:
             # ModelShape names its field in the message; point at the stack key it came from.
             key = next((k for f, k in _SHAPE_KEYS.items() if error.message.startswith(f)), "params")
-            raise node.child(key).error(error.message) from None
-        need = shape.need_mib
+            node.child(key).problem(error.message, None)
+        need = shape.need_mib if shape is not None else None
     profile = node.child("profile").string(AUTO) or AUTO
-    if profile == AUTO and need is None:
-        raise node.child("memoryGiB").error(
-            "is required with profile auto: give memoryGiB, or params and dtype, or a profile"
+    if profile == AUTO and raw.get("memoryGiB") is None and raw.get("params") is None:
+        node.child("memoryGiB").problem(
+            "is required with profile auto: give memoryGiB, or params and dtype, or a profile",
+            None,
         )
     replicas_raw = raw.get("replicas", 1)
     if replicas_raw == FILL:
@@ -101,33 +104,40 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         replicas = count
     tp = node.child("tensorParallelSize").integer(1, minimum=1)
     if tp != 1:
-        raise node.child("tensorParallelSize").error(
+        node.child("tensorParallelSize").problem(
             f"must be 1, got {tp}: each replica here gets one device, a MIG slice or a GPU, and "
             "NCCL cannot span MIG devices; pick a larger slice or GPU for a model that needs "
-            "more memory"
+            "more memory",
+            None,
         )
     utilization = node.child("gpuMemoryUtilization").number(minimum=0)
     if utilization is not None and utilization > 0.98:
-        raise node.child("gpuMemoryUtilization").error(f"must be in (0, 0.98], got {utilization}")
+        utilization = node.child("gpuMemoryUtilization").problem(
+            f"must be in (0, 0.98], got {utilization}", None
+        )
     command = node.child("command").strings()
     image = node.child("image").string()
     if engine is Engine.CUSTOM and (image is None or not command):
-        raise node.child("image" if image is None else "command").error(
-            "engine custom needs both image and command"
+        node.child("image" if image is None else "command").problem(
+            "engine custom needs both image and command", None
         )
     namespace = dns_label(node.child("namespace")) if raw.get("namespace") else "inference"
     health_path = node.child("healthPath").string()
     if health_path is not None and not health_path.startswith("/"):
-        raise node.child("healthPath").error(f"must start with /, got {health_path!r}")
+        health_path = node.child("healthPath").problem(
+            f"must start with /, got {health_path!r}", None
+        )
     if raw.get("apiKeySecret") is not None and engine not in (Engine.VLLM, Engine.CUSTOM):
-        raise node.child("apiKeySecret").error(
-            f"engine {engine.value} takes no API key here; put a gateway in front of it"
+        node.child("apiKeySecret").problem(
+            f"engine {engine.value} takes no API key here; put a gateway in front of it", None
         )
     hpa = node.child("hpaMaxReplicas").integer(minimum=1)
     if hpa is not None and replicas == FILL:
-        raise node.child("hpaMaxReplicas").error("cannot autoscale a `fill` service")
+        hpa = node.child("hpaMaxReplicas").problem("cannot autoscale a `fill` service", None)
     if hpa is not None and isinstance(replicas, int) and hpa < replicas:
-        raise node.child("hpaMaxReplicas").error(f"must be >= replicas ({replicas}), got {hpa}")
+        hpa = node.child("hpaMaxReplicas").problem(
+            f"must be >= replicas ({replicas}), got {hpa}", None
+        )
     return ServiceSpec(
         name=name,
         model=model or "",

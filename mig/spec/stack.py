@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from mig.clouds import Cloud
-from mig.errors import MigError, MigErrors
+from mig.errors import AlreadyReported, MigError, MigErrors
 from mig.spec.cluster import cluster_spec
 from mig.spec.model import StackSpec
 from mig.spec.operator import gpu_operator_spec
@@ -45,6 +45,8 @@ def _attempt(problems: list[MigError], parse: Callable[[], T]) -> T | None:
     """Run one section's parser, recording the error that stops it."""
     try:
         return parse()
+    except AlreadyReported:
+        return None
     except MigError as error:
         problems.append(error)
         return None
