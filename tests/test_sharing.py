@@ -266,3 +266,17 @@ def test_shared_replicas_ask_for_their_share_of_the_node() -> None:
     devices = sum(o.per_node for o in service.pool.offers)
     assert service.cpu_millicores * devices <= vcpus * 1000 * 0.85
     assert service.memory_mib * devices <= gib * 1024 * 0.85
+
+
+def test_a_context_cut_to_fit_a_share_is_said() -> None:
+    config = l4()
+    config["services"][0] = {"name": "chat", "model": "m", "params": 1.5, "dtype": "bf16",
+                             "layers": 28, "kvHeads": 2, "headDim": 128, "context": 32768,
+                             "concurrency": 4, "replicas": 8}  # fmt: skip
+    plan = _plan(config)
+    [service] = plan.services
+    assert service.sizing.max_model_len is not None and service.sizing.max_model_len < 32768
+    assert any(
+        w.startswith(f"service chat: context cut from 32,768 to {service.sizing.max_model_len:,}")
+        for w in plan.warnings
+    )

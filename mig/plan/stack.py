@@ -60,6 +60,13 @@ def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> lis
                 "--max-model-len is not derived; vLLM sizes its KV cache at start and fails if "
                 "the model's full context does not fit the slice"
             )
+        shape, length = service.spec.shape, service.sizing.max_model_len
+        if shape is not None and length is not None and length < shape.context:
+            warnings.append(
+                f"service {service.name}: context cut from {shape.context:,} to {length:,} "
+                f"tokens so {service.sizing.max_num_seqs} sequences' KV cache fits its share of "
+                f"{service.profile} (--max-model-len {length})"
+            )
     return warnings
 
 
