@@ -281,3 +281,17 @@ def test_a_context_cut_to_fit_a_share_is_said() -> None:
         w.startswith(f"service chat: context cut from 65,536 to {service.sizing.max_model_len:,}")
         for w in plan.warnings
     )
+
+
+def test_a_sharing_change_on_oke_needs_new_nodes() -> None:
+    def oke(replicas: int) -> dict[str, Any]:
+        return {
+            "cloud": "oke",
+            "cluster": {"name": "c", "compartmentId": "o", "clusterId": "k", "subnetIds": ["s"],
+                        "availabilityDomains": ["AD-1"]},
+            "pools": [{"name": "a10", "gpu": "a10", "machineType": "VM.GPU.A10.2", "nodes": 1,
+                       "imageId": "i", "sharing": {"timeSlicing": {"replicas": replicas}}}],
+        }  # fmt: skip
+
+    [pool] = diff_records(plan_record(_plan(oke(2))), plan_record(_plan(oke(4)))).pools
+    assert pool.change is PoolChange.NEW_NODES and [f.key for f in pool.fields] == ["sharing"]

@@ -34,6 +34,7 @@ _PER_CLOUD: dict[Cloud, tuple[str, ...]] = {
         "labels",
         "taints",
         "zones",
+        "sharing",  # the device plugin's config label, like every label, reaches new nodes only
         "cluster.subnetIds",
         "cluster.podSubnetIds",
         "cluster.availabilityDomains",
