@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.cloud import cluster, gpu_pools
+from components.cloud import cluster, cluster_autoscaler, gpu_pools
 from components.cluster_access import kubernetes_provider
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.inference import InferenceService, InferenceServiceArgs
@@ -106,6 +106,7 @@ if operator_needed(plan):
             )
         )
 pools = gpu_pools(plan, joined, kubernetes, pool_after)
+cluster_autoscaler(plan, joined, kubernetes, pools)
 
 ready: list[pulumi.Resource] = [*pools, *([operator] if operator else [])]
 targets = gate_targets(plan)

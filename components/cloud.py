@@ -11,6 +11,12 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import pulumi_oci as oci
 
+from components.cluster_autoscaler import (
+    EksClusterAutoscaler,
+    EksClusterAutoscalerArgs,
+    OkeClusterAutoscaler,
+    OkeClusterAutoscalerArgs,
+)
 from components.eks import EksCluster, EksClusterArgs, EksGpuNodeGroup, EksGpuNodeGroupArgs
 from components.existing import ExistingNodePool, ExistingNodePoolArgs
 from components.gke import GkeCluster, GkeClusterArgs, GkeGpuPool, GkeGpuPoolArgs
@@ -182,3 +188,42 @@ def _pool(
         ExistingNodePoolArgs(pool),
         pulumi.ResourceOptions(providers=[kubernetes], depends_on=list(after) or None),
     )
+
+
+def cluster_autoscaler(
+    plan: StackPlan,
+    joined: Cluster,
+    kubernetes: k8s.Provider,
+    pools: Sequence[pulumi.Resource],
+) -> pulumi.Resource | None:
+    """The cloud's Cluster Autoscaler when a pool autoscales (GKE's is built in)."""
+    spec = plan.spec
+    autoscaled = [
+        (pool, made) for pool, made in zip(plan.pools, pools, strict=True) if pool.autoscaled
+    ]
+    if not autoscaled:
+        return None
+    if spec.cloud is Cloud.EKS:
+        return EksClusterAutoscaler(
+            "cluster-autoscaler",
+            EksClusterAutoscalerArgs(
+                cluster_name=spec.cluster.name,
+                region=spec.cluster.get("region"),
+                install_pod_identity_agent=spec.cluster.create,
+            ),
+            kubernetes,
+            _opts(joined.cloud_provider, [*joined.created, *pools]),
+        )
+    if spec.cloud is Cloud.OKE:
+        return OkeClusterAutoscaler(
+            "cluster-autoscaler",
+            OkeClusterAutoscalerArgs(
+                cluster_id=joined.ref,
+                pools=[
+                    (pool.min_nodes, pool.max_nodes, made.id)  # type: ignore[attr-defined]
+                    for pool, made in autoscaled
+                ],
+            ),
+            _opts(joined.cloud_provider, [*joined.created, *pools]),
+        )
+    return None

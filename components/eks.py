@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from components.kubeconfig import eks_kubeconfig
 from mig.bootstrap import eks_user_data
 from mig.clouds import cloud_taint_effect
 from mig.plan import PoolPlan
+from mig.plan.autoscaling import node_template_tags
 
 GPU_AMI = "AL2023_x86_64_NVIDIA"
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -24,6 +26,15 @@ NODE_POLICIES = (
 )
 """The managed policies EKS worker nodes need, and no more."""
 CLUSTER_POLICIES = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
+
+
+def _autoscaling_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
+    [group] = resources[0].autoscaling_groups or []
+    return str(group.name)
+
+
+def _short(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:6]
 
 
 def _assume_role(service: str) -> str:
@@ -226,6 +237,17 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 ignore_changes=["scalingConfig.desiredSize"] if pool.autoscaled else None,
             ),
         )
+        if pool.autoscaled:
+            # What a new node will offer, for the Cluster Autoscaler to grow the group from zero
+            # (managed node groups do not copy their tags to the Auto Scaling group).
+            asg = group.resources.apply(_autoscaling_group_name)
+            for key, value in sorted(node_template_tags(pool).items()):
+                aws.autoscaling.Tag(
+                    f"{name}-template-{key.rsplit('/', 1)[-1]}-{_short(key)}",
+                    autoscaling_group_name=asg,
+                    tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
         self.name = group.node_group_name
         self.role_arn = role.arn
         self.register_outputs({"name": self.name, "role_arn": self.role_arn})

@@ -41,6 +41,9 @@ _FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
     },
     "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
     "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},
+    "aws:eks/nodeGroup:NodeGroup": {
+        "resources": [{"autoscalingGroups": [{"name": "eks-mock-node-group-asg"}]}]
+    },
 }
 _CA = "Y2EtY2VydGlmaWNhdGU="
 # Data sources the program calls to find the cluster a stack joins (its arguments are echoed).

@@ -19,3 +19,8 @@ GKE_DRIVER_INSTALLER_MANIFEST = (
 GKE_DRIVER_INSTALLER_IMAGE = "cos-nvidia-installer:fixed"
 """Preloaded on GKE COS nodes (pulled never)."""
 GKE_PAUSE_IMAGE = "gcr.io/google-containers/pause:2.0"
+
+CLUSTER_AUTOSCALER_CHART = "cluster-autoscaler"
+CLUSTER_AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
+CLUSTER_AUTOSCALER_VERSION = "9.59.0"
+"""The Kubernetes Cluster Autoscaler's official chart (app 1.35.0), for EKS."""

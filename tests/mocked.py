@@ -30,6 +30,14 @@ def render_config(tmp_path: Path, config: dict[str, Any], **secrets: str) -> Ren
     return run_program("test", path, secret_values=secrets)
 
 
+def release(rendering: Rendering, chart: str = "gpu-operator") -> Recorded:
+    """The Helm release of `chart` the program created."""
+    [found] = [
+        r for r in rendering.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["chart"] == chart
+    ]
+    return found
+
+
 def one(rendering: Rendering, type_token: str) -> Recorded:
     found = rendering.of_type(type_token)
     assert len(found) == 1, f"{len(found)} x {type_token}"

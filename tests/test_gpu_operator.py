@@ -13,7 +13,7 @@ from mig.layout import Layout, place
 from mig.plan import plan_stack
 from mig.stackfile import load_stack
 from mig.versions import GATE_IMAGE, GPU_OPERATOR_REPO, GPU_OPERATOR_VERSION
-from tests.mocked import named, one, render_config, stack_rendering
+from tests.mocked import named, one, release, render_config, stack_rendering
 from tests.reference import reference_file
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -21,8 +21,8 @@ OPERATOR_STACKS = ["gke-h100", "eks-p4d", "eks-p5-auto", "oke-h100", "existing"]
 
 
 def values(stack: str) -> dict[str, Any]:
-    release = one(stack_rendering(stack), RELEASE).inputs
-    result: dict[str, Any] = release["values"]
+    inputs = release(stack_rendering(stack)).inputs
+    result: dict[str, Any] = inputs["values"]
     return result
 
 
@@ -34,11 +34,11 @@ def _leaf_paths(tree: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]
 
 @pytest.mark.parametrize("stack", OPERATOR_STACKS)
 def test_release_inputs(stack: str) -> None:
-    release = one(stack_rendering(stack), RELEASE).inputs
-    assert release["chart"] == "gpu-operator"
-    assert release["repositoryOpts"] == {"repo": GPU_OPERATOR_REPO}
-    assert release["version"] == GPU_OPERATOR_VERSION == "v26.7.0"
-    assert release["namespace"] == "gpu-operator" and release["timeout"] == 1200
+    inputs = release(stack_rendering(stack)).inputs
+    assert inputs["chart"] == "gpu-operator"
+    assert inputs["repositoryOpts"] == {"repo": GPU_OPERATOR_REPO}
+    assert inputs["version"] == GPU_OPERATOR_VERSION == "v26.7.0"
+    assert inputs["namespace"] == "gpu-operator" and inputs["timeout"] == 1200
     assert values(stack)["mig"] == {"strategy": "mixed"}
 
 
@@ -128,7 +128,7 @@ def test_named_and_custom_layouts_in_one_stack_share_one_config(tmp_path: Path) 
     }  # fmt: skip
     rendering = render_config(tmp_path, config)
     assert rendering.error is None
-    manager = one(rendering, RELEASE).inputs["values"]["migManager"]["config"]
+    manager = release(rendering).inputs["values"]["migManager"]["config"]
     assert manager["name"] == "mig-inference-mig-parted-config" and manager["create"] is True
     configs = yaml.safe_load(manager["data"]["config.yaml"])["mig-configs"]
     h100, a100 = resolve_gpu("h100"), resolve_gpu("a100-40gb")
@@ -176,7 +176,7 @@ def test_service_monitor_switch(tmp_path: Path) -> None:
         service.pop("hfTokenSecret", None)
     rendering = render_config(tmp_path, stripped)
     assert rendering.error is None
-    assert one(rendering, RELEASE).inputs["values"]["dcgmExporter"] == {
+    assert release(rendering).inputs["values"]["dcgmExporter"] == {
         "serviceMonitor": {"enabled": True}
     }
 

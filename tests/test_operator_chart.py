@@ -20,7 +20,7 @@ from mig.labels import MIG_CONFIG_LABEL
 from mig.operator_values import operator_needed
 from mig.plan import plan_stack
 from mig.stackfile import load_stack, stack_names
-from tests.mocked import one, stack_rendering
+from tests.mocked import release, stack_rendering
 from tests.reference import (
     GPU_OPERATOR_CHART,
     helm_binary,
@@ -33,7 +33,7 @@ OPERATOR_STACKS = [name for name in stack_names() if operator_needed(plan_stack(
 
 
 def _values(stack: str) -> dict[str, Any]:
-    values: dict[str, Any] = one(stack_rendering(stack), RELEASE).inputs["values"]
+    values: dict[str, Any] = release(stack_rendering(stack)).inputs["values"]
     return values
 
 

@@ -18,7 +18,7 @@ from mig.record import plan_record
 from mig.spec import parse_stack
 from mig.stackfile import load_stack
 from mig.versions import GPU_OPERATOR_VERSION
-from tests.mocked import named, one, render_config, stack_rendering
+from tests.mocked import named, one, release, render_config, stack_rendering
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -52,7 +52,7 @@ def test_catalog_knows_gpus_without_mig() -> None:
 
 
 def test_operator_time_slicing_config_in_nvidias_format() -> None:
-    values = one(stack_rendering("eks-g6e-timeslice"), RELEASE).inputs["values"]
+    values = release(stack_rendering("eks-g6e-timeslice")).inputs["values"]
     config = values["devicePlugin"]["config"]
     assert (config["name"], config["create"]) == ("mig-inference-device-plugin-config", True)
     pool = plan_stack(load_stack("eks-g6e-timeslice")).pool("l40s-shared")
@@ -74,7 +74,7 @@ def test_operator_time_slicing_config_in_nvidias_format() -> None:
 
 
 def test_time_sliced_mig_slices_next_to_unshared_ones() -> None:
-    values = one(stack_rendering("eks-h100-mig-timeslice"), RELEASE).inputs["values"]
+    values = release(stack_rendering("eks-h100-mig-timeslice")).inputs["values"]
     [document] = [yaml.safe_load(v) for v in values["devicePlugin"]["config"]["data"].values()]
     assert document["sharing"]["timeSlicing"]["resources"] == [
         {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}

@@ -35,6 +35,7 @@ from mig.labels import (
 from mig.layout import Layout
 from mig.migparted import ALL_DISABLED, resolve_config
 from mig.packing import PackPlan, Workload, pack
+from mig.plan.autoscaling import check_scale_from_zero
 from mig.plan.generation import generation_of, replacement_inputs
 from mig.plan.model import WHOLE_GPU, Offer, PoolPlan
 from mig.plan.sharing import device_plugin_config_key, shared_offers
@@ -298,7 +299,7 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         selector[GKE_PARTITION_LABEL] = partition
     if pool.mig_manager is MigManager.GKE and pool.sharing is not None:
         selector[GKE_SHARED_CLIENTS_LABEL] = str(pool.sharing.replicas)
-    return PoolPlan(
+    planned_pool = PoolPlan(
         name=pool.name,
         cloud=spec.cloud,
         gpu=pool.gpu,
@@ -329,6 +330,8 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         generation=generation,
         pack_plan=planned,
     )
+    check_scale_from_zero(planned_pool, path)
+    return planned_pool
 
 
 def _gke_partition(pool: PoolSpec, layouts: Sequence[Layout | None], path: str) -> str:

@@ -8,6 +8,7 @@ from mig.clouds import Cloud
 from mig.errors import MigError, MigErrors
 from mig.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig.layout import place
+from mig.plan.autoscaling import waiting_for_scale_up
 from mig.plan.model import PoolPlan, ServicePlan, StackPlan
 from mig.plan.pools import plan_pool
 from mig.plan.services import plan_services
@@ -32,11 +33,6 @@ def _check_gke_modes(pools: Sequence[PoolPlan]) -> None:
 def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> list[str]:
     warnings = []
     for pool in pools:
-        if pool.operator_managed and pool.mig_enabled and pool.min_nodes == 0:
-            warnings.append(
-                f"pool {pool.name}: autoscaling from zero cannot see nvidia.com/mig-* resources "
-                "before a node exists; keep min >= 1 or use GKE's native MIG for scale-from-zero"
-            )
         used = sum(s.replicas for s in services if s.pool is pool)
         offered = sum(o.per_node for o in pool.offers) * pool.max_nodes
         if offered and used == 0:
@@ -49,6 +45,7 @@ def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> lis
                 "without memory isolation; a replica that outgrows its share (vLLM: "
                 "--gpu-memory-utilization) can make the others fail"
             )
+    warnings.extend(waiting_for_scale_up(list(services)))
     for service in services:
         if (
             service.spec.engine is Engine.VLLM

@@ -1,0 +1,188 @@
+"""The Kubernetes Cluster Autoscaler on EKS (its official chart) and on OKE (OKE's add-on)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+import pulumi_oci as oci
+
+from mig.versions import (
+    CLUSTER_AUTOSCALER_CHART,
+    CLUSTER_AUTOSCALER_REPO,
+    CLUSTER_AUTOSCALER_VERSION,
+)
+
+NAMESPACE = "kube-system"
+SERVICE_ACCOUNT = "cluster-autoscaler"
+READ_ACTIONS = [
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations",
+    "autoscaling:DescribeScalingActivities",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements",
+    "eks:DescribeNodegroup",
+]
+"""The autoscaler's AWS README, "Full Cluster Autoscaler Features Policy"."""
+SCALE_ACTIONS = [
+    "autoscaling:SetDesiredCapacity",
+    "autoscaling:TerminateInstanceInAutoScalingGroup",
+]
+
+
+def autoscaler_policy(cluster_name: str) -> str:
+    """Read what it must; resize only the Auto Scaling groups of this cluster (EKS tags its
+    managed node groups' groups `k8s.io/cluster-autoscaler/<cluster>: owned`)."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": READ_ACTIONS, "Resource": "*"},
+                {
+                    "Effect": "Allow",
+                    "Action": SCALE_ACTIONS,
+                    "Resource": "*",
+                    "Condition": {
+                        "StringEquals": {
+                            f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"
+                        }
+                    },
+                },
+            ],
+        }
+    )
+
+
+def autoscaler_values(cluster_name: str, region: str) -> dict[str, object]:
+    return {
+        "cloudProvider": "aws",
+        "awsRegion": region,
+        "autoDiscovery": {"clusterName": cluster_name},
+        "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
+        # GPU pools of one layout are alike: keep their sizes even; grow the one that wastes least.
+        "extraArgs": {"balance-similar-node-groups": True, "expander": "least-waste"},
+    }
+
+
+@dataclass
+class EksClusterAutoscalerArgs:
+    cluster_name: str
+    """The EKS cluster whose managed node groups it grows and shrinks."""
+    region: str
+    """AWS region of the cluster."""
+    install_pod_identity_agent: bool
+    """Install EKS's Pod Identity agent add-on (clusters this stack creates)."""
+
+
+class EksClusterAutoscaler(pulumi.ComponentResource):
+    """The Cluster Autoscaler chart with node-group auto-discovery, and its AWS permissions
+    through EKS Pod Identity (an IAM role only its service account can assume)."""
+
+    role_arn: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: EksClusterAutoscalerArgs,
+        kubernetes: k8s.Provider,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("mig-inference:index:EksClusterAutoscaler", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{name}-role",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "pods.eks.amazonaws.com"},
+                            "Action": ["sts:AssumeRole", "sts:TagSession"],
+                        }
+                    ],
+                }
+            ),
+            description="mig-inference cluster autoscaler",
+            opts=child,
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-policy",
+            role=role.name,
+            policy=autoscaler_policy(args.cluster_name),
+            opts=child,
+        )
+        depends: list[pulumi.Resource] = [policy]
+        if args.install_pod_identity_agent:
+            depends.append(
+                aws.eks.Addon(
+                    f"{name}-pod-identity-agent",
+                    cluster_name=args.cluster_name,
+                    addon_name="eks-pod-identity-agent",
+                    opts=child,
+                )
+            )
+        association = aws.eks.PodIdentityAssociation(
+            f"{name}-identity",
+            cluster_name=args.cluster_name,
+            namespace=NAMESPACE,
+            service_account=SERVICE_ACCOUNT,
+            role_arn=role.arn,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
+        )
+        k8s.helm.v3.Release(
+            name,
+            k8s.helm.v3.ReleaseArgs(
+                name="cluster-autoscaler",
+                chart=CLUSTER_AUTOSCALER_CHART,
+                version=CLUSTER_AUTOSCALER_VERSION,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CLUSTER_AUTOSCALER_REPO),
+                namespace=NAMESPACE,
+                values=autoscaler_values(args.cluster_name, args.region),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self, providers=[kubernetes], depends_on=[association]
+            ),
+        )
+        self.role_arn = role.arn
+        self.register_outputs({"role_arn": self.role_arn})
+
+
+@dataclass
+class OkeClusterAutoscalerArgs:
+    cluster_id: pulumi.Input[str]
+    """The OKE cluster."""
+    pools: Sequence[tuple[int, int, pulumi.Input[str]]]
+    """(min, max, node pool OCID) of every autoscaled pool."""
+
+
+class OkeClusterAutoscaler(pulumi.ComponentResource):
+    """OKE's Cluster Autoscaler add-on, given the autoscaled pools and their bounds. It
+    authenticates as the instance (OKE's default): the node pool's dynamic group needs a
+    policy to manage the cluster's node pools (see README, "Autoscaling")."""
+
+    def __init__(
+        self, name: str, args: OkeClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:OkeClusterAutoscaler", name, None, opts)
+        bounds = [
+            pulumi.Output.concat(str(low), ":", str(high), ":", ocid)
+            for low, high, ocid in args.pools
+        ]
+        nodes = pulumi.Output.all(*bounds).apply(",".join)
+        oci.containerengine.Addon(
+            name,
+            addon_name="ClusterAutoscaler",
+            cluster_id=args.cluster_id,
+            remove_addon_resources_on_delete=True,
+            configurations=[oci.containerengine.AddonConfigurationArgs(key="nodes", value=nodes)],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({})

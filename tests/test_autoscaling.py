@@ -1,0 +1,148 @@
+"""Cluster autoscaling of MIG pools per cloud: the EKS Cluster Autoscaler with its node-template
+tags and Pod Identity, OKE's add-on, refusals where an autoscaler cannot grow a MIG pool from
+zero, and the capacity at a pool's minimum and maximum."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.cluster_autoscaler import READ_ACTIONS, SCALE_ACTIONS
+from mig.errors import MigError
+from mig.plan import plan_stack
+from mig.spec import parse_stack
+from mig.stackfile import load_stack
+from mig.versions import CLUSTER_AUTOSCALER_VERSION, GPU_OPERATOR_VERSION
+from tests.mocked import named, one, render_config, stack_rendering
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+TAG = "aws:autoscaling/tag:Tag"
+TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+
+
+def _plan(config: dict[str, Any]) -> Any:
+    return plan_stack(parse_stack("t", config, pinned_operator_version=GPU_OPERATOR_VERSION))
+
+
+def test_eks_mig_pool_grows_from_zero_with_node_template_tags() -> None:
+    rendering = stack_rendering("eks-p5-from-zero")
+    plan = plan_stack(load_stack("eks-p5-from-zero"))
+    pool = plan.pool("h100-burst")
+    tags = {t.inputs["tag"]["key"]: t.inputs["tag"] for t in rendering.of_type(TAG)}
+    assert {t.inputs["autoscalingGroupName"] for t in rendering.of_type(TAG)} == {
+        "eks-mock-node-group-asg"
+    }
+    assert tags[f"{TEMPLATE}/resources/nvidia.com/mig-1g.10gb"]["value"] == "16"
+    assert tags[f"{TEMPLATE}/resources/nvidia.com/mig-3g.40gb"]["value"] == "8"
+    assert tags[f"{TEMPLATE}/label/nvidia.com/mig.config"]["value"] == "all-balanced"
+    assert tags[f"{TEMPLATE}/label/mig-inference.io/generation"]["value"] == pool.generation
+    assert tags[f"{TEMPLATE}/taint/nvidia.com/gpu"]["value"] == "present:NoSchedule"
+    assert all(tag["propagateAtLaunch"] is False for tag in tags.values())
+    group = named(rendering, "aws:eks/nodeGroup:NodeGroup", "h100-burst").inputs
+    assert group["scalingConfig"] == {"desiredSize": 0, "minSize": 0, "maxSize": 2}
+
+
+def test_eks_cluster_autoscaler_chart_and_its_permissions() -> None:
+    rendering = stack_rendering("eks-p5-from-zero")
+    [release] = [r for r in rendering.of_type(RELEASE) if r.inputs["chart"] == "cluster-autoscaler"]
+    inputs = release.inputs
+    assert (inputs["version"], inputs["namespace"]) == (CLUSTER_AUTOSCALER_VERSION, "kube-system")
+    assert inputs["repositoryOpts"] == {"repo": "https://kubernetes.github.io/autoscaler"}
+    values = inputs["values"]
+    assert values["autoDiscovery"] == {"clusterName": "burst"}
+    assert values["awsRegion"] == "us-east-2" and values["cloudProvider"] == "aws"
+    assert values["rbac"]["serviceAccount"] == {"create": True, "name": "cluster-autoscaler"}
+    association = one(rendering, "aws:eks/podIdentityAssociation:PodIdentityAssociation").inputs
+    assert (association["namespace"], association["serviceAccount"]) == (
+        "kube-system", "cluster-autoscaler"
+    )  # fmt: skip
+    role = named(rendering, "aws:iam/role:Role", "cluster-autoscaler-role").inputs
+    trust = json.loads(role["assumeRolePolicy"])["Statement"][0]
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    policy = json.loads(one(rendering, "aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    read, scale = policy["Statement"]
+    assert read["Action"] == READ_ACTIONS and read["Resource"] == "*"
+    assert scale["Action"] == SCALE_ACTIONS
+    assert scale["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/burst": "owned"}
+    }
+    # The stack joins its cluster: the Pod Identity agent is expected there, not installed.
+    assert not rendering.of_type("aws:eks/addon:Addon")
+
+
+def test_oke_autoscaled_pools_get_the_addon(tmp_path: Path) -> None:
+    config = {
+        "cloud": "oke",
+        "cluster": {"name": "c", "compartmentId": "o", "clusterId": "ocid1.k",
+                    "subnetIds": ["s"], "availabilityDomains": ["AD-1"]},
+        "pools": [{"name": "a10", "gpu": "a10", "machineType": "VM.GPU.A10.1",
+                   "nodes": {"min": 0, "max": 3}, "imageId": "i"}],
+    }  # fmt: skip
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None
+    addon = one(rendering, "oci:ContainerEngine/addon:Addon").inputs
+    assert addon["addonName"] == "ClusterAutoscaler" and addon["clusterId"] == "ocid1.k"
+    assert addon["configurations"] == [{"key": "nodes", "value": "0:3:a10-id"}]
+
+
+def test_no_autoscaler_without_autoscaled_pools() -> None:
+    for stack in ("eks-p4d", "oke-h100"):
+        rendering = stack_rendering(stack)
+        assert not [r for r in rendering.of_type(RELEASE) if r.inputs["chart"] != "gpu-operator"]
+        assert not rendering.of_type("oci:ContainerEngine/addon:Addon")
+
+
+@pytest.mark.parametrize(
+    ("cloud", "pool", "message"),
+    [
+        ("gke", {"machineType": "a3-highgpu-8g", "mig": "all-balanced"},
+         "GKE's autoscaler models a new node from its machine shape"),
+        ("oke", {"machineType": "BM.GPU.H100.8", "mig": "all-balanced", "imageId": "i",
+                 "maxPods": 90}, "OKE's autoscaler models a new node"),
+    ],
+)  # fmt: skip
+def test_operator_mig_pools_cannot_grow_from_zero_on_gke_and_oke(
+    cloud: str, pool: dict[str, Any], message: str
+) -> None:
+    clusters = {
+        "gke": {"name": "c", "project": "p", "location": "us-central1-c"},
+        "oke": {"name": "c", "compartmentId": "o", "clusterId": "k", "subnetIds": ["s"],
+                "availabilityDomains": ["AD-1"]},
+    }  # fmt: skip
+    config: dict[str, Any] = {"cloud": cloud, "cluster": clusters[cloud],
+              "pools": [{"name": "p", "gpu": "h100", "nodes": {"min": 0, "max": 2}, **pool}]}  # fmt: skip
+    with pytest.raises(MigError, match=message) as caught:
+        _plan(config)
+    assert "pools[0].nodes.min: 0 cannot grow" in str(caught.value)
+    config["pools"][0]["nodes"] = {"min": 1, "max": 2}
+    assert _plan(config).pools[0].autoscaled
+
+
+def test_gke_native_mig_grows_from_zero() -> None:
+    plan = plan_stack(load_stack("ephemeral-gke"))
+    assert plan.pools[0].min_nodes == 0 and not plan.pools[0].operator_managed
+
+
+def test_replicas_beyond_the_minimum_wait_for_a_scale_up() -> None:
+    plan = plan_stack(load_stack("eks-p5-from-zero"))
+    assert any(
+        w.startswith("service chat: 8 of the 8 replicas on nvidia.com/mig-3g.40gb wait for pool "
+                     "h100-burst to grow (at its minimum of 0 node(s) it offers 0)")
+        for w in plan.warnings
+    )  # fmt: skip
+    config: dict[str, Any] = {
+        "cloud": "eks",
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge",
+                   "nodes": {"min": 1, "max": 2}, "mig": "all-balanced"}],
+        "services": [{"name": "s", "model": "m", "memoryGiB": 30, "replicas": 16}],
+    }  # fmt: skip
+    warnings = _plan(config).warnings
+    assert any("8 of the 16 replicas" in w for w in warnings)
+    config["services"][0]["replicas"] = 17  # beyond the maximum: refused, as before
+    with pytest.raises(MigError, match=r"needs 17 x nvidia\.com/mig-3g\.40gb"):
+        _plan(config)
