@@ -14,6 +14,7 @@ from components.cluster_access import kubernetes_provider
 from components.gpu_operator import GpuOperator, GpuOperatorArgs
 from components.inference import InferenceService, InferenceServiceArgs
 from components.mig_gate import MigReadyGate, MigReadyGateArgs
+from components.monitoring import Keda, Monitoring, MonitoringArgs
 from components.repartition import InPlaceRepartition, InPlaceRepartitionArgs
 from mig.errors import MigError
 from mig.gate import gate_targets
@@ -124,6 +125,18 @@ if operator is not None and operator_spec.gate and targets:
         )
     ]
 
+if plan.spec.monitoring.prometheus_operator:
+    Monitoring(
+        "monitoring",
+        MonitoringArgs(plan=plan, namespace=operator_spec.namespace),
+        pulumi.ResourceOptions(providers=[kubernetes], depends_on=ready),
+    )
+keda = (
+    [Keda("keda", pulumi.ResourceOptions(providers=[kubernetes]))]
+    if any(s.spec.queue_autoscaling for s in plan.services)
+    else []
+)
+
 namespaces = {
     name: k8s.core.v1.Namespace(
         f"ns-{name}",
@@ -148,9 +161,10 @@ for service in plan.services:
             service=service,
             hf_token=config.require_secret(spec.hf_token_secret) if spec.hf_token_secret else None,
             api_key=config.require_secret(spec.api_key_secret) if spec.api_key_secret else None,
+            prometheus_url=plan.spec.monitoring.prometheus_url,
         ),
         pulumi.ResourceOptions(
-            providers=[kubernetes], depends_on=[*ready, namespaces[spec.namespace]]
+            providers=[kubernetes], depends_on=[*ready, *keda, namespaces[spec.namespace]]
         ),
     )
     endpoints[service.name] = deployed.endpoint

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mig.engines import HOME, engine_container
+from mig.monitoring import queue_query
 from mig.plan import ServicePlan
 
 HF_TOKEN_KEY = "hf-token"
@@ -26,6 +27,8 @@ class InferenceServiceArgs:
     """Hugging Face token (a Pulumi secret), put in a Kubernetes Secret."""
     api_key: pulumi.Input[str] | None = None
     """API key clients must present (a Pulumi secret), put in a Kubernetes Secret."""
+    prometheus_url: str | None = None
+    """Prometheus that KEDA reads the queue from (services with queue autoscaling)."""
 
 
 def _secret_env(name: str, secret: str, key: str) -> k8s.core.v1.EnvVarArgs:
@@ -274,6 +277,32 @@ class InferenceService(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        queue = spec.queue_autoscaling
+        if queue is not None:
+            # KEDA keeps replicas between the planned count and the maximum the pool can hold,
+            # one replica per `queue_per_replica` waiting requests.
+            k8s.apiextensions.CustomResource(
+                f"{name}-scaler",
+                api_version="keda.sh/v1alpha1",
+                kind="ScaledObject",
+                metadata=meta(plan.name),
+                spec={
+                    "scaleTargetRef": {"name": plan.name},
+                    "minReplicaCount": plan.replicas,
+                    "maxReplicaCount": queue.max_replicas,
+                    "triggers": [
+                        {
+                            "type": "prometheus",
+                            "metadata": {
+                                "serverAddress": args.prometheus_url,
+                                "query": queue_query(plan),
+                                "threshold": str(queue.queue_per_replica),
+                            },
+                        }
+                    ],
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+            )
         if spec.hpa_max_replicas is not None:
             k8s.autoscaling.v2.HorizontalPodAutoscaler(
                 f"{name}-hpa",

@@ -123,6 +123,17 @@ def device_plugin_configs(plan: StackPlan) -> dict[str, str]:
     return configs
 
 
+def _dcgm_service_monitor(plan: StackPlan) -> dict[str, Any]:
+    """The DCGM exporter's ServiceMonitor: on with `monitoring.prometheusOperator` (or the
+    operator's own switch), labelled for a Prometheus that selects by `release`."""
+    monitoring = plan.spec.monitoring
+    enabled = plan.spec.gpu_operator.service_monitor or monitoring.prometheus_operator
+    values: dict[str, Any] = {"enabled": enabled}
+    if enabled and monitoring.release_label:
+        values["additionalLabels"] = {"release": monitoring.release_label}
+    return values
+
+
 def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
     spec = plan.spec
     operator = spec.gpu_operator
@@ -141,7 +152,7 @@ def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
         "migManager": mig_manager,
         "daemonsets": {"tolerations": tolerations},
         "node-feature-discovery": {"worker": {"tolerations": [_NFD_CONTROL_PLANE, *tolerations]}},
-        "dcgmExporter": {"serviceMonitor": {"enabled": operator.service_monitor}},
+        "dcgmExporter": {"serviceMonitor": _dcgm_service_monitor(plan)},
     }
     sharing = device_plugin_configs(plan)
     if sharing:

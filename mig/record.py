@@ -81,7 +81,7 @@ def service_record(service: ServicePlan) -> dict[str, Any]:
         "profile": service.profile,
         "resource": service.resource,
         "replicas": service.replicas,
-        "max_replicas": max(service.replicas, service.spec.hpa_max_replicas or 0),
+        "max_replicas": max(service.replicas, service.spec.autoscaled_max),
         "pod": pod_fingerprint(service),
     }
 

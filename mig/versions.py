@@ -24,3 +24,8 @@ CLUSTER_AUTOSCALER_CHART = "cluster-autoscaler"
 CLUSTER_AUTOSCALER_REPO = "https://kubernetes.github.io/autoscaler"
 CLUSTER_AUTOSCALER_VERSION = "9.59.0"
 """The Kubernetes Cluster Autoscaler's official chart (app 1.35.0), for EKS."""
+
+KEDA_CHART = "keda"
+KEDA_REPO = "https://kedacore.github.io/charts"
+KEDA_VERSION = "2.20.2"
+"""KEDA's official chart: replicas follow an engine's queue (Prometheus trigger)."""

@@ -157,7 +157,7 @@ class ServicePlan:
         node, and replicas whose slice the new layout no longer offers stay pending until the
         pool is done, so the service's own budget must not stop it (other owners' still do)."""
         if self.pool.rollout is Rollout.IN_PLACE and self.pool.operator_managed:
-            return max(self.replicas, self.spec.hpa_max_replicas or 0, 1)
+            return max(self.replicas, self.spec.autoscaled_max, 1)
         return 1
 
     @property

@@ -174,9 +174,9 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
         else:
             assert isinstance(service.replicas, int)
             # An autoscaled service may grow to its HPA maximum: count that, and name that key.
-            fixed[key] += max(service.replicas, service.hpa_max_replicas or 0)
-            grows = (service.hpa_max_replicas or 0) > service.replicas
-            field = "hpaMaxReplicas" if grows else "replicas"
+            fixed[key] += max(service.replicas, service.autoscaled_max)
+            grows = service.autoscaled_max > service.replicas
+            field = service.autoscale_key if grows else "replicas"
             if grows or key not in first_path:
                 first_path[key] = f"{key_path('services')}[{index}].{field}"
     replicas: dict[int, int] = {}

@@ -147,6 +147,29 @@ class GpuOperatorSpec:
 
 
 @dataclass(frozen=True)
+class MonitoringSpec:
+    prometheus_operator: bool = False
+    """Create ServiceMonitor/PodMonitor/PrometheusRule objects and a Grafana dashboard ConfigMap
+    (needs the Prometheus Operator's CRDs, e.g. from kube-prometheus-stack)."""
+    release_label: str | None = None
+    """`release` label on those objects, for a Prometheus that selects by it."""
+    prometheus_url: str | None = None
+    """Prometheus that queue-based autoscaling (KEDA) queries."""
+    pending_minutes: int = 15
+    """Alert when a node's MIG config stays `pending` this long."""
+
+
+@dataclass(frozen=True)
+class QueueAutoscaling:
+    """Replicas follow the engine's waiting requests (KEDA, Prometheus trigger)."""
+
+    max_replicas: int
+    """At most this many replicas; counted against the pool's capacity."""
+    queue_per_replica: int = 4
+    """Waiting requests one replica is meant to carry."""
+
+
+@dataclass(frozen=True)
 class NetworkClient:
     """Pods allowed to reach a service: a namespace and/or pod labels."""
 
@@ -187,6 +210,18 @@ class ServiceSpec:
     """Startup probe budget: how long a replica may take to load its model."""
     health_path: str | None = None
     """HTTP health path (custom engines; the presets know theirs)."""
+    queue_autoscaling: QueueAutoscaling | None = None
+    """Scale replicas on the engine's queue (vLLM, TGI) instead of a fixed count."""
+
+    @property
+    def autoscaled_max(self) -> int:
+        """The most replicas an autoscaler may run (0 when the count is fixed)."""
+        queue = self.queue_autoscaling.max_replicas if self.queue_autoscaling else 0
+        return max(self.hpa_max_replicas or 0, queue)
+
+    @property
+    def autoscale_key(self) -> str:
+        return "queueAutoscaling.maxReplicas" if self.queue_autoscaling else "hpaMaxReplicas"
 
 
 @dataclass(frozen=True)
@@ -199,6 +234,7 @@ class StackSpec:
     services: tuple[ServiceSpec, ...]
     secret_keys: frozenset[str] = frozenset()
     """Config keys (without namespace) that hold Pulumi secrets."""
+    monitoring: MonitoringSpec = field(default_factory=MonitoringSpec)
 
     def pool(self, name: str) -> PoolSpec:
         return next(p for p in self.pools if p.name == name)

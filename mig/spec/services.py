@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mig.errors import MigError
 from mig.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
-from mig.spec.model import AUTO, FILL, Engine, NetworkClient, ServiceSpec
+from mig.spec.model import AUTO, FILL, Engine, NetworkClient, QueueAutoscaling, ServiceSpec
 from mig.spec.reader import ConfigNode, dns_label
 
 SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtype", "layers",
@@ -12,7 +12,7 @@ SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtyp
                 "pool", "hfTokenSecret", "apiKeySecret", "tensorParallelSize",
                 "gpuMemoryUtilization", "maxModelLen", "maxNumSeqs", "port", "namespace",
                 "clients", "hpaMaxReplicas", "command", "args", "startupSeconds",
-                "healthPath")  # fmt: skip
+                "healthPath", "queueAutoscaling")  # fmt: skip
 
 
 _SHAPE_KEYS = {"params": "params", "layers": "layers", "kv_heads": "kvHeads",
@@ -47,6 +47,24 @@ def _max_model_len(node: ConfigNode, shape: ModelShape | None) -> int | None:
             None,
         )
     return length
+
+
+def _queue_autoscaling(node: ConfigNode, engine: Engine) -> QueueAutoscaling | None:
+    if node.value is None:
+        return None
+    node.mapping(("maxReplicas", "queuePerReplica"))
+    if engine not in (Engine.VLLM, Engine.TGI):
+        return node.problem(
+            f"engine {engine.value} exports no queue metric this project knows; use vllm or tgi, "
+            "or hpaMaxReplicas",
+            None,
+        )
+    most = node.child("maxReplicas").integer(minimum=1)
+    if most is None:
+        return node.child("maxReplicas").problem("is required: the most replicas to run", None)
+    per = node.child("queuePerReplica").integer(4, minimum=1)
+    assert per is not None
+    return QueueAutoscaling(max_replicas=most, queue_per_replica=per)
 
 
 def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
@@ -132,6 +150,19 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
             f"engine {engine.value} takes no API key here; put a gateway in front of it", None
         )
     hpa = node.child("hpaMaxReplicas").integer(minimum=1)
+    queue = _queue_autoscaling(node.child("queueAutoscaling"), engine)
+    if queue is not None and hpa is not None:
+        queue = node.child("queueAutoscaling").problem(
+            "give queueAutoscaling or hpaMaxReplicas, not both", None
+        )
+    if queue is not None and isinstance(replicas, int) and queue.max_replicas < replicas:
+        queue = (
+            node.child("queueAutoscaling")
+            .child("maxReplicas")
+            .problem(f"must be >= replicas ({replicas}), got {queue.max_replicas}", None)
+        )
+    if queue is not None and replicas == FILL:
+        queue = node.child("queueAutoscaling").problem("cannot autoscale a `fill` service", None)
     if hpa is not None and replicas == FILL:
         hpa = node.child("hpaMaxReplicas").problem("cannot autoscale a `fill` service", None)
     if hpa is not None and isinstance(replicas, int) and hpa < replicas:
@@ -158,6 +189,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         namespace=namespace,
         clients=_clients(node.child("clients")),
         hpa_max_replicas=hpa,
+        queue_autoscaling=queue,
         command=command,
         args=node.child("args").strings(),
         startup_seconds=node.child("startupSeconds").integer(3600, minimum=60, maximum=4 * 3600)

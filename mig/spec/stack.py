@@ -10,13 +10,14 @@ from mig.clouds import Cloud
 from mig.errors import AlreadyReported, MigError, MigErrors
 from mig.spec.cluster import cluster_spec
 from mig.spec.model import StackSpec
+from mig.spec.monitoring import monitoring_spec
 from mig.spec.operator import gpu_operator_spec
 from mig.spec.pools import pool_spec
 from mig.spec.reader import ConfigNode
 from mig.spec.services import service_spec
 
 NAMESPACE = "mig-inference"
-TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services")
+TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services", "monitoring")
 SECRET_MARKER = "secure"
 T = TypeVar("T")
 
@@ -135,10 +136,19 @@ def parse_stack(
     )  # fmt: skip
     _duplicates(services_node.value if isinstance(services_node.value, list) else [],
                 services_node.path, "service name", problems)  # fmt: skip
+    monitoring = _attempt(problems, lambda: monitoring_spec(node("monitoring")))
+    for index, service in enumerate(services):
+        if service.queue_autoscaling is not None and (
+            monitoring is None or monitoring.prometheus_url is None
+        ):
+            problems.append(MigError(
+                "needs monitoring.prometheusUrl: the Prometheus KEDA reads the queue from",
+                f"{services_node.path}[{index}].queueAutoscaling",
+            ))  # fmt: skip
     if problems:
         raise MigErrors(problems)
-    assert cluster is not None and operator is not None
-    return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys)
+    assert cluster is not None and operator is not None and monitoring is not None
+    return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring)
 
 
 def stack_file_values(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:

@@ -1,0 +1,98 @@
+"""Prometheus Operator objects (a PodMonitor per service, the alert rules), a Grafana dashboard
+ConfigMap for Grafana's sidecar, and KEDA for queue-based replica autoscaling."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from mig.monitoring import alert_rules, dashboard
+from mig.plan import StackPlan
+from mig.versions import KEDA_CHART, KEDA_REPO, KEDA_VERSION
+
+MONITORING_API = "monitoring.coreos.com/v1"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}
+KEDA_NAMESPACE = "keda"
+
+
+@dataclass
+class MonitoringArgs:
+    plan: StackPlan
+    """The stack's plan: its services, their engines, and the monitoring settings."""
+    namespace: str
+    """Namespace of the alert rules and the dashboard (the GPU Operator's)."""
+
+
+class Monitoring(pulumi.ComponentResource):
+    """A PodMonitor per inference service (its engine's /metrics, labelled with the service),
+    the PrometheusRule with the MIG and engine alerts, and the dashboard as a ConfigMap that
+    Grafana's sidecar loads (label `grafana_dashboard: "1"`)."""
+
+    def __init__(
+        self, name: str, args: MonitoringArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:Monitoring", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        plan = args.plan
+        release = plan.spec.monitoring.release_label
+        labels = {**MANAGED_BY, **({"release": release} if release else {})}
+        for service in plan.services:
+            k8s.apiextensions.CustomResource(
+                f"{name}-{service.name}",
+                api_version=MONITORING_API,
+                kind="PodMonitor",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=service.name, namespace=service.spec.namespace, labels=labels
+                ),
+                spec={
+                    "selector": {"matchLabels": {"app.kubernetes.io/name": service.name}},
+                    # Carries the service's name onto its metrics (`app_kubernetes_io_name`).
+                    "podTargetLabels": ["app.kubernetes.io/name"],
+                    "podMetricsEndpoints": [{"port": "http", "path": "/metrics"}],
+                },
+                opts=child,
+            )
+        k8s.apiextensions.CustomResource(
+            f"{name}-rules",
+            api_version=MONITORING_API,
+            kind="PrometheusRule",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name="mig-inference", namespace=args.namespace, labels=labels
+            ),
+            spec={"groups": alert_rules(plan)},
+            opts=child,
+        )
+        k8s.core.v1.ConfigMap(
+            f"{name}-dashboard",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name="mig-inference-dashboard",
+                namespace=args.namespace,
+                labels={**labels, "grafana_dashboard": "1"},
+            ),
+            data={"mig-inference.json": json.dumps(dashboard(plan), indent=2, sort_keys=True)},
+            opts=child,
+        )
+        self.register_outputs({})
+
+
+class Keda(pulumi.ComponentResource):
+    """KEDA's official chart (it brings its CRDs): ScaledObjects scale services on a queue."""
+
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("mig-inference:index:Keda", name, None, opts)
+        k8s.helm.v3.Release(
+            name,
+            k8s.helm.v3.ReleaseArgs(
+                name="keda",
+                chart=KEDA_CHART,
+                version=KEDA_VERSION,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=KEDA_REPO),
+                namespace=KEDA_NAMESPACE,
+                create_namespace=True,
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs({})

@@ -1,0 +1,30 @@
+"""`mig-inference:monitoring`: Prometheus Operator objects, alerts, a Grafana dashboard, and
+the Prometheus that queue-based replica autoscaling reads."""
+
+from __future__ import annotations
+
+import re
+
+from mig.spec.model import MonitoringSpec
+from mig.spec.reader import ConfigNode
+
+MONITORING_KEYS = ("prometheusOperator", "releaseLabel", "prometheusUrl", "pendingMinutes")
+_URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
+
+
+def monitoring_spec(node: ConfigNode) -> MonitoringSpec:
+    node.value = node.value if node.value is not None else {}
+    node.mapping(MONITORING_KEYS)
+    url = node.child("prometheusUrl").string()
+    if url is not None and not _URL.match(url):
+        url = node.child("prometheusUrl").problem(
+            f"{url!r} is not an http(s) URL like http://prometheus-operated.monitoring:9090", None
+        )
+    pending = node.child("pendingMinutes").integer(15, minimum=1, maximum=1440)
+    assert pending is not None
+    return MonitoringSpec(
+        prometheus_operator=node.child("prometheusOperator").boolean(False),
+        release_label=node.child("releaseLabel").string(),
+        prometheus_url=url,
+        pending_minutes=pending,
+    )

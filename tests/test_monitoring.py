@@ -1,0 +1,162 @@
+"""Per-slice observability and queue-based replica autoscaling: the Prometheus Operator objects,
+alert rules and dashboard, KEDA's ScaledObject, and every PromQL expression parsing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kubernetes_validate
+import promql_parser
+import pytest
+
+from mig.errors import MigError
+from mig.monitoring import expressions, ksm_allowlist, prometheus_label, queue_query
+from mig.plan import plan_stack
+from mig.spec import parse_stack
+from mig.stackfile import load_stack, stack_names
+from mig.versions import GPU_OPERATOR_VERSION, KEDA_VERSION
+from tests.mocked import named, release, stack_rendering
+
+STACK = "eks-p5-from-zero"
+
+
+def _kinds(kind: str) -> list[dict[str, Any]]:
+    return [o for o in stack_rendering(STACK).kubernetes_objects() if o["kind"] == kind]
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_every_expression_parses(stack: str) -> None:
+    for expr in expressions(plan_stack(load_stack(stack))):
+        promql_parser.parse(expr)  # raises ValueError on bad PromQL
+
+
+def test_the_parser_refuses_bad_promql() -> None:
+    with pytest.raises(ValueError, match="unclosed"):
+        promql_parser.parse("sum(vllm:num_requests_waiting")
+
+
+def test_pod_monitor_per_service() -> None:
+    [monitor] = _kinds("PodMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    spec = monitor["spec"]
+    assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/name": "chat"}}
+    assert spec["podMetricsEndpoints"] == [{"port": "http", "path": "/metrics"}]
+    assert spec["podTargetLabels"] == ["app.kubernetes.io/name"]
+
+
+def test_alert_rules() -> None:
+    [rules] = _kinds("PrometheusRule")
+    [group] = rules["spec"]["groups"]
+    by_name = {rule["alert"]: rule for rule in group["rules"]}
+    assert set(by_name) == {"MigConfigFailed", "MigConfigPending", "MigSliceMemoryFull",
+                            "VLLMQueueGrowing", "TGIQueueGrowing"}  # fmt: skip
+    assert by_name["MigConfigPending"]["for"] == "15m"
+    assert 'label_nvidia_com_mig_config_state="failed"' in by_name["MigConfigFailed"]["expr"]
+    assert "DCGM_FI_DEV_FB_USED" in by_name["MigSliceMemoryFull"]["expr"]
+    assert "DCGM_FI_DEV_GPU_UTIL" not in json.dumps(group)  # not reported for MIG devices
+    for rule in group["rules"]:
+        assert rule["expr"] and rule["labels"]["severity"] in {"warning", "critical"}
+
+
+def test_dashboard_config_map_for_grafanas_sidecar() -> None:
+    [configmap] = [
+        c for c in _kinds("ConfigMap") if c["metadata"]["name"] == "mig-inference-dashboard"
+    ]
+    kubernetes_validate.validate(configmap, "1.33.0", strict=True)
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    board = json.loads(configmap["data"]["mig-inference.json"])
+    titles = [panel["title"] for panel in board["panels"]]
+    assert titles == [
+        "Slice engine activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE)",
+        "Slice memory used, MiB (DCGM_FI_DEV_FB_USED)",
+        "Replicas available per service",
+        "Waiting requests per service",
+        "Nodes per MIG config state",
+    ]
+    assert board["uid"] == f"mig-{STACK}" and board["schemaVersion"] == 39
+
+
+def test_dcgm_service_monitor_is_on_and_labelled() -> None:
+    values = release(stack_rendering(STACK)).inputs["values"]
+    assert values["dcgmExporter"]["serviceMonitor"] == {
+        "enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}
+    }  # fmt: skip
+    # Off where monitoring is not asked for (the chart's default is on).
+    assert release(stack_rendering("eks-p4d")).inputs["values"]["dcgmExporter"] == {
+        "serviceMonitor": {"enabled": False}
+    }
+
+
+def test_queue_autoscaling_with_keda() -> None:
+    rendering = stack_rendering(STACK)
+    keda = release(rendering, "keda").inputs
+    assert keda["version"] == KEDA_VERSION and keda["namespace"] == "keda"
+    assert keda["repositoryOpts"] == {"repo": "https://kedacore.github.io/charts"}
+    [scaler] = _kinds("ScaledObject")
+    spec = scaler["spec"]
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (8, 16)
+    [trigger] = spec["triggers"]
+    assert trigger["type"] == "prometheus"
+    assert trigger["metadata"] == {
+        "serverAddress": "http://prometheus-operated.monitoring.svc:9090",
+        "query": 'sum(vllm:num_requests_waiting{namespace="inference",'
+                 'app_kubernetes_io_name="chat"}) or vector(0)',
+        "threshold": "4",
+    }  # fmt: skip
+    options = rendering.options[("mig-inference:index:InferenceService", "chat")]
+    assert "keda" in options.depends_on
+    deployment = named(rendering, "kubernetes:apps/v1:Deployment", "chat").inputs
+    assert deployment["spec"]["replicas"] == 8
+
+
+def _stack(service: dict[str, Any], monitoring: dict[str, Any] | None = None) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "cloud": "eks",
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": 1,
+                   "mig": "all-3g.40gb"}],
+        "services": [{"name": "chat", "model": "m", "memoryGiB": 20, "replicas": 4, **service}],
+    }  # fmt: skip
+    if monitoring is not None:
+        config["monitoring"] = monitoring
+    return config
+
+
+@pytest.mark.parametrize(
+    ("service", "monitoring", "message"),
+    [
+        ({"queueAutoscaling": {"maxReplicas": 8}}, None,
+         r"services\[0\].queueAutoscaling: needs monitoring.prometheusUrl"),
+        ({"queueAutoscaling": {"maxReplicas": 2}}, {"prometheusUrl": "http://p:9090"},
+         r"queueAutoscaling.maxReplicas: must be >= replicas \(4\), got 2"),
+        ({"queueAutoscaling": {"maxReplicas": 40}}, {"prometheusUrl": "http://p:9090"},
+         r"queueAutoscaling.maxReplicas: needs 40 x nvidia.com/mig-3g.40gb on pool p"),
+        ({"engine": "triton", "queueAutoscaling": {"maxReplicas": 8}},
+         {"prometheusUrl": "http://p:9090"}, "exports no queue metric"),
+        ({"queueAutoscaling": {"maxReplicas": 8}, "hpaMaxReplicas": 8},
+         {"prometheusUrl": "http://p:9090"}, "give queueAutoscaling or hpaMaxReplicas"),
+        ({}, {"prometheusUrl": "prometheus:9090"}, "monitoring.prometheusUrl: 'prometheus:9090'"),
+    ],
+)  # fmt: skip
+def test_bad_autoscaling_and_monitoring(
+    service: dict[str, Any], monitoring: dict[str, Any] | None, message: str
+) -> None:
+    config = _stack(service, monitoring)
+    with pytest.raises(MigError, match=message):
+        plan_stack(parse_stack("t", config, pinned_operator_version=GPU_OPERATOR_VERSION))
+
+
+def test_helpers() -> None:
+    assert prometheus_label("nvidia.com/mig.config.state") == "label_nvidia_com_mig_config_state"
+    assert ksm_allowlist() == (
+        "nodes=[nvidia.com/mig.config,nvidia.com/mig.config.state,mig-inference.io/pool]"
+    )
+    plan = plan_stack(load_stack(STACK))
+    assert queue_query(plan.services[0]).startswith("sum(vllm:num_requests_waiting{")
+
+
+def test_no_monitoring_objects_unless_asked() -> None:
+    kinds = {o["kind"] for o in stack_rendering("gke-h100").kubernetes_objects()}
+    assert not kinds & {"PodMonitor", "PrometheusRule", "ScaledObject"}
