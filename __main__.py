@@ -162,6 +162,7 @@ for service in plan.services:
             hf_token=config.require_secret(spec.hf_token_secret) if spec.hf_token_secret else None,
             api_key=config.require_secret(spec.api_key_secret) if spec.api_key_secret else None,
             prometheus_url=plan.spec.monitoring.prometheus_url,
+            scrape_annotations=plan.spec.monitoring.scrape_annotations,
         ),
         pulumi.ResourceOptions(
             providers=[kubernetes], depends_on=[*ready, *keda, namespaces[spec.namespace]]

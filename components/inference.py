@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mig.engines import HOME, engine_container
-from mig.monitoring import queue_query
+from mig.monitoring import queue_query, scrape_annotations
 from mig.plan import ServicePlan
 
 HF_TOKEN_KEY = "hf-token"
@@ -29,6 +29,8 @@ class InferenceServiceArgs:
     """API key clients must present (a Pulumi secret), put in a Kubernetes Secret."""
     prometheus_url: str | None = None
     """Prometheus that KEDA reads the queue from (services with queue autoscaling)."""
+    scrape_annotations: bool = False
+    """Annotate the pods for a Prometheus that discovers targets by `prometheus.io/*`."""
 
 
 def _secret_env(name: str, secret: str, key: str) -> k8s.core.v1.EnvVarArgs:
@@ -209,7 +211,13 @@ class InferenceService(pulumi.ComponentResource):
                 ),
                 progress_deadline_seconds=rollout_seconds,
                 template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels), spec=pod
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        labels=labels,
+                        annotations=scrape_annotations(spec.port)
+                        if args.scrape_annotations
+                        else None,
+                    ),
+                    spec=pod,
                 ),
             ),
             opts=pulumi.ResourceOptions(

@@ -167,3 +167,16 @@ def expressions(plan: StackPlan) -> list[str]:
     exprs += [t["expr"] for panel in dashboard(plan)["panels"] for t in panel["targets"]]
     exprs += [queue_query(s) for s in plan.services if s.spec.queue_autoscaling is not None]
     return exprs
+
+
+DCGM_PORT = 9400
+"""The DCGM exporter's metrics port (`gpu-metrics`)."""
+
+
+def scrape_annotations(port: int) -> dict[str, str]:
+    """The `prometheus.io/*` annotations a Prometheus without the Operator discovers pods by."""
+    return {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(port),
+        "prometheus.io/path": "/metrics",
+    }

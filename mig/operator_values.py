@@ -10,6 +10,7 @@ import yaml
 from mig.clouds import GPU_OPERATOR_PODS_PER_NODE, Cloud
 from mig.labels import DEVICE_PLUGIN_CONFIG_LABEL, GPU_TAINT_KEY
 from mig.migparted import ALL_DISABLED, config_entries, document, dump, named_configs
+from mig.monitoring import DCGM_PORT, scrape_annotations
 from mig.plan import StackPlan
 from mig.plan.sharing import SHARED_SUFFIX
 
@@ -134,6 +135,13 @@ def _dcgm_service_monitor(plan: StackPlan) -> dict[str, Any]:
     return values
 
 
+def _dcgm_exporter(plan: StackPlan) -> dict[str, Any]:
+    values: dict[str, Any] = {"serviceMonitor": _dcgm_service_monitor(plan)}
+    if plan.spec.monitoring.scrape_annotations:
+        values["annotations"] = scrape_annotations(DCGM_PORT)
+    return values
+
+
 def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
     spec = plan.spec
     operator = spec.gpu_operator
@@ -152,7 +160,7 @@ def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
         "migManager": mig_manager,
         "daemonsets": {"tolerations": tolerations},
         "node-feature-discovery": {"worker": {"tolerations": [_NFD_CONTROL_PLANE, *tolerations]}},
-        "dcgmExporter": {"serviceMonitor": _dcgm_service_monitor(plan)},
+        "dcgmExporter": _dcgm_exporter(plan),
     }
     sharing = device_plugin_configs(plan)
     if sharing:

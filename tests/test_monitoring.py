@@ -4,8 +4,10 @@ alert rules and dashboard, KEDA's ScaledObject, and every PromQL expression pars
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import promql_parser
 import pytest
@@ -16,7 +18,8 @@ from mig.plan import plan_stack
 from mig.spec import parse_stack
 from mig.stackfile import load_stack, stack_names
 from mig.versions import GPU_OPERATOR_VERSION, KEDA_VERSION
-from tests.mocked import named, release, stack_rendering
+from tests.mocked import named, release, render_config, stack_rendering
+from tests.reference import crd_schema
 
 STACK = "eks-p5-from-zero"
 
@@ -160,3 +163,35 @@ def test_helpers() -> None:
 def test_no_monitoring_objects_unless_asked() -> None:
     kinds = {o["kind"] for o in stack_rendering("gke-h100").kubernetes_objects()}
     assert not kinds & {"PodMonitor", "PrometheusRule", "ScaledObject"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "group", "version"),
+    [("PodMonitor", "monitoring.coreos.com", "v1"),
+     ("PrometheusRule", "monitoring.coreos.com", "v1"),
+     ("ScaledObject", "keda.sh", "v1alpha1")],
+)  # fmt: skip
+def test_custom_resources_match_their_crds(kind: str, group: str, version: str) -> None:
+    schema = crd_schema(group, kind, version)
+    objects = _kinds(kind)
+    assert objects
+    # Not `jsonschema.validate`: it first checks the schema's own patterns, and the CRDs use
+    # Go regular expressions (`^(?i)...`) Python's `re` does not compile.
+    validator = jsonschema.Draft7Validator(schema)
+    for obj in objects:
+        validator.validate(obj)
+
+
+def test_scrape_annotations_without_the_prometheus_operator(tmp_path: Path) -> None:
+    config = _stack({}, {"pendingMinutes": 30})
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None
+    dcgm = release(rendering).inputs["values"]["dcgmExporter"]
+    assert dcgm["annotations"] == {"prometheus.io/scrape": "true", "prometheus.io/port": "9400",
+                                   "prometheus.io/path": "/metrics"}  # fmt: skip
+    assert dcgm["serviceMonitor"] == {"enabled": False}
+    deployment = named(rendering, "kubernetes:apps/v1:Deployment", "chat").inputs
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "8000"
+    kinds = {o["kind"] for o in rendering.kubernetes_objects()}
+    assert not kinds & {"PodMonitor", "PrometheusRule"}

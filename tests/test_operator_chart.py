@@ -26,6 +26,7 @@ from tests.reference import (
     helm_binary,
     nvidia_mig_parted_configs,
     reference_dir,
+    strict_schema,
 )
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -58,25 +59,12 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[st
     return documents
 
 
-def _strict(schema: Any) -> Any:
-    """The CRD schema with unknown fields refused wherever it lists the fields (the API server
-    would prune them silently, so a misspelled value would vanish)."""
-    if isinstance(schema, dict):
-        schema = {key: _strict(value) for key, value in schema.items()}
-        if "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
-            schema.setdefault("additionalProperties", False)
-        return schema
-    if isinstance(schema, list):
-        return [_strict(item) for item in schema]
-    return schema
-
-
 def _cluster_policy_schema() -> dict[str, Any]:
     crd = yaml.safe_load(
         (reference_dir(GPU_OPERATOR_CHART) / "crds" / "nvidia.com_clusterpolicies.yaml").read_text()
     )
     [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema: dict[str, Any] = _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
+    schema: dict[str, Any] = strict_schema(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
     return schema
 
 

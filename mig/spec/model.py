@@ -157,6 +157,9 @@ class MonitoringSpec:
     """Prometheus that queue-based autoscaling (KEDA) queries."""
     pending_minutes: int = 15
     """Alert when a node's MIG config stays `pending` this long."""
+    scrape_annotations: bool = False
+    """Without the Prometheus Operator: `prometheus.io/*` annotations on the DCGM exporter and
+    the engines' pods, for a Prometheus that discovers targets by them."""
 
 
 @dataclass(frozen=True)

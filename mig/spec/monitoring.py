@@ -13,7 +13,8 @@ _URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
 
 def monitoring_spec(node: ConfigNode) -> MonitoringSpec:
-    node.value = node.value if node.value is not None else {}
+    given = node.value is not None
+    node.value = node.value if given else {}
     node.mapping(MONITORING_KEYS)
     url = node.child("prometheusUrl").string()
     if url is not None and not _URL.match(url):
@@ -22,8 +23,10 @@ def monitoring_spec(node: ConfigNode) -> MonitoringSpec:
         )
     pending = node.child("pendingMinutes").integer(15, minimum=1, maximum=1440)
     assert pending is not None
+    operator = node.child("prometheusOperator").boolean(False)
     return MonitoringSpec(
-        prometheus_operator=node.child("prometheusOperator").boolean(False),
+        prometheus_operator=operator,
+        scrape_annotations=given and not operator,
         release_label=node.child("releaseLabel").string(),
         prometheus_url=url,
         pending_minutes=pending,
