@@ -125,18 +125,6 @@ if operator is not None and operator_spec.gate and targets:
         )
     ]
 
-if plan.spec.monitoring.prometheus_operator:
-    Monitoring(
-        "monitoring",
-        MonitoringArgs(plan=plan, namespace=operator_spec.namespace),
-        pulumi.ResourceOptions(providers=[kubernetes], depends_on=ready),
-    )
-keda = (
-    [Keda("keda", pulumi.ResourceOptions(providers=[kubernetes]))]
-    if any(s.spec.queue_autoscaling for s in plan.services)
-    else []
-)
-
 namespaces = {
     name: k8s.core.v1.Namespace(
         f"ns-{name}",
@@ -152,6 +140,18 @@ namespaces = {
     )
     for name in sorted({service.spec.namespace for service in plan.services})
 }
+if plan.spec.monitoring.prometheus_operator:
+    Monitoring(
+        "monitoring",
+        MonitoringArgs(plan=plan, namespace=plan.spec.monitoring.prometheus_namespace),
+        pulumi.ResourceOptions(providers=[kubernetes], depends_on=[*ready, *namespaces.values()]),
+    )
+keda = (
+    [Keda("keda", pulumi.ResourceOptions(providers=[kubernetes]))]
+    if any(s.spec.queue_autoscaling for s in plan.services)
+    else []
+)
+
 endpoints = {}
 for service in plan.services:
     spec = service.spec
@@ -163,6 +163,9 @@ for service in plan.services:
             api_key=config.require_secret(spec.api_key_secret) if spec.api_key_secret else None,
             prometheus_url=plan.spec.monitoring.prometheus_url,
             scrape_annotations=plan.spec.monitoring.scrape_annotations,
+            prometheus_namespace=plan.spec.monitoring.prometheus_namespace
+            if plan.spec.monitoring.scraped
+            else None,
         ),
         pulumi.ResourceOptions(
             providers=[kubernetes], depends_on=[*ready, *keda, namespaces[spec.namespace]]

@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mig.engines import HOME, engine_container
-from mig.monitoring import queue_query, scrape_annotations
+from mig.monitoring import SCRAPED_ENGINES, queue_query, queue_threshold, scrape_annotations
 from mig.plan import ServicePlan
 
 HF_TOKEN_KEY = "hf-token"
@@ -17,6 +17,8 @@ RUN_AS = 10001
 """A high UID, so the engine never shares a UID with a host account."""
 PROBE_PERIOD_SECONDS = 10
 HPA_CPU_TARGET = 80
+LOCAL_VOLUMES = ("dshm", "home", "tmp")
+"""Scratch volumes (shared memory, the model cache, /tmp) that a move to another node may drop."""
 
 
 @dataclass
@@ -31,6 +33,8 @@ class InferenceServiceArgs:
     """Prometheus that KEDA reads the queue from (services with queue autoscaling)."""
     scrape_annotations: bool = False
     """Annotate the pods for a Prometheus that discovers targets by `prometheus.io/*`."""
+    prometheus_namespace: str | None = None
+    """Namespace of the Prometheus that scrapes the engine: the NetworkPolicy lets it in."""
 
 
 def _secret_env(name: str, secret: str, key: str) -> k8s.core.v1.EnvVarArgs:
@@ -56,6 +60,8 @@ class InferenceService(pulumi.ComponentResource):
         plan = args.service
         spec = plan.spec
         engine = engine_container(plan)
+        scraped = spec.engine in SCRAPED_ENGINES
+        autoscaled = spec.queue_autoscaling is not None or spec.hpa_max_replicas is not None
         namespace = spec.namespace
         selector = {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/instance": plan.name}
         labels = {
@@ -196,6 +202,11 @@ class InferenceService(pulumi.ComponentResource):
             ],
         )
         rollout_seconds = spec.startup_seconds + 600
+        annotations = {
+            # The cluster autoscaler may move a replica to empty a node: its volumes are scratch.
+            "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": ",".join(LOCAL_VOLUMES),
+            **(scrape_annotations(spec.port) if args.scrape_annotations and scraped else {}),
+        }
         deployment = k8s.apps.v1.Deployment(
             name,
             metadata=meta(plan.name),
@@ -211,18 +222,16 @@ class InferenceService(pulumi.ComponentResource):
                 ),
                 progress_deadline_seconds=rollout_seconds,
                 template=k8s.core.v1.PodTemplateSpecArgs(
-                    metadata=k8s.meta.v1.ObjectMetaArgs(
-                        labels=labels,
-                        annotations=scrape_annotations(spec.port)
-                        if args.scrape_annotations
-                        else None,
-                    ),
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels, annotations=annotations),
                     spec=pod,
                 ),
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 depends_on=depends,
+                # An autoscaler owns the replica count once the service runs; the plan's count
+                # is its minimum, and a later `pulumi up` must not reset what it chose.
+                ignore_changes=["spec.replicas"] if autoscaled else None,
                 # Large models take long to download and load: `pulumi up` waits that long.
                 custom_timeouts=pulumi.CustomTimeouts(
                     create=f"{rollout_seconds}s", update=f"{rollout_seconds}s"
@@ -268,6 +277,19 @@ class InferenceService(pulumi.ComponentResource):
             # No declared clients: only pods of the service's own namespace.
             k8s.networking.v1.NetworkPolicyPeerArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs())
         ]
+        ports = [k8s.networking.v1.NetworkPolicyPortArgs(port=spec.port, protocol="TCP")]
+        ingress_from = [peers]
+        if args.prometheus_namespace is not None and scraped:
+            # Prometheus scrapes /metrics on the serving port.
+            ingress_from.append(
+                [
+                    k8s.networking.v1.NetworkPolicyPeerArgs(
+                        namespace_selector=k8s.meta.v1.LabelSelectorArgs(
+                            match_labels={"kubernetes.io/metadata.name": args.prometheus_namespace}
+                        )
+                    )
+                ]
+            )
         k8s.networking.v1.NetworkPolicy(
             f"{name}-ingress",
             metadata=meta(plan.name),
@@ -275,12 +297,8 @@ class InferenceService(pulumi.ComponentResource):
                 pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
                 policy_types=["Ingress"],
                 ingress=[
-                    k8s.networking.v1.NetworkPolicyIngressRuleArgs(
-                        from_=peers,
-                        ports=[
-                            k8s.networking.v1.NetworkPolicyPortArgs(port=spec.port, protocol="TCP")
-                        ],
-                    )
+                    k8s.networking.v1.NetworkPolicyIngressRuleArgs(from_=sources, ports=ports)
+                    for sources in ingress_from
                 ],
             ),
             opts=pulumi.ResourceOptions(parent=self),
@@ -288,7 +306,7 @@ class InferenceService(pulumi.ComponentResource):
         queue = spec.queue_autoscaling
         if queue is not None:
             # KEDA keeps replicas between the planned count and the maximum the pool can hold,
-            # one replica per `queue_per_replica` waiting requests.
+            # one replica per `maxNumSeqs` running plus `queuePerReplica` waiting requests.
             k8s.apiextensions.CustomResource(
                 f"{name}-scaler",
                 api_version="keda.sh/v1alpha1",
@@ -304,7 +322,9 @@ class InferenceService(pulumi.ComponentResource):
                             "metadata": {
                                 "serverAddress": args.prometheus_url,
                                 "query": queue_query(plan),
-                                "threshold": str(queue.queue_per_replica),
+                                "threshold": str(queue_threshold(plan)),
+                                # No samples is an error on the ScaledObject, not zero load.
+                                "ignoreNullValues": "false",
                             },
                         }
                     ],

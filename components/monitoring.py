@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig.monitoring import alert_rules, dashboard
+from mig.monitoring import SCRAPED_ENGINES, alert_rules, dashboard
 from mig.plan import StackPlan
 from mig.versions import KEDA_CHART, KEDA_REPO, KEDA_VERSION
 
@@ -23,7 +23,8 @@ class MonitoringArgs:
     plan: StackPlan
     """The stack's plan: its services, their engines, and the monitoring settings."""
     namespace: str
-    """Namespace of the alert rules and the dashboard (the GPU Operator's)."""
+    """Namespace of the alert rules and the dashboard: Prometheus's and Grafana's own, which
+    their rule selector and dashboard sidecar read without further settings."""
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -40,6 +41,8 @@ class Monitoring(pulumi.ComponentResource):
         release = plan.spec.monitoring.release_label
         labels = {**MANAGED_BY, **({"release": release} if release else {})}
         for service in plan.services:
+            if service.spec.engine not in SCRAPED_ENGINES:
+                continue
             k8s.apiextensions.CustomResource(
                 f"{name}-{service.name}",
                 api_version=MONITORING_API,

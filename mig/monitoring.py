@@ -20,6 +20,9 @@ from mig.spec import Engine
 SERVICE_LABEL = "app_kubernetes_io_name"
 """The service's `app.kubernetes.io/name` pod label, as the PodMonitor carries it onto metrics."""
 QUEUE_METRIC = {Engine.VLLM: "vllm:num_requests_waiting", Engine.TGI: "tgi_queue_size"}
+RUNNING_METRIC = {Engine.VLLM: "vllm:num_requests_running", Engine.TGI: "tgi_batch_current_size"}
+SCRAPED_ENGINES = frozenset(QUEUE_METRIC)
+"""Engines that export Prometheus metrics at `/metrics` on their serving port."""
 SLICE_MEMORY_FULL = 0.97
 """vLLM takes its share (0.9 by default) of a slice at start; beyond this the slice is full."""
 QUEUE_ALERT_MINUTES = 10
@@ -38,10 +41,28 @@ def ksm_allowlist() -> str:
 
 
 def queue_query(service: ServicePlan) -> str:
-    """Waiting requests across the service's replicas (a single value, as KEDA needs)."""
-    metric = QUEUE_METRIC[service.spec.engine]
+    """Requests running and waiting across the service's replicas (one value, as KEDA needs).
+
+    Running requests count too: on waiting ones alone, the replica that drains the queue would
+    bring it to zero and KEDA would take that replica away again. No `or vector(0)`: with no
+    samples (Prometheus not scraping) KEDA reports an error instead of reading zero load."""
+    engine = service.spec.engine
     selector = f'namespace="{service.spec.namespace}",{SERVICE_LABEL}="{service.name}"'
-    return f"sum({metric}{{{selector}}}) or vector(0)"
+    return (
+        f"sum({RUNNING_METRIC[engine]}{{{selector}}}) + sum({QUEUE_METRIC[engine]}{{{selector}}})"
+    )
+
+
+def queue_threshold(service: ServicePlan) -> int:
+    """The load one replica carries: its concurrent sequences plus `queuePerReplica` waiting."""
+    queue = service.spec.queue_autoscaling
+    assert queue is not None and service.sizing.max_num_seqs is not None
+    return service.sizing.max_num_seqs + queue.queue_per_replica
+
+
+def dashboard_uid(stack: str) -> str:
+    """Grafana uids take letters, digits, '-' and '_', at most 40 characters."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"mig-{stack}")[:40]
 
 
 def _state(state: str) -> str:
@@ -129,7 +150,8 @@ def _panel(title: str, exprs: list[tuple[str, str]], x: int, y: int) -> dict[str
 def dashboard(plan: StackPlan) -> dict[str, Any]:
     """A Grafana dashboard (classic JSON model): per-slice engine activity and memory, each
     service's replicas and queue, and the nodes' MIG config state."""
-    slice_legend = "{{Hostname}} {{GPU_I_PROFILE}} #{{GPU_I_ID}} {{pod}}"
+    # The exporter's own `pod` label is overwritten by the scrape; the workload's is `exported_pod`.
+    slice_legend = "{{Hostname}} {{GPU_I_PROFILE}} #{{GPU_I_ID}} {{exported_pod}}"
     namespaces = "|".join(sorted({s.spec.namespace for s in plan.services})) or "inference"
     deployments = "|".join(s.name for s in plan.services) or ".*"
     queues = [
@@ -138,7 +160,7 @@ def dashboard(plan: StackPlan) -> dict[str, Any]:
     ]
     return {
         "title": f"MIG inference: {plan.spec.stack}",
-        "uid": f"mig-{plan.spec.stack}"[:40],
+        "uid": dashboard_uid(plan.spec.stack),
         "schemaVersion": 39,
         "time": {"from": "now-6h", "to": "now"},
         "templating": {

@@ -146,3 +146,19 @@ def test_replicas_beyond_the_minimum_wait_for_a_scale_up() -> None:
     config["services"][0]["replicas"] = 17  # beyond the maximum: refused, as before
     with pytest.raises(MigError, match=r"needs 17 x nvidia\.com/mig-3g\.40gb"):
         _plan(config)
+
+
+def test_services_sharing_a_resource_wait_in_one_message() -> None:
+    config: dict[str, Any] = {
+        "cloud": "eks",
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge",
+                   "nodes": {"min": 1, "max": 2}, "mig": "all-balanced"}],
+        "services": [{"name": "a", "model": "m", "memoryGiB": 30, "replicas": 6},
+                     {"name": "b", "model": "m", "memoryGiB": 30, "replicas": 6}],
+    }  # fmt: skip
+    waiting = [w for w in _plan(config).warnings if "wait for pool" in w]
+    assert waiting == [
+        "services a, b: 4 of the 12 replicas on nvidia.com/mig-3g.40gb wait for pool p to grow "
+        "(at its minimum of 1 node(s) it offers 8)"
+    ]

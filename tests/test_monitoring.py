@@ -12,8 +12,15 @@ import kubernetes_validate
 import promql_parser
 import pytest
 
-from mig.errors import MigError
-from mig.monitoring import expressions, ksm_allowlist, prometheus_label, queue_query
+from mig.errors import MigError, MigErrors
+from mig.monitoring import (
+    dashboard_uid,
+    expressions,
+    ksm_allowlist,
+    prometheus_label,
+    queue_query,
+    queue_threshold,
+)
 from mig.plan import plan_stack
 from mig.spec import parse_stack
 from mig.stackfile import load_stack, stack_names
@@ -104,14 +111,53 @@ def test_queue_autoscaling_with_keda() -> None:
     assert trigger["type"] == "prometheus"
     assert trigger["metadata"] == {
         "serverAddress": "http://prometheus-operated.monitoring.svc:9090",
-        "query": 'sum(vllm:num_requests_waiting{namespace="inference",'
-                 'app_kubernetes_io_name="chat"}) or vector(0)',
-        "threshold": "4",
+        "query": 'sum(vllm:num_requests_running{namespace="inference",'
+                 'app_kubernetes_io_name="chat"}) + sum(vllm:num_requests_waiting{'
+                 'namespace="inference",app_kubernetes_io_name="chat"})',
+        # maxNumSeqs 8 running plus queuePerReplica 4 waiting per replica.
+        "threshold": "12",
+        "ignoreNullValues": "false",
     }  # fmt: skip
     options = rendering.options[("mig-inference:index:InferenceService", "chat")]
     assert "keda" in options.depends_on
     deployment = named(rendering, "kubernetes:apps/v1:Deployment", "chat").inputs
     assert deployment["spec"]["replicas"] == 8
+    # KEDA owns the count once running: a later `pulumi up` leaves it alone.
+    deployment_options = rendering.options[("kubernetes:apps/v1:Deployment", "chat")]
+    assert list(deployment_options.ignore_changes) == ["spec.replicas"]
+    fixed = stack_rendering("gke-h100").options
+    assert all(not o.ignore_changes for (token, _), o in fixed.items()
+               if token == "kubernetes:apps/v1:Deployment")  # fmt: skip
+
+
+def test_prometheus_may_scrape_the_engine() -> None:
+    [policy] = _kinds("NetworkPolicy")
+    sources = [rule["from"] for rule in policy["spec"]["ingress"]]
+    prometheus = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+    }
+    assert [prometheus] in sources
+    for rule in policy["spec"]["ingress"]:
+        assert rule["ports"] == [{"port": 8000, "protocol": "TCP"}]
+    # Without monitoring, only the service's clients.
+    for policy in [o for o in stack_rendering("gke-h100").kubernetes_objects()
+                   if o["kind"] == "NetworkPolicy" and o["metadata"]["namespace"] == "inference"]:  # fmt: skip
+        assert len(policy["spec"]["ingress"]) == 1
+
+
+def test_rules_and_dashboard_live_with_prometheus() -> None:
+    for kind in ("PrometheusRule", "ConfigMap"):
+        for obj in _kinds(kind):
+            if obj["metadata"]["name"].startswith("mig-inference"):
+                assert obj["metadata"]["namespace"] == "monitoring"
+
+
+def test_replicas_may_be_moved_by_the_cluster_autoscaler() -> None:
+    [deployment] = _kinds("Deployment")
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    volumes = {v["name"] for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    safe = annotations["cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"]
+    assert set(safe.split(",")) == volumes
 
 
 def _stack(service: dict[str, Any], monitoring: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -120,7 +166,8 @@ def _stack(service: dict[str, Any], monitoring: dict[str, Any] | None = None) ->
         "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": 1,
                    "mig": "all-3g.40gb"}],
-        "services": [{"name": "chat", "model": "m", "memoryGiB": 20, "replicas": 4, **service}],
+        "services": [{"name": "chat", "model": "m", "memoryGiB": 20, "replicas": 4,
+                      "maxNumSeqs": 8, **service}],
     }  # fmt: skip
     if monitoring is not None:
         config["monitoring"] = monitoring
@@ -141,6 +188,10 @@ def _stack(service: dict[str, Any], monitoring: dict[str, Any] | None = None) ->
         ({"queueAutoscaling": {"maxReplicas": 8}, "hpaMaxReplicas": 8},
          {"prometheusUrl": "http://p:9090"}, "give queueAutoscaling or hpaMaxReplicas"),
         ({}, {"prometheusUrl": "prometheus:9090"}, "monitoring.prometheusUrl: 'prometheus:9090'"),
+        ({"queueAutoscaling": {"maxReplicas": 8}, "maxNumSeqs": None},
+         {"prometheusUrl": "http://p:9090"},
+         r"services\[0\].queueAutoscaling: needs maxNumSeqs or the model's shape"),
+        ({}, {"prometheusNamespace": "Monitoring"}, "monitoring.prometheusNamespace: 'Monitoring'"),
     ],
 )  # fmt: skip
 def test_bad_autoscaling_and_monitoring(
@@ -157,7 +208,17 @@ def test_helpers() -> None:
         "nodes=[nvidia.com/mig.config,nvidia.com/mig.config.state,mig-inference.io/pool]"
     )
     plan = plan_stack(load_stack(STACK))
-    assert queue_query(plan.services[0]).startswith("sum(vllm:num_requests_waiting{")
+    assert queue_query(plan.services[0]).startswith("sum(vllm:num_requests_running{")
+    assert queue_threshold(plan.services[0]) == 12
+    assert dashboard_uid("prod.eu/west") == "mig-prod-eu-west"
+    assert len(dashboard_uid("x" * 60)) == 40
+
+
+def test_one_error_for_a_bad_prometheus_url() -> None:
+    config = _stack({"queueAutoscaling": {"maxReplicas": 8}}, {"prometheusUrl": "prometheus"})
+    with pytest.raises(MigErrors) as raised:
+        parse_stack("t", config, pinned_operator_version=GPU_OPERATOR_VERSION)
+    assert [e.path for e in raised.value.errors] == ["mig-inference:monitoring.prometheusUrl"]
 
 
 def test_no_monitoring_objects_unless_asked() -> None:
@@ -195,3 +256,17 @@ def test_scrape_annotations_without_the_prometheus_operator(tmp_path: Path) -> N
     assert annotations["prometheus.io/port"] == "8000"
     kinds = {o["kind"] for o in rendering.kubernetes_objects()}
     assert not kinds & {"PodMonitor", "PrometheusRule"}
+
+
+def test_engines_without_metrics_are_not_scraped(tmp_path: Path) -> None:
+    config = _stack({"engine": "triton"}, {"prometheusOperator": True})
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None
+    kinds = {o["kind"] for o in rendering.kubernetes_objects()}
+    assert "PodMonitor" not in kinds and "PrometheusRule" in kinds
+    [policy] = [
+        o
+        for o in rendering.kubernetes_objects()
+        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "chat"
+    ]
+    assert len(policy["spec"]["ingress"]) == 1

@@ -10,7 +10,7 @@ the project puts on the node group's Auto Scaling group.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 
 from mig.clouds import Cloud
 from mig.errors import MigError
@@ -54,22 +54,23 @@ def node_template_tags(pool: PoolPlan) -> dict[str, str]:
 
 
 def waiting_for_scale_up(services: list[ServicePlan]) -> list[str]:
-    """Services whose replicas do not all fit the pools' minimum size: the rest wait for the
-    autoscaler (fixed replicas only; an HPA's maximum is capacity to grow into)."""
-    demand: Counter[tuple[str, str]] = Counter()
+    """Where replicas do not all fit their pool's minimum size, once per pool and MIG resource,
+    naming the services sharing it: the rest wait for the autoscaler (fixed replicas only; an
+    HPA's maximum is capacity to grow into)."""
+    sharing: dict[tuple[str, str], list[ServicePlan]] = defaultdict(list)
     for service in services:
-        demand[(service.pool.name, service.resource)] += service.replicas
+        if service.pool.autoscaled:
+            sharing[(service.pool.name, service.resource)].append(service)
     messages = []
-    for service in services:
-        pool = service.pool
-        if not pool.autoscaled:
-            continue
-        at_min = pool.min_nodes * pool.capacity_per_node()[service.resource]
-        wanted = demand[(pool.name, service.resource)]
+    for (_pool, resource), group in sharing.items():
+        pool = group[0].pool
+        at_min = pool.min_nodes * pool.capacity_per_node()[resource]
+        wanted = sum(service.replicas for service in group)
         if wanted > at_min:
+            names = ", ".join(service.name for service in group)
             messages.append(
-                f"service {service.name}: {wanted - at_min} of the {wanted} replicas on "
-                f"{service.resource} wait for pool {pool.name} to grow (at its minimum of "
-                f"{pool.min_nodes} node(s) it offers {at_min})"
+                f"service{'s' if len(group) > 1 else ''} {names}: {wanted - at_min} of the "
+                f"{wanted} replicas on {resource} wait for pool {pool.name} to grow (at its "
+                f"minimum of {pool.min_nodes} node(s) it offers {at_min})"
             )
     return messages

@@ -155,11 +155,18 @@ class MonitoringSpec:
     """`release` label on those objects, for a Prometheus that selects by it."""
     prometheus_url: str | None = None
     """Prometheus that queue-based autoscaling (KEDA) queries."""
+    prometheus_namespace: str = "monitoring"
+    """Namespace of the Prometheus that scrapes the engines: their NetworkPolicy lets it in."""
     pending_minutes: int = 15
     """Alert when a node's MIG config stays `pending` this long."""
     scrape_annotations: bool = False
     """Without the Prometheus Operator: `prometheus.io/*` annotations on the DCGM exporter and
     the engines' pods, for a Prometheus that discovers targets by them."""
+
+    @property
+    def scraped(self) -> bool:
+        """A Prometheus scrapes the engines (through a PodMonitor or by annotations)."""
+        return self.prometheus_operator or self.scrape_annotations
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,15 @@ from __future__ import annotations
 import re
 
 from mig.spec.model import MonitoringSpec
-from mig.spec.reader import ConfigNode
+from mig.spec.reader import ConfigNode, dns_label
 
-MONITORING_KEYS = ("prometheusOperator", "releaseLabel", "prometheusUrl", "pendingMinutes")
+MONITORING_KEYS = (
+    "prometheusOperator",
+    "releaseLabel",
+    "prometheusUrl",
+    "prometheusNamespace",
+    "pendingMinutes",
+)
 _URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
 
@@ -29,5 +35,8 @@ def monitoring_spec(node: ConfigNode) -> MonitoringSpec:
         scrape_annotations=given and not operator,
         release_label=node.child("releaseLabel").string(),
         prometheus_url=url,
+        prometheus_namespace=dns_label(node.child("prometheusNamespace"), 63)
+        if node.child("prometheusNamespace").value is not None
+        else "monitoring",
         pending_minutes=pending,
     )

@@ -169,6 +169,19 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         hpa = node.child("hpaMaxReplicas").problem(
             f"must be >= replicas ({replicas}), got {hpa}", None
         )
+    max_num_seqs = node.child("maxNumSeqs").integer(minimum=1)
+    if (
+        queue is not None
+        and max_num_seqs is None
+        and (shape is None or not shape.kv_bytes_per_token)
+    ):
+        # A replica's load is its running sequences plus its queue: without the model's shape
+        # the engine picks its own concurrency, which the scaling threshold cannot know.
+        queue = node.child("queueAutoscaling").problem(
+            "needs maxNumSeqs or the model's shape: a replica takes maxNumSeqs running requests "
+            "plus queuePerReplica waiting ones before another is added",
+            None,
+        )
     return ServiceSpec(
         name=name,
         model=model or "",
@@ -184,7 +197,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         tensor_parallel_size=1,
         gpu_memory_utilization=utilization,
         max_model_len=_max_model_len(node.child("maxModelLen"), shape),
-        max_num_seqs=node.child("maxNumSeqs").integer(minimum=1),
+        max_num_seqs=max_num_seqs,
         port=node.child("port").integer(8000, minimum=1, maximum=65535) or 8000,
         namespace=namespace,
         clients=_clients(node.child("clients")),

@@ -136,10 +136,15 @@ def parse_stack(
     )  # fmt: skip
     _duplicates(services_node.value if isinstance(services_node.value, list) else [],
                 services_node.path, "service name", problems)  # fmt: skip
+    monitoring_path = key_path("monitoring")
     monitoring = _attempt(problems, lambda: monitoring_spec(node("monitoring")))
+    # Where the monitoring section itself was refused, its error is the one to fix first.
+    monitoring_refused = any((p.path or "").startswith(monitoring_path) for p in problems)
     for index, service in enumerate(services):
-        if service.queue_autoscaling is not None and (
-            monitoring is None or monitoring.prometheus_url is None
+        if (
+            service.queue_autoscaling is not None
+            and not monitoring_refused
+            and (monitoring is None or monitoring.prometheus_url is None)
         ):
             problems.append(MigError(
                 "needs monitoring.prometheusUrl: the Prometheus KEDA reads the queue from",
