@@ -54,7 +54,12 @@ def _tgi(service: ServicePlan) -> tuple[str, ...]:
         args += ["--max-total-tokens", str(service.sizing.max_model_len)]
         args += ["--max-input-tokens", str(service.sizing.max_model_len - 1)]
     if service.sizing.max_num_seqs:
-        args += ["--max-concurrent-requests", str(service.sizing.max_num_seqs)]
+        limit = service.sizing.max_num_seqs
+        if spec.queue_autoscaling is not None:
+            # TGI counts queued requests against this limit and refuses (429) beyond it; KEDA
+            # adds a replica above `maxNumSeqs + queuePerReplica` in flight, so admit more.
+            limit += 2 * spec.queue_autoscaling.queue_per_replica
+        args += ["--max-concurrent-requests", str(limit)]
     return tuple(args) + spec.args
 
 

@@ -214,6 +214,31 @@ def test_helpers() -> None:
     assert len(dashboard_uid("x" * 60)) == 40
 
 
+def test_other_monitoring_errors_do_not_hide_a_missing_url() -> None:
+    config = _stack({"queueAutoscaling": {"maxReplicas": 8}}, {"pendingMinutes": 0})
+    with pytest.raises(MigErrors) as raised:
+        parse_stack("t", config, pinned_operator_version=GPU_OPERATOR_VERSION)
+    assert [e.path for e in raised.value.errors] == [
+        "mig-inference:monitoring.pendingMinutes",
+        "mig-inference:services[0].queueAutoscaling",
+    ]
+
+
+def test_tgi_admits_more_than_the_scaling_threshold(tmp_path: Path) -> None:
+    service = {"engine": "tgi", "queueAutoscaling": {"maxReplicas": 8}}
+    rendering = render_config(tmp_path, _stack(service, {"prometheusUrl": "http://p:9090"}))
+    assert rendering.error is None
+    [scaler] = [o for o in rendering.kubernetes_objects() if o["kind"] == "ScaledObject"]
+    trigger = scaler["spec"]["triggers"][0]["metadata"]
+    assert trigger["query"].startswith("sum(tgi_batch_current_size{")
+    assert "+ sum(tgi_queue_size{" in trigger["query"]
+    deployment = named(rendering, "kubernetes:apps/v1:Deployment", "chat").inputs
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    admitted = int(args[args.index("--max-concurrent-requests") + 1])
+    # TGI refuses requests beyond its limit: KEDA must see load above the threshold first.
+    assert admitted > int(trigger["threshold"]) == 12
+
+
 def test_one_error_for_a_bad_prometheus_url() -> None:
     config = _stack({"queueAutoscaling": {"maxReplicas": 8}}, {"prometheusUrl": "prometheus"})
     with pytest.raises(MigErrors) as raised:

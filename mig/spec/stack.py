@@ -138,12 +138,14 @@ def parse_stack(
                 services_node.path, "service name", problems)  # fmt: skip
     monitoring_path = key_path("monitoring")
     monitoring = _attempt(problems, lambda: monitoring_spec(node("monitoring")))
-    # Where the monitoring section itself was refused, its error is the one to fix first.
-    monitoring_refused = any((p.path or "").startswith(monitoring_path) for p in problems)
+    # A refused section or URL is reported at its own key, not again at each service.
+    url_refused = any(
+        p.path in (monitoring_path, f"{monitoring_path}.prometheusUrl") for p in problems
+    )
     for index, service in enumerate(services):
         if (
             service.queue_autoscaling is not None
-            and not monitoring_refused
+            and not url_refused
             and (monitoring is None or monitoring.prometheus_url is None)
         ):
             problems.append(MigError(
