@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ import pulumi_aws as aws
 from components.kubeconfig import eks_kubeconfig
 from mig.bootstrap import eks_user_data
 from mig.clouds import cloud_taint_effect
+from mig.digest import short_hash
 from mig.plan import PoolPlan
 from mig.plan.autoscaling import node_template_tags
 
@@ -31,10 +31,6 @@ CLUSTER_POLICIES = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
 def _autoscaling_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
     [group] = resources[0].autoscaling_groups or []
     return str(group.name)
-
-
-def _short(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:6]
 
 
 def _assume_role(service: str) -> str:
@@ -243,7 +239,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             asg = group.resources.apply(_autoscaling_group_name)
             for key, value in sorted(node_template_tags(pool).items()):
                 aws.autoscaling.Tag(
-                    f"{name}-template-{key.rsplit('/', 1)[-1]}-{_short(key)}",
+                    f"{name}-template-{key.rsplit('/', 1)[-1]}-{short_hash(key, 6)}",
                     autoscaling_group_name=asg,
                     tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
                     opts=pulumi.ResourceOptions(parent=self),

@@ -10,7 +10,6 @@ that must be replaced) are reported with the ways forward.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -301,7 +300,3 @@ def load_deployed(path: Path) -> dict[str, Any]:
         f"(with a `plan` of format {RECORD_FORMAT}) or a stack file",
         str(path),
     )
-
-
-def record_json(record: dict[str, Any]) -> str:
-    return json.dumps(record, indent=2, sort_keys=True)

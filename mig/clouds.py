@@ -156,8 +156,6 @@ MAX_PODS_RANGE: dict[Cloud, tuple[int, int]] = {
 DEFAULT_MAX_PODS: dict[Cloud, int] = {Cloud.GKE: 110, Cloud.EKS: 250, Cloud.OKE: 31}
 """What a node gets when `maxPods` is not set (EKS: min of this and the instance default)."""
 
-MAX_PODS_FIXED_AT_CREATION = {Cloud.GKE, Cloud.OKE}
-
 GPU_OPERATOR_PODS_PER_NODE = 10
 """GPU Operator pods on every GPU node: driver, container toolkit, device plugin, GPU feature
 discovery, MIG manager, DCGM exporter, operator validator, CUDA and plugin validators, NFD

@@ -8,9 +8,9 @@ fails at once, naming the node, when one reports `failed`, and when the deadline
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
+from mig.digest import short_hash
 from mig.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
 from mig.plan import PoolPlan, StackPlan
 from mig.scripts import load
@@ -70,4 +70,4 @@ def gate_targets_value(targets: list[GateTarget]) -> str:
 def gate_fingerprint(targets: list[GateTarget]) -> str:
     """Changes whenever what the gate waits for does, so a new Job runs."""
     text = gate_targets_value(sorted(targets, key=lambda t: t.pool))
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
+    return short_hash(text, 8)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
+
+from mig.digest import short_hash
 
 _INVALID = re.compile(r"[^a-z0-9-]+")
 _MAX_LENGTH = 63
@@ -16,6 +17,6 @@ def stack_scoped(stack: str, what: str) -> str:
     name = f"mig-inference-{slug}-{what}"
     if len(name) <= _MAX_LENGTH:
         return name
-    digest = hashlib.sha256(stack.encode()).hexdigest()[:8]
+    digest = short_hash(stack, 8)
     keep = _MAX_LENGTH - len(f"mig-inference--{digest}-{what}")
     return f"mig-inference-{slug[: max(keep, 1)].strip('-')}-{digest}-{what}"

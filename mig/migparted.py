@@ -7,7 +7,6 @@ looks that name up in a mig-parted config. NVIDIA ships named configs (`all-disa
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import yaml
 
 from mig.catalog import GpuModel
+from mig.digest import short_hash
 from mig.errors import MigError
 from mig.layout import Layout, parse_custom_layout, place
 
@@ -53,7 +53,7 @@ def custom_config_name(layout: Layout) -> str:
     name = CUSTOM_PREFIX + "-".join(f"{c}x{n.replace('+', '.')}" for n, c in layout.counts)
     if len(name) <= _LABEL_VALUE_MAX:
         return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    digest = short_hash(name, 12)
     return f"{CUSTOM_PREFIX}{digest}"
 
 

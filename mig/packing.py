@@ -15,7 +15,6 @@ replicas need. Baselines use the same model with the layout set restricted.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections import Counter, defaultdict
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mig.catalog import GpuModel, Profile
+from mig.digest import short_hash
 from mig.errors import MigError
 from mig.layout import Layout, Placement, maximal_layouts, place, valid_layouts
 from mig.migparted import config_entries, config_name_for, document
@@ -164,7 +164,7 @@ class PackPlan:
         if len(distinct) == 1:
             return config_name_for(self.gpu_model, distinct[0])
         key = "|".join(str(layout) for layout in layouts)
-        return "custom-mixed-" + hashlib.sha256(key.encode()).hexdigest()[:10]
+        return "custom-mixed-" + short_hash(key, 10)
 
     def mig_parted_config(self) -> dict[str, Any]:
         """A mig-parted v1 document with one config per distinct node."""

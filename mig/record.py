@@ -7,10 +7,10 @@ rollout; per service, its pool, generation, profile, replicas and a fingerprint 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
+from mig.digest import short_hash
 from mig.engines import engine_container
 from mig.plan import PoolPlan, ServicePlan, StackPlan, layout_of
 from mig.plan.sharing import sharing_text
@@ -71,7 +71,7 @@ def pod_fingerprint(service: ServicePlan) -> str:
         "port": service.spec.port,
     }
     text = json.dumps(parts, sort_keys=True, default=list)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return short_hash(text, 12)
 
 
 def service_record(service: ServicePlan) -> dict[str, Any]:

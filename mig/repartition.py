@@ -12,9 +12,9 @@ or runs out of time, names the node and its state, and leaves the nodes after it
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
+from mig.digest import short_hash
 from mig.gate import jsonpath_label, node_selector
 from mig.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from mig.plan import PoolPlan, StackPlan
@@ -42,7 +42,7 @@ class RepartitionTarget:
     @property
     def fingerprint(self) -> str:
         text = f"{self.pool}|{self.config}|{self.selector}|{' '.join(self.node_names)}"
-        return hashlib.sha256(text.encode()).hexdigest()[:8]
+        return short_hash(text, 8)
 
     def env(self, node_timeout_seconds: int) -> dict[str, str]:
         return {

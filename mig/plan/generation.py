@@ -8,10 +8,10 @@ cloud updates in place on running nodes are left out, so they never cost a new p
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 
 from mig.clouds import Cloud
+from mig.digest import short_hash
 from mig.plan.sharing import sharing_text
 from mig.spec import MigManager, PoolSpec, Rollout, StackSpec
 
@@ -90,4 +90,4 @@ def generation_of(inputs: Mapping[str, str]) -> str | None:
     if not inputs:
         return None
     text = "\n".join(f"{key}={value}" for key, value in sorted(inputs.items()))
-    return hashlib.sha256(text.encode()).hexdigest()[:GENERATION_LENGTH]
+    return short_hash(text, GENERATION_LENGTH)

@@ -4,11 +4,11 @@ by time-slicing (no isolation), so the plan checks the replicas fit it together.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+from mig.digest import short_hash
 from mig.errors import MigError
 from mig.plan.model import Offer
 from mig.spec import AUTO, MigManager, PoolSpec, SharingSpec, SharingStrategy
@@ -106,4 +106,4 @@ def device_plugin_config_key(pool: PoolSpec, offers: Sequence[Offer]) -> str:
     when the ConfigMap does, so a new content must come with a new label value."""
     shared = sorted(f"{o.resource}x{o.shared_by}" for o in offers if o.shared_by > 1)
     text = f"{sharing_text(pool.sharing)}|{'|'.join(shared)}"
-    return f"{pool.name}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+    return f"{pool.name}-{short_hash(text, 8)}"
