@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mig.digest import short_hash
-from mig.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
 from mig.plan import PoolPlan, StackPlan
 from mig.scripts import load
 
@@ -29,22 +28,8 @@ class GateTarget:
     """How many of them must report success (the pool's minimum size)."""
 
 
-GATE_SCRIPT = load("gate.sh")
-
-
-def jsonpath_label(label: str) -> str:
-    """A label key as a kubectl jsonpath field (dots escaped)."""
-    return label.replace(".", "\\.")
-
-
 def gate_script() -> str:
-    return (
-        GATE_SCRIPT.replace("CONFIG_PATH", jsonpath_label(MIG_CONFIG_LABEL))
-        .replace("STATE_PATH", jsonpath_label(MIG_STATE_LABEL))
-        .replace("CONFIG_LABEL", MIG_CONFIG_LABEL)
-        .replace("STATE_LABEL", MIG_STATE_LABEL)
-        .replace("POOL_LABEL", POOL_LABEL)
-    )
+    return load("gate.sh")
 
 
 def node_selector(pool: PoolPlan) -> str:

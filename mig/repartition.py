@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mig.digest import short_hash
-from mig.gate import jsonpath_label, node_selector
-from mig.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig.gate import node_selector
 from mig.plan import PoolPlan, StackPlan
 from mig.scripts import load
 from mig.spec import Rollout
@@ -82,13 +81,5 @@ def _target(pool: PoolPlan) -> RepartitionTarget:
     )
 
 
-REPARTITION_SCRIPT = load("repartition.sh")
-
-
 def repartition_script() -> str:
-    return (
-        REPARTITION_SCRIPT.replace("CONFIG_PATH", jsonpath_label(MIG_CONFIG_LABEL))
-        .replace("STATE_PATH", jsonpath_label(MIG_STATE_LABEL))
-        .replace("CONFIG_LABEL", MIG_CONFIG_LABEL)
-        .replace("STATE_LABEL", MIG_STATE_LABEL)
-    )
+    return load("repartition.sh")
