@@ -1,7 +1,5 @@
 """Per-cloud wiring: the cloud provider, the cluster (created or joined) and its GPU pools."""
 
-from __future__ import annotations
-
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -11,21 +9,33 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import pulumi_oci as oci
 
-from components.cluster_autoscaler import (
+from mig_inference.clouds import Cloud
+from mig_inference.plan import StackPlan
+
+from .cluster_autoscaler import (
+    AutoscaledPoolArgs,
     EksClusterAutoscaler,
     EksClusterAutoscalerArgs,
     OkeClusterAutoscaler,
     OkeClusterAutoscalerArgs,
 )
-from components.eks import EksCluster, EksClusterArgs, EksGpuNodeGroup, EksGpuNodeGroupArgs
-from components.existing import ExistingNodePool, ExistingNodePoolArgs
-from components.gke import GkeCluster, GkeClusterArgs, GkeGpuPool, GkeGpuPoolArgs
-from components.oke import OkeCluster, OkeClusterArgs, OkeGpuPool, OkeGpuPoolArgs
-from mig.clouds import Cloud
-from mig.plan import PoolPlan, StackPlan
+from .eks import EksCluster, EksClusterArgs, EksGpuNodeGroup, EksGpuNodeGroupArgs
+from .existing import ExistingNodePool, ExistingNodePoolArgs
+from .gke import (
+    GKE_MASTER_CIDR,
+    GKE_RELEASE_CHANNEL,
+    GkeCluster,
+    GkeClusterArgs,
+    GkeGpuPool,
+    GkeGpuPoolArgs,
+)
+from .oke import OkeCluster, OkeClusterArgs, OkeGpuPool, OkeGpuPoolArgs
+from .stack_args import StackArgs
 
-GKE_MASTER_CIDR = "172.16.0.32/28"
-GKE_RELEASE_CHANNEL = "REGULAR"
+UNPARENTED_BEFORE = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]
+"""Aliases for the direct children of `MigInference`: up to 0.1 the program created them at the
+top of the stack, so a stack deployed then keeps every resource (Pulumi derives their children's
+aliases from these) instead of replacing them."""
 
 
 @dataclass
@@ -44,30 +54,37 @@ class Cluster:
     """The cluster component when this stack created it."""
 
 
-def _cloud_provider(plan: StackPlan) -> pulumi.ProviderResource | None:
+def _cloud_provider(plan: StackPlan, parent: pulumi.Resource) -> pulumi.ProviderResource | None:
     settings = plan.spec.cluster
+    opts = pulumi.ResourceOptions(parent=parent, aliases=UNPARENTED_BEFORE)
     if plan.spec.cloud is Cloud.GKE:
-        return gcp.Provider("gcp", project=settings.get("project"))
+        return gcp.Provider("gcp", project=settings.get("project"), opts=opts)
     if plan.spec.cloud is Cloud.EKS:
-        return aws.Provider("aws", region=settings.get("region"))
+        return aws.Provider("aws", region=settings.get("region"), opts=opts)
     if plan.spec.cloud is Cloud.OKE:
-        return oci.Provider("oci")
+        return oci.Provider("oci", opts=opts)
     return None
 
 
 def _opts(
-    provider: pulumi.ProviderResource | None, depends_on: Sequence[pulumi.Resource] = ()
+    parent: pulumi.Resource,
+    providers: Sequence[pulumi.ProviderResource | None],
+    depends_on: Sequence[pulumi.Resource] = (),
 ) -> pulumi.ResourceOptions:
+    given = [provider for provider in providers if provider is not None]
     return pulumi.ResourceOptions(
-        providers=[provider] if provider else None, depends_on=list(depends_on) or None
+        parent=parent,
+        providers=given or None,
+        depends_on=list(depends_on) or None,
+        aliases=UNPARENTED_BEFORE,
     )
 
 
-def cluster(plan: StackPlan) -> Cluster:
+def cluster(plan: StackPlan, parent: pulumi.Resource) -> Cluster:
     """Create the cluster (ephemeral stacks) or refer to the one the stack names."""
     spec = plan.spec
     settings = spec.cluster
-    provider = _cloud_provider(plan)
+    provider = _cloud_provider(plan, parent)
     if settings.create and spec.cloud is Cloud.GKE:
         gke = GkeCluster(
             settings.name,
@@ -82,24 +99,24 @@ def cluster(plan: StackPlan) -> Cluster:
                 cloud_nat=settings.get("cloudNat"),
                 project=settings.get("project"),
             ),
-            _opts(provider),
+            _opts(parent, [provider]),
         )
-        return Cluster(provider, gke.name, gke.kubeconfig, created=[gke])
+        return Cluster(provider, gke.cluster_name, gke.kubeconfig, created=[gke])
     if settings.create and spec.cloud is Cloud.EKS:
         eks = EksCluster(
             settings.name,
             EksClusterArgs(
                 name=settings.name,
+                region=settings.get("region"),
                 version=settings.get("version"),
-                subnet_ids=settings.get("subnetIds"),
+                subnet_ids=list(settings.get("subnetIds")),
                 endpoint_public_access=settings.get("endpointPublicAccess"),
-                public_access_cidrs=settings.get("publicAccessCidrs"),
+                public_access_cidrs=list(settings.get("publicAccessCidrs") or ()),
                 protect=settings.protect,
             ),
-            region=settings.get("region"),
-            opts=_opts(provider),
+            _opts(parent, [provider]),
         )
-        return Cluster(provider, eks.name, eks.kubeconfig, created=[eks])
+        return Cluster(provider, eks.cluster_name, eks.kubeconfig, created=[eks])
     if settings.create and spec.cloud is Cloud.OKE:
         oke = OkeCluster(
             settings.name,
@@ -110,22 +127,27 @@ def cluster(plan: StackPlan) -> Cluster:
                 endpoint_subnet_id=settings.get("endpointSubnetId"),
                 kubernetes_version=settings.get("kubernetesVersion"),
                 node_subnet_id=settings.get("subnetIds")[0],
-                pod_subnet_ids=settings.get("podSubnetIds"),
+                pod_subnet_ids=list(settings.get("podSubnetIds")),
                 availability_domain=settings.get("availabilityDomains")[0],
                 system_image_id=settings.get("systemImageId"),
                 endpoint_public_access=settings.get("endpointPublicAccess"),
                 protect=settings.protect,
             ),
-            _opts(provider),
+            _opts(parent, [provider]),
         )
         return Cluster(
-            provider, oke.id, oke.kubeconfig, settings.get("kubernetesVersion"), created=[oke]
+            provider,
+            oke.cluster_id,
+            oke.kubeconfig,
+            settings.get("kubernetesVersion"),
+            created=[oke],
         )
     if spec.cloud is Cloud.OKE:
         cluster_id = settings.get("clusterId")
         version = settings.get("kubernetesVersion") or (
             oci.containerengine.get_cluster_output(
-                cluster_id=cluster_id, opts=pulumi.InvokeOutputOptions(provider=provider)
+                cluster_id=cluster_id,
+                opts=pulumi.InvokeOutputOptions(parent=parent, provider=provider),
             ).kubernetes_version
         )
         return Cluster(provider, cluster_id, kubernetes_version=version)
@@ -133,66 +155,62 @@ def cluster(plan: StackPlan) -> Cluster:
 
 
 def gpu_pools(
+    stack: StackArgs,
     plan: StackPlan,
     joined: Cluster,
+    parent: pulumi.Resource,
     kubernetes: k8s.Provider,
     depends_on: Mapping[str, Sequence[pulumi.Resource]],
 ) -> list[pulumi.Resource]:
     """Every pool of the stack, each after the resources named for it in `depends_on` (the GPU
     Operator, and the re-partitioning Job of a pool that changes its layout in place)."""
-    return [
-        _pool(plan, pool, joined, kubernetes, depends_on.get(pool.name, ())) for pool in plan.pools
-    ]
-
-
-def _pool(
-    plan: StackPlan,
-    pool: PoolPlan,
-    joined: Cluster,
-    kubernetes: k8s.Provider,
-    after: Sequence[pulumi.Resource],
-) -> pulumi.Resource:
-    spec = plan.spec
-    settings = spec.cluster
-    opts = _opts(joined.cloud_provider, [*joined.created, *after])
-    if spec.cloud is Cloud.GKE:
-        return GkeGpuPool(
-            pool.name,
-            GkeGpuPoolArgs(pool, joined.ref, settings.get("location"), settings.protect),
-            opts,
-        )
-    if spec.cloud is Cloud.EKS:
-        return EksGpuNodeGroup(
-            pool.name,
-            EksGpuNodeGroupArgs(pool, joined.ref, settings.get("subnetIds"), settings.protect),
-            opts,
-        )
-    if spec.cloud is Cloud.OKE:
-        assert joined.kubernetes_version is not None
-        return OkeGpuPool(
-            pool.name,
-            OkeGpuPoolArgs(
-                pool=pool,
-                cluster_id=joined.ref,
-                compartment_id=settings.get("compartmentId"),
-                kubernetes_version=joined.kubernetes_version,
-                subnet_ids=settings.get("subnetIds"),
-                pod_subnet_ids=settings.get("podSubnetIds") or settings.get("subnetIds"),
-                availability_domains=settings.get("availabilityDomains"),
-                protect=settings.protect,
-            ),
-            opts,
-        )
-    return ExistingNodePool(
-        pool.name,
-        ExistingNodePoolArgs(pool),
-        pulumi.ResourceOptions(providers=[kubernetes], depends_on=list(after) or None),
-    )
+    made: list[pulumi.Resource] = []
+    for pool in plan.pools:
+        after = [*joined.created, *depends_on.get(pool.name, ())]
+        opts = _opts(parent, [joined.cloud_provider], after)
+        if plan.spec.cloud is Cloud.GKE:
+            made.append(
+                GkeGpuPool(
+                    pool.name, GkeGpuPoolArgs(stack=stack, pool=pool.name, cluster=joined.ref), opts
+                )
+            )
+        elif plan.spec.cloud is Cloud.EKS:
+            made.append(
+                EksGpuNodeGroup(
+                    pool.name,
+                    EksGpuNodeGroupArgs(stack=stack, pool=pool.name, cluster_name=joined.ref),
+                    opts,
+                )
+            )
+        elif plan.spec.cloud is Cloud.OKE:
+            assert joined.kubernetes_version is not None
+            made.append(
+                OkeGpuPool(
+                    pool.name,
+                    OkeGpuPoolArgs(
+                        stack=stack,
+                        pool=pool.name,
+                        cluster_id=joined.ref,
+                        kubernetes_version=joined.kubernetes_version,
+                    ),
+                    opts,
+                )
+            )
+        else:
+            made.append(
+                ExistingNodePool(
+                    pool.name,
+                    ExistingNodePoolArgs(stack=stack, pool=pool.name),
+                    _opts(parent, [kubernetes], depends_on.get(pool.name, ())),
+                )
+            )
+    return made
 
 
 def cluster_autoscaler(
     plan: StackPlan,
     joined: Cluster,
+    parent: pulumi.Resource,
     kubernetes: k8s.Provider,
     pools: Sequence[pulumi.Resource],
 ) -> pulumi.Resource | None:
@@ -203,6 +221,7 @@ def cluster_autoscaler(
     ]
     if not autoscaled:
         return None
+    opts = _opts(parent, [joined.cloud_provider, kubernetes], [*joined.created, *pools])
     if spec.cloud is Cloud.EKS:
         return EksClusterAutoscaler(
             "cluster-autoscaler",
@@ -211,8 +230,7 @@ def cluster_autoscaler(
                 region=spec.cluster.get("region"),
                 install_pod_identity_agent=spec.cluster.create,
             ),
-            kubernetes,
-            _opts(joined.cloud_provider, [*joined.created, *pools]),
+            opts,
         )
     if spec.cloud is Cloud.OKE:
         return OkeClusterAutoscaler(
@@ -220,10 +238,14 @@ def cluster_autoscaler(
             OkeClusterAutoscalerArgs(
                 cluster_id=joined.ref,
                 pools=[
-                    (pool.min_nodes, pool.max_nodes, made.id)  # type: ignore[attr-defined]
+                    AutoscaledPoolArgs(
+                        min=pool.min_nodes,
+                        max=pool.max_nodes,
+                        node_pool_id=made.node_pool_id,  # type: ignore[attr-defined]
+                    )
                     for pool, made in autoscaled
                 ],
             ),
-            _opts(joined.cloud_provider, [*joined.created, *pools]),
+            opts,
         )
     return None

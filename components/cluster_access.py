@@ -15,9 +15,10 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 import pulumi_oci as oci
 
-from components.kubeconfig import eks_kubeconfig, gke_kubeconfig, oke_endpoint_type, oke_kubeconfig
-from mig.clouds import Cloud
-from mig.spec import NAMESPACE, ClusterSpec
+from mig_inference.clouds import Cloud
+from mig_inference.spec import ClusterSpec
+
+from .kubeconfig import eks_kubeconfig, gke_kubeconfig, oke_endpoint_type, oke_kubeconfig
 
 
 def looked_up_kubeconfig(
@@ -60,14 +61,16 @@ def looked_up_kubeconfig(
 def kubernetes_provider(
     cloud: Cloud,
     cluster: ClusterSpec,
+    given_kubeconfig: pulumi.Output[str] | None,
     created_kubeconfig: pulumi.Output[str] | None,
     cloud_provider: pulumi.ProviderResource | None,
     opts: pulumi.ResourceOptions | None = None,
 ) -> k8s.Provider:
-    """The provider every Kubernetes object of the stack is created with."""
-    if cluster.get("kubeconfig"):
-        secret = pulumi.Config(NAMESPACE).require_secret(cluster.get("kubeconfig"))
-        return k8s.Provider("kubernetes", kubeconfig=secret, opts=opts)
+    """The provider every Kubernetes object of the stack is created with: through the
+    kubeconfig the stack names (`cluster.kubeconfig`, a secret), its named context, or the
+    cluster's own endpoint (created, or looked up)."""
+    if given_kubeconfig is not None:
+        return k8s.Provider("kubernetes", kubeconfig=given_kubeconfig, opts=opts)
     if cluster.get("context"):
         # Explicitly named: that context of the kubeconfig file (KUBECONFIG or ~/.kube/config).
         return k8s.Provider("kubernetes", context=cluster.get("context"), opts=opts)

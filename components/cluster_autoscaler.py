@@ -1,17 +1,14 @@
 """The Kubernetes Cluster Autoscaler on EKS (its official chart) and on OKE (OKE's add-on)."""
 
-from __future__ import annotations
-
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import pulumi_oci as oci
 
-from mig.versions import (
+from mig_inference.versions import (
     CLUSTER_AUTOSCALER_CHART,
     CLUSTER_AUTOSCALER_REPO,
     CLUSTER_AUTOSCALER_VERSION,
@@ -71,14 +68,13 @@ def autoscaler_values(cluster_name: str, region: str) -> dict[str, object]:
     }
 
 
-@dataclass
-class EksClusterAutoscalerArgs:
+class EksClusterAutoscalerArgs(TypedDict):
     cluster_name: str
     """The EKS cluster whose managed node groups it grows and shrinks."""
     region: str
     """AWS region of the cluster."""
-    install_pod_identity_agent: bool
-    """Install EKS's Pod Identity agent add-on (clusters this stack creates)."""
+    install_pod_identity_agent: NotRequired[bool]
+    """Install EKS's Pod Identity agent add-on (false; true for a cluster created alongside)."""
 
 
 class EksClusterAutoscaler(pulumi.ComponentResource):
@@ -86,12 +82,12 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
     through EKS Pod Identity (an IAM role only its service account can assume)."""
 
     role_arn: pulumi.Output[str]
+    """ARN of the IAM role its service account assumes."""
 
     def __init__(
         self,
         name: str,
         args: EksClusterAutoscalerArgs,
-        kubernetes: k8s.Provider,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("mig-inference:index:EksClusterAutoscaler", name, None, opts)
@@ -116,22 +112,22 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
         policy = aws.iam.RolePolicy(
             f"{name}-policy",
             role=role.name,
-            policy=autoscaler_policy(args.cluster_name),
+            policy=autoscaler_policy(args["cluster_name"]),
             opts=child,
         )
         depends: list[pulumi.Resource] = [policy]
-        if args.install_pod_identity_agent:
+        if args.get("install_pod_identity_agent", False):
             depends.append(
                 aws.eks.Addon(
                     f"{name}-pod-identity-agent",
-                    cluster_name=args.cluster_name,
+                    cluster_name=args["cluster_name"],
                     addon_name="eks-pod-identity-agent",
                     opts=child,
                 )
             )
         association = aws.eks.PodIdentityAssociation(
             f"{name}-identity",
-            cluster_name=args.cluster_name,
+            cluster_name=args["cluster_name"],
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
             role_arn=role.arn,
@@ -145,22 +141,31 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
                 version=CLUSTER_AUTOSCALER_VERSION,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CLUSTER_AUTOSCALER_REPO),
                 namespace=NAMESPACE,
-                values=autoscaler_values(args.cluster_name, args.region),
+                values=autoscaler_values(args["cluster_name"], args["region"]),
             ),
-            opts=pulumi.ResourceOptions(
-                parent=self, providers=[kubernetes], depends_on=[association]
-            ),
+            # The Kubernetes provider comes from this component's `providers`.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[association]),
         )
         self.role_arn = role.arn
         self.register_outputs({"role_arn": self.role_arn})
 
 
-@dataclass
-class OkeClusterAutoscalerArgs:
+class AutoscaledPoolArgs(TypedDict):
+    """An autoscaled OKE node pool and its bounds."""
+
+    min: int
+    """Fewest nodes."""
+    max: int
+    """Most nodes."""
+    node_pool_id: pulumi.Input[str]
+    """The node pool's OCID."""
+
+
+class OkeClusterAutoscalerArgs(TypedDict):
     cluster_id: pulumi.Input[str]
     """The OKE cluster."""
-    pools: Sequence[tuple[int, int, pulumi.Input[str]]]
-    """(min, max, node pool OCID) of every autoscaled pool."""
+    pools: list[AutoscaledPoolArgs]
+    """Every autoscaled pool with its bounds."""
 
 
 class OkeClusterAutoscaler(pulumi.ComponentResource):
@@ -173,14 +178,17 @@ class OkeClusterAutoscaler(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mig-inference:index:OkeClusterAutoscaler", name, None, opts)
         bounds = [
-            pulumi.Output.concat(str(low), ":", str(high), ":", ocid)
-            for low, high, ocid in args.pools
+            # int(): numbers reach a component provider as floats.
+            pulumi.Output.concat(
+                str(int(pool["min"])), ":", str(int(pool["max"])), ":", pool["node_pool_id"]
+            )
+            for pool in args["pools"]
         ]
         nodes = pulumi.Output.all(*bounds).apply(",".join)
         oci.containerengine.Addon(
             name,
             addon_name="ClusterAutoscaler",
-            cluster_id=args.cluster_id,
+            cluster_id=args["cluster_id"],
             remove_addon_resources_on_delete=True,
             configurations=[oci.containerengine.AddonConfigurationArgs(key="nodes", value=nodes)],
             opts=pulumi.ResourceOptions(parent=self),

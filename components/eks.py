@@ -1,20 +1,20 @@
 """EKS: a cluster for ephemeral stacks, and MIG GPU managed node groups on the AL2023 NVIDIA AMI."""
 
-from __future__ import annotations
-
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 
-from components.kubeconfig import eks_kubeconfig
-from mig.bootstrap import eks_user_data
-from mig.clouds import cloud_taint_effect
-from mig.digest import short_hash
-from mig.plan import PoolPlan
-from mig.plan.autoscaling import node_template_tags
+from mig_inference.bootstrap import eks_user_data
+from mig_inference.clouds import cloud_taint_effect
+from mig_inference.digest import short_hash
+from mig_inference.plan.autoscaling import node_template_tags
+
+from .kubeconfig import eks_kubeconfig
+from .planning import planned, planned_pool
+from .stack_args import StackArgs
 
 GPU_AMI = "AL2023_x86_64_NVIDIA"
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -72,56 +72,54 @@ def _role(
     return role, attachments
 
 
-@dataclass
-class EksClusterArgs:
-    name: str
+class EksClusterArgs(TypedDict):
+    name: pulumi.Input[str]
     """Cluster name."""
-    version: str
+    region: str
+    """AWS region (the kubeconfig's `aws eks get-token` names it)."""
+    version: pulumi.Input[str]
     """Kubernetes version, e.g. 1.33."""
-    subnet_ids: Sequence[str]
+    subnet_ids: list[pulumi.Input[str]]
     """Subnets for the control plane ENIs and the system node group (private subnets)."""
-    endpoint_public_access: bool = True
-    """Answer on the public endpoint too, so `pulumi up` from outside the VPC reaches the API
-    (nodes use the private endpoint either way)."""
-    public_access_cidrs: Sequence[str] = ()
+    endpoint_public_access: NotRequired[bool]
+    """Answer on the public endpoint too (true), so `pulumi up` from outside the VPC reaches the
+    API (nodes use the private endpoint either way)."""
+    public_access_cidrs: NotRequired[list[str]]
     """Networks allowed on the public endpoint (EKS's default: everywhere)."""
-    protect: bool = True
-    """Protect the cluster from accidental deletion."""
+    protect: NotRequired[bool]
+    """Protect the cluster from accidental deletion (true)."""
 
 
 class EksCluster(pulumi.ComponentResource):
     """A minimal private EKS cluster with its IAM role and a small CPU system node group."""
 
-    name: pulumi.Output[str]
+    cluster_name: pulumi.Output[str]
+    """The cluster's name."""
     kubeconfig: pulumi.Output[str]
+    """Kubeconfig reaching the cluster through `aws eks get-token` (a secret)."""
 
     def __init__(
-        self,
-        name: str,
-        args: EksClusterArgs,
-        region: str,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:EksCluster", name, None, opts)
+        protect = args.get("protect", True)
         role, role_policies = _role(f"{name}-cluster", "eks.amazonaws.com", CLUSTER_POLICIES, self)
         cluster = aws.eks.Cluster(
             name,
-            name=args.name,
-            version=args.version,
+            name=args["name"],
+            version=args["version"],
             role_arn=role.arn,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
-                subnet_ids=list(args.subnet_ids),
+                subnet_ids=args["subnet_ids"],
                 endpoint_private_access=True,
-                endpoint_public_access=args.endpoint_public_access,
-                public_access_cidrs=list(args.public_access_cidrs) or None,
+                endpoint_public_access=args.get("endpoint_public_access", True),
+                public_access_cidrs=args.get("public_access_cidrs") or None,
             ),
             access_config=aws.eks.ClusterAccessConfigArgs(
                 authentication_mode="API", bootstrap_cluster_creator_admin_permissions=True
             ),
-            deletion_protection=args.protect,
-            opts=pulumi.ResourceOptions(
-                parent=self, protect=args.protect, depends_on=role_policies
-            ),
+            deletion_protection=protect,
+            opts=pulumi.ResourceOptions(parent=self, protect=protect, depends_on=role_policies),
         )
         node_role, node_policies = _role(
             f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self
@@ -130,7 +128,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-system",
             cluster_name=cluster.name,
             node_role_arn=node_role.arn,
-            subnet_ids=list(args.subnet_ids),
+            subnet_ids=args["subnet_ids"],
             ami_type=SYSTEM_AMI,
             instance_types=[SYSTEM_INSTANCE],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
@@ -138,30 +136,28 @@ class EksCluster(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                protect=args.protect,
+                protect=protect,
                 depends_on=node_policies,
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
-        self.name = cluster.name
+        self.cluster_name = cluster.name
         self.kubeconfig = pulumi.Output.secret(
             eks_kubeconfig(
-                cluster.name, cluster.endpoint, cluster.certificate_authority.data, region
+                cluster.name, cluster.endpoint, cluster.certificate_authority.data, args["region"]
             )
         )
-        self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+        self.register_outputs({"cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig})
 
 
-@dataclass
-class EksGpuNodeGroupArgs:
-    pool: PoolPlan
-    """The pool's cloud-neutral description from the stack plan."""
+class EksGpuNodeGroupArgs(TypedDict):
+    stack: StackArgs
+    """The stack the pool belongs to: the planner decides its layout, node labels, taints, max
+    pods and generation from it (the nodes' subnets are `stack.cluster.subnetIds`)."""
+    pool: str
+    """Name of the pool in `stack.pools`."""
     cluster_name: pulumi.Input[str]
     """EKS cluster the node group joins."""
-    subnet_ids: Sequence[str]
-    """Subnets for the GPU nodes."""
-    protect: bool = True
-    """Protect the node group from accidental deletion."""
 
 
 class EksGpuNodeGroup(pulumi.ComponentResource):
@@ -169,14 +165,17 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
     the `nvidia.com/mig.config` label, taints, and max pods set through a launch template whose
     user data is a nodeadm NodeConfig."""
 
-    name: pulumi.Output[str]
+    node_group_name: pulumi.Output[str]
+    """The managed node group's name: `<pool>-<generation>`."""
     role_arn: pulumi.Output[str]
+    """ARN of the nodes' IAM role."""
 
     def __init__(
         self, name: str, args: EksGpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:EksGpuNodeGroup", name, None, opts)
-        pool = args.pool
+        pool = planned_pool(args["stack"], args["pool"])
+        cluster = planned(args["stack"]).spec.cluster
         assert pool.machine is not None
         role, role_policies = _role(f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self)
         template = aws.ec2.LaunchTemplate(
@@ -205,9 +204,9 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             # The generation in the name: a change that needs new nodes creates the new group
             # first; EKS drains the old one when Pulumi deletes it, after services moved.
             node_group_name=pool.physical_name,
-            cluster_name=args.cluster_name,
+            cluster_name=args["cluster_name"],
             node_role_arn=role.arn,
-            subnet_ids=list(args.subnet_ids),
+            subnet_ids=list(cluster.get("subnetIds")),
             ami_type=GPU_AMI,
             instance_types=[pool.machine.name],
             capacity_type="SPOT" if pool.spec.spot else "ON_DEMAND",
@@ -227,7 +226,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                protect=args.protect,
+                protect=cluster.protect,
                 depends_on=role_policies,
                 # The Cluster Autoscaler owns the size of an autoscaled group.
                 ignore_changes=["scalingConfig.desiredSize"] if pool.autoscaled else None,
@@ -244,6 +243,6 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                     tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
                     opts=pulumi.ResourceOptions(parent=self),
                 )
-        self.name = group.node_group_name
+        self.node_group_name = group.node_group_name
         self.role_arn = role.arn
-        self.register_outputs({"name": self.name, "role_arn": self.role_arn})
+        self.register_outputs({"node_group_name": self.node_group_name, "role_arn": self.role_arn})

@@ -1,16 +1,15 @@
 """Existing clusters: a pool is a set of named nodes; only their labels and taints change."""
 
-from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
-from mig.node_taints import TAINT_KEYS_ANNOTATION, merged_taints, own_taint_keys
-from mig.plan import PoolPlan
+from mig_inference.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
+from mig_inference.node_taints import TAINT_KEYS_ANNOTATION, merged_taints, own_taint_keys
+
+from .planning import planned_pool
+from .stack_args import StackArgs
 
 OWNED_LABELS = (POOL_LABEL, MIG_CONFIG_LABEL, GENERATION_LABEL)
 """Labels only this project sets on a node: applied with force, so a value another manager
@@ -24,10 +23,11 @@ TAINTS_FIELD_MANAGER = "mig-inference-taints"
 ever as the live list with this project's own taints changed (see `mig.node_taints`)."""
 
 
-@dataclass
-class ExistingNodePoolArgs:
-    pool: PoolPlan
-    """The pool's cloud-neutral description from the stack plan (nodeNames, labels, taints)."""
+class ExistingNodePoolArgs(TypedDict):
+    stack: StackArgs
+    """The stack the pool belongs to: the planner decides the nodes' labels and taints from it."""
+    pool: str
+    """Name of the pool in `stack.pools` (its `nodeNames` are the nodes labelled)."""
 
 
 def _field(value: Any, name: str) -> Any:
@@ -48,12 +48,13 @@ class ExistingNodePool(pulumi.ComponentResource):
     and other owners' kept: a node's taint list is replaced as a whole when applied."""
 
     node_names: pulumi.Output[list[str]]
+    """The nodes labelled and tainted."""
 
     def __init__(
         self, name: str, args: ExistingNodePoolArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:ExistingNodePool", name, None, opts)
-        pool = args.pool
+        pool = planned_pool(args["stack"], args["pool"])
         child = pulumi.ResourceOptions(parent=self)
         owned = {k: v for k, v in pool.node_labels.items() if k in OWNED_LABELS}
         shared = {k: v for k, v in pool.node_labels.items() if k not in OWNED_LABELS}

@@ -1,47 +1,48 @@
 """GKE: a private cluster for ephemeral stacks, and MIG GPU node pools (native or operator)."""
 
-from __future__ import annotations
-
-from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
 
-from components.kubeconfig import gke_kubeconfig
-from mig.clouds import cloud_taint_effect
-from mig.plan import PoolPlan
-from mig.plan.zones import gke_region
-from mig.spec import MigManager, SharingStrategy
+from mig_inference.clouds import cloud_taint_effect
+from mig_inference.plan.zones import gke_region
+from mig_inference.spec import MigManager, SharingStrategy
+
+from .kubeconfig import gke_kubeconfig
+from .planning import planned, planned_pool
+from .stack_args import StackArgs
 
 SYSTEM_MACHINE = "e2-standard-4"
 GKE_MANAGED_DRIVER = "LATEST"
 DRIVER_LEFT_TO_OPERATOR = "INSTALLATION_DISABLED"
+GKE_MASTER_CIDR = "172.16.0.32/28"
+GKE_RELEASE_CHANNEL = "REGULAR"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 GKE_SHARING = {SharingStrategy.TIME_SLICING: "TIME_SHARING", SharingStrategy.MPS: "MPS"}
 """GKE's names for the sharing strategies (`gpu_sharing_config.gpu_sharing_strategy`)."""
 
 
-@dataclass
-class GkeClusterArgs:
-    name: str
+class GkeClusterArgs(TypedDict):
+    name: pulumi.Input[str]
     """Cluster name."""
     location: str
     """Region or zone."""
-    network: str
+    network: pulumi.Input[str]
     """VPC network (name or self link)."""
     subnetwork: str
     """Subnetwork for nodes; pod and service ranges are allocated automatically (VPC-native)."""
-    master_ipv4_cidr_block: str = "172.16.0.32/28"
-    """Control plane range of the private cluster."""
-    release_channel: str = "REGULAR"
-    """GKE release channel."""
-    protect: bool = True
-    """Protect the cluster from deletion (Pulumi `protect` and GKE deletion protection)."""
-    cloud_nat: bool = True
-    """Create a Cloud Router and NAT for the subnetwork: private nodes have no external address
-    and could not pull images from registries outside Google (vLLM's, NVIDIA's)."""
-    project: str | None = None
-    """Project of the subnetwork (the provider's when None)."""
+    master_ipv4_cidr_block: NotRequired[str]
+    """Control plane range of the private cluster (172.16.0.32/28)."""
+    release_channel: NotRequired[str]
+    """GKE release channel (REGULAR)."""
+    protect: NotRequired[bool]
+    """Protect the cluster from deletion (Pulumi `protect` and GKE deletion protection; true)."""
+    cloud_nat: NotRequired[bool]
+    """Create a Cloud Router and NAT for the subnetwork (true): private nodes have no external
+    address and could not pull images from registries outside Google (vLLM's, NVIDIA's)."""
+    project: NotRequired[pulumi.Input[str]]
+    """Project of the subnetwork (the provider's when not given)."""
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -50,36 +51,42 @@ class GkeCluster(pulumi.ComponentResource):
     public, so `pulumi up` from a laptop reaches it."""
 
     kubeconfig: pulumi.Output[str]
-    name: pulumi.Output[str]
+    """Kubeconfig reaching the cluster's public endpoint through gke-gcloud-auth-plugin (a
+    secret)."""
+    cluster_name: pulumi.Output[str]
+    """The cluster's name."""
 
     def __init__(
         self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:GkeCluster", name, None, opts)
-        protect = pulumi.ResourceOptions(parent=self, protect=args.protect)
+        protect_cluster = args.get("protect", True)
+        protect = pulumi.ResourceOptions(parent=self, protect=protect_cluster)
         cluster = gcp.container.Cluster(
             name,
-            name=args.name,
-            location=args.location,
-            network=args.network,
-            subnetwork=args.subnetwork,
+            name=args["name"],
+            location=args["location"],
+            network=args["network"],
+            subnetwork=args["subnetwork"],
             networking_mode="VPC_NATIVE",
             ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(),
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
                 enable_private_nodes=True,
                 enable_private_endpoint=False,
-                master_ipv4_cidr_block=args.master_ipv4_cidr_block,
+                master_ipv4_cidr_block=args.get("master_ipv4_cidr_block", GKE_MASTER_CIDR),
             ),
-            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=args.release_channel),
+            release_channel=gcp.container.ClusterReleaseChannelArgs(
+                channel=args.get("release_channel", GKE_RELEASE_CHANNEL)
+            ),
             remove_default_node_pool=True,
             initial_node_count=1,
-            deletion_protection=args.protect,
+            deletion_protection=protect_cluster,
             opts=protect,
         )
         gcp.container.NodePool(
             f"{name}-system",
             cluster=cluster.id,
-            location=args.location,
+            location=args["location"],
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
                 total_min_node_count=1, total_max_node_count=3
             ),
@@ -95,27 +102,28 @@ class GkeCluster(pulumi.ComponentResource):
             ),
             opts=protect,
         )
-        if args.cloud_nat:
+        if args.get("cloud_nat", True):
             self._cloud_nat(name, args, protect)
-        self.name = cluster.name
+        self.cluster_name = cluster.name
         self.kubeconfig = pulumi.Output.secret(
             gke_kubeconfig(
                 cluster.name, cluster.endpoint, cluster.master_auth.cluster_ca_certificate
             )
         )
-        self.register_outputs({"name": self.name, "kubeconfig": self.kubeconfig})
+        self.register_outputs({"cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig})
 
     def _cloud_nat(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions) -> None:
-        region = gke_region(args.location)
+        region = gke_region(args["location"])
+        given = args["subnetwork"]
         subnetwork = gcp.compute.get_subnetwork_output(
-            name=None if "/" in args.subnetwork else args.subnetwork,
-            self_link=args.subnetwork if "/" in args.subnetwork else None,
+            name=None if "/" in given else given,
+            self_link=given if "/" in given else None,
             region=region,
-            project=args.project,
+            project=args.get("project"),
             opts=pulumi.InvokeOutputOptions(parent=self),
         )
         router = gcp.compute.Router(
-            f"{name}-router", network=args.network, region=region, opts=opts
+            f"{name}-router", network=args["network"], region=region, opts=opts
         )
         gcp.compute.RouterNat(
             f"{name}-nat",
@@ -134,16 +142,14 @@ class GkeCluster(pulumi.ComponentResource):
         )
 
 
-@dataclass
-class GkeGpuPoolArgs:
-    pool: PoolPlan
-    """The pool's cloud-neutral description from the stack plan."""
+class GkeGpuPoolArgs(TypedDict):
+    stack: StackArgs
+    """The stack the pool belongs to: the planner decides its layout, node labels, taints, max
+    pods and generation from it."""
+    pool: str
+    """Name of the pool in `stack.pools`."""
     cluster: pulumi.Input[str]
     """Cluster name or ID the pool joins."""
-    location: str
-    """Cluster location (region or zone)."""
-    protect: bool = True
-    """Protect the pool from accidental deletion."""
 
 
 class GkeGpuPool(pulumi.ComponentResource):
@@ -153,13 +159,15 @@ class GkeGpuPool(pulumi.ComponentResource):
     `migManager: operator` disables GKE's driver and device plugin and labels the nodes
     `nvidia.com/mig.config` for the GPU Operator's MIG manager."""
 
-    name: pulumi.Output[str]
+    pool_name: pulumi.Output[str]
+    """The GKE node pool's name: `<pool>-<generation>`."""
 
     def __init__(
         self, name: str, args: GkeGpuPoolArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:GkeGpuPool", name, None, opts)
-        pool = args.pool
+        pool = planned_pool(args["stack"], args["pool"])
+        cluster = planned(args["stack"]).spec.cluster
         assert pool.machine is not None and pool.accelerator is not None
         native = pool.mig_manager is MigManager.GKE
         sharing = pool.spec.sharing
@@ -182,8 +190,8 @@ class GkeGpuPool(pulumi.ComponentResource):
             # The generation in the name: a change that needs new nodes creates the new pool
             # first (its nodes, then services, move over) and deletes the old one last.
             name=pool.physical_name,
-            cluster=args.cluster,
-            location=args.location,
+            cluster=args["cluster"],
+            location=cluster.get("location"),
             node_locations=list(pool.zones),
             # GKE counts per zone; the plan converted the stack file's totals.
             node_count=None if pool.autoscaled else pool.nodes_per_zone,
@@ -221,11 +229,11 @@ class GkeGpuPool(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                protect=args.protect,
+                protect=cluster.protect,
                 # initial_node_count forces a new pool when it changes; the autoscaler owns the
                 # size of an autoscaled one. Neither may replace or resize a running pool.
                 ignore_changes=["initialNodeCount", *(["nodeCount"] if pool.autoscaled else [])],
             ),
         )
-        self.name = node_pool.name
-        self.register_outputs({"name": self.name})
+        self.pool_name = node_pool.name
+        self.register_outputs({"pool_name": self.pool_name})

@@ -1,17 +1,18 @@
 """The NVIDIA GPU Operator (mixed MIG strategy), with GKE's prerequisites when on GKE."""
 
-from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig.clouds import Cloud
-from mig.labels import GKE_NO_DEVICE_PLUGIN_LABEL
-from mig.operator_values import GKE_NVIDIA_DIR
-from mig.versions import (
+from mig_inference.clouds import Cloud
+from mig_inference.labels import GKE_NO_DEVICE_PLUGIN_LABEL
+from mig_inference.operator_values import (
+    GKE_NVIDIA_DIR,
+    critical_pods_quota,
+    gpu_operator_values,
+)
+from mig_inference.versions import (
     GKE_DRIVER_INSTALLER_IMAGE,
     GKE_DRIVER_INSTALLER_MANIFEST,
     GKE_PAUSE_IMAGE,
@@ -19,25 +20,18 @@ from mig.versions import (
     GPU_OPERATOR_REPO,
 )
 
+from .planning import planned
+from .stack_args import StackArgs
+
 CRITICAL_PRIORITY_CLASSES = ["system-node-critical", "system-cluster-critical"]
 DRIVER_INSTALLER = "nvidia-driver-installer"
 
 
-@dataclass
-class GpuOperatorArgs:
-    cloud: Cloud
-    """Cloud of the cluster (GKE adds the driver installer and the priority-class quota)."""
-    namespace: str
-    """Namespace of the operator and its operands."""
-    version: str
-    """Chart version (pinned in `mig.versions`)."""
-    values: dict[str, Any]
-    """Helm values from `mig.operator_values.gpu_operator_values`."""
-    timeout_seconds: int
-    """Helm timeout for the install."""
-    critical_pods_quota: int
-    """GKE: pods at system-node/cluster-critical priority the namespace may hold (sized from
-    the pools, see `mig.operator_values.critical_pods_quota`)."""
+class GpuOperatorArgs(TypedDict):
+    stack: StackArgs
+    """The stack whose pools the operator serves: the planner derives the chart's values (mixed
+    strategy, the mig-parted config of every pool's layout, sharing configs), the namespace, the
+    version and, on GKE, the critical-pods quota from it."""
 
 
 class GpuOperator(pulumi.ComponentResource):
@@ -47,17 +41,21 @@ class GpuOperator(pulumi.ComponentResource):
     the ResourceQuota that lets system-critical pods run outside kube-system."""
 
     release_status: pulumi.Output[Any]
+    """The Helm release's status."""
     namespace: pulumi.Output[str]
+    """Namespace of the operator and its operands."""
 
     def __init__(
         self, name: str, args: GpuOperatorArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:GpuOperator", name, None, opts)
+        plan = planned(args["stack"])
+        settings = plan.spec.gpu_operator
         child = pulumi.ResourceOptions(parent=self)
         namespace = k8s.core.v1.Namespace(
             name,
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=args.namespace,
+                name=settings.namespace,
                 labels={
                     # The operator's operands run privileged on GPU nodes.
                     "pod-security.kubernetes.io/enforce": "privileged",
@@ -67,22 +65,24 @@ class GpuOperator(pulumi.ComponentResource):
             opts=child,
         )
         depends: list[pulumi.Resource] = [namespace]
-        if args.cloud is Cloud.GKE:
+        if plan.spec.cloud is Cloud.GKE:
             depends.append(
-                self._critical_pods_quota(name, args.namespace, args.critical_pods_quota, namespace)
+                self._critical_pods_quota(
+                    name, settings.namespace, critical_pods_quota(plan), namespace
+                )
             )
-            depends.append(self._gke_driver_installer(name, args.namespace, namespace))
+            depends.append(self._gke_driver_installer(name, settings.namespace, namespace))
         release = k8s.helm.v3.Release(
             name,
             k8s.helm.v3.ReleaseArgs(
                 name="gpu-operator",
                 chart=GPU_OPERATOR_CHART,
-                version=args.version,
+                version=settings.version,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=GPU_OPERATOR_REPO),
-                namespace=args.namespace,
+                namespace=settings.namespace,
                 create_namespace=False,
-                values=args.values,
-                timeout=args.timeout_seconds,
+                values=gpu_operator_values(plan),
+                timeout=settings.timeout_seconds,
                 cleanup_on_fail=True,
                 max_history=10,
             ),

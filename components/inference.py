@@ -1,15 +1,20 @@
 """A MIG-aware inference service: Deployment, Service, PDB, NetworkPolicy, Secret, optional HPA."""
 
-from __future__ import annotations
-
-from dataclasses import dataclass
+from typing import TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig.engines import HOME, engine_container
-from mig.monitoring import SCRAPED_ENGINES, queue_query, queue_threshold, scrape_annotations
-from mig.plan import ServicePlan
+from mig_inference.engines import HOME, engine_container
+from mig_inference.monitoring import (
+    SCRAPED_ENGINES,
+    queue_query,
+    queue_threshold,
+    scrape_annotations,
+)
+
+from .planning import planned, planned_service, secret_value
+from .stack_args import StackArgs
 
 HF_TOKEN_KEY = "hf-token"
 API_KEY_KEY = "api-key"
@@ -21,20 +26,13 @@ LOCAL_VOLUMES = ("dshm", "home", "tmp")
 """Scratch volumes (shared memory, the model cache, /tmp) that a move to another node may drop."""
 
 
-@dataclass
-class InferenceServiceArgs:
-    service: ServicePlan
-    """The service's placement from the stack plan (profile, resource, replicas, sizing)."""
-    hf_token: pulumi.Input[str] | None = None
-    """Hugging Face token (a Pulumi secret), put in a Kubernetes Secret."""
-    api_key: pulumi.Input[str] | None = None
-    """API key clients must present (a Pulumi secret), put in a Kubernetes Secret."""
-    prometheus_url: str | None = None
-    """Prometheus that KEDA reads the queue from (services with queue autoscaling)."""
-    scrape_annotations: bool = False
-    """Annotate the pods for a Prometheus that discovers targets by `prometheus.io/*`."""
-    prometheus_namespace: str | None = None
-    """Namespace of the Prometheus that scrapes the engine: the NetworkPolicy lets it in."""
+class InferenceServiceArgs(TypedDict):
+    stack: StackArgs
+    """The stack the service belongs to: the planner decides its pool, profile, MIG resource,
+    replicas and engine sizing from it; its tokens come from `stack.secrets` and its monitoring
+    from `stack.monitoring`."""
+    service: str
+    """Name of the service in `stack.services`."""
 
 
 def _secret_env(name: str, secret: str, key: str) -> k8s.core.v1.EnvVarArgs:
@@ -51,14 +49,20 @@ class InferenceService(pulumi.ComponentResource):
     taints, and fit the slice they get."""
 
     endpoint: pulumi.Output[str]
+    """In-cluster URL of the service."""
     deployment_name: pulumi.Output[str]
+    """Name of the Deployment."""
 
     def __init__(
         self, name: str, args: InferenceServiceArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:InferenceService", name, None, opts)
-        plan = args.service
+        stack = args["stack"]
+        plan = planned_service(stack, args["service"])
         spec = plan.spec
+        monitoring = planned(stack).spec.monitoring
+        hf_token = secret_value(stack, spec.hf_token_secret)
+        api_key = secret_value(stack, spec.api_key_secret)
         engine = engine_container(plan)
         scraped = spec.engine in SCRAPED_ENGINES
         autoscaled = spec.queue_autoscaling is not None or spec.hpa_max_replicas is not None
@@ -77,10 +81,10 @@ class InferenceService(pulumi.ComponentResource):
 
         env = [k8s.core.v1.EnvVarArgs(name=key, value=value) for key, value in engine.env]
         secret_data: dict[str, pulumi.Input[str]] = {}
-        if args.hf_token is not None and engine.hf_token_env:
-            secret_data[HF_TOKEN_KEY] = pulumi.Output.secret(args.hf_token)
-        if args.api_key is not None and engine.api_key_env:
-            secret_data[API_KEY_KEY] = pulumi.Output.secret(args.api_key)
+        if hf_token is not None and engine.hf_token_env:
+            secret_data[HF_TOKEN_KEY] = hf_token
+        if api_key is not None and engine.api_key_env:
+            secret_data[API_KEY_KEY] = api_key
         secret_name = f"{plan.name}-credentials"
         depends: list[pulumi.Resource] = []
         if secret_data:
@@ -205,7 +209,7 @@ class InferenceService(pulumi.ComponentResource):
         annotations = {
             # The cluster autoscaler may move a replica to empty a node: its volumes are scratch.
             "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": ",".join(LOCAL_VOLUMES),
-            **(scrape_annotations(spec.port) if args.scrape_annotations and scraped else {}),
+            **(scrape_annotations(spec.port) if monitoring.scrape_annotations and scraped else {}),
         }
         deployment = k8s.apps.v1.Deployment(
             name,
@@ -279,13 +283,15 @@ class InferenceService(pulumi.ComponentResource):
         ]
         ports = [k8s.networking.v1.NetworkPolicyPortArgs(port=spec.port, protocol="TCP")]
         ingress_from = [peers]
-        if args.prometheus_namespace is not None and scraped:
+        if monitoring.scraped and scraped:
             # Prometheus scrapes /metrics on the serving port.
             ingress_from.append(
                 [
                     k8s.networking.v1.NetworkPolicyPeerArgs(
                         namespace_selector=k8s.meta.v1.LabelSelectorArgs(
-                            match_labels={"kubernetes.io/metadata.name": args.prometheus_namespace}
+                            match_labels={
+                                "kubernetes.io/metadata.name": monitoring.prometheus_namespace
+                            }
                         )
                     )
                 ]
@@ -320,7 +326,7 @@ class InferenceService(pulumi.ComponentResource):
                         {
                             "type": "prometheus",
                             "metadata": {
-                                "serverAddress": args.prometheus_url,
+                                "serverAddress": monitoring.prometheus_url,
                                 "query": queue_query(plan),
                                 "threshold": str(queue_threshold(plan)),
                                 # No samples is an error on the ScaledObject, not zero load.

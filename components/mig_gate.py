@@ -1,31 +1,26 @@
 """A Kubernetes Job that `pulumi up` waits on until the pools' MIG layouts are applied."""
 
-from __future__ import annotations
-
-from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.node_job import NodeJob, NodeJobArgs
-from mig.gate import GateTarget, gate_fingerprint, gate_script, gate_targets_value
-from mig.k8s_names import stack_scoped
+from mig_inference.gate import gate_fingerprint, gate_script, gate_targets, gate_targets_value
+from mig_inference.k8s_names import stack_scoped
+
+from .node_job import NodeJob, NodeJobArgs
+from .planning import planned, stack_name
+from .stack_args import StackArgs
 
 GATE_NAME = "mig-ready-gate"
 READ_NODES = k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "list"])
 
 
-@dataclass
-class MigReadyGateArgs:
-    stack: str
-    """Stack name, part of the gate's cluster-scoped RBAC names."""
-    namespace: str
-    """Namespace for the Job and its ServiceAccount (the GPU Operator's)."""
-    targets: Sequence[GateTarget]
-    """Per gated pool: the selector of its current nodes, their config and how many."""
-    timeout_seconds: int
-    """How long to wait before failing."""
+class MigReadyGateArgs(TypedDict):
+    stack: StackArgs
+    """The stack whose pools are waited for: per pool with MIG and nodes, the selector of its
+    current generation, its config and node count; the Job runs in the GPU Operator's
+    namespace for `gpuOperator.gateTimeoutSeconds`."""
 
 
 class MigReadyGate(pulumi.ComponentResource):
@@ -34,25 +29,29 @@ class MigReadyGate(pulumi.ComponentResource):
     services depend on this component."""
 
     job_name: pulumi.Output[str]
+    """Name of the Job that waits."""
 
     def __init__(
         self, name: str, args: MigReadyGateArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:MigReadyGate", name, None, opts)
+        plan = planned(args["stack"])
+        targets = gate_targets(plan)
+        timeout = plan.spec.gpu_operator.gate_timeout_seconds
         job = NodeJob(
             name,
             NodeJobArgs(
                 app=GATE_NAME,
-                job_name=f"{GATE_NAME}-{gate_fingerprint(list(args.targets))}",
-                cluster_role_name=stack_scoped(args.stack, GATE_NAME),
-                namespace=args.namespace,
+                job_name=f"{GATE_NAME}-{gate_fingerprint(targets)}",
+                cluster_role_name=stack_scoped(stack_name(args["stack"]), GATE_NAME),
+                namespace=plan.spec.gpu_operator.namespace,
                 script=gate_script(),
                 env={
-                    "GATE_TARGETS": gate_targets_value(list(args.targets)),
-                    "GATE_TIMEOUT_SECONDS": str(args.timeout_seconds),
+                    "GATE_TARGETS": gate_targets_value(targets),
+                    "GATE_TIMEOUT_SECONDS": str(timeout),
                 },
                 rules=[READ_NODES],
-                timeout_seconds=args.timeout_seconds,
+                timeout_seconds=timeout,
             ),
             pulumi.ResourceOptions(parent=self),
         )

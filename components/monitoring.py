@@ -1,30 +1,33 @@
 """Prometheus Operator objects (a PodMonitor per service, the alert rules), a Grafana dashboard
 ConfigMap for Grafana's sidecar, and KEDA for queue-based replica autoscaling."""
 
-from __future__ import annotations
-
 import json
-from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig.monitoring import SCRAPED_ENGINES, alert_rules, dashboard
-from mig.plan import StackPlan
-from mig.versions import KEDA_CHART, KEDA_REPO, KEDA_VERSION
+from mig_inference.monitoring import SCRAPED_ENGINES, alert_rules, dashboard
+from mig_inference.versions import KEDA_CHART, KEDA_REPO, KEDA_VERSION
+
+from .planning import planned
+from .stack_args import StackArgs
 
 MONITORING_API = "monitoring.coreos.com/v1"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}
 KEDA_NAMESPACE = "keda"
 
 
-@dataclass
-class MonitoringArgs:
-    plan: StackPlan
-    """The stack's plan: its services, their engines, and the monitoring settings."""
-    namespace: str
-    """Namespace of the alert rules and the dashboard: Prometheus's and Grafana's own, which
-    their rule selector and dashboard sidecar read without further settings."""
+class MonitoringArgs(TypedDict):
+    stack: StackArgs
+    """The stack whose services are monitored; the alert rules and the dashboard go to
+    `monitoring.prometheusNamespace`, Prometheus's and Grafana's own, which their rule selector
+    and dashboard sidecar read without further settings."""
+
+
+class KedaArgs(TypedDict):
+    namespace: NotRequired[str]
+    """Namespace of KEDA (keda)."""
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -37,7 +40,8 @@ class Monitoring(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mig-inference:index:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        plan = args.plan
+        plan = planned(args["stack"])
+        namespace = plan.spec.monitoring.prometheus_namespace
         release = plan.spec.monitoring.release_label
         labels = {**MANAGED_BY, **({"release": release} if release else {})}
         for service in plan.services:
@@ -63,7 +67,7 @@ class Monitoring(pulumi.ComponentResource):
             api_version=MONITORING_API,
             kind="PrometheusRule",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name="mig-inference", namespace=args.namespace, labels=labels
+                name="mig-inference", namespace=namespace, labels=labels
             ),
             spec={"groups": alert_rules(plan)},
             opts=child,
@@ -72,7 +76,7 @@ class Monitoring(pulumi.ComponentResource):
             f"{name}-dashboard",
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name="mig-inference-dashboard",
-                namespace=args.namespace,
+                namespace=namespace,
                 labels={**labels, "grafana_dashboard": "1"},
             ),
             data={"mig-inference.json": json.dumps(dashboard(plan), indent=2, sort_keys=True)},
@@ -84,7 +88,9 @@ class Monitoring(pulumi.ComponentResource):
 class Keda(pulumi.ComponentResource):
     """KEDA's official chart (it brings its CRDs): ScaledObjects scale services on a queue."""
 
-    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, args: KedaArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("mig-inference:index:Keda", name, None, opts)
         k8s.helm.v3.Release(
             name,
@@ -93,7 +99,7 @@ class Keda(pulumi.ComponentResource):
                 chart=KEDA_CHART,
                 version=KEDA_VERSION,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=KEDA_REPO),
-                namespace=KEDA_NAMESPACE,
+                namespace=args.get("namespace", KEDA_NAMESPACE),
                 create_namespace=True,
             ),
             opts=pulumi.ResourceOptions(parent=self),

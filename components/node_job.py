@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig.versions import GATE_IMAGE
+from mig_inference.versions import GATE_IMAGE
 
 NOBODY = 65534
 MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}

@@ -1,16 +1,15 @@
 """OKE: a cluster for ephemeral stacks, and MIG GPU node pools with VCN-native pod networking."""
 
-from __future__ import annotations
-
-from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_oci as oci
 
-from components.kubeconfig import oke_endpoint_type, oke_kubeconfig
-from mig.bootstrap import oke_user_data
-from mig.plan import PoolPlan
+from mig_inference.bootstrap import oke_user_data
+
+from .kubeconfig import oke_endpoint_type, oke_kubeconfig
+from .planning import planned, planned_pool
+from .stack_args import StackArgs
 
 VCN_NATIVE_CNI = "OCI_VCN_IP_NATIVE"
 EVICTION_GRACE = "PT60M"
@@ -18,130 +17,131 @@ EVICTION_GRACE = "PT60M"
 SYSTEM_SHAPE = "VM.Standard.E5.Flex"
 
 
-@dataclass
-class OkeClusterArgs:
+class OkeClusterArgs(TypedDict):
     name: str
     """Cluster name."""
-    compartment_id: str
+    compartment_id: pulumi.Input[str]
     """Compartment OCID."""
-    vcn_id: str
+    vcn_id: pulumi.Input[str]
     """VCN OCID."""
-    endpoint_subnet_id: str
-    """Subnet of the private Kubernetes API endpoint."""
-    kubernetes_version: str
+    endpoint_subnet_id: pulumi.Input[str]
+    """Subnet of the Kubernetes API endpoint."""
+    kubernetes_version: pulumi.Input[str]
     """Kubernetes version, e.g. v1.33.1."""
-    node_subnet_id: str
+    node_subnet_id: pulumi.Input[str]
     """Subnet of the system pool's nodes."""
-    pod_subnet_ids: Sequence[str]
+    pod_subnet_ids: list[pulumi.Input[str]]
     """Subnets pods get VCN-native addresses from."""
-    availability_domain: str
+    availability_domain: pulumi.Input[str]
     """Availability domain of the system pool."""
-    system_image_id: str
+    system_image_id: pulumi.Input[str]
     """Node image OCID of the system pool (an Oracle Linux OKE image)."""
-    endpoint_public_access: bool = True
-    """Give the API endpoint a public IP (its subnet must be public), so `pulumi up` from
+    endpoint_public_access: NotRequired[bool]
+    """Give the API endpoint a public IP (true; its subnet must be public), so `pulumi up` from
     outside the VCN reaches the API; private otherwise (then run from a peered network)."""
-    protect: bool = True
-    """Protect the cluster from accidental deletion."""
+    protect: NotRequired[bool]
+    """Protect the cluster from accidental deletion (true)."""
 
 
 class OkeCluster(pulumi.ComponentResource):
     """A minimal enhanced OKE cluster with VCN-native pod networking and a small CPU system
     pool; its kubeconfig targets the endpoint the stack chose."""
 
-    id: pulumi.Output[str]
+    cluster_id: pulumi.Output[str]
+    """The cluster's OCID."""
     kubeconfig: pulumi.Output[str]
+    """Kubeconfig reaching the chosen endpoint through `oci ce cluster generate-token` (a
+    secret)."""
 
     def __init__(
         self, name: str, args: OkeClusterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:OkeCluster", name, None, opts)
+        protect = args.get("protect", True)
+        public = args.get("endpoint_public_access", True)
         cluster = oci.containerengine.Cluster(
             name,
-            name=args.name,
-            compartment_id=args.compartment_id,
-            vcn_id=args.vcn_id,
-            kubernetes_version=args.kubernetes_version,
+            name=args["name"],
+            compartment_id=args["compartment_id"],
+            vcn_id=args["vcn_id"],
+            kubernetes_version=args["kubernetes_version"],
             type="ENHANCED_CLUSTER",
             cluster_pod_network_options=[
                 oci.containerengine.ClusterClusterPodNetworkOptionArgs(cni_type=VCN_NATIVE_CNI)
             ],
             endpoint_config=oci.containerengine.ClusterEndpointConfigArgs(
-                subnet_id=args.endpoint_subnet_id,
-                is_public_ip_enabled=args.endpoint_public_access,
+                subnet_id=args["endpoint_subnet_id"],
+                is_public_ip_enabled=public,
             ),
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            opts=pulumi.ResourceOptions(parent=self, protect=protect),
         )
         oci.containerengine.NodePool(
             f"{name}-system",
-            name=f"{args.name}-system",
+            name=f"{args['name']}-system",
             cluster_id=cluster.id,
-            compartment_id=args.compartment_id,
-            kubernetes_version=args.kubernetes_version,
+            compartment_id=args["compartment_id"],
+            kubernetes_version=args["kubernetes_version"],
             node_shape=SYSTEM_SHAPE,
             node_shape_config=oci.containerengine.NodePoolNodeShapeConfigArgs(
                 ocpus=2, memory_in_gbs=16
             ),
             node_source_details=oci.containerengine.NodePoolNodeSourceDetailsArgs(
-                image_id=args.system_image_id, source_type="IMAGE"
+                image_id=args["system_image_id"], source_type="IMAGE"
             ),
             node_config_details=oci.containerengine.NodePoolNodeConfigDetailsArgs(
                 size=2,
                 placement_configs=[
                     oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigArgs(
-                        availability_domain=args.availability_domain, subnet_id=args.node_subnet_id
+                        availability_domain=args["availability_domain"],
+                        subnet_id=args["node_subnet_id"],
                     )
                 ],
                 node_pool_pod_network_option_details=oci.containerengine.NodePoolNodeConfigDetailsNodePoolPodNetworkOptionDetailsArgs(
-                    cni_type=VCN_NATIVE_CNI, pod_subnet_ids=list(args.pod_subnet_ids)
+                    cni_type=VCN_NATIVE_CNI, pod_subnet_ids=args["pod_subnet_ids"]
                 ),
             ),
-            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+            opts=pulumi.ResourceOptions(parent=self, protect=protect),
         )
-        self.id = cluster.id
+        self.cluster_id = cluster.id
         self.kubeconfig = pulumi.Output.secret(
-            oke_kubeconfig(cluster.id, oke_endpoint_type(args.endpoint_public_access))
+            oke_kubeconfig(cluster.id, oke_endpoint_type(public))
         )
-        self.register_outputs({"id": self.id, "kubeconfig": self.kubeconfig})
+        self.register_outputs({"cluster_id": self.cluster_id, "kubeconfig": self.kubeconfig})
 
 
-@dataclass
-class OkeGpuPoolArgs:
-    pool: PoolPlan
-    """The pool's cloud-neutral description from the stack plan."""
+class OkeGpuPoolArgs(TypedDict):
+    stack: StackArgs
+    """The stack the pool belongs to: the planner decides its layout, node labels, taints, max
+    pods and generation from it (compartment, subnets and availability domains are the stack's
+    cluster keys)."""
+    pool: str
+    """Name of the pool in `stack.pools`."""
     cluster_id: pulumi.Input[str]
     """OKE cluster OCID."""
-    compartment_id: str
-    """Compartment OCID."""
     kubernetes_version: pulumi.Input[str]
     """Kubernetes version of the nodes (the cluster's, looked up, unless the stack names one)."""
-    subnet_ids: Sequence[str]
-    """Node subnets; placements pair them with availability domains in order."""
-    pod_subnet_ids: Sequence[str]
-    """Subnets pods get VCN-native addresses from."""
-    availability_domains: Sequence[str]
-    """Availability domains to place nodes in."""
-    protect: bool = True
-    """Protect the pool from accidental deletion."""
 
 
 class OkeGpuPool(pulumi.ComponentResource):
     """An OKE node pool of MIG GPUs: labels through `initial_node_labels`, taints through
     cloud-init (OKE node pools have no taint field), VCN-native pods with `max_pods_per_node`."""
 
-    id: pulumi.Output[str]
+    node_pool_id: pulumi.Output[str]
+    """The OKE node pool's OCID."""
 
     def __init__(
         self, name: str, args: OkeGpuPoolArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:OkeGpuPool", name, None, opts)
-        pool = args.pool
+        pool = planned_pool(args["stack"], args["pool"])
+        cluster = planned(args["stack"]).spec.cluster
+        subnet_ids = list(cluster.get("subnetIds"))
         assert pool.machine is not None and pool.spec.image_id is not None
-        domains = list(pool.spec.zones) or list(args.availability_domains)
+        domains = list(pool.spec.zones) or list(cluster.get("availabilityDomains"))
         placements = [
             oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigArgs(
                 availability_domain=domain,
-                subnet_id=args.subnet_ids[index % len(args.subnet_ids)],
+                subnet_id=subnet_ids[index % len(subnet_ids)],
                 preemptible_node_config=oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigPreemptibleNodeConfigArgs(
                     preemption_action=oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigPreemptibleNodeConfigPreemptionActionArgs(
                         type="TERMINATE", is_preserve_boot_volume=False
@@ -158,9 +158,9 @@ class OkeGpuPool(pulumi.ComponentResource):
             # only to nodes it creates later, so a new generation must be a new pool:
             # `replace_on_changes` makes it one, created before the old one is deleted.
             name=pool.physical_name,
-            cluster_id=args.cluster_id,
-            compartment_id=args.compartment_id,
-            kubernetes_version=args.kubernetes_version,
+            cluster_id=args["cluster_id"],
+            compartment_id=cluster.get("compartmentId"),
+            kubernetes_version=args["kubernetes_version"],
             node_shape=pool.machine.name,
             node_source_details=oci.containerengine.NodePoolNodeSourceDetailsArgs(
                 image_id=pool.spec.image_id,
@@ -175,7 +175,7 @@ class OkeGpuPool(pulumi.ComponentResource):
                 node_pool_pod_network_option_details=oci.containerengine.NodePoolNodeConfigDetailsNodePoolPodNetworkOptionDetailsArgs(
                     cni_type=VCN_NATIVE_CNI,
                     max_pods_per_node=pool.max_pods,
-                    pod_subnet_ids=list(args.pod_subnet_ids),
+                    pod_subnet_ids=list(cluster.get("podSubnetIds") or subnet_ids),
                 ),
             ),
             initial_node_labels=[
@@ -191,11 +191,11 @@ class OkeGpuPool(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                protect=args.protect,
+                protect=cluster.protect,
                 replace_on_changes=["name"],
                 # The Cluster Autoscaler owns the size of an autoscaled pool.
                 ignore_changes=["nodeConfigDetails.size"] if pool.autoscaled else None,
             ),
         )
-        self.id = node_pool.id
-        self.register_outputs({"id": self.id})
+        self.node_pool_id = node_pool.id
+        self.register_outputs({"node_pool_id": self.node_pool_id})

@@ -1,16 +1,17 @@
 """In-place re-partitioning of one pool: a Job that moves its nodes to the new MIG config one
 batch at a time, evicting the pods that hold slices first (see `mig.repartition`)."""
 
-from __future__ import annotations
-
-from dataclasses import dataclass
+from typing import TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.node_job import NodeJob, NodeJobArgs
-from mig.k8s_names import stack_scoped
-from mig.repartition import RepartitionTarget, repartition_script
+from mig_inference.k8s_names import stack_scoped
+from mig_inference.repartition import repartition_script, repartition_targets
+
+from .node_job import NodeJob, NodeJobArgs
+from .planning import planned, stack_name
+from .stack_args import StackArgs
 
 RULES = [
     k8s.rbac.v1.PolicyRuleArgs(
@@ -21,16 +22,12 @@ RULES = [
 ]
 
 
-@dataclass
-class InPlaceRepartitionArgs:
-    stack: str
-    """Stack name, part of the Job's cluster-scoped RBAC names."""
-    namespace: str
-    """Namespace for the Job (the GPU Operator's)."""
-    target: RepartitionTarget
-    """The pool's nodes, the config they move to and how many at once."""
-    node_timeout_seconds: int
-    """How long one batch may take: evictions, reconfiguration (and reboot)."""
+class InPlaceRepartitionArgs(TypedDict):
+    stack: StackArgs
+    """The stack the pool belongs to: the planner gives the pool's nodes, the config they move
+    to and how many at once; one batch may take `gpuOperator.gateTimeoutSeconds`."""
+    pool: str
+    """Name of the pool in `stack.pools` (one whose layout changes in place)."""
 
 
 class InPlaceRepartition(pulumi.ComponentResource):
@@ -38,24 +35,30 @@ class InPlaceRepartition(pulumi.ComponentResource):
     the new config, uncordon: node by node. Stops at the first node that does not get there."""
 
     job_name: pulumi.Output[str]
+    """Name of the re-partitioning Job."""
 
     def __init__(
         self, name: str, args: InPlaceRepartitionArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:InPlaceRepartition", name, None, opts)
-        target = args.target
+        plan = planned(args["stack"])
+        found = [t for t in repartition_targets(plan) if t.pool == args["pool"]]
+        if not found:
+            raise pulumi.RunError(f"pool {args['pool']!r} does not change its layout in place")
+        target = found[0]
+        node_timeout = plan.spec.gpu_operator.gate_timeout_seconds
         app = f"mig-repartition-{target.pool}"
         job = NodeJob(
             name,
             NodeJobArgs(
                 app=app,
                 job_name=f"{app}-{target.fingerprint}",
-                cluster_role_name=stack_scoped(args.stack, app),
-                namespace=args.namespace,
+                cluster_role_name=stack_scoped(stack_name(args["stack"]), app),
+                namespace=plan.spec.gpu_operator.namespace,
                 script=repartition_script(),
-                env=target.env(args.node_timeout_seconds),
+                env=target.env(node_timeout),
                 rules=RULES,
-                timeout_seconds=target.budget_seconds(args.node_timeout_seconds),
+                timeout_seconds=target.budget_seconds(node_timeout),
             ),
             pulumi.ResourceOptions(parent=self),
         )

@@ -1,4 +1,1 @@
-"""mig-inference's pure domain: MIG catalog, layouts, sizing, packing and the stack plan.
-
-Nothing in this package imports Pulumi, so it runs (and is tested) without the Pulumi engine.
-"""
+"""`python -m mig` from a clone of this repository: the command line lives in `mig_inference`."""

@@ -1,5 +1,5 @@
 import sys
 
-from mig.cli import main
+from mig_inference.cli import main
 
 sys.exit(main())

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from mig.render import Recorded, Rendering, run_program
-from mig.stackfile import stack_path
+from mig_inference.render import Recorded, Rendering, run_program
+from mig_inference.stackfile import stack_path
 
 
 @cache

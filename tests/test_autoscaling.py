@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from components.cluster_autoscaler import READ_ACTIONS, SCALE_ACTIONS
-from mig.errors import MigError
-from mig.plan import plan_stack
-from mig.spec import parse_stack
-from mig.stackfile import load_stack
-from mig.versions import CLUSTER_AUTOSCALER_VERSION, GPU_OPERATOR_VERSION
+from mig_inference.errors import MigError
+from mig_inference.plan import plan_stack
+from mig_inference.spec import parse_stack
+from mig_inference.stackfile import load_stack
+from mig_inference.versions import CLUSTER_AUTOSCALER_VERSION, GPU_OPERATOR_VERSION
 from tests.mocked import named, one, render_config, stack_rendering
 
 RELEASE = "kubernetes:helm.sh/v3:Release"

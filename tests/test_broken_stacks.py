@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mig.cli import main
-from mig.render import run_program
+from mig_inference.cli import main
+from mig_inference.render import run_program
 from tests.reference import ROOT
 
 CORPUS = sorted((Path(__file__).parent / "broken_stacks").glob("*.yaml"))

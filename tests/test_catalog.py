@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mig.catalog import load_catalog, resolve_gpu
-from mig.errors import MigError
+from mig_inference.catalog import load_catalog, resolve_gpu
+from mig_inference.errors import MigError
 from tests.reference import reference_catalog
 
 CATALOG = load_catalog()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mig.cli import main
+from mig_inference.cli import main
 from tests.reference import ROOT
 
 

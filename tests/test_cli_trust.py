@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mig.cli import main
+from mig_inference.cli import main
 from tests.reference import ROOT
 
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from mig.changes import PoolChange, ServiceChange, diff_records
-from mig.cli import main
-from mig.errors import MigError
-from mig.plan import plan_stack
-from mig.record import plan_record
-from mig.render import Rendering
-from mig.spec import parse_stack
-from mig.versions import GPU_OPERATOR_VERSION
+from mig_inference.changes import PoolChange, ServiceChange, diff_records
+from mig_inference.cli import main
+from mig_inference.errors import MigError
+from mig_inference.plan import plan_stack
+from mig_inference.record import plan_record
+from mig_inference.render import Rendering
+from mig_inference.spec import parse_stack
+from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import named, one, render_config
 
 GKE_POOL = "gcp:container/nodePool:NodePool"

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mig.gate import GateTarget, gate_script, gate_targets_value
+from mig_inference.gate import GateTarget, gate_script, gate_targets_value
 from tests.scripts import run_script
 
 POOL = "mig-inference.io/pool"

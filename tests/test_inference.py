@@ -8,12 +8,12 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from mig.errors import MigError
-from mig.plan import plan_stack
-from mig.render import write_rendering
-from mig.spec import parse_stack
-from mig.stackfile import load_stack
-from mig.versions import GPU_OPERATOR_VERSION, TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
+from mig_inference.errors import MigError
+from mig_inference.plan import plan_stack
+from mig_inference.render import write_rendering
+from mig_inference.spec import parse_stack
+from mig_inference.stackfile import load_stack
+from mig_inference.versions import GPU_OPERATOR_VERSION, TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
 from tests.mocked import named, one, render_config, stack_rendering
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from mig.catalog import GpuModel, Profile, load_catalog, resolve_gpu
-from mig.errors import MigError
-from mig.layout import Layout, maximal_layouts, parse_custom_layout, place, valid_layouts
+from mig_inference.catalog import GpuModel, Profile, load_catalog, resolve_gpu
+from mig_inference.errors import MigError
+from mig_inference.layout import Layout, maximal_layouts, parse_custom_layout, place, valid_layouts
 
 CATALOG = load_catalog()
 MODELS = [g.name for g in CATALOG.gpus]

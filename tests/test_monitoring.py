@@ -12,8 +12,8 @@ import kubernetes_validate
 import promql_parser
 import pytest
 
-from mig.errors import MigError, MigErrors
-from mig.monitoring import (
+from mig_inference.errors import MigError, MigErrors
+from mig_inference.monitoring import (
     dashboard_uid,
     expressions,
     ksm_allowlist,
@@ -21,10 +21,10 @@ from mig.monitoring import (
     queue_query,
     queue_threshold,
 )
-from mig.plan import plan_stack
-from mig.spec import parse_stack
-from mig.stackfile import load_stack, stack_names
-from mig.versions import GPU_OPERATOR_VERSION, KEDA_VERSION
+from mig_inference.plan import plan_stack
+from mig_inference.spec import parse_stack
+from mig_inference.stackfile import load_stack, stack_names
+from mig_inference.versions import GPU_OPERATOR_VERSION, KEDA_VERSION
 from tests.mocked import named, release, render_config, stack_rendering
 from tests.reference import crd_schema
 

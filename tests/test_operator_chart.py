@@ -15,11 +15,11 @@ import jsonschema
 import pytest
 import yaml
 
-from mig.catalog import GpuModel
-from mig.labels import MIG_CONFIG_LABEL
-from mig.operator_values import operator_needed
-from mig.plan import plan_stack
-from mig.stackfile import load_stack, stack_names
+from mig_inference.catalog import GpuModel
+from mig_inference.labels import MIG_CONFIG_LABEL
+from mig_inference.operator_values import operator_needed
+from mig_inference.plan import plan_stack
+from mig_inference.stackfile import load_stack, stack_names
 from tests.mocked import release, stack_rendering
 from tests.reference import (
     GPU_OPERATOR_CHART,

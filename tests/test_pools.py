@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from components.eks import NODE_POLICIES
-from mig.errors import MigError
-from mig.plan import plan_stack
-from mig.spec import parse_stack
-from mig.stackfile import load_stack
-from mig.versions import GPU_OPERATOR_VERSION
+from mig_inference.errors import MigError
+from mig_inference.plan import plan_stack
+from mig_inference.spec import parse_stack
+from mig_inference.stackfile import load_stack
+from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import b64, named, one, render_config, stack_rendering
 
 NODE_POOL = "gcp:container/nodePool:NodePool"

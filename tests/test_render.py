@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from mig.cli import main
+from mig_inference.cli import main
 
 
 def test_render_writes_objects_releases_and_cloud_inputs(

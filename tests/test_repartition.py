@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from mig.plan import plan_stack
-from mig.repartition import RepartitionTarget, repartition_script, repartition_targets
-from mig.stackfile import load_stack
+from mig_inference.plan import plan_stack
+from mig_inference.repartition import RepartitionTarget, repartition_script, repartition_targets
+from mig_inference.stackfile import load_stack
 from tests.scripts import run_script
 
 POOL = "mig-inference.io/pool"

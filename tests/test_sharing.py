@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 import yaml
 
-from mig.catalog import load_catalog, resolve_gpu
-from mig.changes import PoolChange, diff_records
-from mig.errors import MigError
-from mig.plan import plan_stack
-from mig.record import plan_record
-from mig.spec import parse_stack
-from mig.stackfile import load_stack
-from mig.versions import GPU_OPERATOR_VERSION
+from mig_inference.catalog import load_catalog, resolve_gpu
+from mig_inference.changes import PoolChange, diff_records
+from mig_inference.errors import MigError
+from mig_inference.plan import plan_stack
+from mig_inference.record import plan_record
+from mig_inference.spec import parse_stack
+from mig_inference.stackfile import load_stack
+from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import named, one, release, render_config, stack_rendering
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -205,7 +205,7 @@ def test_a_gke_sharing_change_needs_new_nodes_an_operator_one_does_not() -> None
 
 
 def load_stack_config(name: str) -> dict[str, Any]:
-    from mig.stackfile import stack_path
+    from mig_inference.stackfile import stack_path
 
     data = yaml.safe_load(stack_path(name).read_text())["config"]
     values = {k.split(":", 1)[1]: v for k, v in data.items() if "hfToken" not in k}
@@ -225,7 +225,7 @@ def load_stack_config(name: str) -> dict[str, Any]:
 def test_the_cli_on_gpus_without_mig(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from mig.cli import main
+    from mig_inference.cli import main
 
     assert main(argv) == 1
     assert message in capsys.readouterr().err
@@ -249,7 +249,7 @@ def test_a_sharing_change_gives_the_nodes_a_new_config_key() -> None:
 
 
 def test_gpus_without_mig_are_never_repartitioned() -> None:
-    from mig.repartition import repartition_targets
+    from mig_inference.repartition import repartition_targets
 
     config = {
         "cloud": "existing",

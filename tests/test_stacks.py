@@ -9,8 +9,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from mig.cli import main
-from mig.stackfile import stack_names
+from mig_inference.cli import main
+from mig_inference.stackfile import stack_names
 from tests.mocked import stack_rendering
 
 KUBERNETES_VERSION = "1.33.0"
@@ -77,7 +77,7 @@ def test_plan_text_and_svg(tmp_path: object, capsys: pytest.CaptureFixture[str])
 
 
 def test_pulumi_yaml_declares_the_config_contract() -> None:
-    from mig.spec import TOP_KEYS
+    from mig_inference.spec import TOP_KEYS
     from tests.reference import ROOT
 
     text = (ROOT / "Pulumi.yaml").read_text()
@@ -94,9 +94,9 @@ def test_the_picture_shows_every_service_and_every_gpu(stack: str) -> None:
     import re
     import xml.etree.ElementTree as ET
 
-    from mig.picture import layouts_svg
-    from mig.plan import plan_stack
-    from mig.stackfile import load_stack
+    from mig_inference.picture import layouts_svg
+    from mig_inference.plan import plan_stack
+    from mig_inference.stackfile import load_stack
 
     plan = plan_stack(load_stack(stack))
     texts = [

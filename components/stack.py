@@ -1,0 +1,169 @@
+"""The whole stack in one component: cluster, GPU Operator, pools, MIG-ready gate, monitoring and
+inference services, planned from inputs that mirror the stack file."""
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from mig_inference.gate import gate_targets
+from mig_inference.operator_values import operator_needed
+from mig_inference.plan import layout_of
+from mig_inference.record import plan_record
+from mig_inference.repartition import repartition_targets
+
+from .cloud import UNPARENTED_BEFORE, cluster, cluster_autoscaler, gpu_pools
+from .cluster_access import kubernetes_provider
+from .gpu_operator import GpuOperator, GpuOperatorArgs
+from .inference import InferenceService, InferenceServiceArgs
+from .mig_gate import MigReadyGate, MigReadyGateArgs
+from .monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
+from .planning import planned, secret_value
+from .repartition import InPlaceRepartition, InPlaceRepartitionArgs
+from .stack_args import StackArgs
+
+RESTRICTED_NAMESPACE_LABELS = {
+    # Inference pods meet the restricted Pod Security Standard.
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "app.kubernetes.io/managed-by": "mig-inference",
+}
+
+
+class MigInference(pulumi.ComponentResource):
+    """MIG GPU node pools, the NVIDIA GPU Operator with their mig-parted config, and MIG-aware
+    inference services, from inputs that mirror a mig-inference stack file. Everything the
+    planner can decide (layouts on the GPU, models on their slices, replicas on the pools, max
+    pods) is checked before any resource is created."""
+
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig of the cluster when this component created it, else empty (a secret)."""
+    plan: pulumi.Output[dict[str, Any]]
+    """The plan: per pool its layout, generation and replacement inputs; per service its slice.
+    `python -m mig diff --deployed` reads it."""
+    pools: pulumi.Output[dict[str, Any]]
+    """Per pool: GPU, GPUs per node, node bounds, layout and the MIG devices it offers."""
+    services: pulumi.Output[dict[str, Any]]
+    """Per service: pool, profile, MIG resource, replicas and in-cluster endpoint."""
+
+    def __init__(
+        self, name: str, args: StackArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:MigInference", name, None, opts)
+        plan = planned(args)
+        for warning in plan.warnings:
+            pulumi.log.warn(warning, resource=self)
+        operator_spec = plan.spec.gpu_operator
+        joined = cluster(plan, self)
+        kubernetes = kubernetes_provider(
+            plan.spec.cloud,
+            plan.spec.cluster,
+            secret_value(args, plan.spec.cluster.get("kubeconfig")),
+            joined.kubeconfig,
+            joined.cloud_provider,
+            pulumi.ResourceOptions(
+                parent=self, depends_on=joined.created or None, aliases=UNPARENTED_BEFORE
+            ),
+        )
+
+        def in_cluster(*after: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(
+                parent=self,
+                providers=[kubernetes],
+                depends_on=list(after) or None,
+                aliases=UNPARENTED_BEFORE,
+            )
+
+        # Pools come up after the operator, so a new node's MIG manager finds its config; a pool
+        # that changes its layout in place is relabelled only after its nodes were
+        # re-partitioned one by one.
+        pool_after: dict[str, list[pulumi.Resource]] = {}
+        operator: GpuOperator | None = None
+        if operator_needed(plan):
+            operator = GpuOperator(
+                "gpu-operator", GpuOperatorArgs(stack=args), in_cluster(*joined.created)
+            )
+            for pool in plan.pools:
+                if pool.operator_managed:
+                    pool_after[pool.name] = [operator]
+            for target in repartition_targets(plan):
+                pool_after[target.pool].append(
+                    InPlaceRepartition(
+                        f"repartition-{target.pool}",
+                        InPlaceRepartitionArgs(stack=args, pool=target.pool),
+                        in_cluster(operator),
+                    )
+                )
+        pools = gpu_pools(args, plan, joined, self, kubernetes, pool_after)
+        cluster_autoscaler(plan, joined, self, kubernetes, pools)
+
+        ready: list[pulumi.Resource] = [*pools, *([operator] if operator else [])]
+        if operator is not None and operator_spec.gate and gate_targets(plan):
+            ready = [MigReadyGate("mig-ready", MigReadyGateArgs(stack=args), in_cluster(*ready))]
+
+        namespaces = {
+            namespace: k8s.core.v1.Namespace(
+                f"ns-{namespace}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=namespace, labels=RESTRICTED_NAMESPACE_LABELS
+                ),
+                opts=in_cluster(),
+            )
+            for namespace in sorted({service.spec.namespace for service in plan.services})
+        }
+        if plan.spec.monitoring.prometheus_operator:
+            Monitoring(
+                "monitoring",
+                MonitoringArgs(stack=args),
+                in_cluster(*ready, *namespaces.values()),
+            )
+        keda = (
+            [Keda("keda", KedaArgs(), in_cluster())]
+            if any(s.spec.queue_autoscaling for s in plan.services)
+            else []
+        )
+        endpoints = {
+            service.name: InferenceService(
+                service.name,
+                InferenceServiceArgs(stack=args, service=service.name),
+                in_cluster(*ready, *keda, namespaces[service.spec.namespace]),
+            ).endpoint
+            for service in plan.services
+        }
+
+        self.kubeconfig = (
+            joined.kubeconfig if joined.kubeconfig is not None else pulumi.Output.secret("")
+        )
+        self.plan = pulumi.Output.from_input(plan_record(plan))
+        self.pools = pulumi.Output.from_input(
+            {
+                pool.name: {
+                    "gpu": pool.gpu.name,
+                    "gpus_per_node": pool.gpus_per_node,
+                    "nodes": {"min": pool.min_nodes, "max": pool.max_nodes},
+                    "layout": layout_of(pool),
+                    "capacity_per_node": pool.capacity_per_node(),
+                    "capacity": pool.capacity(),
+                }
+                for pool in plan.pools
+            }
+        )
+        self.services = pulumi.Output.from_input(
+            {
+                service.name: {
+                    "pool": service.pool.name,
+                    "profile": service.profile,
+                    "resource": service.resource,
+                    "replicas": service.replicas,
+                    "endpoint": endpoints[service.name],
+                }
+                for service in plan.services
+            }
+        )
+        self.register_outputs(
+            {
+                "kubeconfig": self.kubeconfig,
+                "plan": self.plan,
+                "pools": self.pools,
+                "services": self.services,
+            }
+        )

@@ -1,0 +1,369 @@
+"""The stack file as typed Pulumi inputs, for `MigInference` and the components that plan from it.
+
+Each TypedDict mirrors one section of the stack file key for key (snake_case here, camelCase in
+the package schema and the stack file), so a program in any language passes what a stack file
+holds. Values the planner decides on are plain: layouts, counts, names and regions are checked at
+preview. Keys that take several shapes (`mig`, `nodes`, `params`, `replicas`) are `Any` to the
+schema and checked by the planner, which names the key when it refuses one.
+
+This module must keep its annotations evaluated (no postponed annotations): Pulumi's schema
+analyzer reads them at run time.
+"""
+
+import typing
+from typing import Any, NotRequired, TypedDict
+
+import pulumi
+
+CAMEL_EXCEPTIONS = {"memory_gib": "memoryGiB"}
+"""Stack keys that are not the plain camelCase of their field name."""
+
+
+class ClusterArgs(TypedDict):
+    """The cluster the pools join or, for ephemeral test clusters, create."""
+
+    name: str
+    """Cluster name."""
+    create: NotRequired[bool]
+    """Create the cluster too (ephemeral test clusters); default false: join it."""
+    protect: NotRequired[bool]
+    """Pulumi `protect` on the cluster and pools, plus the cloud's deletion protection; default
+    true."""
+    context: NotRequired[str]
+    """Reach the Kubernetes API through this context of the ambient kubeconfig file."""
+    kubeconfig: NotRequired[str]
+    """Reach the Kubernetes API with the kubeconfig held in this entry of `secrets`."""
+    project: NotRequired[str]
+    """GKE: the project."""
+    location: NotRequired[str]
+    """GKE: the cluster's region or zone."""
+    network: NotRequired[str]
+    """GKE, creating: the VPC network."""
+    subnetwork: NotRequired[str]
+    """GKE, creating: the subnetwork."""
+    master_ipv4_cidr_block: NotRequired[str]
+    """GKE, creating: the control plane's /28 range."""
+    release_channel: NotRequired[str]
+    """GKE, creating: the release channel (REGULAR)."""
+    cloud_nat: NotRequired[bool]
+    """GKE, creating: a Cloud Router and NAT for the private nodes (true)."""
+    region: NotRequired[str]
+    """EKS: the AWS region."""
+    subnet_ids: NotRequired[list[str]]
+    """EKS: the node groups' subnets; OKE: the node subnet(s)."""
+    vpc_id: NotRequired[str]
+    """EKS, creating: the VPC."""
+    version: NotRequired[str]
+    """EKS, creating: the Kubernetes version."""
+    endpoint_public_access: NotRequired[bool]
+    """EKS and OKE, creating: a public API endpoint as well (true)."""
+    public_access_cidrs: NotRequired[list[str]]
+    """EKS, creating: the ranges allowed to the public endpoint."""
+    compartment_id: NotRequired[str]
+    """OKE: the compartment OCID."""
+    cluster_id: NotRequired[str]
+    """OKE, joining: the cluster OCID."""
+    vcn_id: NotRequired[str]
+    """OKE, creating: the VCN OCID."""
+    pod_subnet_ids: NotRequired[list[str]]
+    """OKE: the pod subnets (VCN-native pod networking)."""
+    endpoint_subnet_id: NotRequired[str]
+    """OKE, creating: the API endpoint's subnet."""
+    availability_domains: NotRequired[list[str]]
+    """OKE: the availability domains of the node pools."""
+    kubernetes_version: NotRequired[str]
+    """OKE: the node pools' Kubernetes version (default when joining: the cluster's)."""
+    system_image_id: NotRequired[str]
+    """OKE, creating: the image of the system node pool."""
+
+
+class TaintArgs(TypedDict):
+    """A node taint, in Kubernetes spelling (translated per cloud)."""
+
+    key: str
+    """Taint key."""
+    value: NotRequired[str]
+    """Taint value (empty by default)."""
+    effect: NotRequired[str]
+    """NoSchedule (default), PreferNoSchedule or NoExecute."""
+
+
+class SharingModeArgs(TypedDict):
+    """How many pods share one device, and how they see it."""
+
+    replicas: int
+    """Pods per device, 2 to 48."""
+    rename: NotRequired[bool]
+    """Time-slicing: advertise `<resource>.shared` instead of the resource's own name."""
+    profiles: NotRequired[list[str]]
+    """Time-slicing on MIG: the profiles shared (default: all of the pool's)."""
+
+
+class SharingArgs(TypedDict):
+    """Sharing without MIG (or on top of it): exactly one strategy."""
+
+    time_slicing: NotRequired[SharingModeArgs]
+    """The device plugin advertises each device `replicas` times; no memory isolation."""
+    mps: NotRequired[SharingModeArgs]
+    """CUDA MPS: `replicas` clients per GPU, each with its share of memory and compute."""
+
+
+class PoolArgs(TypedDict):
+    """A GPU node pool and its MIG layout."""
+
+    name: str
+    """DNS label of at most 32 characters; nodes get `mig-inference.io/pool=<name>`."""
+    gpu: NotRequired[str]
+    """GPU model: a catalog name or alias (h100, nvidia-h100-80gb, NVIDIA-H100-80GB-HBM3...)."""
+    machine_type: NotRequired[str]
+    """GKE machine type, EKS instance type or OKE shape."""
+    gpus_per_node: NotRequired[int]
+    """GPUs per node (required for existing nodes and unknown machine types)."""
+    nodes: NotRequired[Any]
+    """A node count, or {min, max} to autoscale; may be left out with `mig: auto`."""
+    mig: NotRequired[Any]
+    """A named config (all-balanced, all-1g.10gb...), a layout {profile: count}, or auto."""
+    mig_manager: NotRequired[str]
+    """operator (the GPU Operator, mixed strategy; default) or gke (GKE's own partitioning)."""
+    max_pods: NotRequired[int]
+    """Pods per node; checked against MIG devices, operator pods and the cloud's limits."""
+    spot: NotRequired[bool]
+    """Spot / preemptible nodes."""
+    labels: NotRequired[dict[str, str]]
+    """Extra node labels."""
+    taints: NotRequired[list[TaintArgs]]
+    """Node taints."""
+    node_names: NotRequired[list[str]]
+    """Existing clusters: the nodes of this pool."""
+    system_pods: NotRequired[int]
+    """Override of the cloud's system pods per node, counted against max pods."""
+    disk_size_gb: NotRequired[int]
+    """Boot disk size."""
+    zones: NotRequired[list[str]]
+    """GKE node zones (of the cluster's region) or OKE availability domains."""
+    image_id: NotRequired[str]
+    """OKE: the GPU node image."""
+    rollout: NotRequired[str]
+    """How a layout change reaches running nodes: blue-green (new pool) or in-place."""
+    max_unavailable: NotRequired[int]
+    """In-place rollout: nodes re-partitioned at a time (1)."""
+    sharing: NotRequired[SharingArgs]
+    """Time-slicing or MPS on the pool's devices."""
+
+
+class GpuOperatorSettingsArgs(TypedDict):
+    """The NVIDIA GPU Operator release."""
+
+    version: NotRequired[str]
+    """Chart version (default: the version this package pins and tests)."""
+    namespace: NotRequired[str]
+    """Namespace of the operator (gpu-operator)."""
+    with_reboot: NotRequired[bool]
+    """Let the MIG manager reboot a node when a GPU needs it (true on cloud pools)."""
+    service_monitor: NotRequired[bool]
+    """DCGM exporter ServiceMonitor (needs the Prometheus Operator's CRD)."""
+    timeout_seconds: NotRequired[int]
+    """Helm release timeout (1200)."""
+    gate: NotRequired[bool]
+    """Wait until every pool's MIG config reports success before services roll out (true)."""
+    gate_timeout_seconds: NotRequired[int]
+    """How long that wait may take (1800)."""
+
+
+class MonitoringSettingsArgs(TypedDict):
+    """Per-slice monitoring and the Prometheus that queue autoscaling reads."""
+
+    prometheus_operator: NotRequired[bool]
+    """Create ServiceMonitor, PodMonitors, PrometheusRule and a Grafana dashboard."""
+    release_label: NotRequired[str]
+    """The `release` label your Prometheus selects its monitors and rules by."""
+    prometheus_url: NotRequired[str]
+    """Prometheus URL KEDA queries for queue autoscaling."""
+    prometheus_namespace: NotRequired[str]
+    """Where Prometheus and Grafana run (monitoring)."""
+    pending_minutes: NotRequired[int]
+    """How long a pod may wait for a slice before the alert fires (15)."""
+
+
+class NetworkClientArgs(TypedDict):
+    """Pods allowed to reach a service."""
+
+    namespace: NotRequired[str]
+    """Their namespace."""
+    pod_labels: NotRequired[dict[str, str]]
+    """Their labels."""
+
+
+class QueueAutoscalingArgs(TypedDict):
+    """Replicas that follow the engine's queue (KEDA)."""
+
+    max_replicas: int
+    """The most replicas (counted against the pool's capacity)."""
+    queue_per_replica: NotRequired[int]
+    """Running plus waiting requests one replica takes before another is added."""
+
+
+class ServiceArgs(TypedDict):
+    """An inference service on MIG slices (or shared or whole GPUs)."""
+
+    name: str
+    """DNS label."""
+    model: str
+    """Hugging Face model id (Triton: a model repository)."""
+    engine: NotRequired[str]
+    """vllm (default), tgi, triton or custom."""
+    image: NotRequired[str]
+    """Container image (default: the engine's pinned image)."""
+    memory_gib: NotRequired[float]
+    """Memory one replica needs; or give params and dtype."""
+    params: NotRequired[Any]
+    """Model parameters: 8B, 350M, 70e9 or a number of billions."""
+    dtype: NotRequired[str]
+    """Weight type (bf16, fp8, int4...)."""
+    layers: NotRequired[int]
+    """Transformer layers (with kvHeads and headDim: the KV cache is sized exactly)."""
+    kv_heads: NotRequired[int]
+    """KV heads."""
+    head_dim: NotRequired[int]
+    """Head dimension."""
+    context: NotRequired[int]
+    """Tokens of context per sequence."""
+    concurrency: NotRequired[int]
+    """Sequences served at once."""
+    overhead: NotRequired[float]
+    """Extra GiB per replica (CUDA context, activations)."""
+    profile: NotRequired[str]
+    """auto (the smallest offered slice that holds the model) or a profile name."""
+    replicas: NotRequired[Any]
+    """A count, or fill (every slice of that kind left on the pool)."""
+    pool: NotRequired[str]
+    """The pool to run on (needed when several could serve)."""
+    hf_token_secret: NotRequired[str]
+    """The entry of `secrets` holding the Hugging Face token."""
+    api_key_secret: NotRequired[str]
+    """The entry of `secrets` holding the API key clients must send."""
+    tensor_parallel_size: NotRequired[int]
+    """Must be 1 on MIG: NCCL cannot span MIG devices."""
+    gpu_memory_utilization: NotRequired[float]
+    """vLLM's share of the slice's memory."""
+    max_model_len: NotRequired[int]
+    """Longest sequence (derived from the model's shape when given)."""
+    max_num_seqs: NotRequired[int]
+    """Most sequences at once (derived from the model's shape when given)."""
+    port: NotRequired[int]
+    """Container and Service port."""
+    namespace: NotRequired[str]
+    """Namespace of the service."""
+    clients: NotRequired[list[NetworkClientArgs]]
+    """Who may connect (NetworkPolicy); default: the service's own namespace."""
+    hpa_max_replicas: NotRequired[int]
+    """CPU-based HPA up to this many replicas (counted against capacity)."""
+    command: NotRequired[list[str]]
+    """Container command (custom engines)."""
+    args: NotRequired[list[str]]
+    """Extra container arguments."""
+    startup_seconds: NotRequired[int]
+    """Startup probe budget (3600)."""
+    health_path: NotRequired[str]
+    """Health endpoint path."""
+    queue_autoscaling: NotRequired[QueueAutoscalingArgs]
+    """Replicas that follow the engine's load (needs monitoring.prometheusUrl)."""
+
+
+class StackArgs(TypedDict):
+    """Everything one stack file holds: cloud, cluster, pools, GPU Operator, services."""
+
+    cloud: str
+    """gke, eks, oke or existing."""
+    cluster: ClusterArgs
+    """The cluster the pools join or create."""
+    pools: list[PoolArgs]
+    """GPU node pools with their MIG layouts."""
+    gpu_operator: NotRequired[GpuOperatorSettingsArgs]
+    """The GPU Operator release."""
+    services: NotRequired[list[ServiceArgs]]
+    """Inference services."""
+    monitoring: NotRequired[MonitoringSettingsArgs]
+    """Per-slice monitoring."""
+    secrets: NotRequired[dict[str, pulumi.Input[str]]]
+    """Secret values the stack names (hfTokenSecret, apiKeySecret, cluster.kubeconfig), each
+    kept a Pulumi secret."""
+    stack_name: NotRequired[str]
+    """Name in cluster-scoped objects (default: the Pulumi stack's name)."""
+
+
+NOT_STACK_FILE_KEYS = ("secrets", "stack_name")
+"""StackArgs fields that are not keys of the stack file."""
+
+
+def stack_key(field: str) -> str:
+    """The stack-file key of a typed field: `machine_type` -> `machineType`."""
+    if field in CAMEL_EXCEPTIONS:
+        return CAMEL_EXCEPTIONS[field]
+    head, *rest = field.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def _unwrapped(hint: Any) -> Any:
+    while typing.get_origin(hint) in (NotRequired, typing.Required):
+        hint = typing.get_args(hint)[0]
+    return hint
+
+
+def _typed_dict(hint: Any) -> Any:
+    """The TypedDict a field holds, or None."""
+    hint = _unwrapped(hint)
+    return hint if typing.is_typeddict(hint) else None
+
+
+def _whole_numbers(value: Any) -> Any:
+    """Whole floats as ints: every number reaches a component provider as a float (the SDK's
+    host converts integer properties, then stores the float it was given)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(item) for item in value]
+    return value
+
+
+def _convert_value(value: Any, hint: Any, to_stack: bool) -> Any:
+    hint = _unwrapped(hint)
+    typed = _typed_dict(hint)
+    if typed is not None:
+        return _convert(value, typed, to_stack)
+    if typing.get_origin(hint) is list and isinstance(value, list):
+        return [_convert_value(item, typing.get_args(hint)[0], to_stack) for item in value]
+    return value
+
+
+def _convert(value: Any, typed: Any, to_stack: bool) -> Any:
+    """`value` with the field names of `typed` renamed, recursively: to stack-file keys when
+    `to_stack`, else to field names. Keys `typed` does not have are kept for the planner to
+    refuse by name."""
+    if not isinstance(value, dict):
+        return value  # the planner names the key and says what it expects
+    hints: dict[str, Any] = dict(typed.__annotations__)
+    fields = {stack_key(name): name for name in hints}
+    converted: dict[str, Any] = {}
+    for key, item in value.items():
+        field = key if to_stack else fields.get(key, key)
+        if field not in hints:
+            converted[key] = item
+            continue
+        converted[stack_key(field) if to_stack else field] = _convert_value(
+            item, hints[field], to_stack
+        )
+    return converted
+
+
+def stack_values_of(args: StackArgs) -> dict[str, Any]:
+    """The stack-file form of typed args (camelCase keys), without secrets and stack name."""
+    plain = {k: v for k, v in args.items() if k not in NOT_STACK_FILE_KEYS}
+    return _whole_numbers(_convert(plain, StackArgs, to_stack=True))  # type: ignore[no-any-return]
+
+
+def stack_args(values: dict[str, Any]) -> StackArgs:
+    """Typed args from a stack file's values (the inverse of `stack_values_of`)."""
+    return _convert(values, StackArgs, to_stack=False)  # type: ignore[no-any-return]

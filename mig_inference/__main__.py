@@ -1,0 +1,5 @@
+import sys
+
+from mig_inference.cli import main
+
+sys.exit(main())

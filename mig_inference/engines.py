@@ -1,0 +1,103 @@
+"""Inference engine presets: image, command line, health endpoint and secret env names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mig_inference.plan import ServicePlan
+from mig_inference.spec import Engine
+from mig_inference.versions import TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
+
+HOME = "/home/inference"
+"""Writable HOME (an emptyDir): model downloads and compile caches land here."""
+
+
+@dataclass(frozen=True)
+class EngineContainer:
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    health_path: str
+    env: tuple[tuple[str, str], ...]
+    hf_token_env: tuple[str, ...]
+    """Env vars that receive the Hugging Face token (from the Kubernetes Secret)."""
+    api_key_env: str | None
+    """Env var that receives the API key, when the engine checks one."""
+
+
+def _vllm(service: ServicePlan) -> tuple[str, ...]:
+    spec = service.spec
+    args = [
+        "--model", spec.model,
+        "--host", "0.0.0.0",
+        "--port", str(spec.port),
+        "--tensor-parallel-size", "1",
+        "--gpu-memory-utilization", f"{service.memory_utilization:g}",
+    ]  # fmt: skip
+    if service.sizing.max_model_len:
+        args += ["--max-model-len", str(service.sizing.max_model_len)]
+    if service.sizing.max_num_seqs:
+        args += ["--max-num-seqs", str(service.sizing.max_num_seqs)]
+    return tuple(args) + spec.args
+
+
+def _tgi(service: ServicePlan) -> tuple[str, ...]:
+    spec = service.spec
+    args = [
+        "--model-id", spec.model,
+        "--hostname", "0.0.0.0",
+        "--port", str(spec.port),
+        "--num-shard", "1",
+        "--cuda-memory-fraction", f"{service.memory_utilization:g}",
+    ]  # fmt: skip
+    if service.sizing.max_model_len:
+        args += ["--max-total-tokens", str(service.sizing.max_model_len)]
+        args += ["--max-input-tokens", str(service.sizing.max_model_len - 1)]
+    if service.sizing.max_num_seqs:
+        limit = service.sizing.max_num_seqs
+        if spec.queue_autoscaling is not None:
+            # TGI counts queued requests against this limit and refuses (429) beyond it; KEDA
+            # adds a replica above `maxNumSeqs + queuePerReplica` in flight, so admit more.
+            limit += 2 * spec.queue_autoscaling.queue_per_replica
+        args += ["--max-concurrent-requests", str(limit)]
+    return tuple(args) + spec.args
+
+
+def _triton(service: ServicePlan) -> tuple[str, ...]:
+    spec = service.spec
+    return (
+        "--model-repository", spec.model,
+        "--http-port", str(spec.port),
+        "--allow-grpc", "false",
+        "--allow-metrics", "true",
+        *spec.args,
+    )  # fmt: skip
+
+
+def engine_container(service: ServicePlan) -> EngineContainer:
+    spec = service.spec
+    env = (
+        ("HOME", HOME),
+        ("HF_HOME", f"{HOME}/.cache/huggingface"),
+        ("XDG_CACHE_HOME", f"{HOME}/.cache"),
+    )
+    if spec.engine is Engine.VLLM:
+        return EngineContainer(
+            spec.image or VLLM_IMAGE, spec.command, _vllm(service), "/health", env,
+            ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"), "VLLM_API_KEY",
+        )  # fmt: skip
+    if spec.engine is Engine.TGI:
+        return EngineContainer(
+            spec.image or TGI_IMAGE, spec.command, _tgi(service), "/health",
+            (*env, ("HUGGINGFACE_HUB_CACHE", f"{HOME}/.cache/huggingface")), ("HF_TOKEN",), None,
+        )  # fmt: skip
+    if spec.engine is Engine.TRITON:
+        return EngineContainer(
+            spec.image or TRITON_IMAGE, spec.command or ("tritonserver",), _triton(service),
+            "/v2/health/ready", env, (), None,
+        )  # fmt: skip
+    assert spec.image is not None
+    return EngineContainer(
+        spec.image, spec.command, spec.args, spec.health_path or "/health", env,
+        ("HF_TOKEN",), "API_KEY",
+    )  # fmt: skip

@@ -1,0 +1,188 @@
+"""The stack plan's types: what every pool offers and which service lands where."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mig_inference.catalog import GpuModel
+from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
+from mig_inference.layout import Layout
+from mig_inference.migparted import config_entries
+from mig_inference.packing import PackPlan
+from mig_inference.spec import MigManager, PoolSpec, Rollout, ServiceSpec, StackSpec
+
+WHOLE_GPU = "gpu"
+"""The profile name services use for a whole GPU on a pool with MIG disabled."""
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One kind of device a pool's nodes advertise."""
+
+    profile: str
+    """Profile name, or `gpu` for a whole GPU."""
+    resource: str
+    """Extended resource a pod requests, e.g. `nvidia.com/mig-1g.10gb` or `nvidia.com/gpu`."""
+    memory_mib: int
+    """Usable memory of one device (a slice or a whole GPU), whoever shares it."""
+    compute: int
+    per_node: int
+    """Devices a node advertises: physical devices x `shared_by`."""
+    shared_by: int = 1
+    """Pods one device is shared by (time-slicing or MPS)."""
+
+    @property
+    def memory_per_replica_mib(self) -> int:
+        """What one pod may count on: the device's memory divided among its sharers."""
+        return self.memory_mib // self.shared_by
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """The cloud-neutral description of one pool that the operator and services consume."""
+
+    name: str
+    cloud: Cloud
+    gpu: GpuModel
+    machine: MachineShape | None
+    gpus_per_node: int
+    min_nodes: int
+    max_nodes: int
+    mig_manager: MigManager
+    config_name: str
+    """Value of the `nvidia.com/mig.config` label (operator mode)."""
+    per_gpu_layouts: tuple[Layout | None, ...]
+    """Layout of each GPU index on a node (None: MIG disabled)."""
+    builtin_config: bool
+    """NVIDIA ships this config; no custom mig-parted ConfigMap entry is needed."""
+    offers: tuple[Offer, ...]
+    node_labels: Mapping[str, str]
+    """Labels every node of the pool carries (set by the pool)."""
+    node_selector: Mapping[str, str]
+    """Labels a pod selects to land on this pool."""
+    taints: tuple[tuple[str, str, str], ...]
+    """(key, value, effect) in Kubernetes spelling."""
+    tolerations: tuple[Mapping[str, str], ...]
+    """Tolerations pods need on this pool, Kubernetes spelling (includes `nvidia.com/gpu`)."""
+    max_pods: int
+    max_pods_required: int
+    max_pods_breakdown: str
+    partition_size: str | None
+    """GKE native MIG: the `gpu_partition_size`."""
+    accelerator: str | None
+    """GKE accelerator type."""
+    spec: PoolSpec
+    zones: tuple[str, ...] = ()
+    """Zones (GKE) or availability domains (OKE) the nodes spread over; () for the cluster's."""
+    nodes_per_zone: int = 0
+    """GKE: the fixed count, or the autoscaled minimum, per zone (GKE counts nodes per zone)."""
+    rollout: Rollout = Rollout.BLUE_GREEN
+    """How a layout change reaches running nodes."""
+    max_unavailable: int = 1
+    """In-place re-partitioning: nodes taken out at once."""
+    replacement_inputs: Mapping[str, str] = field(default_factory=dict)
+    """Stack keys whose change needs new nodes (and so a new generation), with their values."""
+    generation: str | None = None
+    """Hash of `replacement_inputs`; part of the physical pool name (None: existing nodes)."""
+    pack_plan: PackPlan | None = None
+    """The planner's answer for `mig: auto` pools."""
+
+    @property
+    def physical_name(self) -> str:
+        """The cloud's name of this generation of the pool."""
+        return f"{self.name}-{self.generation}" if self.generation else self.name
+
+    @property
+    def autoscaled(self) -> bool:
+        return self.min_nodes != self.max_nodes
+
+    @property
+    def mig_enabled(self) -> bool:
+        return any(layout is not None for layout in self.per_gpu_layouts)
+
+    @property
+    def operator_managed(self) -> bool:
+        return self.mig_manager is MigManager.OPERATOR
+
+    def capacity_per_node(self) -> dict[str, int]:
+        return {offer.resource: offer.per_node for offer in self.offers}
+
+    def capacity(self) -> dict[str, int]:
+        """Devices per resource across the pool at its largest size."""
+        return {offer.resource: offer.per_node * self.max_nodes for offer in self.offers}
+
+    def offer(self, profile: str) -> Offer | None:
+        return next((o for o in self.offers if o.profile == profile), None)
+
+    def mig_parted_entries(self) -> list[dict[str, object]]:
+        return config_entries(self.gpu, list(self.per_gpu_layouts))
+
+    @property
+    def node_vcpus_and_gib(self) -> tuple[int, int]:
+        if self.machine and self.machine.vcpus:
+            return self.machine.vcpus, self.machine.memory_gib
+        return UNKNOWN_NODE_SIZE
+
+
+@dataclass(frozen=True)
+class EngineSizing:
+    max_model_len: int | None
+    max_num_seqs: int | None
+    kv_cache_tokens: int | None
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    name: str
+    spec: ServiceSpec
+    pool: PoolPlan
+    offer: Offer
+    replicas: int
+    sizing: EngineSizing
+    cpu_millicores: int
+    memory_mib: int
+    shm_mib: int
+    memory_utilization: float = 0.9
+    """The engine's share of the device's memory (`--gpu-memory-utilization`)."""
+
+    @property
+    def profile(self) -> str:
+        return self.offer.profile
+
+    @property
+    def disruption_budget(self) -> int:
+        """Replicas a voluntary disruption (a drain, an eviction) may take at once. One, except
+        on pools that re-partition in place: the re-partitioning Job evicts every replica on a
+        node, and replicas whose slice the new layout no longer offers stay pending until the
+        pool is done, so the service's own budget must not stop it (other owners' still do)."""
+        if self.pool.rollout is Rollout.IN_PLACE and self.pool.operator_managed:
+            return max(self.replicas, self.spec.autoscaled_max, 1)
+        return 1
+
+    @property
+    def resource(self) -> str:
+        return self.offer.resource
+
+    @property
+    def node_selector(self) -> Mapping[str, str]:
+        return self.pool.node_selector
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.name}.{self.spec.namespace}.svc.cluster.local:{self.spec.port}"
+
+
+@dataclass
+class StackPlan:
+    spec: StackSpec
+    pools: list[PoolPlan]
+    services: list[ServicePlan]
+    warnings: list[str] = field(default_factory=list)
+
+    def pool(self, name: str) -> PoolPlan:
+        return next(p for p in self.pools if p.name == name)
+
+    def pool_of(self, service: str) -> str:
+        """The pool a service's replicas land on."""
+        return next(s.pool.name for s in self.services if s.name == service)

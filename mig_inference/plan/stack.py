@@ -1,0 +1,113 @@
+"""The whole stack's plan, its consistency checks, warnings and summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mig_inference.clouds import Cloud
+from mig_inference.errors import MigError, MigErrors
+from mig_inference.labels import GKE_NO_DEVICE_PLUGIN_LABEL
+from mig_inference.layout import place
+from mig_inference.plan.autoscaling import waiting_for_scale_up
+from mig_inference.plan.model import PoolPlan, ServicePlan, StackPlan
+from mig_inference.plan.pools import plan_pool
+from mig_inference.plan.services import plan_services
+from mig_inference.spec import Engine, SharingStrategy, StackSpec, key_path
+
+
+def _check_gke_modes(pools: Sequence[PoolPlan]) -> None:
+    """GKE's device plugin and the operator's must never run on the same node. Operator pools
+    always carry the opt-out label (set in `plan_pool`); a native pool must not."""
+    for index, pool in enumerate(pools):
+        if pool.cloud is not Cloud.GKE:
+            continue
+        has_flag = pool.node_labels.get(GKE_NO_DEVICE_PLUGIN_LABEL) == "true"
+        if not pool.operator_managed and has_flag:
+            raise MigError(
+                "a GKE-native MIG pool cannot carry gke-no-default-nvidia-gpu-device-plugin=true: "
+                "GKE's device plugin must serve it",
+                f"{key_path('pools')}[{index}].labels",
+            )
+
+
+def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> list[str]:
+    warnings = []
+    for pool in pools:
+        used = sum(s.replicas for s in services if s.pool is pool)
+        offered = sum(o.per_node for o in pool.offers) * pool.max_nodes
+        if offered and used == 0:
+            warnings.append(f"pool {pool.name}: no service uses its {offered} devices")
+    for pool in pools:
+        sharing = pool.spec.sharing
+        if sharing is not None and sharing.strategy is SharingStrategy.TIME_SLICING:
+            warnings.append(
+                f"pool {pool.name}: time-slicing shares each device among {sharing.replicas} pods "
+                "without memory isolation; a replica that outgrows its share (vLLM: "
+                "--gpu-memory-utilization) can make the others fail"
+            )
+    warnings.extend(waiting_for_scale_up(list(services)))
+    for service in services:
+        if (
+            service.spec.engine is Engine.VLLM
+            and service.sizing.max_model_len is None
+            and service.spec.shape is None
+        ):
+            warnings.append(
+                f"service {service.name}: no model shape (params, layers, kvHeads, headDim), so "
+                "--max-model-len is not derived; vLLM sizes its KV cache at start and fails if "
+                "the model's full context does not fit the slice"
+            )
+        shape, length = service.spec.shape, service.sizing.max_model_len
+        if shape is not None and length is not None and length < shape.context:
+            warnings.append(
+                f"service {service.name}: context cut from {shape.context:,} to {length:,} "
+                f"tokens so {service.sizing.max_num_seqs} sequences' KV cache fits its share of "
+                f"{service.profile} (--max-model-len {length})"
+            )
+    return warnings
+
+
+def plan_stack(spec: StackSpec) -> StackPlan:
+    """Everything decided offline for a stack, or MigErrors naming every bad key path."""
+    problems: list[MigError] = []
+    pools = []
+    for index in range(len(spec.pools)):
+        try:
+            pools.append(plan_pool(spec, index))
+        except MigError as error:
+            problems.append(error)
+    if problems:  # services are placed on pools: those must all be sound first
+        raise MigErrors(problems)
+    _check_gke_modes(pools)
+    services = plan_services(spec, pools)
+    return StackPlan(spec, pools, services, _warnings(pools, services))
+
+
+def utilization(plan: StackPlan) -> dict[str, tuple[int, int]]:
+    """Per pool: (devices used by services, devices offered at the pool's largest size)."""
+    result = {}
+    for pool in plan.pools:
+        offered = sum(o.per_node for o in pool.offers) * pool.max_nodes
+        used = sum(s.replicas for s in plan.services if s.pool is pool)
+        result[pool.name] = (used, offered)
+    return result
+
+
+def layout_of(pool: PoolPlan) -> dict[str, object]:
+    """A JSON-friendly description of a pool's per-GPU layouts."""
+    distinct = list(dict.fromkeys(pool.per_gpu_layouts))
+    return {
+        "config": pool.config_name if pool.operator_managed else f"gke:{pool.partition_size}",
+        "per_gpu": [
+            {
+                "gpus": sum(1 for each in pool.per_gpu_layouts if each == layout),
+                "profiles": layout.names() if layout else [],
+                "mig_enabled": layout is not None,
+                "placements": [
+                    {"profile": p.profile, "start": p.start, "size": p.size}
+                    for p in (place(pool.gpu, layout) if layout else [])
+                ],
+            }
+            for layout in distinct
+        ],
+    }

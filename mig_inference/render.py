@@ -1,0 +1,421 @@
+"""Run the real Pulumi program under Pulumi's unit-test mocks and record what it would create.
+
+This is the only part of `mig` that loads Pulumi, and only when called (`python -m mig render`
+and the tests): no engine, no cloud, no cluster. Secrets are redacted from everything written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mig_inference.errors import MigError
+from mig_inference.spec import SECRET_MARKER
+
+PROJECT = "mig-inference"
+REDACTED = "<redacted>"
+DEFAULT_SECRET = "render-placeholder-secret-value"
+
+# Computed outputs the program reads from cloud resources; the mocks return plausible values.
+_FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
+    "gcp:container/cluster:Cluster": {
+        "endpoint": "203.0.113.10",
+        "masterAuth": {"clusterCaCertificate": "Y2EtY2VydGlmaWNhdGU="},
+    },
+    "aws:eks/cluster:Cluster": {
+        "endpoint": "https://example.eks.amazonaws.com",
+        "certificateAuthority": {"data": "Y2EtY2VydGlmaWNhdGU="},
+    },
+    "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
+    "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},
+    "aws:eks/nodeGroup:NodeGroup": {
+        "resources": [{"autoscalingGroups": [{"name": "eks-mock-node-group-asg"}]}]
+    },
+}
+_CA = "Y2EtY2VydGlmaWNhdGU="
+# Data sources the program calls to find the cluster a stack joins (its arguments are echoed).
+_FAKE_CALLS: dict[str, dict[str, Any]] = {
+    "gcp:container/getCluster:getCluster": {
+        "endpoint": "203.0.113.20",
+        "masterAuths": [{"clusterCaCertificate": _CA}],
+    },
+    "aws:eks/getCluster:getCluster": {
+        "endpoint": "https://joined.example.eks.amazonaws.com",
+        "certificateAuthorities": [{"data": _CA}],
+    },
+    "oci:ContainerEngine/getCluster:getCluster": {
+        "kubernetesVersion": "v1.33.1",
+        "endpoints": [{"publicEndpoint": "203.0.113.30:6443", "privateEndpoint": "10.0.0.3:6443"}],
+    },
+    "oci:ContainerEngine/getClusterKubeConfig:getClusterKubeConfig": {
+        "content": "apiVersion: v1\nkind: Config\n"
+    },
+    "gcp:compute/getSubnetwork:getSubnetwork": {
+        "selfLink": "https://www.googleapis.com/compute/v1/projects/p/regions/r/subnetworks/s"
+    },
+}
+
+
+@dataclass
+class Recorded:
+    """One custom resource the program registered."""
+
+    type: str
+    name: str
+    inputs: dict[str, Any]
+
+    @property
+    def is_kubernetes_object(self) -> bool:
+        return self.type.startswith("kubernetes:") and not self.type.startswith(
+            "kubernetes:helm.sh/"
+        )
+
+    @property
+    def is_helm_release(self) -> bool:
+        return self.type == "kubernetes:helm.sh/v3:Release"
+
+    @property
+    def is_cloud(self) -> bool:
+        return not self.type.startswith(("kubernetes:", "pulumi:"))
+
+
+@dataclass(frozen=True)
+class Options:
+    """Resource options of one resource, as the program set them."""
+
+    type: str
+    name: str
+    parent_type: str | None
+    protect: bool
+    custom_timeouts: tuple[str | None, str | None] | None
+    depends_on: tuple[str, ...]
+    ignore_changes: tuple[str, ...] = ()
+    replace_on_changes: tuple[str, ...] = ()
+    delete_before_replace: bool = False
+
+
+@dataclass
+class Rendering:
+    resources: list[Recorded] = field(default_factory=list)
+    options: dict[tuple[str, str], Options] = field(default_factory=dict)
+    components: list[tuple[str, str]] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    secrets: list[str] = field(default_factory=list)
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """Data sources the program called (token, arguments)."""
+    reads: list[Recorded] = field(default_factory=list)
+    """Live objects the program read (type, name, id as `inputs["id"]`)."""
+    logs: list[str] = field(default_factory=list)
+    """What the program logged (`pulumi.log`), as `<level>: <message>`."""
+
+    def of_type(self, type_token: str) -> list[Recorded]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def kubernetes_objects(self) -> list[dict[str, Any]]:
+        return [manifest(r) for r in self.resources if r.is_kubernetes_object]
+
+
+_SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+"""Pulumi's wire-format envelope around a secret value (`pulumi.runtime.rpc`)."""
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []
+
+
+def _integral(value: Any, secrets: list[str] | None = None) -> Any:
+    """Plain values from Pulumi's wire format: whole-number doubles back to ints, and secret
+    envelopes unwrapped (their strings added to `secrets`, to be redacted when written)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral(v, secrets) for v in value]
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
+            inner = _integral(value.get("value"), secrets)
+            if secrets is not None:
+                secrets.extend(s for s in _strings(inner) if s not in secrets)
+            return inner
+        return {k: _integral(v, secrets) for k, v in value.items()}
+    return value
+
+
+def manifest(resource: Recorded) -> dict[str, Any]:
+    """A Kubernetes object from a recorded resource (NodePatch becomes a Node)."""
+    obj = {k: _integral(v) for k, v in resource.inputs.items() if v is not None}
+    kind = resource.type.rsplit(":", 1)[-1]
+    obj["kind"] = kind.removesuffix("Patch")
+    return obj
+
+
+def stack_config(
+    stack_file: Path, secret_values: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], list[str], list[str]]:
+    """Pulumi config (as the engine passes it: objects as JSON) from a stack file; secret keys
+    get `secret_values` or a placeholder. Returns (config, secret keys, secret values)."""
+    data = yaml.safe_load(stack_file.read_text(encoding="utf-8")) or {}
+    config: dict[str, str] = {}
+    secret_keys: list[str] = []
+    values: list[str] = []
+    for key, value in (data.get("config") or {}).items():
+        key = str(key)
+        if isinstance(value, dict) and set(value) == {SECRET_MARKER}:
+            short = key.partition(":")[2]
+            plain = (secret_values or {}).get(short, f"{DEFAULT_SECRET}-{short}")
+            config[key] = plain
+            secret_keys.append(key)
+            values.append(plain)
+        elif isinstance(value, str):
+            config[key] = value
+        else:
+            config[key] = json.dumps(value)
+    return config, secret_keys, values
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, logs: list[str]) -> None:
+        super().__init__()
+        self.logs = logs
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.logs.append(f"{record.levelname.lower()}: {record.getMessage()}")
+
+
+def _log_to(rendering: Rendering) -> logging.Logger:
+    """A logger keeping the program's messages in the rendering instead of printing them."""
+    logger = logging.getLogger(f"mig_inference.render.{id(rendering)}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.handlers = [_ListHandler(rendering.logs)]
+    return logger
+
+
+def run_program(
+    stack: str,
+    stack_file: Path,
+    secret_values: Mapping[str, str] | None = None,
+    live: Mapping[tuple[str, str], dict[str, Any]] | None = None,
+    program: Callable[[], None] | None = None,
+) -> Rendering:
+    """Run the stack program (or `program`) for `stack` under mocks, in a fresh event loop.
+    `live` gives the state of objects the program reads from the cluster, by (type, id);
+    unknown ones read as empty."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+    from pulumi.runtime import mocks, settings
+    from pulumi.runtime.stack import Stack, run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    rendering = Rendering()
+    config, secret_keys, secret_plain = stack_config(stack_file, secret_values)
+    rendering.secrets = list(secret_plain)
+
+    class Recorder(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+            if args.resource_id:  # a read of a live object, not something the program creates
+                rendering.reads.append(Recorded(args.typ, args.name, {"id": args.resource_id}))
+                return args.resource_id, dict((live or {}).get((args.typ, args.resource_id), {}))
+            if not args.custom:
+                rendering.components.append((args.typ, args.name))
+                return "", {}
+            inputs = _integral(dict(args.inputs), rendering.secrets)
+            rendering.resources.append(Recorded(args.typ, args.name, inputs))
+            outputs = {**args.inputs, **_FAKE_OUTPUTS.get(args.typ, {})}
+            return f"{args.name}-id", outputs
+
+        def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+            rendering.calls.append((args.token, dict(args.args)))
+            return {**args.args, **_FAKE_CALLS.get(args.token, {})}, []
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        runtime_config.set_all_config(config, secret_keys)
+        settings.reset_options(project=PROJECT, stack=stack)
+        mocks.set_mocks(
+            Recorder(), project=PROJECT, stack=stack, preview=False, logger=_log_to(rendering)
+        )
+
+        def record_options(
+            args: pulumi.ResourceTransformationArgs,
+        ) -> pulumi.ResourceTransformationResult | None:
+            opts = args.opts
+            parent = opts.parent if opts else None
+            parent_type = None
+            if parent is not None and not isinstance(parent, Stack):
+                parent_type = getattr(parent, "_type", None) or type(parent).__name__
+            timeouts = opts.custom_timeouts if opts else None
+            depends = opts.depends_on if opts and isinstance(opts.depends_on, list) else []
+            rendering.options[(args.type_, args.name)] = Options(
+                type=args.type_,
+                name=args.name,
+                parent_type=parent_type,
+                protect=bool(opts and opts.protect),
+                custom_timeouts=(timeouts.create, timeouts.update) if timeouts else None,
+                depends_on=tuple(getattr(d, "_name", "?") for d in depends),
+                ignore_changes=tuple(opts.ignore_changes or ()) if opts else (),
+                replace_on_changes=tuple(opts.replace_on_changes or ()) if opts else (),
+                delete_before_replace=bool(opts and opts.delete_before_replace),
+            )
+            return None
+
+        pulumi.runtime.register_stack_transformation(record_options)
+
+        def stack_program() -> None:
+            # The components install as `mig_inference.components` (see pyproject.toml).
+            importlib.import_module("mig_inference.components.program").stack_program()
+
+        try:
+            _sync_await(run_pulumi_func(program or stack_program))
+        except pulumi.RunError as error:
+            rendering.error = str(error)
+            return rendering
+        root = settings.get_root_resource()
+        exported = getattr(root, "outputs", {}) if root is not None else {}
+        for name, value in exported.items():
+            rendering.outputs[name] = _sync_await(pulumi.Output.from_input(value).future())
+    finally:
+        settings.reset_options()
+        runtime_config.set_all_config({})
+        loop.close()
+        asyncio.set_event_loop(None)
+    return rendering
+
+
+def redact(value: Any, secrets: list[str]) -> Any:
+    """`value` with every secret string replaced, and Secret data blanked."""
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret and secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, list):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, dict):
+        return {k: redact(v, secrets) for k, v in value.items()}
+    return value
+
+
+def _secret_blanked(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj.get("kind") == "Secret":
+        for key in ("stringData", "data"):
+            if isinstance(obj.get(key), dict):
+                obj[key] = dict.fromkeys(obj[key], REDACTED)
+    return obj
+
+
+RENDER_MARKER = ".mig-render"
+"""Marks a directory `render` wrote, so a later render may replace it (and nothing else)."""
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def rendered_files(rendering: Rendering) -> dict[str, str]:
+    """Relative path -> text of every file a rendering produces. Names come from what each
+    object is (kind, namespace, name), never from creation order; YAML and JSON keys are
+    sorted; secrets are redacted. Two renderings of one stack are byte-identical."""
+    secrets = rendering.secrets
+    files: dict[str, str] = {}
+    kubernetes: list[tuple[str, Recorded, dict[str, Any]]] = []
+    for resource in rendering.resources:
+        if resource.is_kubernetes_object:
+            obj = _secret_blanked(redact(manifest(resource), secrets))
+            meta = obj.get("metadata") or {}
+            base = ".".join(
+                _slug(part)
+                for part in (obj["kind"].lower(), meta.get("namespace") or "cluster",
+                             meta.get("name") or resource.name)
+            )  # fmt: skip
+            kubernetes.append((base, resource, obj))
+        elif resource.is_helm_release:
+            inputs = redact(resource.inputs, secrets)
+            release = {
+                "chart": inputs.get("chart"),
+                "version": inputs.get("version"),
+                "repository": (inputs.get("repositoryOpts") or {}).get("repo"),
+                "namespace": inputs.get("namespace"),
+                "timeout": inputs.get("timeout"),
+                "values": inputs.get("values"),
+            }
+            files[f"helm/{_slug(resource.name)}.yaml"] = yaml.safe_dump(release, sort_keys=True)
+        elif resource.is_cloud:
+            inputs = redact(resource.inputs, secrets)
+            kind = _slug(resource.type.replace(":", "_").replace("/", "_"))
+            files[f"cloud/{kind}.{_slug(resource.name)}.json"] = (
+                json.dumps(inputs, indent=2, sort_keys=True, default=str) + "\n"
+            )
+    bases = [base for base, _, _ in kubernetes]
+    for base, resource, obj in kubernetes:
+        # Two objects of one name (a node patched twice): tell them apart by their program name.
+        name = f"{base}.{_slug(resource.name)}" if bases.count(base) > 1 else base
+        files[f"kubernetes/{name}.yaml"] = yaml.safe_dump(obj, sort_keys=True)
+    outputs = redact(rendering.outputs, secrets)
+    if "kubeconfig" in outputs:
+        outputs["kubeconfig"] = REDACTED
+    files["outputs.json"] = json.dumps(outputs, indent=2, sort_keys=True, default=str) + "\n"
+    return dict(sorted(files.items()))
+
+
+def write_rendering(rendering: Rendering, out: Path) -> list[Path]:
+    """Replace `out` with the rendering's files; returns them. `out` must be absent, empty, or
+    a previous render: the new tree is written beside it and swapped in, so no stale file of an
+    older render survives and a failed write leaves the old one whole."""
+    if out.exists() and (
+        not out.is_dir() or (any(out.iterdir()) and not (out / RENDER_MARKER).exists())
+    ):
+        raise MigError(
+            "is not empty and not a previous render; give an empty or new directory",
+            str(out),
+        )
+    try:
+        return _replace_tree(rendering, out)
+    except OSError as error:
+        raise MigError(f"cannot write the render: {error.strerror or error}", str(out)) from None
+
+
+def _replace_tree(rendering: Rendering, out: Path) -> list[Path]:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for relative, text in rendered_files(rendering).items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        (staging / RENDER_MARKER).write_text("written by `python -m mig render`\n")
+        staging.chmod(0o755)  # mkdtemp makes it private; a render is an ordinary directory
+        if out.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            out.rename(retired / out.name)
+            try:
+                staging.rename(out)
+            except OSError:
+                (retired / out.name).rename(out)  # put the previous render back whole
+                raise
+            shutil.rmtree(retired)
+        else:
+            staging.rename(out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return sorted(p for p in out.rglob("*") if p.is_file() and p.name != RENDER_MARKER)

@@ -1,0 +1,62 @@
+"""The stack configuration contract: parse and validate a stack's config into typed objects.
+
+Input is the `config:` mapping of `stacks/Pulumi.<stack>.yaml` (keys `mig-inference:<key>`), or
+the same values read through `pulumi.Config`. Every default lives here. Errors name the key path,
+the bad value and what is allowed, e.g. `mig-inference:pools[0].maxPods: ...`.
+"""
+
+from mig_inference.spec.model import (
+    AUTO,
+    FILL,
+    ClusterSpec,
+    Engine,
+    GpuOperatorSpec,
+    MigManager,
+    MonitoringSpec,
+    NetworkClient,
+    NodeCount,
+    PoolSpec,
+    QueueAutoscaling,
+    Rollout,
+    ServiceSpec,
+    SharingSpec,
+    SharingStrategy,
+    StackSpec,
+    Taint,
+)
+from mig_inference.spec.stack import (
+    NAMESPACE,
+    SECRET_MARKER,
+    TOP_KEYS,
+    key_path,
+    parse_stack,
+    secret_references,
+    stack_file_values,
+)
+
+__all__ = [
+    "AUTO",
+    "FILL",
+    "NAMESPACE",
+    "SECRET_MARKER",
+    "TOP_KEYS",
+    "ClusterSpec",
+    "Engine",
+    "GpuOperatorSpec",
+    "MigManager",
+    "MonitoringSpec",
+    "NetworkClient",
+    "NodeCount",
+    "PoolSpec",
+    "QueueAutoscaling",
+    "Rollout",
+    "ServiceSpec",
+    "SharingSpec",
+    "SharingStrategy",
+    "StackSpec",
+    "Taint",
+    "key_path",
+    "parse_stack",
+    "secret_references",
+    "stack_file_values",
+]

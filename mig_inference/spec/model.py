@@ -1,0 +1,250 @@
+"""The typed stack spec: what a validated stack file says, with every default applied."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from mig_inference.catalog import GpuModel
+from mig_inference.clouds import Cloud
+from mig_inference.sizing import ModelShape
+
+AUTO = "auto"
+FILL = "fill"
+
+
+class MigManager(StrEnum):
+    OPERATOR = "operator"
+    """The GPU Operator's MIG manager and the `mixed` strategy (any layout)."""
+    GKE = "gke"
+    """GKE's native `gpu_partition_size`: one profile per GPU, advertised as `nvidia.com/gpu`."""
+
+
+class Rollout(StrEnum):
+    BLUE_GREEN = "blue-green"
+    """A change that needs new nodes brings up a new generation of the pool next to the old
+    one; services move to it; the old one is deleted last."""
+    IN_PLACE = "in-place"
+    """Layout changes re-partition the pool's nodes one at a time (cordon, evict the pods
+    holding MIG devices, relabel, wait for success, uncordon). `existing` pools always."""
+
+
+class SharingStrategy(StrEnum):
+    TIME_SLICING = "timeSlicing"
+    """The device plugin advertises each device `replicas` times; no memory isolation."""
+    MPS = "mps"
+    """CUDA MPS: `replicas` clients per GPU, each with its share of memory and compute."""
+
+
+@dataclass(frozen=True)
+class SharingSpec:
+    """How a pool's devices are shared between pods."""
+
+    strategy: SharingStrategy
+    replicas: int
+    """Pods per device (2 to 48)."""
+    rename: bool = False
+    """Advertise shared devices as `<resource>.shared` (`nvidia.com/gpu.shared`)."""
+    profiles: tuple[str, ...] = ()
+    """MIG profiles whose slices are shared (default: every device of the pool)."""
+
+
+class Engine(StrEnum):
+    VLLM = "vllm"
+    TRITON = "triton"
+    TGI = "tgi"
+    CUSTOM = "custom"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+    """Kubernetes spelling: NoSchedule, PreferNoSchedule or NoExecute."""
+
+
+@dataclass(frozen=True)
+class NodeCount:
+    """Fixed (`min == max`) or autoscaling node count."""
+
+    min: int
+    max: int
+
+    @property
+    def fixed(self) -> bool:
+        return self.min == self.max
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    """Cluster name."""
+    create: bool = False
+    """Create the cluster too (ephemeral test clusters)."""
+    protect: bool = True
+    """Protect the cluster and pools from accidental deletion."""
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """Cloud-specific keys (project, location, region, subnetIds, compartmentId, ...)."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.settings.get(key, default)
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    name: str
+    """Pool name (a DNS label)."""
+    gpu: GpuModel
+    """GPU model of every node."""
+    machine_type: str | None
+    """GKE machine type, EKS instance type or OKE shape (None for existing nodes)."""
+    gpus_per_node: int | None
+    """Explicit GPUs per node; otherwise derived from the machine type."""
+    nodes: NodeCount
+    mig: str | Mapping[str, int]
+    """Named config, `{profile: count}`, `P=N,...` string, or `auto`."""
+    mig_manager: MigManager
+    max_pods: int | None
+    spot: bool
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    node_names: tuple[str, ...]
+    """Existing clusters: the nodes that form this pool."""
+    system_pods: int | None
+    """Override of the cloud's system pods per node in the max-pods check."""
+    disk_size_gb: int
+    zones: tuple[str, ...]
+    """GKE node locations / OKE availability domains for this pool (default: the cluster's)."""
+    image_id: str | None
+    """OKE node image OCID (a GPU image)."""
+    nodes_given: bool = True
+    """False when `nodes` was left out (allowed with `mig: auto`, which then sizes the pool)."""
+    rollout: Rollout = Rollout.BLUE_GREEN
+    """How a change of layout reaches the pool's nodes."""
+    max_unavailable: int = 1
+    """In-place re-partitioning: nodes re-partitioned at once."""
+    sharing: SharingSpec | None = None
+    """Time-slicing or MPS of the pool's devices (whole GPUs or MIG slices)."""
+
+
+@dataclass(frozen=True)
+class GpuOperatorSpec:
+    version: str
+    """GPU Operator chart version."""
+    namespace: str = "gpu-operator"
+    with_reboot: bool = True
+    """Reboot the node when a MIG mode change needs it (cloud VMs do)."""
+    service_monitor: bool = False
+    """Create the DCGM exporter's ServiceMonitor (needs the Prometheus Operator's CRD)."""
+    timeout_seconds: int = 1200
+    """Helm release timeout for the first install."""
+    gate: bool = True
+    """Wait for `nvidia.com/mig.config.state=success` on the pools' nodes before services."""
+    gate_timeout_seconds: int = 1800
+
+
+@dataclass(frozen=True)
+class MonitoringSpec:
+    prometheus_operator: bool = False
+    """Create ServiceMonitor/PodMonitor/PrometheusRule objects and a Grafana dashboard ConfigMap
+    (needs the Prometheus Operator's CRDs, e.g. from kube-prometheus-stack)."""
+    release_label: str | None = None
+    """`release` label on those objects, for a Prometheus that selects by it."""
+    prometheus_url: str | None = None
+    """Prometheus that queue-based autoscaling (KEDA) queries."""
+    prometheus_namespace: str = "monitoring"
+    """Namespace of the Prometheus that scrapes the engines: their NetworkPolicy lets it in."""
+    pending_minutes: int = 15
+    """Alert when a node's MIG config stays `pending` this long."""
+    scrape_annotations: bool = False
+    """Without the Prometheus Operator: `prometheus.io/*` annotations on the DCGM exporter and
+    the engines' pods, for a Prometheus that discovers targets by them."""
+
+    @property
+    def scraped(self) -> bool:
+        """A Prometheus scrapes the engines (through a PodMonitor or by annotations)."""
+        return self.prometheus_operator or self.scrape_annotations
+
+
+@dataclass(frozen=True)
+class QueueAutoscaling:
+    """Replicas follow the engine's waiting requests (KEDA, Prometheus trigger)."""
+
+    max_replicas: int
+    """At most this many replicas; counted against the pool's capacity."""
+    queue_per_replica: int = 4
+    """Waiting requests one replica is meant to carry."""
+
+
+@dataclass(frozen=True)
+class NetworkClient:
+    """Pods allowed to reach a service: a namespace and/or pod labels."""
+
+    namespace: str | None
+    pod_labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    model: str
+    engine: Engine
+    image: str | None
+    """Pinned image; a default exists per engine (see `mig.versions`)."""
+    need_mib: float | None
+    """Memory need of one replica (from memoryGiB or the model's shape)."""
+    shape: ModelShape | None
+    """Model shape when given; vLLM's max-model-len is derived from it."""
+    profile: str
+    """A profile name or `auto`."""
+    replicas: int | str
+    """A count or `fill`."""
+    pool: str | None
+    hf_token_secret: str | None
+    api_key_secret: str | None
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float | None = None
+    """vLLM/TGI share of the device's memory; None: 0.9, or derived on a shared device."""
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    port: int = 8000
+    namespace: str = "inference"
+    clients: tuple[NetworkClient, ...] = ()
+    hpa_max_replicas: int | None = None
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    startup_seconds: int = 3600
+    """Startup probe budget: how long a replica may take to load its model."""
+    health_path: str | None = None
+    """HTTP health path (custom engines; the presets know theirs)."""
+    queue_autoscaling: QueueAutoscaling | None = None
+    """Scale replicas on the engine's queue (vLLM, TGI) instead of a fixed count."""
+
+    @property
+    def autoscaled_max(self) -> int:
+        """The most replicas an autoscaler may run (0 when the count is fixed)."""
+        queue = self.queue_autoscaling.max_replicas if self.queue_autoscaling else 0
+        return max(self.hpa_max_replicas or 0, queue)
+
+    @property
+    def autoscale_key(self) -> str:
+        return "queueAutoscaling.maxReplicas" if self.queue_autoscaling else "hpaMaxReplicas"
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    stack: str
+    cloud: Cloud
+    cluster: ClusterSpec
+    pools: tuple[PoolSpec, ...]
+    gpu_operator: GpuOperatorSpec
+    services: tuple[ServiceSpec, ...]
+    secret_keys: frozenset[str] = frozenset()
+    """Config keys (without namespace) that hold Pulumi secrets."""
+    monitoring: MonitoringSpec = field(default_factory=MonitoringSpec)
+
+    def pool(self, name: str) -> PoolSpec:
+        return next(p for p in self.pools if p.name == name)

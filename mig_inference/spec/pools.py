@@ -1,0 +1,223 @@
+"""`mig-inference:pools`: GPU node pools."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mig_inference.catalog import resolve_gpu
+from mig_inference.clouds import K8S_TAINT_EFFECTS, Cloud
+from mig_inference.errors import AlreadyReported, MigError
+from mig_inference.spec.model import (
+    AUTO,
+    MigManager,
+    NodeCount,
+    PoolSpec,
+    Rollout,
+    SharingSpec,
+    SharingStrategy,
+    Taint,
+)
+from mig_inference.spec.reader import LABEL_KEY, LABEL_VALUE, ConfigNode, dns_label
+
+POOL_NAME_MAX = 32
+POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
+             "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
+             "imageId", "rollout", "maxUnavailable", "sharing")  # fmt: skip
+MAX_SHARING_REPLICAS = 48
+"""The most clients NVIDIA's MPS server (and so the device plugin) takes per GPU; the same cap
+holds for time-slicing here, where more clients only thin each one's memory further."""
+
+
+def _nodes(node: ConfigNode) -> NodeCount:
+    if isinstance(node.value, dict):
+        node.mapping(("min", "max"))
+        low = node.child("min").integer(0, minimum=0)
+        high = node.child("max").integer(minimum=1)
+        if high is None:
+            raise node.child("max").error("is required for an autoscaling pool")
+        assert low is not None
+        if low > high:
+            raise node.error(f"min {low} is above max {high}")
+        return NodeCount(low, high)
+    count = node.integer(minimum=0)
+    if count is None:
+        raise node.error("is required: a node count or {min, max}")
+    return NodeCount(count, count)
+
+
+def _taints(node: ConfigNode) -> tuple[Taint, ...]:
+    taints = []
+    for item in node.items():
+        item.mapping(("key", "value", "effect"))
+        effect = item.child("effect").string("NoSchedule")
+        if effect not in K8S_TAINT_EFFECTS:
+            raise item.child("effect").error(
+                f"{effect!r} is not a taint effect; allowed: {', '.join(K8S_TAINT_EFFECTS)} "
+                "(Kubernetes spelling; translated per cloud)"
+            )
+        key = item.child("key").req_string()
+        if not LABEL_KEY.match(key):
+            raise item.child("key").error(f"{key!r} is not a valid taint key")
+        value = item.child("value").string("") or ""
+        if value and not LABEL_VALUE.match(value):
+            raise item.child("value").error(f"{value!r} is not a valid taint value")
+        assert effect is not None
+        taints.append(Taint(key, value, effect))
+    return tuple(taints)
+
+
+def _mig(node: ConfigNode) -> str | Mapping[str, int]:
+    value = node.value
+    if value is None:
+        return "all-disabled"
+    if isinstance(value, dict):
+        for key, count in value.items():
+            if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+                raise node.child(str(key)).error(f"must be a count > 0, got {count!r}")
+        return {str(k): int(v) for k, v in value.items()}
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise node.error(
+        f"must be a named config (all-balanced, all-1g.10gb...), {{profile: count}} or auto; "
+        f"got {value!r}"
+    )
+
+
+def _sharing(node: ConfigNode) -> SharingSpec | None:
+    if node.value is None:
+        return None
+    strategies = tuple(s.value for s in SharingStrategy)
+    raw = node.mapping(strategies)
+    given = [s for s in strategies if s in raw]
+    if len(given) != 1:
+        raise node.error(
+            f"must name one strategy, {' or '.join(strategies)}: "
+            "e.g. {timeSlicing: {replicas: 4}}",
+            strategies,
+        )
+    strategy = SharingStrategy(given[0])
+    inner = node.child(given[0])
+    inner.mapping(("replicas", "rename", "profiles"))
+    replicas = inner.child("replicas").integer(minimum=2, maximum=MAX_SHARING_REPLICAS)
+    if replicas is None:
+        raise inner.child("replicas").error(
+            f"is required: pods per device, 2 to {MAX_SHARING_REPLICAS}"
+        )
+    return SharingSpec(
+        strategy=strategy,
+        replicas=replicas,
+        rename=inner.child("rename").boolean(False),
+        profiles=inner.child("profiles").strings(),
+    )
+
+
+def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
+    raw = node.mapping(POOL_KEYS)
+    # Cloud pools' physical names append `-<generation>` within GKE's 40-character limit.
+    name = dns_label(node.child("name"), POOL_NAME_MAX)
+    gpu = None
+    gpu_name = node.child("gpu").req_string()
+    if gpu_name:
+        try:
+            gpu = resolve_gpu(gpu_name)
+        except MigError as error:
+            node.child("gpu").problem(error.message, None, error.allowed)
+    machine = node.child("machineType").string()
+    if cloud is not Cloud.EXISTING and machine is None:
+        node.child("machineType").problem(f"is required for cloud {cloud.value}", None)
+    node_names = node.child("nodeNames").strings()
+    for index, node_name in enumerate(node_names):
+        if node_names.index(node_name) != index:
+            node.child("nodeNames").child(index).problem(
+                f"node {node_name!r} is listed twice (it would count its GPUs twice)", None
+            )
+    if cloud is Cloud.EXISTING:
+        if not node_names:
+            node.child("nodeNames").problem(
+                "is required for an existing cluster: the nodes of this pool", None
+            )
+    elif node_names:
+        node.child("nodeNames").problem(
+            "is only for cloud `existing`; cloud pools are created", None
+        )
+    mig_manager = node.child("migManager").choice(MigManager, MigManager.OPERATOR)
+    if mig_manager is MigManager.GKE and cloud is not Cloud.GKE:
+        mig_manager = node.child("migManager").problem(
+            f"`gke` is GKE's native MIG; cloud is {cloud.value}", MigManager.OPERATOR
+        )
+    nodes_given = raw.get("nodes") is not None
+    mig = _mig(node.child("mig"))
+    if cloud is Cloud.EXISTING:
+        nodes = NodeCount(len(node_names), len(node_names))
+        if nodes_given and node_names and _nodes(node.child("nodes")) != nodes:
+            node.child("nodes").problem(
+                f"must equal the {len(node_names)} nodeNames (or be left out)", None
+            )
+    elif nodes_given:
+        nodes = _nodes(node.child("nodes"))
+    elif mig == AUTO:
+        nodes = NodeCount(0, 0)  # sized by the planner
+    else:
+        nodes = node.child("nodes").problem(
+            "is required: a node count or {min, max}", NodeCount(0, 0)
+        )
+    disk = node.child("diskSizeGb").integer(200, minimum=50)
+    assert disk is not None
+    if cloud is Cloud.OKE and raw.get("imageId") is None:
+        node.child("imageId").problem("is required on OKE: the OCID of a GPU node image", None)
+    rollout = node.child("rollout").choice(
+        Rollout, Rollout.IN_PLACE if cloud is Cloud.EXISTING else Rollout.BLUE_GREEN
+    )
+    if cloud is Cloud.EXISTING and rollout is not Rollout.IN_PLACE:
+        rollout = node.child("rollout").problem(
+            "existing nodes cannot be replaced by a new generation; their layout changes "
+            "in-place, node by node (leave rollout out)",
+            Rollout.IN_PLACE,
+        )
+    if rollout is Rollout.IN_PLACE and mig_manager is MigManager.GKE:
+        node.child("rollout").problem(
+            "GKE's native MIG partitions GPUs when a node is created, so a partition change "
+            "always needs new nodes; use rollout: blue-green, or migManager: operator",
+            None,
+        )
+    max_unavailable = node.child("maxUnavailable").integer(1, minimum=1)
+    assert max_unavailable is not None
+    if raw.get("maxUnavailable") is not None and rollout is not Rollout.IN_PLACE:
+        node.child("maxUnavailable").problem(
+            "only applies to rollout: in-place (how many nodes are re-partitioned at once)", None
+        )
+    # Every value is read (and its errors recorded) before a missing GPU ends the pool.
+    gpus_per_node = node.child("gpusPerNode").integer(minimum=1, maximum=16)
+    max_pods = node.child("maxPods").integer(minimum=1)
+    spot = node.child("spot").boolean(False)
+    labels = node.child("labels").labels()
+    no_taints: tuple[Taint, ...] = ()
+    taints = node.attempt(lambda: _taints(node.child("taints")), no_taints)
+    system_pods = node.child("systemPods").integer(minimum=0)
+    zones = node.child("zones").strings()
+    image_id = node.child("imageId").string()
+    sharing = node.attempt(lambda: _sharing(node.child("sharing")), None)
+    if gpu is None:
+        raise AlreadyReported(node.path)  # no pool without its GPU; its errors are recorded
+    return PoolSpec(
+        name=name,
+        gpu=gpu,
+        machine_type=machine,
+        nodes=nodes,
+        mig=mig,
+        mig_manager=mig_manager,
+        node_names=node_names,
+        disk_size_gb=disk,
+        nodes_given=nodes_given or cloud is Cloud.EXISTING,
+        rollout=rollout,
+        max_unavailable=max_unavailable,
+        gpus_per_node=gpus_per_node,
+        max_pods=max_pods,
+        spot=spot,
+        labels=labels,
+        taints=taints,
+        system_pods=system_pods,
+        zones=zones,
+        image_id=image_id,
+        sharing=sharing,
+    )

@@ -1,0 +1,185 @@
+"""Reading raw config values with typed accessors whose errors name the key path.
+
+A ConfigNode reads one value. Given a shared `problems` list, its accessors record what is wrong
+(key path, bad value, what is allowed) and carry on with a placeholder, so one run reports every
+bad value of a stack file; without one they raise at the first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
+from enum import Enum
+from typing import Any, TypeVar
+
+from mig_inference.errors import MigError
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+T = TypeVar("T")
+
+
+class ConfigNode:
+    """A value at a key path, with typed accessors whose errors name the path."""
+
+    def __init__(self, value: Any, path: str, problems: list[MigError] | None = None) -> None:
+        self.value = value
+        self.path = path
+        self.problems = problems
+
+    def child(self, key: str | int) -> ConfigNode:
+        if isinstance(key, int):
+            return ConfigNode(self.value[key], f"{self.path}[{key}]", self.problems)
+        value = self.value.get(key) if isinstance(self.value, dict) else None
+        return ConfigNode(value, f"{self.path}.{key}", self.problems)
+
+    def error(self, message: str, allowed: Sequence[str] | None = None) -> MigError:
+        return MigError(message, self.path, value=self.value, allowed=allowed)
+
+    def problem(self, message: str, placeholder: T, allowed: Sequence[str] | None = None) -> T:
+        """Record (or raise) what is wrong here; carry on with `placeholder`."""
+        error = self.error(message, allowed)
+        if self.problems is None:
+            raise error
+        self.problems.append(error)
+        return placeholder
+
+    def attempt(self, read: Callable[[], T], placeholder: T) -> T:
+        """`read()`, or (collecting) `placeholder` once the error that stopped it is recorded."""
+        if self.problems is None:
+            return read()
+        try:
+            return read()
+        except MigError as error:
+            self.problems.append(error)
+            return placeholder
+
+    def mapping(self, allowed: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(self.value, dict):
+            raise self.error(
+                f"must be a mapping with keys {', '.join(allowed)}; got {self.value!r}", allowed
+            )
+        for key in self.value:
+            if key not in allowed:
+                self.child(str(key)).problem(
+                    f"unknown key {key!r}; allowed: {', '.join(allowed)}", None, allowed
+                )
+        return self.value
+
+    def items(self) -> Iterator[ConfigNode]:
+        if self.value is None:
+            return
+        if not isinstance(self.value, list):
+            self.problem(f"must be a list, got {self.value!r}", None)
+            return
+        for index in range(len(self.value)):
+            yield self.child(index)
+
+    def string(self, default: str | None = None, required: bool = False) -> str | None:
+        if self.value is None:
+            if required:
+                return self.problem("is required", "")
+            return default
+        if not isinstance(self.value, str) or not self.value.strip():
+            return self.problem(f"must be a non-empty string, got {self.value!r}", default or "")
+        return self.value.strip()
+
+    def req_string(self) -> str:
+        return self.string(required=True) or ""
+
+    def boolean(self, default: bool) -> bool:
+        if self.value is None:
+            return default
+        if not isinstance(self.value, bool):
+            return self.problem(
+                f"must be true or false, got {self.value!r}", default, ["true", "false"]
+            )
+        return self.value
+
+    def integer(
+        self, default: int | None = None, minimum: int | None = None, maximum: int | None = None
+    ) -> int | None:
+        if self.value is None:
+            return default
+        fallback = default if default is not None else (minimum or 0)
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            return self.problem(f"must be a whole number, got {self.value!r}", fallback)
+        if minimum is not None and self.value < minimum:
+            return self.problem(f"must be >= {minimum}, got {self.value}", fallback)
+        if maximum is not None and self.value > maximum:
+            return self.problem(f"must be <= {maximum}, got {self.value}", fallback)
+        return self.value
+
+    def number(self, default: float | None = None, minimum: float | None = None) -> float | None:
+        if self.value is None:
+            return default
+        fallback = default if default is not None else 1.0
+        if isinstance(self.value, bool) or not isinstance(self.value, int | float):
+            return self.problem(f"must be a number, got {self.value!r}", fallback)
+        if isinstance(self.value, float) and not math.isfinite(self.value):
+            return self.problem(f"must be a finite number, got {self.value!r}", fallback)
+        if minimum is not None and self.value <= minimum:
+            return self.problem(f"must be > {minimum}, got {self.value}", fallback)
+        return float(self.value)
+
+    def strings(self) -> tuple[str, ...]:
+        return tuple(item.req_string() for item in self.items())
+
+    def choice(self, enum: type[Enum], default: Enum) -> Any:
+        if self.value is None:
+            return default
+        allowed = [str(e.value) for e in enum]
+        if self.value not in allowed:
+            return self.problem(
+                f"{self.value!r} is not allowed; allowed: {', '.join(allowed)}", default, allowed
+            )
+        return enum(self.value)
+
+    def secret_key_name(self, secret_keys: frozenset[str]) -> str | None:
+        """The name of a secret config key (never the secret itself), checked to be secret."""
+        name = self.string()
+        if name is not None and name not in secret_keys:
+            return self.problem(
+                f"must name a secret config key (`pulumi config set --secret {name} ...`); "
+                f"{name!r} is not a secret key of this stack",
+                None,
+                sorted(secret_keys),
+            )
+        return name
+
+    def labels(self) -> dict[str, str]:
+        if self.value is None:
+            return {}
+        if not isinstance(self.value, dict):
+            return self.problem(
+                f"must be a mapping of label keys to values, got {self.value!r}", {}
+            )
+        result = {}
+        for key, value in self.value.items():
+            where = self.child(str(key))
+            if not isinstance(key, str) or not LABEL_KEY.match(key) or len(key) > 316:
+                where.problem(f"{key!r} is not a valid Kubernetes label key", None)
+            elif not isinstance(value, str) or not LABEL_VALUE.match(value) or len(value) > 63:
+                where.problem(
+                    f"{value!r} is not a valid label value (a string of at most 63 letters, "
+                    "digits, '-', '_' or '.', starting and ending alphanumeric)",
+                    None,
+                )
+            else:
+                result[key] = value
+        return result
+
+
+def dns_label(node: ConfigNode, max_length: int = 40) -> str:
+    value = node.req_string()
+    if value and (not DNS_LABEL.match(value) or len(value) > max_length):
+        return node.problem(
+            f"{value!r} must be a lowercase DNS label (letters, digits, '-'; at most "
+            f"{max_length} characters)",
+            value,
+        )
+    return value

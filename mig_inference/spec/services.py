@@ -1,0 +1,218 @@
+"""`mig-inference:services`: inference services."""
+
+from __future__ import annotations
+
+from mig_inference.errors import MigError
+from mig_inference.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
+from mig_inference.spec.model import (
+    AUTO,
+    FILL,
+    Engine,
+    NetworkClient,
+    QueueAutoscaling,
+    ServiceSpec,
+)
+from mig_inference.spec.reader import ConfigNode, dns_label
+
+SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtype", "layers",
+                "kvHeads", "headDim", "context", "concurrency", "overhead", "profile", "replicas",
+                "pool", "hfTokenSecret", "apiKeySecret", "tensorParallelSize",
+                "gpuMemoryUtilization", "maxModelLen", "maxNumSeqs", "port", "namespace",
+                "clients", "hpaMaxReplicas", "command", "args", "startupSeconds",
+                "healthPath", "queueAutoscaling")  # fmt: skip
+
+
+_SHAPE_KEYS = {"params": "params", "layers": "layers", "kv_heads": "kvHeads",
+               "head_dim": "headDim", "context": "context", "concurrency": "concurrency",
+               "overhead": "overhead"}  # fmt: skip
+MAX_MODEL_LEN_UNCHECKED = 131_072
+"""The longest `maxModelLen` taken without the model's shape, which alone lets the plan check
+that the KV cache of that context fits the slice."""
+
+
+def _clients(node: ConfigNode) -> tuple[NetworkClient, ...]:
+    clients = []
+    for item in node.items():
+        item.mapping(("namespace", "podLabels"))
+        namespace = (
+            dns_label(item.child("namespace"), 63) if item.child("namespace").value else None
+        )
+        labels = item.child("podLabels").labels()
+        if namespace is None and not labels:
+            raise item.error("needs a namespace, podLabels or both")
+        clients.append(NetworkClient(namespace, labels))
+    return tuple(clients)
+
+
+def _max_model_len(node: ConfigNode, shape: ModelShape | None) -> int | None:
+    length = node.integer(minimum=1)
+    if length is not None and shape is None and length > MAX_MODEL_LEN_UNCHECKED:
+        return node.problem(
+            f"{length:,} tokens cannot be checked against the slice without the model's shape; "
+            f"give params, dtype, layers, kvHeads and headDim, or at most "
+            f"{MAX_MODEL_LEN_UNCHECKED:,}",
+            None,
+        )
+    return length
+
+
+def _queue_autoscaling(node: ConfigNode, engine: Engine) -> QueueAutoscaling | None:
+    if node.value is None:
+        return None
+    node.mapping(("maxReplicas", "queuePerReplica"))
+    if engine not in (Engine.VLLM, Engine.TGI):
+        return node.problem(
+            f"engine {engine.value} exports no queue metric this project knows; use vllm or tgi, "
+            "or hpaMaxReplicas",
+            None,
+        )
+    most = node.child("maxReplicas").integer(minimum=1)
+    if most is None:
+        return node.child("maxReplicas").problem("is required: the most replicas to run", None)
+    per = node.child("queuePerReplica").integer(4, minimum=1)
+    assert per is not None
+    return QueueAutoscaling(max_replicas=most, queue_per_replica=per)
+
+
+def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
+    raw = node.mapping(SERVICE_KEYS)
+    name = dns_label(node.child("name"))
+    engine = node.child("engine").choice(Engine, Engine.VLLM)
+    model = node.child("model").string()
+    if model is None and engine is not Engine.CUSTOM:
+        node.child("model").problem(f"is required for engine {engine.value}", None)
+    shape = None
+    need = None
+    if raw.get("memoryGiB") is not None and raw.get("params") is not None:
+        node.child("memoryGiB").problem("give memoryGiB or params (with dtype...), not both", None)
+    if raw.get("memoryGiB") is not None:
+        memory = node.child("memoryGiB").number(minimum=0)
+        assert memory is not None
+        need = gib_to_mib(memory)
+    elif raw.get("params") is not None:
+        dtype = node.child("dtype").string("bf16")
+        if dtype not in BYTES_PER_PARAM:
+            dtype = node.child("dtype").problem(
+                f"{dtype!r} is not allowed; allowed: {', '.join(BYTES_PER_PARAM)}",
+                "bf16",
+                list(BYTES_PER_PARAM),
+            )
+        try:
+            shape = ModelShape(
+                params_billion=node.child("params").number(minimum=0) or 0.0,
+                dtype=dtype or "bf16",
+                layers=node.child("layers").integer(minimum=1),
+                kv_heads=node.child("kvHeads").integer(minimum=1),
+                head_dim=node.child("headDim").integer(minimum=1),
+                context=node.child("context").integer(4096, minimum=1) or 4096,
+                concurrency=node.child("concurrency").integer(1, minimum=1) or 1,
+                overhead=node.child("overhead").number(DEFAULT_OVERHEAD, minimum=0)
+                or DEFAULT_OVERHEAD,
+            )
+        except MigError as error:
+            # ModelShape names its field in the message; point at the stack key it came from.
+            key = next((k for f, k in _SHAPE_KEYS.items() if error.message.startswith(f)), "params")
+            node.child(key).problem(error.message, None)
+        need = shape.need_mib if shape is not None else None
+    profile = node.child("profile").string(AUTO) or AUTO
+    if profile == AUTO and raw.get("memoryGiB") is None and raw.get("params") is None:
+        node.child("memoryGiB").problem(
+            "is required with profile auto: give memoryGiB, or params and dtype, or a profile",
+            None,
+        )
+    replicas_raw = raw.get("replicas", 1)
+    if replicas_raw == FILL:
+        replicas: int | str = FILL
+    else:
+        count = node.child("replicas").integer(1, minimum=1)
+        assert count is not None
+        replicas = count
+    tp = node.child("tensorParallelSize").integer(1, minimum=1)
+    if tp != 1:
+        node.child("tensorParallelSize").problem(
+            f"must be 1, got {tp}: each replica here gets one device, a MIG slice or a GPU, and "
+            "NCCL cannot span MIG devices; pick a larger slice or GPU for a model that needs "
+            "more memory",
+            None,
+        )
+    utilization = node.child("gpuMemoryUtilization").number(minimum=0)
+    if utilization is not None and utilization > 0.98:
+        utilization = node.child("gpuMemoryUtilization").problem(
+            f"must be in (0, 0.98], got {utilization}", None
+        )
+    command = node.child("command").strings()
+    image = node.child("image").string()
+    if engine is Engine.CUSTOM and (image is None or not command):
+        node.child("image" if image is None else "command").problem(
+            "engine custom needs both image and command", None
+        )
+    namespace = dns_label(node.child("namespace")) if raw.get("namespace") else "inference"
+    health_path = node.child("healthPath").string()
+    if health_path is not None and not health_path.startswith("/"):
+        health_path = node.child("healthPath").problem(
+            f"must start with /, got {health_path!r}", None
+        )
+    if raw.get("apiKeySecret") is not None and engine not in (Engine.VLLM, Engine.CUSTOM):
+        node.child("apiKeySecret").problem(
+            f"engine {engine.value} takes no API key here; put a gateway in front of it", None
+        )
+    hpa = node.child("hpaMaxReplicas").integer(minimum=1)
+    queue = _queue_autoscaling(node.child("queueAutoscaling"), engine)
+    if queue is not None and hpa is not None:
+        queue = node.child("queueAutoscaling").problem(
+            "give queueAutoscaling or hpaMaxReplicas, not both", None
+        )
+    if queue is not None and isinstance(replicas, int) and queue.max_replicas < replicas:
+        queue = (
+            node.child("queueAutoscaling")
+            .child("maxReplicas")
+            .problem(f"must be >= replicas ({replicas}), got {queue.max_replicas}", None)
+        )
+    if queue is not None and replicas == FILL:
+        queue = node.child("queueAutoscaling").problem("cannot autoscale a `fill` service", None)
+    if hpa is not None and replicas == FILL:
+        hpa = node.child("hpaMaxReplicas").problem("cannot autoscale a `fill` service", None)
+    if hpa is not None and isinstance(replicas, int) and hpa < replicas:
+        hpa = node.child("hpaMaxReplicas").problem(
+            f"must be >= replicas ({replicas}), got {hpa}", None
+        )
+    max_num_seqs = node.child("maxNumSeqs").integer(minimum=1)
+    if (
+        queue is not None
+        and max_num_seqs is None
+        and (shape is None or not shape.kv_bytes_per_token)
+    ):
+        # A replica's load is its running sequences plus its queue: without the model's shape
+        # the engine picks its own concurrency, which the scaling threshold cannot know.
+        queue = node.child("queueAutoscaling").problem(
+            "needs maxNumSeqs or the model's shape: a replica takes maxNumSeqs running requests "
+            "plus queuePerReplica waiting ones before another is added",
+            None,
+        )
+    return ServiceSpec(
+        name=name,
+        model=model or "",
+        engine=engine,
+        image=image,
+        need_mib=need,
+        shape=shape,
+        profile=profile,
+        replicas=replicas,
+        pool=node.child("pool").string(),
+        hf_token_secret=node.child("hfTokenSecret").secret_key_name(secret_keys),
+        api_key_secret=node.child("apiKeySecret").secret_key_name(secret_keys),
+        tensor_parallel_size=1,
+        gpu_memory_utilization=utilization,
+        max_model_len=_max_model_len(node.child("maxModelLen"), shape),
+        max_num_seqs=max_num_seqs,
+        port=node.child("port").integer(8000, minimum=1, maximum=65535) or 8000,
+        namespace=namespace,
+        clients=_clients(node.child("clients")),
+        hpa_max_replicas=hpa,
+        queue_autoscaling=queue,
+        command=command,
+        args=node.child("args").strings(),
+        startup_seconds=node.child("startupSeconds").integer(3600, minimum=60, maximum=4 * 3600)
+        or 3600,
+        health_path=health_path,
+    )

@@ -1,0 +1,176 @@
+"""A whole stack: top-level keys, secret references, and the stack file's `config:` mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, TypeVar
+
+from mig_inference.clouds import Cloud
+from mig_inference.errors import AlreadyReported, MigError, MigErrors
+from mig_inference.spec.cluster import cluster_spec
+from mig_inference.spec.model import StackSpec
+from mig_inference.spec.monitoring import monitoring_spec
+from mig_inference.spec.operator import gpu_operator_spec
+from mig_inference.spec.pools import pool_spec
+from mig_inference.spec.reader import ConfigNode
+from mig_inference.spec.services import service_spec
+
+NAMESPACE = "mig-inference"
+TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services", "monitoring")
+SECRET_MARKER = "secure"
+T = TypeVar("T")
+
+
+def key_path(key: str) -> str:
+    """The full config key path of a top-level key, e.g. `mig-inference:pools`."""
+    return f"{NAMESPACE}:{key}"
+
+
+def secret_references(values: Mapping[str, Any]) -> dict[str, str]:
+    """Config keys that services or the cluster name as secrets -> the key path naming them."""
+    found: dict[str, str] = {}
+    services = values.get("services")
+    for index, service in enumerate(services if isinstance(services, list) else []):
+        if isinstance(service, dict):
+            for field_name in ("hfTokenSecret", "apiKeySecret"):
+                if isinstance(service.get(field_name), str):
+                    found.setdefault(service[field_name], f"services[{index}].{field_name}")
+    cluster = values.get("cluster")
+    if isinstance(cluster, dict) and isinstance(cluster.get("kubeconfig"), str):
+        found.setdefault(cluster["kubeconfig"], "cluster.kubeconfig")
+    return found
+
+
+def _attempt(problems: list[MigError], parse: Callable[[], T]) -> T | None:
+    """Run one section's parser, recording the error that stops it."""
+    try:
+        return parse()
+    except AlreadyReported:
+        return None
+    except MigError as error:
+        problems.append(error)
+        return None
+
+
+def _duplicates(items: Any, path: str, what: str, problems: list[MigError]) -> None:
+    """Names given twice in a list of mappings, at their position in the file."""
+    names = [item.get("name") if isinstance(item, dict) else None for item in items or []]
+    for index, name in enumerate(names):
+        if isinstance(name, str) and names.index(name) != index:
+            problems.append(MigError(f"duplicate {what} {name!r}", f"{path}[{index}].name",
+                                     value=name))  # fmt: skip
+
+
+def parse_stack(
+    stack: str,
+    values: Mapping[str, Any],
+    *,
+    secret_keys: frozenset[str] = frozenset(),
+    pinned_operator_version: str,
+) -> StackSpec:
+    """Validate the project's config values (keys without the `mig-inference:` prefix).
+
+    Raises MigErrors naming every bad value found (one per key path), not only the first."""
+    problems: list[MigError] = []
+    referenced = {k: v for k, v in secret_references(values).items() if k not in TOP_KEYS}
+    for name, where in secret_references(values).items():
+        if name in TOP_KEYS:
+            problems.append(MigError(
+                f"{name!r} is a key of the stack itself, not a secret; name the secret config "
+                "key that holds the value",
+                key_path(where), value=name,
+            ))  # fmt: skip
+    for key in values:
+        if key in referenced and key not in secret_keys:
+            problems.append(MigError(
+                f"is named by {referenced[key]} but stored in plain text; store it as a secret "
+                f"(`pulumi config set --secret {key} ...`)",
+                key_path(key),
+            ))  # fmt: skip
+        elif key not in TOP_KEYS and key not in secret_keys:
+            problems.append(MigError(
+                f"unknown key; allowed: {', '.join(TOP_KEYS)} (and secret keys named by services)",
+                key_path(key), allowed=TOP_KEYS,
+            ))  # fmt: skip
+    clouds = [c.value for c in Cloud]
+    cloud_node = ConfigNode(values.get("cloud"), key_path("cloud"), problems)
+    if cloud_node.value is None:
+        raise MigErrors([*problems, cloud_node.error(f"is required; allowed: {', '.join(clouds)}",
+                                                     clouds)])  # fmt: skip
+    cloud = cloud_node.choice(Cloud, Cloud.GKE)
+    if problems and problems[-1].path == cloud_node.path:
+        raise MigErrors(problems)  # every other section depends on the cloud
+
+    # A name stored in plain text is reported once, at its own key, not again where it is named.
+    named_keys = secret_keys | {key for key in referenced if key in values}
+
+    def node(key: str) -> ConfigNode:
+        return ConfigNode(values.get(key), key_path(key), problems)
+
+    cluster = _attempt(problems, lambda: cluster_spec(node("cluster"), cloud, named_keys))
+    pools_node = node("pools")
+    parsed = [
+        (index, pool) for index, item in enumerate(pools_node.items())
+        if (pool := _attempt(problems, partial(pool_spec, item, cloud))) is not None
+    ]  # fmt: skip
+    pools = tuple(pool for _index, pool in parsed)
+    if pools_node.value is None or pools_node.value == []:
+        problems.append(pools_node.error("is required: at least one GPU pool"))
+    _duplicates(pools_node.value if isinstance(pools_node.value, list) else [],
+                pools_node.path, "pool name", problems)  # fmt: skip
+    owners: dict[str, str] = {}
+    for index, pool in parsed:
+        for position, node_name in enumerate(pool.node_names):
+            if owners.setdefault(node_name, pool.name) != pool.name:
+                problems.append(MigError(
+                    f"node {node_name!r} is already in pool {owners[node_name]}",
+                    f"{pools_node.path}[{index}].nodeNames[{position}]", value=node_name,
+                ))  # fmt: skip
+    operator = _attempt(problems, lambda: gpu_operator_spec(
+        node("gpuOperator"), cloud, pinned_operator_version))  # fmt: skip
+    services_node = node("services")
+    services = tuple(
+        service for item in services_node.items()
+        if (service := _attempt(problems, partial(service_spec, item, named_keys))) is not None
+    )  # fmt: skip
+    _duplicates(services_node.value if isinstance(services_node.value, list) else [],
+                services_node.path, "service name", problems)  # fmt: skip
+    monitoring_path = key_path("monitoring")
+    monitoring = _attempt(problems, lambda: monitoring_spec(node("monitoring")))
+    # A refused section or URL is reported at its own key, not again at each service.
+    url_refused = any(
+        p.path in (monitoring_path, f"{monitoring_path}.prometheusUrl") for p in problems
+    )
+    for index, service in enumerate(services):
+        if (
+            service.queue_autoscaling is not None
+            and not url_refused
+            and (monitoring is None or monitoring.prometheus_url is None)
+        ):
+            problems.append(MigError(
+                "needs monitoring.prometheusUrl: the Prometheus KEDA reads the queue from",
+                f"{services_node.path}[{index}].queueAutoscaling",
+            ))  # fmt: skip
+    if problems:
+        raise MigErrors(problems)
+    assert cluster is not None and operator is not None and monitoring is not None
+    return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring)
+
+
+def stack_file_values(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
+    """Split a stack file's `config:` into project values and the set of secret keys.
+
+    Keys of other namespaces (e.g. `gcp:project`) are left to their providers."""
+    values: dict[str, Any] = {}
+    secrets: set[str] = set()
+    for full_key, value in (config or {}).items():
+        namespace, _, key = str(full_key).partition(":")
+        if namespace != NAMESPACE or not key:
+            continue
+        if isinstance(value, dict) and set(value) == {SECRET_MARKER}:
+            secrets.add(key)
+            values[key] = "[secret]"
+        else:
+            values[key] = value
+    return {k: v for k, v in values.items() if k not in secrets}, frozenset(secrets)

@@ -1,0 +1,163 @@
+"""Plain-text and JSON renderings of a stack plan (`python -m mig plan`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mig_inference.clouds import Cloud
+from mig_inference.layout import place, slot_bar
+from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
+from mig_inference.spec import Rollout, SharingStrategy
+
+
+def _pool_json(pool: PoolPlan) -> dict[str, Any]:
+    return {
+        "name": pool.name,
+        "gpu": pool.gpu.name,
+        "machine_type": pool.machine.name if pool.machine else None,
+        "gpus_per_node": pool.gpus_per_node,
+        "nodes": {"min": pool.min_nodes, "max": pool.max_nodes},
+        "zones": list(pool.zones),
+        "nodes_per_zone": pool.nodes_per_zone if pool.cloud is Cloud.GKE else None,
+        "generation": pool.generation,
+        "physical_name": pool.physical_name,
+        "rollout": pool.rollout.value,
+        "replacement_inputs": sorted(pool.replacement_inputs),
+        "mig_manager": pool.mig_manager.value,
+        "layout": layout_of(pool),
+        "builtin_config": pool.builtin_config,
+        "capacity_per_node": pool.capacity_per_node(),
+        "capacity": pool.capacity(),
+        "node_labels": dict(pool.node_labels),
+        "node_selector": dict(pool.node_selector),
+        "tolerations": [dict(t) for t in pool.tolerations],
+        "max_pods": {
+            "configured": pool.max_pods,
+            "required": pool.max_pods_required,
+            "breakdown": pool.max_pods_breakdown,
+        },
+    }
+
+
+def plan_json(plan: StackPlan) -> dict[str, Any]:
+    used = utilization(plan)
+    return {
+        "stack": plan.spec.stack,
+        "cloud": plan.spec.cloud.value,
+        "cluster": {"name": plan.spec.cluster.name, "create": plan.spec.cluster.create},
+        "pools": [_pool_json(pool) for pool in plan.pools],
+        "services": [
+            {
+                "name": s.name,
+                "profile": s.profile,
+                "resource": s.resource,
+                "replicas": s.replicas,
+                "pool": s.pool.name,
+                "engine": s.spec.engine.value,
+                "need_mib": round(s.spec.need_mib, 1) if s.spec.need_mib else None,
+                "slice_mib": s.offer.memory_mib,
+                "max_model_len": s.sizing.max_model_len,
+                "max_num_seqs": s.sizing.max_num_seqs,
+                "endpoint": s.endpoint,
+            }
+            for s in plan.services
+        ],
+        "utilization": {name: {"used": u, "offered": o} for name, (u, o) in used.items()},
+        "custom_mig_configs": sorted(
+            {p.config_name for p in plan.pools if p.operator_managed and not p.builtin_config}
+        ),
+        "errors": [],
+        "warnings": plan.warnings,
+    }
+
+
+def _per_zone(pool: PoolPlan) -> str:
+    spread = len(pool.zones) or 1
+    if pool.autoscaled:
+        return f"{pool.nodes_per_zone} at first, {pool.max_nodes / spread:g} at most"
+    return str(pool.nodes_per_zone)
+
+
+def plan_text(plan: StackPlan) -> str:
+    spec = plan.spec
+    action = "create" if spec.cluster.create else "use"
+    lines = [f"stack {spec.stack}: {spec.cloud.value}, {action} cluster {spec.cluster.name}", ""]
+    for pool in plan.pools:
+        nodes = (
+            f"{pool.min_nodes}"
+            if pool.min_nodes == pool.max_nodes
+            else f"{pool.min_nodes}-{pool.max_nodes}"
+        )
+        shape = f" ({pool.machine.name})" if pool.machine else ""
+        if not pool.mig_enabled:
+            manager = "GPU Operator" if pool.operator_managed else "GKE device plugin"
+            how = f"off: whole GPUs, {manager}"
+        elif pool.operator_managed:
+            source = "NVIDIA built-in" if pool.builtin_config else "custom mig-parted config"
+            how = f"nvidia.com/mig.config={pool.config_name} ({source}), GPU Operator"
+        else:
+            how = f"GKE gpu_partition_size={pool.partition_size}, GKE device plugin"
+        lines.append(
+            f"pool {pool.name}: {nodes} node(s) x {pool.gpus_per_node} {pool.gpu.name}{shape}"
+        )
+        if pool.cloud is Cloud.GKE:
+            lines.append(f"  zones: {', '.join(pool.zones)} ({_per_zone(pool)} per zone)")
+        if pool.generation:
+            lines.append(
+                f"  generation {pool.generation} (cloud name {pool.physical_name}); a change of "
+                f"{', '.join(sorted(pool.replacement_inputs))} brings up a new one"
+            )
+        if pool.rollout is Rollout.IN_PLACE and pool.operator_managed:
+            lines.append(
+                f"  layout changes re-partition in place, {pool.max_unavailable} node(s) at a time"
+            )
+        lines.append(f"  MIG: {how}")
+        sharing = pool.spec.sharing
+        if sharing is not None:
+            shared = ", ".join(o.profile for o in pool.offers if o.shared_by > 1)
+            isolation = (
+                "no memory isolation"
+                if sharing.strategy is SharingStrategy.TIME_SLICING
+                else "memory and compute divided by MPS"
+            )
+            lines.append(
+                f"  sharing: {sharing.strategy.value}, {sharing.replicas} pods per device "
+                f"({shared}; {isolation})"
+            )
+        for layout in dict.fromkeys(pool.per_gpu_layouts):
+            gpus = sum(1 for each in pool.per_gpu_layouts if each == layout)
+            bar = (
+                slot_bar(pool.gpu, place(pool.gpu, layout))
+                if layout
+                else "[MIG disabled: whole GPU]"
+            )
+            lines.append(f"  {gpus} GPU(s) per node, each: {bar}  {layout or ''}")
+        per_node = ", ".join(f"{r} {n}" for r, n in pool.capacity_per_node().items())
+        lines.append(f"  capacity per node: {per_node}")
+        needs = f"needs {pool.max_pods_required}: {pool.max_pods_breakdown}"
+        lines.append(f"  max pods: {pool.max_pods} ({needs})")
+        lines.append("")
+    lines.append("services:")
+    width = max((len(s.name) for s in plan.services), default=8)
+    for s in plan.services:
+        need = (
+            f", needs {s.spec.need_mib:,.0f} of {s.offer.memory_mib:,} MiB"
+            if s.spec.need_mib
+            else ""
+        )
+        engine = s.spec.engine.value
+        if s.sizing.max_model_len:
+            engine += (
+                f" max-model-len {s.sizing.max_model_len}, max-num-seqs {s.sizing.max_num_seqs}"
+            )
+        lines.append(
+            f"  {s.name:<{width}}  {s.replicas:>3} x {s.resource} on {s.pool.name}{need}; {engine}"
+        )
+    if not plan.services:
+        lines.append("  (none)")
+    lines.append("")
+    lines.append("utilization (slices used / offered at max size):")
+    for name, (used, offered) in utilization(plan).items():
+        share = f" ({used / offered:.0%})" if offered else ""
+        lines.append(f"  {name}: {used}/{offered}{share}")
+    return "\n".join(lines)

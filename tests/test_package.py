@@ -1,0 +1,274 @@
+"""The multi-language package: the schema Pulumi's component-provider host infers from the
+components, and construct() of every component with dict inputs as the engine sends them."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.provider.server import ComponentInitError
+
+from components.provider import COMPONENTS, PACKAGE
+from components.stack_args import CAMEL_EXCEPTIONS
+from mig_inference.render import Rendering, run_program
+from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
+from mig_inference.spec.monitoring import MONITORING_KEYS
+from mig_inference.spec.operator import OPERATOR_KEYS
+from mig_inference.spec.pools import POOL_KEYS
+from mig_inference.spec.services import SERVICE_KEYS
+from mig_inference.spec.stack import TOP_KEYS
+from mig_inference.stackfile import stack_path
+from tests.mocked import stack_rendering
+
+INDEX = f"{PACKAGE}:index:"
+
+
+@cache
+def provider() -> ComponentProvider:
+    return ComponentProvider(COMPONENTS, PACKAGE, None, "0.2.0")
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = provider().schema
+    assert text is not None
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def stack_keys(type_name: str) -> set[str]:
+    """A schema type's property names in stack-file spelling."""
+    schema_names = {
+        field.split("_")[0] + "".join(word.title() for word in field.split("_")[1:]): key
+        for field, key in CAMEL_EXCEPTIONS.items()
+    }
+    names = schema()["types"][INDEX + type_name]["properties"]
+    return {schema_names.get(name, name) for name in names}
+
+
+def test_schema_has_every_component_with_descriptions() -> None:
+    resources = schema()["resources"]
+    assert set(resources) == {INDEX + component.__name__ for component in COMPONENTS}
+    for token, resource in resources.items():
+        assert resource["isComponent"] is True, token
+        assert resource.get("description"), token
+        for kind in ("inputProperties", "properties"):
+            for name, prop in resource.get(kind, {}).items():
+                assert prop.get("description"), f"{token} {kind} {name}"
+        assert "id" not in resource.get("properties", {}), token
+        assert resource.get("inputProperties"), f"{token} takes no inputs"
+
+
+def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
+    types = schema()["types"]
+    assert set(types) == {
+        INDEX + name
+        for name in (
+            "StackArgs", "ClusterArgs", "PoolArgs", "TaintArgs", "SharingArgs", "SharingModeArgs",
+            "GpuOperatorSettingsArgs", "MonitoringSettingsArgs", "ServiceArgs",
+            "NetworkClientArgs", "QueueAutoscalingArgs", "AutoscaledPoolArgs",
+        )
+    }  # fmt: skip
+    for token, typ in types.items():
+        assert typ.get("description"), token
+        for name, prop in typ["properties"].items():
+            assert prop.get("description"), f"{token}.{name}"
+
+
+def test_typed_args_mirror_every_stack_file_key() -> None:
+    """A key the stack file takes and the typed inputs lack (or the reverse) fails here."""
+    every_cloud = {key for keys in CLUSTER_KEYS.values() for key in keys}
+    assert stack_keys("ClusterArgs") == {"name", "create", "protect", *ACCESS_KEYS, *every_cloud}
+    assert stack_keys("PoolArgs") == set(POOL_KEYS)
+    assert stack_keys("ServiceArgs") == set(SERVICE_KEYS)
+    assert stack_keys("GpuOperatorSettingsArgs") == set(OPERATOR_KEYS)
+    assert stack_keys("MonitoringSettingsArgs") == set(MONITORING_KEYS)
+    assert stack_keys("StackArgs") == {*TOP_KEYS, "secrets", "stackName"}
+
+
+def test_plan_deciding_inputs_are_plain_and_references_take_outputs() -> None:
+    """Layouts, counts and names are decided at preview: plain. Secrets and cloud references
+    (cluster names, OCIDs, subnets) may be Outputs of other resources."""
+    pool = schema()["types"][INDEX + "PoolArgs"]["properties"]
+    assert pool["mig"]["plain"] is True and pool["nodes"]["plain"] is True
+    secrets = schema()["resources"][INDEX + "MigInference"]["inputProperties"]["secrets"]
+    assert "plain" not in secrets["additionalProperties"]
+    gke_pool = schema()["resources"][INDEX + "GkeGpuPool"]["inputProperties"]
+    assert "plain" not in gke_pool["cluster"] and gke_pool["pool"]["plain"] is True
+    oke = schema()["resources"][INDEX + "OkeCluster"]["inputProperties"]
+    assert "plain" not in oke["compartmentId"] and "plain" not in oke["podSubnetIds"]["items"]
+
+
+def wire(value: Any) -> Any:
+    """A value as the engine hands it to a provider: every number a float."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, dict):
+        return {key: wire(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [wire(item) for item in value]
+    return value
+
+
+def stack_inputs(stack: str) -> dict[str, Any]:
+    """A stack file's `mig-inference:` keys: the MigInference inputs in schema spelling."""
+    config = yaml.safe_load(stack_path(stack).read_text())["config"]
+    inputs = {
+        key.split(":", 1)[1]: value
+        for key, value in config.items()
+        if key.startswith("mig-inference:") and key.split(":", 1)[1] in TOP_KEYS
+    }
+    secret_names = {
+        service[field]
+        for service in inputs.get("services") or []
+        for field in ("hfTokenSecret", "apiKeySecret")
+        if field in service
+    }
+    if isinstance(inputs.get("cluster"), dict) and inputs["cluster"].get("kubeconfig"):
+        secret_names.add(inputs["cluster"]["kubeconfig"])
+    for service in inputs.get("services") or []:
+        if "memoryGiB" in service:  # the one key whose schema spelling differs
+            service["memoryGib"] = service.pop("memoryGiB")
+    return {
+        **wire(inputs),
+        "secrets": {name: f"{name}-value" for name in secret_names},
+        "stackName": stack,
+    }
+
+
+def construct(tmp_path: Path, name: str, component: str, inputs: dict[str, Any]) -> Rendering:
+    empty = tmp_path / "Pulumi.test.yaml"
+    empty.write_text("config: {}\n")
+
+    def program() -> None:
+        provider().construct(name, INDEX + component, inputs, pulumi.ResourceOptions())
+
+    rendering = run_program("test", empty, program=program)
+    assert rendering.error is None, rendering.error
+    return rendering
+
+
+def created(rendering: Rendering) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r.type, r.name): r.inputs for r in rendering.resources}
+
+
+STACKS = sorted(p.name.split(".")[1] for p in Path("stacks").glob("Pulumi.*.yaml"))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_mig_inference_constructed_from_dict_inputs_creates_what_the_program_does(
+    tmp_path: Path, stack: str
+) -> None:
+    through_provider = construct(tmp_path, "mig-inference", "MigInference", stack_inputs(stack))
+    program = stack_rendering(stack)
+    assert set(created(through_provider)) == set(created(program))
+    # Secret values differ (the stack files hold ciphertext); everything else is identical.
+    for key, inputs in created(program).items():
+        if key[0] != "kubernetes:core/v1:Secret":
+            assert created(through_provider)[key] == inputs, key
+
+
+def pool_inputs(stack: str) -> tuple[dict[str, Any], str]:
+    inputs = stack_inputs(stack)
+    return inputs, str(inputs["pools"][0]["name"])
+
+
+@pytest.mark.parametrize(
+    ("stack", "component", "refs", "resource_type"),
+    [
+        ("gke-h100", "GkeGpuPool", {"cluster": "c"}, "gcp:container/nodePool:NodePool"),
+        ("eks-p4d", "EksGpuNodeGroup", {"clusterName": "c"}, "aws:eks/nodeGroup:NodeGroup"),
+        ("oke-h100", "OkeGpuPool", {"clusterId": "ocid1.cluster.x", "kubernetesVersion": "v1.33.1"},
+         "oci:ContainerEngine/nodePool:NodePool"),
+        ("existing", "ExistingNodePool", {}, "kubernetes:core/v1:NodePatch"),
+    ],
+)  # fmt: skip
+def test_pool_components_plan_their_pool_from_the_stack(
+    tmp_path: Path, stack: str, component: str, refs: dict[str, Any], resource_type: str
+) -> None:
+    stack_values, pool = pool_inputs(stack)
+    rendering = construct(tmp_path, pool, component, {"stack": stack_values, "pool": pool, **refs})
+
+    def planned_fields(inputs: dict[str, Any]) -> dict[str, Any]:
+        """Inputs without the cluster reference (the program's comes from a lookup)."""
+        return {k: v for k, v in inputs.items() if k not in ("cluster", "clusterName", "clusterId")}
+
+    made = [planned_fields(r.inputs) for r in rendering.of_type(resource_type)]
+    by_program = [
+        planned_fields(r.inputs)
+        for r in stack_rendering(stack).of_type(resource_type)
+        if r.name.startswith(pool)
+    ]
+    assert made and made == by_program
+
+
+@pytest.mark.parametrize(
+    ("component", "inputs", "resource_type", "count"),
+    [
+        ("GkeCluster", {"name": "c", "location": "europe-west4", "network": "n", "subnetwork": "s"},
+         "gcp:container/cluster:Cluster", 1),
+        ("EksCluster", {"name": "c", "region": "us-east-1", "version": "1.33", "subnetIds": ["a"]},
+         "aws:eks/cluster:Cluster", 1),
+        ("OkeCluster", {"name": "c", "compartmentId": "x", "vcnId": "v", "endpointSubnetId": "e",
+                        "kubernetesVersion": "v1.33.1", "nodeSubnetId": "n", "podSubnetIds": ["p"],
+                        "availabilityDomain": "AD-1", "systemImageId": "i"},
+         "oci:ContainerEngine/cluster:Cluster", 1),
+        ("EksClusterAutoscaler", {"clusterName": "c", "region": "us-east-1"},
+         "kubernetes:helm.sh/v3:Release", 1),
+        ("OkeClusterAutoscaler", {"clusterId": "c", "pools": [{"min": 0.0, "max": 4.0,
+                                                               "nodePoolId": "p"}]},
+         "oci:ContainerEngine/addon:Addon", 1),
+        ("Keda", {}, "kubernetes:helm.sh/v3:Release", 1),
+    ],
+)  # fmt: skip
+def test_cloud_components_construct_from_dict_inputs(
+    tmp_path: Path, component: str, inputs: dict[str, Any], resource_type: str, count: int
+) -> None:
+    rendering = construct(tmp_path, "made", component, inputs)
+    assert len(rendering.of_type(resource_type)) == count
+
+
+@pytest.mark.parametrize(
+    ("stack", "component", "selector", "resource_type"),
+    [
+        ("gke-h100", "GpuOperator", {}, "kubernetes:helm.sh/v3:Release"),
+        ("gke-h100", "MigReadyGate", {}, "kubernetes:batch/v1:Job"),
+        ("gke-h100", "InferenceService", {"service": "mistral-nemo"}, "kubernetes:apps/v1:Deployment"),
+        ("gke-h100", "Monitoring", {}, "kubernetes:monitoring.coreos.com/v1:PrometheusRule"),
+        ("existing", "InPlaceRepartition", {"pool": "lab-h100"}, "kubernetes:batch/v1:Job"),
+    ],
+)  # fmt: skip
+def test_kubernetes_components_construct_from_the_stack(
+    tmp_path: Path, stack: str, component: str, selector: dict[str, Any], resource_type: str
+) -> None:
+    inputs = stack_inputs(stack)
+    if component == "Monitoring":
+        inputs["monitoring"] = {"prometheusOperator": True}
+    rendering = construct(tmp_path, "made", component, {"stack": inputs, **selector})
+    assert rendering.of_type(resource_type)
+
+
+def test_a_refused_stack_is_one_error_naming_the_key_and_creates_nothing(tmp_path: Path) -> None:
+    inputs = stack_inputs("gke-h100")
+    inputs["pools"][0]["mig"] = "all-3g.20gb"
+    empty = tmp_path / "Pulumi.test.yaml"
+    empty.write_text("config: {}\n")
+    errors: list[str] = []
+
+    def program() -> None:
+        try:
+            provider().construct("m", INDEX + "MigInference", inputs, pulumi.ResourceOptions())
+        except ComponentInitError as error:  # what the provider reports to the engine
+            errors.append(str(error))
+
+    rendering = run_program("test", empty, program=program)
+    assert len(errors) == 1
+    assert "mig-inference:pools[0].mig: 'all-3g.20gb' is not a named MIG config" in errors[0]
+    assert not rendering.resources

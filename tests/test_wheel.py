@@ -1,0 +1,115 @@
+"""The package as a library: the wheel holds one import root with its data, and its command
+line works from a virtualenv that has only the wheel of this project (no clone beside it)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@cache
+def wheel(out: Path) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    [built] = out.glob("mig_inference-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory, built_wheel: Path) -> Path:
+    """A new virtualenv with the wheel installed. Its third-party dependencies (the Pulumi SDKs,
+    HiGHS, PyYAML) are the test run's own, reached through a path entry: installing them again
+    from the registry would add minutes and nothing to what is checked here."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    [site] = (venv / "lib").glob("python*/site-packages")
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+         "--no-deps", "--quiet", str(built_wheel)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return venv
+
+
+def test_wheel_installs_one_import_root_with_its_data_files(built_wheel: Path) -> None:
+    names = zipfile.ZipFile(built_wheel).namelist()
+    roots = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert roots == {"mig_inference"}
+    for needed in (
+        "mig_inference/py.typed",
+        "mig_inference/data/catalog.yaml",
+        "mig_inference/scripts/gate.sh",
+        "mig_inference/scripts/repartition.sh",
+        "mig_inference/components/stack.py",
+        "mig_inference/components/provider.py",
+    ):
+        assert needed in names
+    [entry_points] = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+    assert (
+        "mig-inference = mig_inference.cli:main"
+        in zipfile.ZipFile(built_wheel).read(entry_points).decode()
+    )
+
+
+def run(venv: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(venv / "bin" / argv[0]), *argv[1:]], cwd=cwd, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+
+
+def test_command_line_plans_and_renders_from_the_wheel(fresh_venv: Path, tmp_path: Path) -> None:
+    (tmp_path / "stacks").mkdir()
+    shutil.copy(ROOT / "stacks" / "Pulumi.gke-h100.yaml", tmp_path / "stacks")
+
+    where = run(
+        fresh_venv, tmp_path, "python", "-c", "import mig_inference; print(mig_inference.__file__)"
+    )
+    assert where.stdout.startswith(str(fresh_venv)), where.stdout + where.stderr
+
+    plan = run(fresh_venv, tmp_path, "mig-inference", "plan", "--stack", "gke-h100")
+    assert plan.returncode == 0, plan.stderr
+    assert "16 x nvidia.com/mig-3g.40gb on h100-mig" in plan.stdout
+
+    rendered = run(fresh_venv, tmp_path, "python", "-m", "mig_inference", "render", "--stack",
+                   "gke-h100", "--out", str(tmp_path / "out"))  # fmt: skip
+    assert rendered.returncode == 0, rendered.stderr
+    assert (tmp_path / "out" / "kubernetes").is_dir()
+
+
+def test_generic_names_are_not_installed(fresh_venv: Path, tmp_path: Path) -> None:
+    for name in ("components", "mig"):
+        found = run(fresh_venv, tmp_path, "python", "-c", f"import {name}")
+        assert found.returncode != 0 and "ModuleNotFoundError" in found.stderr, name
+
+
+def test_provider_serves_the_same_schema_from_the_wheel(fresh_venv: Path, tmp_path: Path) -> None:
+    script = (
+        "import json; from pulumi.provider.experimental.component import ComponentProvider;"
+        "from mig_inference.components.provider import COMPONENTS, PACKAGE, package_version;"
+        "schema = json.loads(ComponentProvider(COMPONENTS, PACKAGE, None, package_version()).schema);"
+        "print(schema['version'], len(schema['resources']), len(schema['types']))"
+    )
+    found = run(fresh_venv, tmp_path, "python", "-c", script)
+    assert found.returncode == 0, found.stderr
+    version, resources, types = found.stdout.split()
+    assert version != "0.0.0" and int(resources) >= 16 and int(types) >= 12
