@@ -8,7 +8,6 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -16,20 +15,25 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@cache
-def wheel(out: Path) -> Path:
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built from a copy of the tracked files: setuptools builds in the source tree,
+    which two test runs (or a stray build/) would share."""
+    source = tmp_path_factory.mktemp("source")
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split("\0")
+    for name in filter(None, tracked):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
         check=True,
         capture_output=True,
     )
     [built] = out.glob("mig_inference-*.whl")
     return built
-
-
-@pytest.fixture(scope="module")
-def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,494 @@
+"""Pulumi policies (CrossGuard) for MIG inference workloads and GPU node pools.
+
+The checks are plain functions over resource properties as the Pulumi engine sends them
+(camelCase); `policies()` wraps them as `pulumi_policy` resource policies for the pack in
+`policy/`. Only this module of the domain imports `pulumi_policy`.
+
+A property that is unknown during preview (computed from another resource's output) raises the
+SDK's `UnknownValueError` when read; the engine then reports that the policy could not run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+
+from mig_inference.catalog import RESOURCE_PREFIX, GpuModel, load_catalog
+from mig_inference.clouds import EKS_INSTANCES, GKE_MACHINES, MACHINES, OKE_SHAPES, MachineShape
+from mig_inference.errors import MigError
+from mig_inference.labels import GPU_RESOURCE
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""GPU feature discovery's product label, e.g. `NVIDIA-H100-80GB-HBM3`."""
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+GPU_SELECTOR_LABELS = (GPU_PRODUCT_LABEL, GKE_ACCELERATOR_LABEL, *INSTANCE_TYPE_LABELS)
+
+# GFD appends `-MIG-<profile>` to the product under the `single` MIG strategy and `-SHARED` when
+# the device plugin shares the GPU (GPU Operator time-slicing docs show
+# `A100-SXM4-40GB-MIG-1g.5gb-SHARED`).
+_PRODUCT_SUFFIXES = re.compile(r"(?:-MIG-[0-9a-z.+]+)?(?:-SHARED)?$", re.IGNORECASE)
+
+# Machine families beyond the tables in `clouds.py`, which list only the shapes the project plans:
+# GKE: the accelerator-optimized series A4X, A4, A3, A2, G4 and G2 come with NVIDIA GPUs attached
+#   (cloud.google.com/compute/docs/accelerator-optimized-machines).
+# EKS: NVIDIA GPU instances are the P and G families (p5, p4d, g6e, gr6, ...; EKS user guide
+#   "Use EKS-optimized accelerated AMIs for GPU instances"), and the GPU AMI types say GPU or NVIDIA
+#   (AL2_x86_64_GPU, AL2023_x86_64_NVIDIA, BOTTLEROCKET_x86_64_NVIDIA).
+# OKE: OCI names every GPU shape `BM.GPU...` or `VM.GPU...` (Compute Shapes reference).
+_GKE_GPU_MACHINE = re.compile(r"^(?:a4x|a4|a3|a2|g4|g2)-")
+_EKS_GPU_INSTANCE = re.compile(r"^(?:p|g|gr)\d[a-z0-9-]*\.")
+_OKE_GPU_SHAPE = re.compile(r"^(?:BM|VM)\.GPU")
+
+GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
+EKS_NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+OKE_NODE_POOL = "oci:ContainerEngine/nodePool:NodePool"
+
+_TEMPLATE = ("spec", "template", "spec")
+_POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
+    "Pod": ("spec",),
+    "PodTemplate": ("template", "spec"),
+    "Deployment": _TEMPLATE,
+    "StatefulSet": _TEMPLATE,
+    "DaemonSet": _TEMPLATE,
+    "ReplicaSet": _TEMPLATE,
+    "ReplicationController": _TEMPLATE,
+    "Job": _TEMPLATE,
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+
+# vLLM (whose parser also takes underscores in long options) and TGI's launcher.
+_TENSOR_PARALLEL_FLAGS = frozenset(
+    {"--tensor-parallel-size", "--tensor_parallel_size", "-tp", "--num-shard"}
+)
+_TENSOR_PARALLEL_ENV = ("TENSOR_PARALLEL_SIZE", "NUM_SHARD")
+_SECRET_NAME = re.compile(r"(?:.*_)?(?:TOKEN|API_KEY|SECRET)|.*PASSWORD.*", re.IGNORECASE)
+# `*_FILE` names a file that holds the secret (the `POSTGRES_PASSWORD_FILE` convention).
+_SECRET_FILE = re.compile(r".*_FILE", re.IGNORECASE)
+_ENV_REFERENCE = re.compile(r"\$\(([-._a-zA-Z0-9]+)\)")
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _sequence(value: object) -> Sequence[Any]:
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return value
+    return ()
+
+
+def _dig(value: object, path: Iterable[str]) -> object:
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container (or init container) of a pod spec."""
+
+    name: str
+    spec: Mapping[str, Any]
+
+
+def pod_spec(resource_type: str, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod spec inside a Kubernetes workload's properties; None for other resources."""
+    provider, _, rest = resource_type.partition(":")
+    if provider != "kubernetes":
+        return None
+    # Server-side-apply patches (`DeploymentPatch`...) carry the same shape.
+    path = _POD_SPEC_PATHS.get(rest.rpartition(":")[2].removesuffix("Patch"))
+    if path is None:
+        return None
+    spec = _dig(props, path)
+    return spec if isinstance(spec, Mapping) else None
+
+
+def containers(pod: Mapping[str, Any]) -> list[Container]:
+    """The pod's init containers and containers."""
+    found = []
+    for field in ("initContainers", "containers"):
+        for item in _sequence(pod.get(field)):
+            spec = _mapping(item)
+            found.append(Container(str(spec.get("name") or "(unnamed)"), spec))
+    return found
+
+
+def quantity(value: object) -> float | None:
+    """A Kubernetes quantity as a number; None unless it is a plain or milli (`m`) number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    text, scale = value.strip(), 1.0
+    if text.endswith("m"):
+        text, scale = text[:-1], 0.001
+    try:
+        return float(text) * scale
+    except ValueError:
+        return None
+
+
+def nvidia_resources(container: Mapping[str, Any], section: str) -> dict[str, float]:
+    """The `nvidia.com/...` quantities of a container's `limits` or `requests`."""
+    resources = _mapping(_mapping(container.get("resources")).get(section))
+    found = {}
+    for key in resources:
+        if isinstance(key, str) and key.startswith("nvidia.com/"):
+            amount = quantity(resources[key])
+            if amount is not None:
+                found[key] = amount
+    return found
+
+
+def mig_devices(container: Mapping[str, Any], section: str) -> dict[str, float]:
+    """The MIG resources a container's `limits` or `requests` ask for (positive amounts)."""
+    return {
+        key: amount
+        for key, amount in nvidia_resources(container, section).items()
+        if key.startswith(RESOURCE_PREFIX) and amount > 0
+    }
+
+
+def mig_profiles(container: Mapping[str, Any]) -> list[str]:
+    """MIG profiles a container asks for, spelled as in the resource (`3g.40gb`, `1g.10gb.me`)."""
+    names: list[str] = []
+    for section in ("limits", "requests"):
+        for key in mig_devices(container, section):
+            profile = key.removeprefix(RESOURCE_PREFIX)
+            if profile not in names:
+                names.append(profile)
+    return names
+
+
+def _machine(name: str) -> MachineShape | None:
+    for table in MACHINES.values():
+        if name in table:
+            return table[name]
+    return None
+
+
+def gpus_for_label(key: str, value: str) -> frozenset[str]:
+    """Catalog GPU models a node label value identifies; empty when it names none we know."""
+    if key in INSTANCE_TYPE_LABELS:
+        shape = _machine(value)
+        return frozenset({shape.gpu}) if shape is not None else frozenset()
+    if key == GPU_PRODUCT_LABEL:
+        value = _PRODUCT_SUFFIXES.sub("", value)
+    elif key != GKE_ACCELERATOR_LABEL:
+        return frozenset()
+    try:
+        return frozenset({load_catalog().gpu(value).name})
+    except MigError:
+        return frozenset()
+
+
+def _conjunction(constraints: Iterable[tuple[str, Sequence[str]]]) -> frozenset[str] | None:
+    """GPUs that satisfy every (label, allowed values) constraint; None when none names a GPU."""
+    result: frozenset[str] | None = None
+    for key, values in constraints:
+        gpus = frozenset(name for value in values for name in gpus_for_label(key, value))
+        if gpus:
+            result = gpus if result is None else result & gpus
+    return result
+
+
+def target_gpus(pod: Mapping[str, Any]) -> tuple[GpuModel, ...]:
+    """GPU models the pod's node selection can land on; empty when that cannot be told.
+
+    `nodeSelector` and each required node-affinity term (operator `In`) are read for the GPU
+    labels; values that name no known GPU are left out, so only known candidates are judged.
+    """
+    selector = _mapping(pod.get("nodeSelector"))
+    from_selector = _conjunction(
+        (key, [str(value)])
+        for key in GPU_SELECTOR_LABELS
+        if (value := selector.get(key)) is not None
+    )
+    terms = _dig(
+        pod,
+        ("affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+         "nodeSelectorTerms"),
+    )  # fmt: skip
+    from_terms: frozenset[str] | None = None
+    for term in _sequence(terms):
+        constraints = []
+        for item in _sequence(_mapping(term).get("matchExpressions")):
+            expression = _mapping(item)
+            key = expression.get("key")
+            if expression.get("operator") == "In" and key in GPU_SELECTOR_LABELS:
+                values = [str(v) for v in _sequence(expression.get("values"))]
+                constraints.append((str(key), values))
+        found = _conjunction(constraints)
+        if found:
+            from_terms = found if from_terms is None else from_terms | found
+    if from_selector is None:
+        chosen = from_terms
+    elif from_terms is None:
+        chosen = from_selector
+    else:
+        chosen = from_selector & from_terms
+    if not chosen:
+        return ()
+    return tuple(gpu for gpu in load_catalog().every_gpu if gpu.name in chosen)
+
+
+def _offered(gpu: GpuModel) -> str:
+    return ", ".join(p.resource.removeprefix(RESOURCE_PREFIX) for p in gpu.profiles)
+
+
+def mig_profile_violations(pod: Mapping[str, Any]) -> list[str]:
+    """Containers asking for a MIG profile that a GPU the pod targets does not have."""
+    gpus = target_gpus(pod)
+    if not gpus:
+        return []
+    messages = []
+    for container in containers(pod):
+        for profile in mig_profiles(container.spec):
+            for gpu in gpus:
+                if gpu.has_profile(profile):
+                    continue
+                wanted = f'container "{container.name}" requests {RESOURCE_PREFIX}{profile}'
+                if gpu.mig_capable:
+                    messages.append(
+                        f"{wanted}, a profile {gpu.name} does not have; "
+                        f"MIG profiles on {gpu.name}: {_offered(gpu)}"
+                    )
+                else:
+                    messages.append(f"{wanted}, but the pod targets {gpu.name}, which has no MIG")
+    return messages
+
+
+def mig_device_violations(pod: Mapping[str, Any]) -> list[str]:
+    """Containers asking for more than one MIG device, or for whole GPUs next to MIG devices."""
+    messages = []
+    for container in containers(pod):
+        checked: list[dict[str, float]] = []
+        for section in ("limits", "requests"):
+            devices = mig_devices(container.spec, section)
+            if not devices or devices in checked:
+                continue
+            checked.append(devices)
+            listed = ", ".join(f"{key}: {_number(devices[key])}" for key in sorted(devices))
+            total = sum(devices.values())
+            if total > 1:
+                messages.append(
+                    f'container "{container.name}" asks for {_number(total)} MIG devices in '
+                    f"{section} ({listed}); CUDA uses one MIG device per process, so a container "
+                    "gets at most one"
+                )
+            if nvidia_resources(container.spec, section).get(GPU_RESOURCE, 0) > 0:
+                messages.append(
+                    f'container "{container.name}" mixes {GPU_RESOURCE} with MIG devices in '
+                    f"{section} ({listed}); ask for one or the other"
+                )
+    return messages
+
+
+def _literal_env(container: Mapping[str, Any]) -> dict[str, str]:
+    found = {}
+    for item in _sequence(container.get("env")):
+        entry = _mapping(item)
+        name, value = entry.get("name"), entry.get("value")
+        if isinstance(name, str) and value is not None:
+            found[name] = str(value)
+    return found
+
+
+def _words(container: Mapping[str, Any]) -> list[str]:
+    # Split every item, so that `sh -c "vllm serve ... -tp 2"` is read too.
+    words: list[str] = []
+    for field in ("command", "args"):
+        for item in _sequence(container.get(field)):
+            if isinstance(item, str):
+                words.extend(word.strip("'\"") for word in item.split())
+    return words
+
+
+def tensor_parallel(container: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """Tensor-parallel degrees a container asks for, each with the text that sets it.
+
+    Reads vLLM's `--tensor-parallel-size`/`-tp`, TGI's `--num-shard` (`N` or `=N`, with the
+    `$(VAR)` references Kubernetes expands from the container's env) and the env vars
+    `TENSOR_PARALLEL_SIZE` and `NUM_SHARD`; values that are not integers are skipped.
+    """
+    env = _literal_env(container)
+    words = _words(container)
+    found = []
+    for index, word in enumerate(words):
+        flag, equals, value = word.partition("=")
+        if flag not in _TENSOR_PARALLEL_FLAGS:
+            continue
+        if not equals:
+            value = words[index + 1] if index + 1 < len(words) else ""
+        expanded = _ENV_REFERENCE.sub(lambda m: env.get(m.group(1), m.group(0)), value)
+        if expanded.isdigit():
+            found.append((f"{flag} {value}", int(expanded)))
+    for name in _TENSOR_PARALLEL_ENV:
+        value = env.get(name, "").strip()
+        if value.isdigit():
+            found.append((f"env {name}={value}", int(value)))
+    return found
+
+
+def tensor_parallel_violations(pod: Mapping[str, Any]) -> list[str]:
+    """Containers holding a MIG device that ask for tensor parallelism above 1."""
+    messages = []
+    for container in containers(pod):
+        if not (mig_devices(container.spec, "limits") or mig_devices(container.spec, "requests")):
+            continue
+        for setting, degree in tensor_parallel(container.spec):
+            if degree > 1:
+                messages.append(
+                    f'container "{container.name}" holds a MIG device but asks for tensor '
+                    f"parallelism {degree} ({setting}); a MIG device is a single GPU, use 1"
+                )
+    return messages
+
+
+def secret_like(name: str) -> bool:
+    """True for env var names that usually carry a credential (`HF_TOKEN`, `*_API_KEY`...)."""
+    return _SECRET_NAME.fullmatch(name) is not None and not _SECRET_FILE.fullmatch(name)
+
+
+def plaintext_secret_violations(pod: Mapping[str, Any]) -> list[str]:
+    """Env vars with credential-like names whose value is written in the pod spec."""
+    messages = []
+    for container in containers(pod):
+        for item in _sequence(container.spec.get("env")):
+            entry = _mapping(item)
+            name = entry.get("name")
+            if not isinstance(name, str) or not secret_like(name):
+                continue
+            value = entry.get("value")
+            if value is None or value == "" or _ENV_REFERENCE.fullmatch(str(value)):
+                continue
+            # Never echo the value: the message ends up in logs and Pulumi Cloud.
+            messages.append(
+                f'container "{container.name}" sets {name} to a literal value; anyone who can '
+                "read the workload sees it. Take it from a Secret (valueFrom.secretKeyRef)"
+            )
+    return messages
+
+
+def gpu_node_pool(resource_type: str, props: Mapping[str, Any]) -> str | None:
+    """What makes a GKE, EKS or OKE node pool a GPU pool; None when it is not one."""
+    if resource_type == GKE_NODE_POOL:
+        config = _mapping(props.get("nodeConfig"))
+        accelerators = [_mapping(a) for a in _sequence(config.get("guestAccelerators"))]
+        types = [str(a.get("type")) for a in accelerators if quantity(a.get("count")) != 0]
+        if types:
+            return f"guest accelerators {', '.join(types)}"
+        machine = config.get("machineType")
+        if isinstance(machine, str) and (
+            machine in GKE_MACHINES or _GKE_GPU_MACHINE.match(machine)
+        ):
+            return f"GPU machine type {machine}"
+    elif resource_type == EKS_NODE_GROUP:
+        instances = [
+            t
+            for t in _sequence(props.get("instanceTypes"))
+            if isinstance(t, str) and (t in EKS_INSTANCES or _EKS_GPU_INSTANCE.match(t))
+        ]
+        if instances:
+            return f"GPU instance types {', '.join(instances)}"
+        ami = props.get("amiType")
+        if isinstance(ami, str) and ("GPU" in ami.upper() or "NVIDIA" in ami.upper()):
+            return f"GPU AMI type {ami}"
+    elif resource_type == OKE_NODE_POOL:
+        shape = props.get("nodeShape")
+        if isinstance(shape, str) and (shape in OKE_SHAPES or _OKE_GPU_SHAPE.match(shape)):
+            return f"GPU shape {shape}"
+    return None
+
+
+def _pod_validation(
+    check: Callable[[Mapping[str, Any]], list[str]],
+) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        pod = pod_spec(args.resource_type, args.props)
+        for message in check(pod) if pod is not None else []:
+            report_violation(message, None)
+
+    return validate
+
+
+def _validate_node_pool(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    reason = gpu_node_pool(args.resource_type, args.props)
+    if reason is not None and not args.opts.protect:
+        report_violation(
+            f'GPU node pool "{args.name}" ({reason}) is not protected: deleting or replacing it '
+            "drains every MIG node and the services on them. Set the `protect` resource option",
+            None,
+        )
+
+
+MIG_PROFILE_EXISTS = ResourceValidationPolicy(
+    name="mig-profile-exists-on-gpu",
+    description=(
+        "A container's nvidia.com/mig-<profile> request names a MIG profile of every GPU its pod's "
+        "node selection targets."
+    ),
+    validate=_pod_validation(mig_profile_violations),
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+ONE_MIG_DEVICE = ResourceValidationPolicy(
+    name="one-mig-device-per-container",
+    description=(
+        "A container asks for at most one MIG device and does not mix nvidia.com/gpu with MIG "
+        "resources."
+    ),
+    validate=_pod_validation(mig_device_violations),
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+TENSOR_PARALLEL_ONE = ResourceValidationPolicy(
+    name="tensor-parallel-one-on-mig",
+    description="A container holding a MIG device runs with tensor parallelism 1.",
+    validate=_pod_validation(tensor_parallel_violations),
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+NO_PLAINTEXT_TOKENS = ResourceValidationPolicy(
+    name="no-plaintext-tokens",
+    description=(
+        "Env vars named like credentials (HF_TOKEN, *_TOKEN, *_API_KEY, *_SECRET, *PASSWORD*) "
+        "come from a Secret, not a literal value."
+    ),
+    validate=_pod_validation(plaintext_secret_violations),
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+GPU_POOLS_PROTECTED = ResourceValidationPolicy(
+    name="gpu-node-pools-protected",
+    description="GKE, EKS and OKE GPU node pools carry the `protect` resource option.",
+    validate=_validate_node_pool,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+def policies() -> list[Policy]:
+    """Every policy of the mig-inference pack."""
+    return [
+        MIG_PROFILE_EXISTS,
+        ONE_MIG_DEVICE,
+        TENSOR_PARALLEL_ONE,
+        NO_PLAINTEXT_TOKENS,
+        GPU_POOLS_PROTECTED,
+    ]

@@ -1,0 +1,511 @@
+"""The policy pack's rules, run the way the Pulumi engine runs them, on hand-built resources."""
+
+from __future__ import annotations
+
+import runpy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi_policy
+import pytest
+import yaml
+from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped]
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyCustomTimeouts,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+from pulumi_policy.deserialize import deserialize_properties
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
+
+import mig_inference.policy as pack
+from mig_inference.plan import plan_stack
+from mig_inference.policy import (
+    GPU_POOLS_PROTECTED,
+    MIG_PROFILE_EXISTS,
+    NO_PLAINTEXT_TOKENS,
+    ONE_MIG_DEVICE,
+    TENSOR_PARALLEL_ONE,
+    policies,
+    secret_like,
+    target_gpus,
+)
+from mig_inference.stackfile import load_stack, stack_names
+from tests.mocked import stack_rendering
+
+PACK_DIR = Path(__file__).resolve().parent.parent / "policy"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+H100_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+TOKEN = "hf_THIS-IS-A-TEST-TOKEN-0123456789"
+
+
+@dataclass
+class Recorder:
+    """A `ReportViolation` that keeps the messages (and the URNs, which policies leave out)."""
+
+    messages: list[str] = field(default_factory=list)
+    urns: list[str | None] = field(default_factory=list)
+
+    def __call__(self, message: str, urn: str | None = None) -> None:
+        self.messages.append(message)
+        self.urns.append(urn)
+
+
+def engine_props(props: dict[str, Any]) -> Mapping[str, Any]:
+    """Properties as the analyzer hands them to a policy: through protobuf and the SDK's proxy."""
+    struct = struct_pb2.Struct()
+    struct.update(props)
+    proxied: Mapping[str, Any] = unknown_checking_proxy(
+        deserialize_properties(json_format.MessageToDict(struct))
+    )
+    return proxied
+
+
+def violations(
+    policy: Policy,
+    resource_type: str,
+    props: dict[str, Any],
+    *,
+    protect: bool = False,
+    name: str = "gpu-pool",
+) -> list[str]:
+    assert isinstance(policy, ResourceValidationPolicy)
+    options = PolicyResourceOptions(
+        protect=protect,
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+    )
+    args = ResourceValidationArgs(
+        resource_type=resource_type,
+        props=engine_props(props),
+        urn=f"urn:pulumi:dev::other-program::{resource_type}::{name}",
+        name=name,
+        opts=options,
+        provider=None,
+    )
+    recorder = Recorder()
+    assert policy.validate(args, recorder) is None
+    assert recorder.urns == [None] * len(recorder.messages)
+    return recorder.messages
+
+
+def container(
+    name: str = "vllm",
+    *,
+    mig: str | None = "3g.40gb",
+    resources: dict[str, str] | None = None,
+    args: Sequence[str] = (),
+    env: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
+    """A vLLM container asking for one MIG device (limits and requests alike)."""
+    wanted = dict(resources or {})
+    if mig is not None:
+        wanted[f"nvidia.com/mig-{mig}"] = "1"
+    return {
+        "name": name,
+        "image": "vllm/vllm-openai:v0.11.0",
+        "args": ["--model", "mistralai/Mistral-Nemo-Instruct-2407", "--port", "8000", *args],
+        "env": [{"name": "HOME", "value": "/home/inference"}, *env],
+        "ports": [{"name": "http", "containerPort": 8000, "protocol": "TCP"}],
+        "resources": {
+            "limits": {"cpu": "8", "memory": "64Gi", **wanted},
+            "requests": {"cpu": "4", "memory": "48Gi", **wanted},
+        },
+    }
+
+
+def pod(
+    *containers: dict[str, Any],
+    node_selector: dict[str, str] | None = None,
+    affinity: list[tuple[str, list[str]]] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": list(containers) or [container()],
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    if affinity is not None:
+        expressions = [{"key": k, "operator": "In", "values": v} for k, v in affinity]
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": expressions}]
+                }
+            }
+        }
+    return spec
+
+
+def deployment(spec: dict[str, Any], name: str = "mistral-nemo") -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "inference", "labels": labels},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+def on_h100(*containers: dict[str, Any]) -> dict[str, Any]:
+    return deployment(pod(*containers, node_selector={"nvidia.com/gpu.product": H100_PRODUCT}))
+
+
+# --- mig-profile-exists-on-gpu ------------------------------------------------------------------
+
+
+def test_h100_deployment_requesting_3g_40gb_passes() -> None:
+    assert violations(MIG_PROFILE_EXISTS, DEPLOYMENT, on_h100(container(mig="3g.40gb"))) == []
+
+
+def test_a100_40gb_profile_on_h100_is_reported_with_the_h100_profiles() -> None:
+    [message] = violations(MIG_PROFILE_EXISTS, DEPLOYMENT, on_h100(container(mig="3g.20gb")))
+    assert 'container "vllm" requests nvidia.com/mig-3g.20gb' in message
+    assert "H100-80GB does not have" in message
+    offered = message.split("MIG profiles on H100-80GB: ")[1]
+    assert offered.split(", ") == [
+        "1g.10gb", "1g.10gb.me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
+    ]  # fmt: skip
+
+
+def test_node_affinity_names_the_gpu_too() -> None:
+    a100 = [("cloud.google.com/gke-accelerator", ["nvidia-tesla-a100"])]
+    passing = deployment(pod(container(mig="3g.20gb"), affinity=a100))
+    assert violations(MIG_PROFILE_EXISTS, DEPLOYMENT, passing) == []
+    failing = deployment(pod(container("tgi", mig="3g.40gb"), affinity=a100))
+    [message] = violations(MIG_PROFILE_EXISTS, DEPLOYMENT, failing)
+    assert 'container "tgi" requests nvidia.com/mig-3g.40gb' in message
+    assert "A100-40GB: 1g.5gb, 1g.5gb.me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb" in message
+
+
+def test_every_targeted_gpu_must_have_the_profile() -> None:
+    both_80gb = [("cloud.google.com/gke-accelerator", ["nvidia-h100-80gb", "nvidia-a100-80gb"])]
+    spec = deployment(pod(container(mig="3g.40gb"), affinity=both_80gb))
+    assert violations(MIG_PROFILE_EXISTS, DEPLOYMENT, spec) == []
+    p4d_or_p5 = [("node.kubernetes.io/instance-type", ["p4d.24xlarge", "p5.48xlarge"])]
+    spec = deployment(pod(container(mig="3g.40gb"), affinity=p4d_or_p5))
+    [message] = violations(MIG_PROFILE_EXISTS, DEPLOYMENT, spec)
+    assert "A100-40GB does not have" in message
+
+
+def test_gpu_is_read_from_each_label() -> None:
+    cases = {
+        "nvidia.com/gpu.product": ("NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED", "A100-40GB"),
+        "cloud.google.com/gke-accelerator": ("nvidia-h100-mega-80gb", "H100-80GB"),
+        "node.kubernetes.io/instance-type": ("BM.GPU.H100.8", "H100-80GB"),
+    }
+    for label, (value, gpu) in cases.items():
+        spec = engine_props(pod(node_selector={label: value}))
+        assert [g.name for g in target_gpus(spec)] == [gpu], label
+
+
+def test_mig_request_on_a_gpu_without_mig_is_reported() -> None:
+    spec = deployment(pod(node_selector={"cloud.google.com/gke-accelerator": "nvidia-l4"}))
+    [message] = violations(MIG_PROFILE_EXISTS, DEPLOYMENT, spec)
+    assert "the pod targets L4-24GB, which has no MIG" in message
+
+
+def test_unknown_gpu_is_not_judged() -> None:
+    selectors = [
+        {"mig-inference.io/pool": "h100-mig"},
+        {"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000"},
+        {"node.kubernetes.io/instance-type": "m7i.4xlarge"},
+    ]
+    for selector in selectors:
+        spec = deployment(pod(container(mig="9g.999gb"), node_selector=selector))
+        assert violations(MIG_PROFILE_EXISTS, DEPLOYMENT, spec) == [], selector
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "wrap"),
+    [
+        ("kubernetes:core/v1:Pod", lambda spec: {"metadata": {"name": "p"}, "spec": spec}),
+        ("kubernetes:apps/v1:StatefulSet", lambda spec: deployment(spec)),
+        ("kubernetes:apps/v1:DaemonSet", lambda spec: deployment(spec)),
+        ("kubernetes:batch/v1:Job", lambda spec: deployment(spec)),
+        (
+            "kubernetes:batch/v1:CronJob",
+            lambda spec: {"spec": {"jobTemplate": {"spec": {"template": {"spec": spec}}}}},
+        ),
+        ("kubernetes:apps/v1:DeploymentPatch", lambda spec: deployment(spec)),
+    ],
+)
+def test_every_workload_kind_is_read(resource_type: str, wrap: Any) -> None:
+    spec = pod(container(mig="3g.20gb"), node_selector={"nvidia.com/gpu.product": H100_PRODUCT})
+    [message] = violations(MIG_PROFILE_EXISTS, resource_type, wrap(spec))
+    assert "nvidia.com/mig-3g.20gb" in message
+
+
+def test_other_resources_are_left_alone() -> None:
+    config_map = {"metadata": {"name": "x"}, "data": {"spec": "nvidia.com/mig-3g.20gb"}}
+    assert violations(MIG_PROFILE_EXISTS, "kubernetes:core/v1:ConfigMap", config_map) == []
+
+
+def test_a_gpu_label_unknown_during_preview_is_left_to_the_engine() -> None:
+    # The engine turns this error into an advisory "can't run policy during preview".
+    spec = deployment(pod(node_selector={"nvidia.com/gpu.product": UNKNOWN_STRING_VALUE}))
+    with pytest.raises(UnknownValueError):
+        violations(MIG_PROFILE_EXISTS, DEPLOYMENT, spec)
+
+
+# --- one-mig-device-per-container ---------------------------------------------------------------
+
+
+def test_one_mig_device_passes() -> None:
+    assert violations(ONE_MIG_DEVICE, DEPLOYMENT, on_h100(container())) == []
+
+
+def test_two_mig_devices_are_reported_once() -> None:
+    two = container("triton", mig="3g.40gb", resources={"nvidia.com/mig-1g.10gb": "1"})
+    [message] = violations(ONE_MIG_DEVICE, DEPLOYMENT, on_h100(two))
+    assert 'container "triton" asks for 2 MIG devices in limits' in message
+    assert "nvidia.com/mig-1g.10gb: 1, nvidia.com/mig-3g.40gb: 1" in message
+
+
+def test_two_of_one_profile_are_two_devices() -> None:
+    spec = on_h100(container(mig=None, resources={"nvidia.com/mig-1g.10gb": "2"}))
+    [message] = violations(ONE_MIG_DEVICE, DEPLOYMENT, spec)
+    assert "asks for 2 MIG devices" in message
+
+
+def test_whole_gpu_next_to_a_mig_device_is_reported() -> None:
+    spec = on_h100(container("mixed", resources={"nvidia.com/gpu": "1"}))
+    [message] = violations(ONE_MIG_DEVICE, DEPLOYMENT, spec)
+    assert 'container "mixed" mixes nvidia.com/gpu with MIG devices' in message
+    assert "nvidia.com/mig-3g.40gb" in message
+
+
+def test_whole_gpus_alone_are_not_this_rule_s_business() -> None:
+    spec = on_h100(container(mig=None, resources={"nvidia.com/gpu": "2"}))
+    assert violations(ONE_MIG_DEVICE, DEPLOYMENT, spec) == []
+
+
+# --- tensor-parallel-one-on-mig -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "setting"),
+    [
+        (["--tensor-parallel-size", "2"], [], "--tensor-parallel-size 2"),
+        (["--tensor-parallel-size=4"], [], "--tensor-parallel-size 4"),
+        (["-tp", "2"], [], "-tp 2"),
+        (["--num-shard", "2"], [], "--num-shard 2"),
+        ([], [{"name": "NUM_SHARD", "value": "2"}], "env NUM_SHARD=2"),
+        ([], [{"name": "TENSOR_PARALLEL_SIZE", "value": "8"}], "env TENSOR_PARALLEL_SIZE=8"),
+        (["-tp", "$(TP)"], [{"name": "TP", "value": "2"}], "-tp $(TP)"),
+    ],
+)
+def test_tensor_parallelism_above_one_on_mig_is_reported(
+    args: list[str], env: list[dict[str, Any]], setting: str
+) -> None:
+    spec = on_h100(container(args=args, env=env))
+    [message] = violations(TENSOR_PARALLEL_ONE, DEPLOYMENT, spec)
+    assert 'container "vllm" holds a MIG device but asks for tensor parallelism' in message
+    assert f"({setting})" in message
+
+
+def test_tensor_parallelism_in_a_shell_command_is_read() -> None:
+    shell = container()
+    shell["command"] = ["/bin/sh", "-c", "exec vllm serve /models/m --tensor-parallel-size 2"]
+    [message] = violations(TENSOR_PARALLEL_ONE, DEPLOYMENT, on_h100(shell))
+    assert "tensor parallelism 2" in message
+
+
+def test_tensor_parallelism_one_passes() -> None:
+    spec = on_h100(
+        container(args=["--tensor-parallel-size", "1"], env=[{"name": "NUM_SHARD", "value": "1"}])
+    )
+    assert violations(TENSOR_PARALLEL_ONE, DEPLOYMENT, spec) == []
+
+
+def test_tensor_parallelism_on_whole_gpus_passes() -> None:
+    whole = container(mig=None, resources={"nvidia.com/gpu": "2"}, args=["-tp", "2"])
+    assert violations(TENSOR_PARALLEL_ONE, DEPLOYMENT, on_h100(whole)) == []
+
+
+# --- no-plaintext-tokens ------------------------------------------------------------------------
+
+
+def test_plain_hf_token_is_reported_without_its_value() -> None:
+    spec = on_h100(container(env=[{"name": "HF_TOKEN", "value": TOKEN}]))
+    [message] = violations(NO_PLAINTEXT_TOKENS, DEPLOYMENT, spec)
+    assert 'container "vllm" sets HF_TOKEN to a literal value' in message
+    assert "secretKeyRef" in message
+    assert TOKEN not in message
+
+
+def test_tokens_from_a_secret_or_empty_pass() -> None:
+    env: list[dict[str, Any]] = [
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "mistral-nemo-secrets", "key": "hf-token"}},
+        },
+        {"name": "VLLM_API_KEY", "value": ""},
+        {"name": "HUGGING_FACE_HUB_TOKEN", "value": "$(HF_TOKEN)"},
+    ]
+    assert violations(NO_PLAINTEXT_TOKENS, DEPLOYMENT, on_h100(container(env=env))) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY", "API_KEY", "OPENAI_API_KEY",
+     "CLIENT_SECRET", "DB_PASSWORD", "PASSWORD", "hf_token"],
+)  # fmt: skip
+def test_credential_names(name: str) -> None:
+    assert secret_like(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["HF_HOME", "TOKENIZERS_PARALLELISM", "HF_TOKEN_PATH", "SECRET_NAME", "POSTGRES_PASSWORD_FILE",
+     "MAX_TOKENS"],
+)  # fmt: skip
+def test_names_that_are_not_credentials(name: str) -> None:
+    assert not secret_like(name)
+
+
+# --- gpu-node-pools-protected -------------------------------------------------------------------
+
+GKE_GPU_POOL: dict[str, Any] = {
+    "cluster": "projects/p/locations/us-central1/clusters/inference",
+    "location": "us-central1",
+    "nodeLocations": ["us-central1-a"],
+    "autoscaling": {"minNodeCount": 0, "maxNodeCount": 2},
+    "nodeConfig": {
+        "machineType": "a3-highgpu-8g",
+        "guestAccelerators": [
+            {
+                "type": "nvidia-h100-80gb",
+                "count": 8,
+                "gpuDriverInstallationConfig": {"gpuDriverVersion": "INSTALLATION_DISABLED"},
+            }
+        ],
+        "labels": {"mig-inference.io/pool": "h100-mig", "nvidia.com/mig.config": "all-3g.40gb"},
+        "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}],
+    },
+}
+
+
+def test_unprotected_gke_gpu_pool_is_reported() -> None:
+    [message] = violations(GPU_POOLS_PROTECTED, pack.GKE_NODE_POOL, GKE_GPU_POOL)
+    assert "guest accelerators nvidia-h100-80gb" in message
+    assert "`protect`" in message
+
+
+def test_protected_gke_gpu_pool_passes() -> None:
+    assert violations(GPU_POOLS_PROTECTED, pack.GKE_NODE_POOL, GKE_GPU_POOL, protect=True) == []
+
+
+def test_gke_gpu_machine_type_alone_makes_a_gpu_pool() -> None:
+    a3 = {"cluster": "c", "nodeConfig": {"machineType": "a3-highgpu-1g"}}
+    [message] = violations(GPU_POOLS_PROTECTED, pack.GKE_NODE_POOL, a3)
+    assert "GPU machine type a3-highgpu-1g" in message
+
+
+def test_unprotected_cpu_pools_pass() -> None:
+    cpu = {"cluster": "c", "nodeConfig": {"machineType": "e2-standard-4", "diskSizeGb": 100}}
+    assert violations(GPU_POOLS_PROTECTED, pack.GKE_NODE_POOL, cpu) == []
+    group = {
+        "clusterName": "c",
+        "instanceTypes": ["m7i.xlarge"],
+        "amiType": "AL2023_x86_64_STANDARD",
+    }
+    assert violations(GPU_POOLS_PROTECTED, pack.EKS_NODE_GROUP, group) == []
+    oke = {"clusterId": "ocid1.cluster.oc1..c", "nodeShape": "VM.Standard.E5.Flex"}
+    assert violations(GPU_POOLS_PROTECTED, pack.OKE_NODE_POOL, oke) == []
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "props", "reason"),
+    [
+        (pack.EKS_NODE_GROUP, {"instanceTypes": ["p5.48xlarge"]}, "GPU instance types p5.48xlarge"),
+        (pack.EKS_NODE_GROUP, {"instanceTypes": ["g6e.2xlarge"]}, "GPU instance types g6e.2xlarge"),
+        (
+            pack.EKS_NODE_GROUP,
+            {"amiType": "AL2023_x86_64_NVIDIA"},
+            "GPU AMI type AL2023_x86_64_NVIDIA",
+        ),
+        (pack.OKE_NODE_POOL, {"nodeShape": "BM.GPU.H100.8"}, "GPU shape BM.GPU.H100.8"),
+        (pack.OKE_NODE_POOL, {"nodeShape": "VM.GPU.A10.2"}, "GPU shape VM.GPU.A10.2"),
+    ],
+)
+def test_unprotected_eks_and_oke_gpu_pools_are_reported(
+    resource_type: str, props: dict[str, Any], reason: str
+) -> None:
+    [message] = violations(GPU_POOLS_PROTECTED, resource_type, props)
+    assert f"({reason})" in message
+    assert violations(GPU_POOLS_PROTECTED, resource_type, props, protect=True) == []
+
+
+# --- the pack -----------------------------------------------------------------------------------
+
+
+def test_policies_are_named_described_and_mandatory() -> None:
+    found = policies()
+    names = [p.name for p in found]
+    assert names == [
+        "mig-profile-exists-on-gpu",
+        "one-mig-device-per-container",
+        "tensor-parallel-one-on-mig",
+        "no-plaintext-tokens",
+        "gpu-node-pools-protected",
+    ]
+    assert all(p.description and p.enforcement_level is EnforcementLevel.MANDATORY for p in found)
+    declared = [v for v in vars(pack).values() if isinstance(v, ResourceValidationPolicy)]
+    assert sorted(p.name for p in declared) == sorted(names)
+
+
+def test_pack_folder_serves_every_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real PolicyPack starts a gRPC server and sleeps forever: record its arguments instead.
+    packs: list[tuple[str, list[Policy]]] = []
+
+    def record(name: str, policies: list[Policy], **_: Any) -> None:
+        packs.append((name, policies))
+
+    monkeypatch.setattr(pulumi_policy, "PolicyPack", record)
+    runpy.run_path(str(PACK_DIR / "__main__.py"), run_name="__main__")
+    [(name, served)] = packs
+    assert name == "mig-inference"
+    assert [p.name for p in served] == [p.name for p in policies()]
+
+
+def test_pack_folder_declares_python_and_its_requirements() -> None:
+    project = yaml.safe_load((PACK_DIR / "PulumiPolicy.yaml").read_text())
+    assert project["runtime"] == "python"
+    lines = [
+        line
+        for line in (PACK_DIR / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert lines == ["pulumi-policy>=1.21.0,<2", ".."]
+
+
+@pytest.mark.parametrize("stack", stack_names())
+def test_the_projects_own_stacks_keep_the_rules(stack: str) -> None:
+    # Only a stack that turns protection off has GPU pools the pack flags.
+    rendering = stack_rendering(stack)
+    protected = plan_stack(load_stack(stack)).spec.cluster.protect
+    workloads = 0
+    for resource in rendering.resources:
+        protect = rendering.options[(resource.type, resource.name)].protect
+        gpu_pool = pack.gpu_node_pool(resource.type, resource.inputs) is not None
+        workloads += pack.pod_spec(resource.type, resource.inputs) is not None
+        for policy in policies():
+            found = violations(
+                policy, resource.type, resource.inputs, protect=protect, name=resource.name
+            )
+            expected = policy is GPU_POOLS_PROTECTED and gpu_pool and not protected
+            assert bool(found) == expected, (policy.name, resource.type, resource.name, found)
+    assert workloads > 0
