@@ -30,7 +30,7 @@ from .gke import (
     GkeGpuPoolArgs,
 )
 from .oke import OkeCluster, OkeClusterArgs, OkeGpuPool, OkeGpuPoolArgs
-from .stack_args import StackArgs
+from .stack_args import StackArgs, cluster_reference
 
 UNPARENTED_BEFORE = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]
 """Aliases for the direct children of `MigInference`: up to 0.1 the program created them at the
@@ -80,10 +80,17 @@ def _opts(
     )
 
 
-def cluster(plan: StackPlan, parent: pulumi.Resource) -> Cluster:
-    """Create the cluster (ephemeral stacks) or refer to the one the stack names."""
+def cluster(stack: StackArgs, plan: StackPlan, parent: pulumi.Resource) -> Cluster:
+    """Create the cluster (ephemeral stacks) or refer to the one the stack names (by name or
+    OCID, as given: an Output of another resource stays one)."""
     spec = plan.spec
     settings = spec.cluster
+    name = cluster_reference(stack, "name")
+    if settings.create and not isinstance(name, str):
+        raise pulumi.RunError(
+            "mig-inference:cluster.name: must be a plain string when create is true: it names "
+            "the cluster and its resources (an Output may name a cluster the stack joins)"
+        )
     provider = _cloud_provider(plan, parent)
     if settings.create and spec.cloud is Cloud.GKE:
         gke = GkeCluster(
@@ -143,7 +150,8 @@ def cluster(plan: StackPlan, parent: pulumi.Resource) -> Cluster:
             created=[oke],
         )
     if spec.cloud is Cloud.OKE:
-        cluster_id = settings.get("clusterId")
+        cluster_id = cluster_reference(stack, "cluster_id")
+        assert cluster_id is not None  # the planner requires it when joining
         version = settings.get("kubernetesVersion") or (
             oci.containerengine.get_cluster_output(
                 cluster_id=cluster_id,
@@ -151,7 +159,8 @@ def cluster(plan: StackPlan, parent: pulumi.Resource) -> Cluster:
             ).kubernetes_version
         )
         return Cluster(provider, cluster_id, kubernetes_version=version)
-    return Cluster(provider, settings.name)
+    assert name is not None
+    return Cluster(provider, name)
 
 
 def gpu_pools(
@@ -226,7 +235,7 @@ def cluster_autoscaler(
         return EksClusterAutoscaler(
             "cluster-autoscaler",
             EksClusterAutoscalerArgs(
-                cluster_name=spec.cluster.name,
+                cluster_name=joined.ref,
                 region=spec.cluster.get("region"),
                 install_pod_identity_agent=spec.cluster.create,
             ),

@@ -22,13 +22,17 @@ from .kubeconfig import eks_kubeconfig, gke_kubeconfig, oke_endpoint_type, oke_k
 
 
 def looked_up_kubeconfig(
-    cloud: Cloud, cluster: ClusterSpec, provider: pulumi.ProviderResource | None
+    cloud: Cloud,
+    cluster: ClusterSpec,
+    ref: pulumi.Input[str],
+    provider: pulumi.ProviderResource | None,
 ) -> pulumi.Output[str]:
-    """The kubeconfig of a cluster the stack joins, from the cloud's data sources."""
+    """The kubeconfig of a cluster the stack joins (`ref`: its name, or OCID on OKE), from the
+    cloud's data sources."""
     invoke = pulumi.InvokeOutputOptions(provider=provider)
     if cloud is Cloud.GKE:
         found = gcp.container.get_cluster_output(
-            name=cluster.name,
+            name=ref,
             location=cluster.get("location"),
             project=cluster.get("project"),
             opts=invoke,
@@ -39,7 +43,7 @@ def looked_up_kubeconfig(
             found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate),
         )
     if cloud is Cloud.EKS:
-        eks = aws.eks.get_cluster_output(name=cluster.name, opts=invoke)
+        eks = aws.eks.get_cluster_output(name=ref, opts=invoke)
         return eks_kubeconfig(
             eks.name,
             eks.endpoint,
@@ -47,20 +51,19 @@ def looked_up_kubeconfig(
             cluster.get("region"),
         )
     if cloud is Cloud.OKE:
-        oke = oci.containerengine.get_cluster_output(
-            cluster_id=cluster.get("clusterId"), opts=invoke
-        )
+        oke = oci.containerengine.get_cluster_output(cluster_id=ref, opts=invoke)
         # Target the public endpoint when the cluster has one, else its private endpoint.
         endpoint = oke.endpoints.apply(
             lambda found: oke_endpoint_type(bool(found and found[0].public_endpoint))
         )
-        return oke_kubeconfig(cluster.get("clusterId"), endpoint)
+        return oke_kubeconfig(ref, endpoint)
     raise ValueError(f"cloud {cloud.value} has no cluster to look up")
 
 
 def kubernetes_provider(
     cloud: Cloud,
     cluster: ClusterSpec,
+    ref: pulumi.Input[str],
     given_kubeconfig: pulumi.Output[str] | None,
     created_kubeconfig: pulumi.Output[str] | None,
     cloud_provider: pulumi.ProviderResource | None,
@@ -77,6 +80,6 @@ def kubernetes_provider(
     kubeconfig: pulumi.Output[str] = (
         created_kubeconfig
         if created_kubeconfig is not None
-        else pulumi.Output.secret(looked_up_kubeconfig(cloud, cluster, cloud_provider))
+        else pulumi.Output.secret(looked_up_kubeconfig(cloud, cluster, ref, cloud_provider))
     )
     return k8s.Provider("kubernetes", kubeconfig=kubeconfig, opts=opts)

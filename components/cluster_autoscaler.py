@@ -57,7 +57,7 @@ def autoscaler_policy(cluster_name: str) -> str:
     )
 
 
-def autoscaler_values(cluster_name: str, region: str) -> dict[str, object]:
+def autoscaler_values(cluster_name: pulumi.Input[str], region: str) -> dict[str, object]:
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
@@ -69,7 +69,7 @@ def autoscaler_values(cluster_name: str, region: str) -> dict[str, object]:
 
 
 class EksClusterAutoscalerArgs(TypedDict):
-    cluster_name: str
+    cluster_name: pulumi.Input[str]
     """The EKS cluster whose managed node groups it grows and shrinks."""
     region: str
     """AWS region of the cluster."""
@@ -112,7 +112,7 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
         policy = aws.iam.RolePolicy(
             f"{name}-policy",
             role=role.name,
-            policy=autoscaler_policy(args["cluster_name"]),
+            policy=pulumi.Output.from_input(args["cluster_name"]).apply(autoscaler_policy),
             opts=child,
         )
         depends: list[pulumi.Resource] = [policy]

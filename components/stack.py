@@ -53,10 +53,11 @@ class MigInference(pulumi.ComponentResource):
         for warning in plan.warnings:
             pulumi.log.warn(warning, resource=self)
         operator_spec = plan.spec.gpu_operator
-        joined = cluster(plan, self)
+        joined = cluster(args, plan, self)
         kubernetes = kubernetes_provider(
             plan.spec.cloud,
             plan.spec.cluster,
+            joined.ref,
             secret_value(args, plan.spec.cluster.get("kubeconfig")),
             joined.kubeconfig,
             joined.cloud_provider,

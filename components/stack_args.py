@@ -22,8 +22,9 @@ CAMEL_EXCEPTIONS = {"memory_gib": "memoryGiB"}
 class ClusterArgs(TypedDict):
     """The cluster the pools join or, for ephemeral test clusters, create."""
 
-    name: str
-    """Cluster name."""
+    name: pulumi.Input[str]
+    """Cluster name. When joining, it may be an Output of another resource (the cluster your
+    program creates): the plan then calls it `joined-cluster`."""
     create: NotRequired[bool]
     """Create the cluster too (ephemeral test clusters); default false: join it."""
     protect: NotRequired[bool]
@@ -61,8 +62,8 @@ class ClusterArgs(TypedDict):
     """EKS, creating: the ranges allowed to the public endpoint."""
     compartment_id: NotRequired[str]
     """OKE: the compartment OCID."""
-    cluster_id: NotRequired[str]
-    """OKE, joining: the cluster OCID."""
+    cluster_id: NotRequired[pulumi.Input[str]]
+    """OKE, joining: the cluster OCID; may be an Output of another resource."""
     vcn_id: NotRequired[str]
     """OKE, creating: the VCN OCID."""
     pod_subnet_ids: NotRequired[list[str]]
@@ -294,6 +295,9 @@ class StackArgs(TypedDict):
 
 NOT_STACK_FILE_KEYS = ("secrets", "stack_name")
 """StackArgs fields that are not keys of the stack file."""
+CLUSTER_REFERENCES = {"name": "joined-cluster", "cluster_id": "ocid1.cluster.joined"}
+"""Cluster fields that may be Outputs of other resources, and what the plan reads for one: the
+planner decides nothing from them, it only checks they are given."""
 
 
 def stack_key(field: str) -> str:
@@ -360,8 +364,26 @@ def _convert(value: Any, typed: Any, to_stack: bool) -> Any:
 
 def stack_values_of(args: StackArgs) -> dict[str, Any]:
     """The stack-file form of typed args (camelCase keys), without secrets and stack name."""
-    plain = {k: v for k, v in args.items() if k not in NOT_STACK_FILE_KEYS}
+    plain: dict[str, Any] = {k: v for k, v in args.items() if k not in NOT_STACK_FILE_KEYS}
+    cluster = plain.get("cluster")
+    if isinstance(cluster, dict):
+        plain["cluster"] = {
+            key: CLUSTER_REFERENCES[key]
+            if key in CLUSTER_REFERENCES and _is_output(value)
+            else value
+            for key, value in cluster.items()
+        }
     return _whole_numbers(_convert(plain, StackArgs, to_stack=True))  # type: ignore[no-any-return]
+
+
+def _is_output(value: Any) -> bool:
+    return isinstance(value, pulumi.Output) or hasattr(value, "__await__")
+
+
+def cluster_reference(args: StackArgs, field: str) -> pulumi.Input[str] | None:
+    """A cluster reference as given (an Output stays an Output), or None when not given."""
+    value: pulumi.Input[str] | None = args["cluster"].get(field)  # type: ignore[assignment]
+    return value
 
 
 def stack_args(values: dict[str, Any]) -> StackArgs:

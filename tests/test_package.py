@@ -15,7 +15,8 @@ from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.server import ComponentInitError
 
 from components.provider import COMPONENTS, PACKAGE
-from components.stack_args import CAMEL_EXCEPTIONS
+from components.stack import MigInference
+from components.stack_args import CAMEL_EXCEPTIONS, ClusterArgs, StackArgs
 from mig_inference.render import Rendering, run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
 from mig_inference.spec.monitoring import MONITORING_KEYS
@@ -272,4 +273,51 @@ def test_a_refused_stack_is_one_error_naming_the_key_and_creates_nothing(tmp_pat
     rendering = run_program("test", empty, program=program)
     assert len(errors) == 1
     assert "mig-inference:pools[0].mig: 'all-3g.20gb' is not a named MIG config" in errors[0]
+    assert not rendering.resources
+
+
+def eks_stack(cluster_name: Any, create: bool = False) -> StackArgs:
+    """Typed args as a Python program writes them (snake_case), for one EKS pool and service."""
+    cluster: ClusterArgs = {"name": cluster_name, "region": "us-east-1", "subnet_ids": ["subnet-a"]}
+    if create:
+        cluster["create"], cluster["vpc_id"], cluster["version"] = True, "vpc-1", "1.33"
+    return {
+        "cloud": "eks",
+        "cluster": cluster,
+        "pools": [{"name": "a100", "gpu": "a100-40gb", "machine_type": "p4d.24xlarge", "nodes": 1,
+                   "mig": "all-3g.20gb", "max_pods": 64}],
+        "services": [{"name": "chat", "model": "org/model", "memory_gib": 12, "replicas": 8}],
+        "stack_name": "py",
+    }  # fmt: skip
+
+
+def test_python_program_passes_a_cluster_name_from_another_resource(tmp_path: Path) -> None:
+    empty = tmp_path / "Pulumi.test.yaml"
+    empty.write_text("config: {}\n")
+
+    def program() -> None:
+        elsewhere = pulumi.Output.from_input("made-elsewhere").apply(lambda name: name)
+        MigInference("mig", eks_stack(elsewhere))
+
+    rendering = run_program("test", empty, program=program)
+    assert rendering.error is None, rendering.error
+    [group] = rendering.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert group.inputs["clusterName"] == "made-elsewhere"
+    assert group.inputs["instanceTypes"] == ["p4d.24xlarge"]
+    lookups = [args for token, args in rendering.calls if token == "aws:eks/getCluster:getCluster"]
+    assert lookups == [{"name": "made-elsewhere"}]
+    [deployment] = rendering.of_type("kubernetes:apps/v1:Deployment")
+    assert deployment.inputs["spec"]["replicas"] == 8
+
+
+def test_a_created_cluster_needs_a_plain_name(tmp_path: Path) -> None:
+    empty = tmp_path / "Pulumi.test.yaml"
+    empty.write_text("config: {}\n")
+
+    def program() -> None:
+        MigInference("mig", eks_stack(pulumi.Output.from_input("x"), create=True))
+
+    rendering = run_program("test", empty, program=program)
+    assert rendering.error is not None
+    assert rendering.error.startswith("mig-inference:cluster.name: must be a plain string")
     assert not rendering.resources
