@@ -3,7 +3,7 @@
 Each TypedDict mirrors one section of the stack file key for key (snake_case here, camelCase in
 the package schema and the stack file), so a program in any language passes what a stack file
 holds. Values the planner decides on are plain: layouts, counts, names and regions are checked at
-preview. Keys that take several shapes (`mig`, `nodes`, `params`, `replicas`) are `Any` to the
+preview. Keys that take several shapes (`mig`, `nodes`, `replicas`) are `Any` to the
 schema and checked by the planner, which names the key when it refuses one.
 
 This module must keep its annotations evaluated (no postponed annotations): Pulumi's schema
@@ -217,8 +217,8 @@ class ServiceArgs(TypedDict):
     """Container image (default: the engine's pinned image)."""
     memory_gib: NotRequired[float]
     """Memory one replica needs; or give params and dtype."""
-    params: NotRequired[Any]
-    """Model parameters: 8B, 350M, 70e9 or a number of billions."""
+    params: NotRequired[float]
+    """Model parameters, in billions (8, 1.5); with dtype instead of memoryGiB."""
     dtype: NotRequired[str]
     """Weight type (bf16, fp8, int4...)."""
     layers: NotRequired[int]
