@@ -13,7 +13,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.plan import StackPlan
 
 from .cluster_autoscaler import (
-    AutoscaledPoolArgs,
+    AutoscaledPool,
     EksClusterAutoscaler,
     EksClusterAutoscalerArgs,
     OkeClusterAutoscaler,
@@ -30,7 +30,7 @@ from .gke import (
     GkeGpuPoolArgs,
 )
 from .oke import OkeCluster, OkeClusterArgs, OkeGpuPool, OkeGpuPoolArgs
-from .stack_args import StackArgs, cluster_reference
+from .stack_args import Stack, cluster_reference
 
 UNPARENTED_BEFORE = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]
 """Aliases for the direct children of `MigInference`: up to 0.1 the program created them at the
@@ -39,7 +39,7 @@ aliases from these) instead of replacing them."""
 
 
 @dataclass
-class Cluster:
+class JoinedCluster:
     """The cluster a stack's pools join."""
 
     cloud_provider: pulumi.ProviderResource | None
@@ -80,7 +80,7 @@ def _opts(
     )
 
 
-def cluster(stack: StackArgs, plan: StackPlan, parent: pulumi.Resource) -> Cluster:
+def cluster(stack: Stack, plan: StackPlan, parent: pulumi.Resource) -> JoinedCluster:
     """Create the cluster (ephemeral stacks) or refer to the one the stack names (by name or
     OCID, as given: an Output of another resource stays one)."""
     spec = plan.spec
@@ -108,7 +108,7 @@ def cluster(stack: StackArgs, plan: StackPlan, parent: pulumi.Resource) -> Clust
             ),
             _opts(parent, [provider]),
         )
-        return Cluster(provider, gke.cluster_name, gke.kubeconfig, created=[gke])
+        return JoinedCluster(provider, gke.cluster_name, gke.kubeconfig, created=[gke])
     if settings.create and spec.cloud is Cloud.EKS:
         eks = EksCluster(
             settings.name,
@@ -123,7 +123,7 @@ def cluster(stack: StackArgs, plan: StackPlan, parent: pulumi.Resource) -> Clust
             ),
             _opts(parent, [provider]),
         )
-        return Cluster(provider, eks.cluster_name, eks.kubeconfig, created=[eks])
+        return JoinedCluster(provider, eks.cluster_name, eks.kubeconfig, created=[eks])
     if settings.create and spec.cloud is Cloud.OKE:
         oke = OkeCluster(
             settings.name,
@@ -142,7 +142,7 @@ def cluster(stack: StackArgs, plan: StackPlan, parent: pulumi.Resource) -> Clust
             ),
             _opts(parent, [provider]),
         )
-        return Cluster(
+        return JoinedCluster(
             provider,
             oke.cluster_id,
             oke.kubeconfig,
@@ -158,15 +158,15 @@ def cluster(stack: StackArgs, plan: StackPlan, parent: pulumi.Resource) -> Clust
                 opts=pulumi.InvokeOutputOptions(parent=parent, provider=provider),
             ).kubernetes_version
         )
-        return Cluster(provider, cluster_id, kubernetes_version=version)
+        return JoinedCluster(provider, cluster_id, kubernetes_version=version)
     assert name is not None
-    return Cluster(provider, name)
+    return JoinedCluster(provider, name)
 
 
 def gpu_pools(
-    stack: StackArgs,
+    stack: Stack,
     plan: StackPlan,
-    joined: Cluster,
+    joined: JoinedCluster,
     parent: pulumi.Resource,
     kubernetes: k8s.Provider,
     depends_on: Mapping[str, Sequence[pulumi.Resource]],
@@ -218,7 +218,7 @@ def gpu_pools(
 
 def cluster_autoscaler(
     plan: StackPlan,
-    joined: Cluster,
+    joined: JoinedCluster,
     parent: pulumi.Resource,
     kubernetes: k8s.Provider,
     pools: Sequence[pulumi.Resource],
@@ -247,7 +247,7 @@ def cluster_autoscaler(
             OkeClusterAutoscalerArgs(
                 cluster_id=joined.ref,
                 pools=[
-                    AutoscaledPoolArgs(
+                    AutoscaledPool(
                         min=pool.min_nodes,
                         max=pool.max_nodes,
                         node_pool_id=made.node_pool_id,  # type: ignore[attr-defined]

@@ -150,7 +150,7 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
         self.register_outputs({"role_arn": self.role_arn})
 
 
-class AutoscaledPoolArgs(TypedDict):
+class AutoscaledPool(TypedDict):
     """An autoscaled OKE node pool and its bounds."""
 
     min: int
@@ -164,7 +164,7 @@ class AutoscaledPoolArgs(TypedDict):
 class OkeClusterAutoscalerArgs(TypedDict):
     cluster_id: pulumi.Input[str]
     """The OKE cluster."""
-    pools: list[AutoscaledPoolArgs]
+    pools: list[AutoscaledPool]
     """Every autoscaled pool with its bounds."""
 
 

@@ -14,7 +14,7 @@ from mig_inference.plan.autoscaling import node_template_tags
 
 from .kubeconfig import eks_kubeconfig
 from .planning import planned, planned_pool
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 GPU_AMI = "AL2023_x86_64_NVIDIA"
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -151,7 +151,7 @@ class EksCluster(pulumi.ComponentResource):
 
 
 class EksGpuNodeGroupArgs(TypedDict):
-    stack: StackArgs
+    stack: Stack
     """The stack the pool belongs to: the planner decides its layout, node labels, taints, max
     pods and generation from it (the nodes' subnets are `stack.cluster.subnetIds`)."""
     pool: str

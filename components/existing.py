@@ -9,7 +9,7 @@ from mig_inference.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
 from mig_inference.node_taints import TAINT_KEYS_ANNOTATION, merged_taints, own_taint_keys
 
 from .planning import planned_pool
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 OWNED_LABELS = (POOL_LABEL, MIG_CONFIG_LABEL, GENERATION_LABEL)
 """Labels only this project sets on a node: applied with force, so a value another manager
@@ -24,7 +24,7 @@ ever as the live list with this project's own taints changed (see `mig.node_tain
 
 
 class ExistingNodePoolArgs(TypedDict):
-    stack: StackArgs
+    stack: Stack
     """The stack the pool belongs to: the planner decides the nodes' labels and taints from it."""
     pool: str
     """Name of the pool in `stack.pools` (its `nodeNames` are the nodes labelled)."""

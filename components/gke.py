@@ -11,7 +11,7 @@ from mig_inference.spec import MigManager, SharingStrategy
 
 from .kubeconfig import gke_kubeconfig
 from .planning import planned, planned_pool
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 SYSTEM_MACHINE = "e2-standard-4"
 GKE_MANAGED_DRIVER = "LATEST"
@@ -143,7 +143,7 @@ class GkeCluster(pulumi.ComponentResource):
 
 
 class GkeGpuPoolArgs(TypedDict):
-    stack: StackArgs
+    stack: Stack
     """The stack the pool belongs to: the planner decides its layout, node labels, taints, max
     pods and generation from it."""
     pool: str

@@ -21,14 +21,14 @@ from mig_inference.versions import (
 )
 
 from .planning import planned
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 CRITICAL_PRIORITY_CLASSES = ["system-node-critical", "system-cluster-critical"]
 DRIVER_INSTALLER = "nvidia-driver-installer"
 
 
 class GpuOperatorArgs(TypedDict):
-    stack: StackArgs
+    stack: Stack
     """The stack whose pools the operator serves: the planner derives the chart's values (mixed
     strategy, the mig-parted config of every pool's layout, sharing configs), the namespace, the
     version and, on GKE, the critical-pods quota from it."""

@@ -14,7 +14,7 @@ from mig_inference.monitoring import (
 )
 
 from .planning import planned, planned_service, secret_value
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 HF_TOKEN_KEY = "hf-token"
 API_KEY_KEY = "api-key"
@@ -27,7 +27,7 @@ LOCAL_VOLUMES = ("dshm", "home", "tmp")
 
 
 class InferenceServiceArgs(TypedDict):
-    stack: StackArgs
+    stack: Stack
     """The stack the service belongs to: the planner decides its pool, profile, MIG resource,
     replicas and engine sizing from it; its tokens come from `stack.secrets` and its monitoring
     from `stack.monitoring`."""

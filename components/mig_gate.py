@@ -10,14 +10,14 @@ from mig_inference.k8s_names import stack_scoped
 
 from .node_job import NodeJob, NodeJobArgs
 from .planning import planned, stack_name
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 GATE_NAME = "mig-ready-gate"
 READ_NODES = k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "list"])
 
 
 class MigReadyGateArgs(TypedDict):
-    stack: StackArgs
+    stack: Stack
     """The stack whose pools are waited for: per pool with MIG and nodes, the selector of its
     current generation, its config and node count; the Job runs in the GPU Operator's
     namespace for `gpuOperator.gateTimeoutSeconds`."""

@@ -11,7 +11,7 @@ from mig_inference.monitoring import SCRAPED_ENGINES, alert_rules, dashboard
 from mig_inference.versions import KEDA_CHART, KEDA_REPO, KEDA_VERSION
 
 from .planning import planned
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 MONITORING_API = "monitoring.coreos.com/v1"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}
@@ -19,7 +19,7 @@ KEDA_NAMESPACE = "keda"
 
 
 class MonitoringArgs(TypedDict):
-    stack: StackArgs
+    stack: Stack
     """The stack whose services are monitored; the alert rules and the dashboard go to
     `monitoring.prometheusNamespace`, Prometheus's and Grafana's own, which their rule selector
     and dashboard sidecar read without further settings."""

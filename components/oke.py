@@ -9,7 +9,7 @@ from mig_inference.bootstrap import oke_user_data
 
 from .kubeconfig import oke_endpoint_type, oke_kubeconfig
 from .planning import planned, planned_pool
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 VCN_NATIVE_CNI = "OCI_VCN_IP_NATIVE"
 EVICTION_GRACE = "PT60M"
@@ -110,7 +110,7 @@ class OkeCluster(pulumi.ComponentResource):
 
 
 class OkeGpuPoolArgs(TypedDict):
-    stack: StackArgs
+    stack: Stack
     """The stack the pool belongs to: the planner decides its layout, node labels, taints, max
     pods and generation from it (compartment, subnets and availability domains are the stack's
     cluster keys)."""

@@ -11,10 +11,10 @@ from mig_inference.plan import PoolPlan, ServicePlan, StackPlan, plan_stack
 from mig_inference.spec import parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 
-from .stack_args import StackArgs, stack_values_of
+from .stack_args import Stack, stack_values_of
 
 
-def stack_name(stack: StackArgs) -> str:
+def stack_name(stack: Stack) -> str:
     """The name cluster-scoped objects carry: the args' or the Pulumi stack's."""
     return stack.get("stack_name") or pulumi.get_stack()
 
@@ -34,14 +34,14 @@ def _plan(name: str, values_json: str, secret_keys: frozenset[str]) -> StackPlan
         raise pulumi.RunError(str(error)) from None
 
 
-def planned(stack: StackArgs) -> StackPlan:
+def planned(stack: Stack) -> StackPlan:
     """The stack's plan; a stack file the planner refuses ends the run with its errors."""
     values = stack_values_of(stack)
     secret_keys = frozenset(stack.get("secrets") or {})
     return _plan(stack_name(stack), json.dumps(values, sort_keys=True), secret_keys)
 
 
-def planned_pool(stack: StackArgs, pool: str) -> PoolPlan:
+def planned_pool(stack: Stack, pool: str) -> PoolPlan:
     """One pool of the stack's plan."""
     found = [planned_one for planned_one in planned(stack).pools if planned_one.name == pool]
     if not found:
@@ -49,7 +49,7 @@ def planned_pool(stack: StackArgs, pool: str) -> PoolPlan:
     return found[0]
 
 
-def planned_service(stack: StackArgs, service: str) -> ServicePlan:
+def planned_service(stack: Stack, service: str) -> ServicePlan:
     """One service of the stack's plan."""
     found = [planned_one for planned_one in planned(stack).services if planned_one.name == service]
     if not found:
@@ -57,7 +57,7 @@ def planned_service(stack: StackArgs, service: str) -> ServicePlan:
     return found[0]
 
 
-def secret_value(stack: StackArgs, key: str | None) -> pulumi.Output[str] | None:
+def secret_value(stack: Stack, key: str | None) -> pulumi.Output[str] | None:
     """The secret value the stack names by `key`, kept a Pulumi secret."""
     if not key:
         return None

@@ -1,12 +1,17 @@
 """The components this package serves to every Pulumi language, and the provider that serves them.
 
-The schema is inferred by Pulumi's component-provider host from the components' type hints and
+The schema is inferred by the Python SDK's component provider from the components' type hints and
 docstrings (`provider/` holds the plugin that runs `serve`)."""
 
+import inspect
+import json
+import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import pulumi
-from pulumi.provider.experimental import component_provider_host
+from pulumi.provider import main
+from pulumi.provider.experimental.component import ComponentProvider
 
 from .cluster_autoscaler import EksClusterAutoscaler, OkeClusterAutoscaler
 from .eks import EksCluster, EksGpuNodeGroup
@@ -51,6 +56,27 @@ def package_version() -> str:
         return "0.0.0"
 
 
+def _dedented(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            key: inspect.cleandoc(item) if key == "description" else _dedented(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_dedented(item) for item in value]
+    return value
+
+
+class MigInferenceProvider(ComponentProvider):
+    """The SDK's component provider for `COMPONENTS`, with every description dedented: Python
+    3.11 keeps a docstring's indentation, which Markdown would show as code."""
+
+    def __init__(self) -> None:
+        super().__init__(COMPONENTS, PACKAGE, None, package_version())
+        assert self.schema is not None
+        self.schema = json.dumps(_dedented(json.loads(self.schema)))
+
+
 def serve() -> None:
-    """Run as the package's provider plugin (the Pulumi engine starts it)."""
-    component_provider_host(COMPONENTS, name=PACKAGE, version=package_version())
+    """Run as the package's provider plugin (the Pulumi engine starts it with its address)."""
+    main(MigInferenceProvider(), sys.argv[1:])

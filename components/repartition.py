@@ -11,7 +11,7 @@ from mig_inference.repartition import repartition_script, repartition_targets
 
 from .node_job import NodeJob, NodeJobArgs
 from .planning import planned, stack_name
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 RULES = [
     k8s.rbac.v1.PolicyRuleArgs(
@@ -23,7 +23,7 @@ RULES = [
 
 
 class InPlaceRepartitionArgs(TypedDict):
-    stack: StackArgs
+    stack: Stack
     """The stack the pool belongs to: the planner gives the pool's nodes, the config they move
     to and how many at once; one batch may take `gpuOperator.gateTimeoutSeconds`."""
     pool: str

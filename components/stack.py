@@ -20,7 +20,7 @@ from .mig_gate import MigReadyGate, MigReadyGateArgs
 from .monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
 from .planning import planned, secret_value
 from .repartition import InPlaceRepartition, InPlaceRepartitionArgs
-from .stack_args import StackArgs
+from .stack_args import Stack
 
 RESTRICTED_NAMESPACE_LABELS = {
     # Inference pods meet the restricted Pod Security Standard.
@@ -45,9 +45,7 @@ class MigInference(pulumi.ComponentResource):
     services: pulumi.Output[dict[str, Any]]
     """Per service: pool, profile, MIG resource, replicas and in-cluster endpoint."""
 
-    def __init__(
-        self, name: str, args: StackArgs, opts: pulumi.ResourceOptions | None = None
-    ) -> None:
+    def __init__(self, name: str, args: Stack, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("mig-inference:index:MigInference", name, None, opts)
         plan = planned(args)
         for warning in plan.warnings:

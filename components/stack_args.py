@@ -15,11 +15,8 @@ from typing import Any, NotRequired, TypedDict
 
 import pulumi
 
-CAMEL_EXCEPTIONS = {"memory_gib": "memoryGiB"}
-"""Stack keys that are not the plain camelCase of their field name."""
 
-
-class ClusterArgs(TypedDict):
+class Cluster(TypedDict):
     """The cluster the pools join or, for ephemeral test clusters, create."""
 
     name: pulumi.Input[str]
@@ -78,7 +75,7 @@ class ClusterArgs(TypedDict):
     """OKE, creating: the image of the system node pool."""
 
 
-class TaintArgs(TypedDict):
+class Taint(TypedDict):
     """A node taint, in Kubernetes spelling (translated per cloud)."""
 
     key: str
@@ -89,7 +86,7 @@ class TaintArgs(TypedDict):
     """NoSchedule (default), PreferNoSchedule or NoExecute."""
 
 
-class SharingModeArgs(TypedDict):
+class SharingMode(TypedDict):
     """How many pods share one device, and how they see it."""
 
     replicas: int
@@ -100,16 +97,16 @@ class SharingModeArgs(TypedDict):
     """Time-slicing on MIG: the profiles shared (default: all of the pool's)."""
 
 
-class SharingArgs(TypedDict):
+class Sharing(TypedDict):
     """Sharing without MIG (or on top of it): exactly one strategy."""
 
-    time_slicing: NotRequired[SharingModeArgs]
+    time_slicing: NotRequired[SharingMode]
     """The device plugin advertises each device `replicas` times; no memory isolation."""
-    mps: NotRequired[SharingModeArgs]
+    mps: NotRequired[SharingMode]
     """CUDA MPS: `replicas` clients per GPU, each with its share of memory and compute."""
 
 
-class PoolArgs(TypedDict):
+class Pool(TypedDict):
     """A GPU node pool and its MIG layout."""
 
     name: str
@@ -132,7 +129,7 @@ class PoolArgs(TypedDict):
     """Spot / preemptible nodes."""
     labels: NotRequired[dict[str, str]]
     """Extra node labels."""
-    taints: NotRequired[list[TaintArgs]]
+    taints: NotRequired[list[Taint]]
     """Node taints."""
     node_names: NotRequired[list[str]]
     """Existing clusters: the nodes of this pool."""
@@ -148,11 +145,11 @@ class PoolArgs(TypedDict):
     """How a layout change reaches running nodes: blue-green (new pool) or in-place."""
     max_unavailable: NotRequired[int]
     """In-place rollout: nodes re-partitioned at a time (1)."""
-    sharing: NotRequired[SharingArgs]
+    sharing: NotRequired[Sharing]
     """Time-slicing or MPS on the pool's devices."""
 
 
-class GpuOperatorSettingsArgs(TypedDict):
+class GpuOperatorSettings(TypedDict):
     """The NVIDIA GPU Operator release."""
 
     version: NotRequired[str]
@@ -171,7 +168,7 @@ class GpuOperatorSettingsArgs(TypedDict):
     """How long that wait may take (1800)."""
 
 
-class MonitoringSettingsArgs(TypedDict):
+class MonitoringSettings(TypedDict):
     """Per-slice monitoring and the Prometheus that queue autoscaling reads."""
 
     prometheus_operator: NotRequired[bool]
@@ -186,7 +183,7 @@ class MonitoringSettingsArgs(TypedDict):
     """How long a pod may wait for a slice before the alert fires (15)."""
 
 
-class NetworkClientArgs(TypedDict):
+class NetworkClient(TypedDict):
     """Pods allowed to reach a service."""
 
     namespace: NotRequired[str]
@@ -195,7 +192,7 @@ class NetworkClientArgs(TypedDict):
     """Their labels."""
 
 
-class QueueAutoscalingArgs(TypedDict):
+class QueueAutoscaling(TypedDict):
     """Replicas that follow the engine's queue (KEDA)."""
 
     max_replicas: int
@@ -204,7 +201,7 @@ class QueueAutoscalingArgs(TypedDict):
     """Running plus waiting requests one replica takes before another is added."""
 
 
-class ServiceArgs(TypedDict):
+class Service(TypedDict):
     """An inference service on MIG slices (or shared or whole GPUs)."""
 
     name: str
@@ -215,7 +212,7 @@ class ServiceArgs(TypedDict):
     """vllm (default), tgi, triton or custom."""
     image: NotRequired[str]
     """Container image (default: the engine's pinned image)."""
-    memory_gib: NotRequired[float]
+    memory_gi_b: NotRequired[float]
     """Memory one replica needs; or give params and dtype."""
     params: NotRequired[float]
     """Model parameters, in billions (8, 1.5); with dtype instead of memoryGiB."""
@@ -255,7 +252,7 @@ class ServiceArgs(TypedDict):
     """Container and Service port."""
     namespace: NotRequired[str]
     """Namespace of the service."""
-    clients: NotRequired[list[NetworkClientArgs]]
+    clients: NotRequired[list[NetworkClient]]
     """Who may connect (NetworkPolicy); default: the service's own namespace."""
     hpa_max_replicas: NotRequired[int]
     """CPU-based HPA up to this many replicas (counted against capacity)."""
@@ -267,24 +264,24 @@ class ServiceArgs(TypedDict):
     """Startup probe budget (3600)."""
     health_path: NotRequired[str]
     """Health endpoint path."""
-    queue_autoscaling: NotRequired[QueueAutoscalingArgs]
+    queue_autoscaling: NotRequired[QueueAutoscaling]
     """Replicas that follow the engine's load (needs monitoring.prometheusUrl)."""
 
 
-class StackArgs(TypedDict):
+class Stack(TypedDict):
     """Everything one stack file holds: cloud, cluster, pools, GPU Operator, services."""
 
     cloud: str
     """gke, eks, oke or existing."""
-    cluster: ClusterArgs
+    cluster: Cluster
     """The cluster the pools join or create."""
-    pools: list[PoolArgs]
+    pools: list[Pool]
     """GPU node pools with their MIG layouts."""
-    gpu_operator: NotRequired[GpuOperatorSettingsArgs]
+    gpu_operator: NotRequired[GpuOperatorSettings]
     """The GPU Operator release."""
-    services: NotRequired[list[ServiceArgs]]
+    services: NotRequired[list[Service]]
     """Inference services."""
-    monitoring: NotRequired[MonitoringSettingsArgs]
+    monitoring: NotRequired[MonitoringSettings]
     """Per-slice monitoring."""
     secrets: NotRequired[dict[str, pulumi.Input[str]]]
     """Secret values the stack names (hfTokenSecret, apiKeySecret, cluster.kubeconfig), each
@@ -294,16 +291,15 @@ class StackArgs(TypedDict):
 
 
 NOT_STACK_FILE_KEYS = ("secrets", "stack_name")
-"""StackArgs fields that are not keys of the stack file."""
+"""Stack fields that are not keys of the stack file."""
 CLUSTER_REFERENCES = {"name": "joined-cluster", "cluster_id": "ocid1.cluster.joined"}
 """Cluster fields that may be Outputs of other resources, and what the plan reads for one: the
 planner decides nothing from them, it only checks they are given."""
 
 
 def stack_key(field: str) -> str:
-    """The stack-file key of a typed field: `machine_type` -> `machineType`."""
-    if field in CAMEL_EXCEPTIONS:
-        return CAMEL_EXCEPTIONS[field]
+    """The stack-file key of a typed field, `machine_type` -> `machineType`: the camelCase
+    Pulumi's schema gives it too (hence `memory_gi_b` for `memoryGiB`)."""
     head, *rest = field.split("_")
     return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
@@ -362,7 +358,7 @@ def _convert(value: Any, typed: Any, to_stack: bool) -> Any:
     return converted
 
 
-def stack_values_of(args: StackArgs) -> dict[str, Any]:
+def stack_values_of(args: Stack) -> dict[str, Any]:
     """The stack-file form of typed args (camelCase keys), without secrets and stack name."""
     plain: dict[str, Any] = {k: v for k, v in args.items() if k not in NOT_STACK_FILE_KEYS}
     cluster = plain.get("cluster")
@@ -373,19 +369,19 @@ def stack_values_of(args: StackArgs) -> dict[str, Any]:
             else value
             for key, value in cluster.items()
         }
-    return _whole_numbers(_convert(plain, StackArgs, to_stack=True))  # type: ignore[no-any-return]
+    return _whole_numbers(_convert(plain, Stack, to_stack=True))  # type: ignore[no-any-return]
 
 
 def _is_output(value: Any) -> bool:
     return isinstance(value, pulumi.Output) or hasattr(value, "__await__")
 
 
-def cluster_reference(args: StackArgs, field: str) -> pulumi.Input[str] | None:
+def cluster_reference(args: Stack, field: str) -> pulumi.Input[str] | None:
     """A cluster reference as given (an Output stays an Output), or None when not given."""
     value: pulumi.Input[str] | None = args["cluster"].get(field)  # type: ignore[assignment]
     return value
 
 
-def stack_args(values: dict[str, Any]) -> StackArgs:
+def stack_args(values: dict[str, Any]) -> Stack:
     """Typed args from a stack file's values (the inverse of `stack_values_of`)."""
-    return _convert(values, StackArgs, to_stack=False)  # type: ignore[no-any-return]
+    return _convert(values, Stack, to_stack=False)  # type: ignore[no-any-return]

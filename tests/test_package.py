@@ -4,6 +4,8 @@ components, and construct() of every component with dict inputs as the engine se
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -11,12 +13,11 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.provider.server import ComponentInitError
 
-from components.provider import COMPONENTS, PACKAGE
+from components.provider import COMPONENTS, PACKAGE, MigInferenceProvider
 from components.stack import MigInference
-from components.stack_args import CAMEL_EXCEPTIONS, ClusterArgs, StackArgs
+from components.stack_args import Cluster, Stack
 from mig_inference.render import Rendering, run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
 from mig_inference.spec.monitoring import MONITORING_KEYS
@@ -28,11 +29,12 @@ from mig_inference.stackfile import stack_path
 from tests.mocked import stack_rendering
 
 INDEX = f"{PACKAGE}:index:"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @cache
-def provider() -> ComponentProvider:
-    return ComponentProvider(COMPONENTS, PACKAGE, None, "0.2.0")
+def provider() -> MigInferenceProvider:
+    return MigInferenceProvider()
 
 
 @cache
@@ -43,13 +45,8 @@ def schema() -> dict[str, Any]:
 
 
 def stack_keys(type_name: str) -> set[str]:
-    """A schema type's property names in stack-file spelling."""
-    schema_names = {
-        field.split("_")[0] + "".join(word.title() for word in field.split("_")[1:]): key
-        for field, key in CAMEL_EXCEPTIONS.items()
-    }
-    names = schema()["types"][INDEX + type_name]["properties"]
-    return {schema_names.get(name, name) for name in names}
+    """A schema type's property names."""
+    return set(schema()["types"][INDEX + type_name]["properties"])
 
 
 def test_schema_has_every_component_with_descriptions() -> None:
@@ -65,14 +62,52 @@ def test_schema_has_every_component_with_descriptions() -> None:
         assert resource.get("inputProperties"), f"{token} takes no inputs"
 
 
+def descriptions(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        own = [value["description"]] if isinstance(value.get("description"), str) else []
+        return own + [text for item in value.values() for text in descriptions(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in descriptions(item)]
+    return []
+
+
+def test_descriptions_are_dedented_markdown() -> None:
+    found = descriptions(schema())
+    assert len(found) > 150
+    assert not [text for text in found if "\n " in text or text != text.strip()]
+
+
+def test_provider_plugin_serves_the_schema_over_grpc() -> None:
+    """`provider/__main__.py` as the engine starts it: it prints its port, then answers."""
+    import grpc
+    from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+    plugin = subprocess.Popen(
+        [sys.executable, str(ROOT / "provider" / "__main__.py"), "127.0.0.1:1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert plugin.stdout is not None
+        port = int(plugin.stdout.readline())
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = provider_pb2_grpc.ResourceProviderStub(channel)
+            served = stub.GetSchema(provider_pb2.GetSchemaRequest(version=0), timeout=60)
+        assert json.loads(served.schema) == schema()
+    finally:
+        plugin.kill()
+        plugin.wait()
+
+
 def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
     types = schema()["types"]
     assert set(types) == {
         INDEX + name
         for name in (
-            "StackArgs", "ClusterArgs", "PoolArgs", "TaintArgs", "SharingArgs", "SharingModeArgs",
-            "GpuOperatorSettingsArgs", "MonitoringSettingsArgs", "ServiceArgs",
-            "NetworkClientArgs", "QueueAutoscalingArgs", "AutoscaledPoolArgs",
+            "Stack", "Cluster", "Pool", "Taint", "Sharing", "SharingMode",
+            "GpuOperatorSettings", "MonitoringSettings", "Service",
+            "NetworkClient", "QueueAutoscaling", "AutoscaledPool",
         )
     }  # fmt: skip
     for token, typ in types.items():
@@ -84,18 +119,18 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
 def test_typed_args_mirror_every_stack_file_key() -> None:
     """A key the stack file takes and the typed inputs lack (or the reverse) fails here."""
     every_cloud = {key for keys in CLUSTER_KEYS.values() for key in keys}
-    assert stack_keys("ClusterArgs") == {"name", "create", "protect", *ACCESS_KEYS, *every_cloud}
-    assert stack_keys("PoolArgs") == set(POOL_KEYS)
-    assert stack_keys("ServiceArgs") == set(SERVICE_KEYS)
-    assert stack_keys("GpuOperatorSettingsArgs") == set(OPERATOR_KEYS)
-    assert stack_keys("MonitoringSettingsArgs") == set(MONITORING_KEYS)
-    assert stack_keys("StackArgs") == {*TOP_KEYS, "secrets", "stackName"}
+    assert stack_keys("Cluster") == {"name", "create", "protect", *ACCESS_KEYS, *every_cloud}
+    assert stack_keys("Pool") == set(POOL_KEYS)
+    assert stack_keys("Service") == set(SERVICE_KEYS)
+    assert stack_keys("GpuOperatorSettings") == set(OPERATOR_KEYS)
+    assert stack_keys("MonitoringSettings") == set(MONITORING_KEYS)
+    assert stack_keys("Stack") == {*TOP_KEYS, "secrets", "stackName"}
 
 
 def test_plan_deciding_inputs_are_plain_and_references_take_outputs() -> None:
     """Layouts, counts and names are decided at preview: plain. Secrets and cloud references
     (cluster names, OCIDs, subnets) may be Outputs of other resources."""
-    pool = schema()["types"][INDEX + "PoolArgs"]["properties"]
+    pool = schema()["types"][INDEX + "Pool"]["properties"]
     assert pool["mig"]["plain"] is True and pool["nodes"]["plain"] is True
     secrets = schema()["resources"][INDEX + "MigInference"]["inputProperties"]["secrets"]
     assert "plain" not in secrets["additionalProperties"]
@@ -134,9 +169,6 @@ def stack_inputs(stack: str) -> dict[str, Any]:
     }
     if isinstance(inputs.get("cluster"), dict) and inputs["cluster"].get("kubeconfig"):
         secret_names.add(inputs["cluster"]["kubeconfig"])
-    for service in inputs.get("services") or []:
-        if "memoryGiB" in service:  # the one key whose schema spelling differs
-            service["memoryGib"] = service.pop("memoryGiB")
     return {
         **wire(inputs),
         "secrets": {name: f"{name}-value" for name in secret_names},
@@ -276,9 +308,9 @@ def test_a_refused_stack_is_one_error_naming_the_key_and_creates_nothing(tmp_pat
     assert not rendering.resources
 
 
-def eks_stack(cluster_name: Any, create: bool = False) -> StackArgs:
+def eks_stack(cluster_name: Any, create: bool = False) -> Stack:
     """Typed args as a Python program writes them (snake_case), for one EKS pool and service."""
-    cluster: ClusterArgs = {"name": cluster_name, "region": "us-east-1", "subnet_ids": ["subnet-a"]}
+    cluster: Cluster = {"name": cluster_name, "region": "us-east-1", "subnet_ids": ["subnet-a"]}
     if create:
         cluster["create"], cluster["vpc_id"], cluster["version"] = True, "vpc-1", "1.33"
     return {
@@ -286,7 +318,7 @@ def eks_stack(cluster_name: Any, create: bool = False) -> StackArgs:
         "cluster": cluster,
         "pools": [{"name": "a100", "gpu": "a100-40gb", "machine_type": "p4d.24xlarge", "nodes": 1,
                    "mig": "all-3g.20gb", "max_pods": 64}],
-        "services": [{"name": "chat", "model": "org/model", "memory_gib": 12, "replicas": 8}],
+        "services": [{"name": "chat", "model": "org/model", "memory_gi_b": 12, "replicas": 8}],
         "stack_name": "py",
     }  # fmt: skip
 
