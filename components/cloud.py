@@ -32,10 +32,40 @@ from .gke import (
 from .oke import OkeCluster, OkeClusterArgs, OkeGpuPool, OkeGpuPoolArgs
 from .stack_args import Stack, cluster_reference
 
-UNPARENTED_BEFORE = [pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE)]
-"""Aliases for the direct children of `MigInference`: up to 0.1 the program created them at the
-top of the stack, so a stack deployed then keeps every resource (Pulumi derives their children's
-aliases from these) instead of replacing them."""
+
+@dataclass(frozen=True)
+class Children:
+    """How `MigInference` names and places its direct children."""
+
+    parent: pulumi.Resource
+    """The `MigInference` component."""
+    prefix: str
+    """Prepended to every child's name, so that two instances in one program do not collide."""
+    aliases: tuple[pulumi.Alias, ...] = ()
+    """Where the children lived before (the stack program's own instance only)."""
+
+    def name(self, what: str) -> str:
+        return f"{self.prefix}{what}"
+
+    def opts(
+        self,
+        providers: Sequence[pulumi.ProviderResource | None] = (),
+        depends_on: Sequence[pulumi.Resource] = (),
+    ) -> pulumi.ResourceOptions:
+        given = [provider for provider in providers if provider is not None]
+        return pulumi.ResourceOptions(
+            parent=self.parent,
+            providers=given or None,
+            depends_on=list(depends_on) or None,
+            aliases=list(self.aliases) or None,
+        )
+
+
+def program_children(parent: pulumi.Resource) -> Children:
+    """Children of the stack program's `MigInference`: up to 0.1 the program created them, with
+    these names, at the top of the stack. The aliases keep a stack deployed then from replacing
+    them (Pulumi derives their own children's aliases from these)."""
+    return Children(parent, "", (pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE),))
 
 
 @dataclass
@@ -54,33 +84,19 @@ class JoinedCluster:
     """The cluster component when this stack created it."""
 
 
-def _cloud_provider(plan: StackPlan, parent: pulumi.Resource) -> pulumi.ProviderResource | None:
+def _cloud_provider(plan: StackPlan, children: Children) -> pulumi.ProviderResource | None:
     settings = plan.spec.cluster
-    opts = pulumi.ResourceOptions(parent=parent, aliases=UNPARENTED_BEFORE)
+    opts = children.opts()
     if plan.spec.cloud is Cloud.GKE:
-        return gcp.Provider("gcp", project=settings.get("project"), opts=opts)
+        return gcp.Provider(children.name("gcp"), project=settings.get("project"), opts=opts)
     if plan.spec.cloud is Cloud.EKS:
-        return aws.Provider("aws", region=settings.get("region"), opts=opts)
+        return aws.Provider(children.name("aws"), region=settings.get("region"), opts=opts)
     if plan.spec.cloud is Cloud.OKE:
-        return oci.Provider("oci", opts=opts)
+        return oci.Provider(children.name("oci"), opts=opts)
     return None
 
 
-def _opts(
-    parent: pulumi.Resource,
-    providers: Sequence[pulumi.ProviderResource | None],
-    depends_on: Sequence[pulumi.Resource] = (),
-) -> pulumi.ResourceOptions:
-    given = [provider for provider in providers if provider is not None]
-    return pulumi.ResourceOptions(
-        parent=parent,
-        providers=given or None,
-        depends_on=list(depends_on) or None,
-        aliases=UNPARENTED_BEFORE,
-    )
-
-
-def cluster(stack: Stack, plan: StackPlan, parent: pulumi.Resource) -> JoinedCluster:
+def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
     """Create the cluster (ephemeral stacks) or refer to the one the stack names (by name or
     OCID, as given: an Output of another resource stays one)."""
     spec = plan.spec
@@ -91,10 +107,10 @@ def cluster(stack: Stack, plan: StackPlan, parent: pulumi.Resource) -> JoinedClu
             "mig-inference:cluster.name: must be a plain string when create is true: it names "
             "the cluster and its resources (an Output may name a cluster the stack joins)"
         )
-    provider = _cloud_provider(plan, parent)
+    provider = _cloud_provider(plan, children)
     if settings.create and spec.cloud is Cloud.GKE:
         gke = GkeCluster(
-            settings.name,
+            children.name(settings.name),
             GkeClusterArgs(
                 name=settings.name,
                 location=settings.get("location"),
@@ -106,12 +122,12 @@ def cluster(stack: Stack, plan: StackPlan, parent: pulumi.Resource) -> JoinedClu
                 cloud_nat=settings.get("cloudNat"),
                 project=settings.get("project"),
             ),
-            _opts(parent, [provider]),
+            children.opts([provider]),
         )
         return JoinedCluster(provider, gke.cluster_name, gke.kubeconfig, created=[gke])
     if settings.create and spec.cloud is Cloud.EKS:
         eks = EksCluster(
-            settings.name,
+            children.name(settings.name),
             EksClusterArgs(
                 name=settings.name,
                 region=settings.get("region"),
@@ -121,12 +137,12 @@ def cluster(stack: Stack, plan: StackPlan, parent: pulumi.Resource) -> JoinedClu
                 public_access_cidrs=list(settings.get("publicAccessCidrs") or ()),
                 protect=settings.protect,
             ),
-            _opts(parent, [provider]),
+            children.opts([provider]),
         )
         return JoinedCluster(provider, eks.cluster_name, eks.kubeconfig, created=[eks])
     if settings.create and spec.cloud is Cloud.OKE:
         oke = OkeCluster(
-            settings.name,
+            children.name(settings.name),
             OkeClusterArgs(
                 name=settings.name,
                 compartment_id=settings.get("compartmentId"),
@@ -140,7 +156,7 @@ def cluster(stack: Stack, plan: StackPlan, parent: pulumi.Resource) -> JoinedClu
                 endpoint_public_access=settings.get("endpointPublicAccess"),
                 protect=settings.protect,
             ),
-            _opts(parent, [provider]),
+            children.opts([provider]),
         )
         return JoinedCluster(
             provider,
@@ -155,7 +171,7 @@ def cluster(stack: Stack, plan: StackPlan, parent: pulumi.Resource) -> JoinedClu
         version = settings.get("kubernetesVersion") or (
             oci.containerengine.get_cluster_output(
                 cluster_id=cluster_id,
-                opts=pulumi.InvokeOutputOptions(parent=parent, provider=provider),
+                opts=pulumi.InvokeOutputOptions(parent=children.parent, provider=provider),
             ).kubernetes_version
         )
         return JoinedCluster(provider, cluster_id, kubernetes_version=version)
@@ -167,7 +183,7 @@ def gpu_pools(
     stack: Stack,
     plan: StackPlan,
     joined: JoinedCluster,
-    parent: pulumi.Resource,
+    children: Children,
     kubernetes: k8s.Provider,
     depends_on: Mapping[str, Sequence[pulumi.Resource]],
 ) -> list[pulumi.Resource]:
@@ -176,17 +192,18 @@ def gpu_pools(
     made: list[pulumi.Resource] = []
     for pool in plan.pools:
         after = [*joined.created, *depends_on.get(pool.name, ())]
-        opts = _opts(parent, [joined.cloud_provider], after)
+        opts = children.opts([joined.cloud_provider], after)
+        name = children.name(pool.name)
         if plan.spec.cloud is Cloud.GKE:
             made.append(
                 GkeGpuPool(
-                    pool.name, GkeGpuPoolArgs(stack=stack, pool=pool.name, cluster=joined.ref), opts
+                    name, GkeGpuPoolArgs(stack=stack, pool=pool.name, cluster=joined.ref), opts
                 )
             )
         elif plan.spec.cloud is Cloud.EKS:
             made.append(
                 EksGpuNodeGroup(
-                    pool.name,
+                    name,
                     EksGpuNodeGroupArgs(stack=stack, pool=pool.name, cluster_name=joined.ref),
                     opts,
                 )
@@ -195,7 +212,7 @@ def gpu_pools(
             assert joined.kubernetes_version is not None
             made.append(
                 OkeGpuPool(
-                    pool.name,
+                    name,
                     OkeGpuPoolArgs(
                         stack=stack,
                         pool=pool.name,
@@ -208,9 +225,9 @@ def gpu_pools(
         else:
             made.append(
                 ExistingNodePool(
-                    pool.name,
+                    name,
                     ExistingNodePoolArgs(stack=stack, pool=pool.name),
-                    _opts(parent, [kubernetes], depends_on.get(pool.name, ())),
+                    children.opts([kubernetes], depends_on.get(pool.name, ())),
                 )
             )
     return made
@@ -219,7 +236,7 @@ def gpu_pools(
 def cluster_autoscaler(
     plan: StackPlan,
     joined: JoinedCluster,
-    parent: pulumi.Resource,
+    children: Children,
     kubernetes: k8s.Provider,
     pools: Sequence[pulumi.Resource],
 ) -> pulumi.Resource | None:
@@ -230,10 +247,10 @@ def cluster_autoscaler(
     ]
     if not autoscaled:
         return None
-    opts = _opts(parent, [joined.cloud_provider, kubernetes], [*joined.created, *pools])
+    opts = children.opts([joined.cloud_provider, kubernetes], [*joined.created, *pools])
     if spec.cloud is Cloud.EKS:
         return EksClusterAutoscaler(
-            "cluster-autoscaler",
+            children.name("cluster-autoscaler"),
             EksClusterAutoscalerArgs(
                 cluster_name=joined.ref,
                 region=spec.cluster.get("region"),
@@ -243,7 +260,7 @@ def cluster_autoscaler(
         )
     if spec.cloud is Cloud.OKE:
         return OkeClusterAutoscaler(
-            "cluster-autoscaler",
+            children.name("cluster-autoscaler"),
             OkeClusterAutoscalerArgs(
                 cluster_id=joined.ref,
                 pools=[

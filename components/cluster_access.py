@@ -67,19 +67,20 @@ def kubernetes_provider(
     given_kubeconfig: pulumi.Output[str] | None,
     created_kubeconfig: pulumi.Output[str] | None,
     cloud_provider: pulumi.ProviderResource | None,
+    name: str = "kubernetes",
     opts: pulumi.ResourceOptions | None = None,
 ) -> k8s.Provider:
     """The provider every Kubernetes object of the stack is created with: through the
     kubeconfig the stack names (`cluster.kubeconfig`, a secret), its named context, or the
     cluster's own endpoint (created, or looked up)."""
     if given_kubeconfig is not None:
-        return k8s.Provider("kubernetes", kubeconfig=given_kubeconfig, opts=opts)
+        return k8s.Provider(name, kubeconfig=given_kubeconfig, opts=opts)
     if cluster.get("context"):
         # Explicitly named: that context of the kubeconfig file (KUBECONFIG or ~/.kube/config).
-        return k8s.Provider("kubernetes", context=cluster.get("context"), opts=opts)
+        return k8s.Provider(name, context=cluster.get("context"), opts=opts)
     kubeconfig: pulumi.Output[str] = (
         created_kubeconfig
         if created_kubeconfig is not None
         else pulumi.Output.secret(looked_up_kubeconfig(cloud, cluster, ref, cloud_provider))
     )
-    return k8s.Provider("kubernetes", kubeconfig=kubeconfig, opts=opts)
+    return k8s.Provider(name, kubeconfig=kubeconfig, opts=opts)

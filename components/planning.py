@@ -3,15 +3,16 @@ components that build from it."""
 
 import json
 from functools import cache
+from typing import Any
 
 import pulumi
 
 from mig_inference.errors import MigError
 from mig_inference.plan import PoolPlan, ServicePlan, StackPlan, plan_stack
-from mig_inference.spec import parse_stack
+from mig_inference.spec import NAMESPACE, parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 
-from .stack_args import Stack, stack_values_of
+from .stack_args import Stack, is_output, stack_values_of
 
 
 def stack_name(stack: Stack) -> str:
@@ -34,11 +35,50 @@ def _plan(name: str, values_json: str, secret_keys: frozenset[str]) -> StackPlan
         raise pulumi.RunError(str(error)) from None
 
 
+def plan_of_values(
+    name: str, values: dict[str, Any], secret_keys: frozenset[str] = frozenset()
+) -> StackPlan:
+    """The plan of stack-file values (camelCase keys); a stack file the planner refuses ends the
+    run with its errors."""
+    return _plan(name, json.dumps(values, sort_keys=True), secret_keys)
+
+
+def _outputs_in(value: Any, path: str) -> list[str]:
+    """Key paths of `value` that hold Outputs (or values unknown during preview)."""
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _outputs_in(item, _at(path, key))]
+    if isinstance(value, list):
+        return [
+            found for i, item in enumerate(value) for found in _outputs_in(item, f"{path}[{i}]")
+        ]
+    return [path] if is_output(value) else []
+
+
+def _at(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
 def planned(stack: Stack) -> StackPlan:
-    """The stack's plan; a stack file the planner refuses ends the run with its errors."""
+    """The stack's plan, from its typed args. Outputs where the planner needs a value end the
+    run with the key paths that hold them."""
+    secrets = stack.get("secrets") or {}
+    if not isinstance(secrets, dict):
+        raise pulumi.RunError(
+            f"{NAMESPACE}:secrets: must be a map of secret names to values (each value may be an "
+            "Output), not one Output"
+        )
     values = stack_values_of(stack)
-    secret_keys = frozenset(stack.get("secrets") or {})
-    return _plan(stack_name(stack), json.dumps(values, sort_keys=True), secret_keys)
+    outputs = _outputs_in(values, "")
+    if outputs:
+        raise pulumi.RunError(
+            "\n".join(
+                f"{NAMESPACE}:{path}: is an Output of another resource (or unknown during "
+                "preview); the planner decides on it, so it must be a plain value (Outputs may be "
+                "given for cluster.name, cluster.clusterId and secrets)"
+                for path in outputs
+            )
+        )
+    return plan_of_values(stack_name(stack), values, frozenset(secrets))
 
 
 def planned_pool(stack: Stack, pool: str) -> PoolPlan:

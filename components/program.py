@@ -10,6 +10,7 @@ import pulumi
 
 from mig_inference.spec import NAMESPACE, TOP_KEYS, secret_references
 
+from .planning import plan_of_values
 from .stack import MigInference
 from .stack_args import stack_args
 
@@ -27,9 +28,13 @@ def stack_program() -> None:
         for name in secret_references(values)
         if pulumi.runtime.is_config_secret(f"{NAMESPACE}:{name}")
     }
+    # The stack file itself is checked first: its keys, not the typed args made from them,
+    # are what its errors name (a snake_case key there is refused, not read as its field).
+    plan_of_values(pulumi.get_stack(), values, frozenset(secrets))
     stack = MigInference(
         "mig-inference",
         {**stack_args(values), "secrets": secrets, "stack_name": pulumi.get_stack()},
+        stack_program=True,
     )
 
     cluster = values.get("cluster")

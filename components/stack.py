@@ -12,7 +12,7 @@ from mig_inference.plan import layout_of
 from mig_inference.record import plan_record
 from mig_inference.repartition import repartition_targets
 
-from .cloud import UNPARENTED_BEFORE, cluster, cluster_autoscaler, gpu_pools
+from .cloud import Children, cluster, cluster_autoscaler, gpu_pools, program_children
 from .cluster_access import kubernetes_provider
 from .gpu_operator import GpuOperator, GpuOperatorArgs
 from .inference import InferenceService, InferenceServiceArgs
@@ -33,25 +33,37 @@ class MigInference(pulumi.ComponentResource):
     """MIG GPU node pools, the NVIDIA GPU Operator with their mig-parted config, and MIG-aware
     inference services, from inputs that mirror a mig-inference stack file. Everything the
     planner can decide (layouts on the GPU, models on their slices, replicas on the pools, max
-    pods) is checked before any resource is created."""
+    pods) is checked before any resource is created. Its children are named `<name>-<child>`,
+    so one program may hold several."""
 
     kubeconfig: pulumi.Output[str]
     """Kubeconfig of the cluster when this component created it, else empty (a secret)."""
     plan: pulumi.Output[dict[str, Any]]
     """The plan: per pool its layout, generation and replacement inputs; per service its slice.
-    `python -m mig diff --deployed` reads it."""
+    `mig-inference diff --deployed` reads it."""
     pools: pulumi.Output[dict[str, Any]]
     """Per pool: GPU, GPUs per node, node bounds, layout and the MIG devices it offers."""
     services: pulumi.Output[dict[str, Any]]
     """Per service: pool, profile, MIG resource, replicas and in-cluster endpoint."""
 
-    def __init__(self, name: str, args: Stack, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: Stack,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        stack_program: bool = False,
+    ) -> None:
+        """`stack_program`: this is the stack program's own instance, whose children keep the
+        names and, through aliases, the resources that version 0.1 created at the top of the
+        stack."""
         super().__init__("mig-inference:index:MigInference", name, None, opts)
+        children = program_children(self) if stack_program else Children(self, f"{name}-")
         plan = planned(args)
         for warning in plan.warnings:
             pulumi.log.warn(warning, resource=self)
         operator_spec = plan.spec.gpu_operator
-        joined = cluster(args, plan, self)
+        joined = cluster(args, plan, children)
         kubernetes = kubernetes_provider(
             plan.spec.cloud,
             plan.spec.cluster,
@@ -59,18 +71,12 @@ class MigInference(pulumi.ComponentResource):
             secret_value(args, plan.spec.cluster.get("kubeconfig")),
             joined.kubeconfig,
             joined.cloud_provider,
-            pulumi.ResourceOptions(
-                parent=self, depends_on=joined.created or None, aliases=UNPARENTED_BEFORE
-            ),
+            children.name("kubernetes"),
+            children.opts(depends_on=joined.created),
         )
 
         def in_cluster(*after: pulumi.Resource) -> pulumi.ResourceOptions:
-            return pulumi.ResourceOptions(
-                parent=self,
-                providers=[kubernetes],
-                depends_on=list(after) or None,
-                aliases=UNPARENTED_BEFORE,
-            )
+            return children.opts([kubernetes], after)
 
         # Pools come up after the operator, so a new node's MIG manager finds its config; a pool
         # that changes its layout in place is relabelled only after its nodes were
@@ -79,7 +85,9 @@ class MigInference(pulumi.ComponentResource):
         operator: GpuOperator | None = None
         if operator_needed(plan):
             operator = GpuOperator(
-                "gpu-operator", GpuOperatorArgs(stack=args), in_cluster(*joined.created)
+                children.name("gpu-operator"),
+                GpuOperatorArgs(stack=args),
+                in_cluster(*joined.created),
             )
             for pool in plan.pools:
                 if pool.operator_managed:
@@ -87,21 +95,25 @@ class MigInference(pulumi.ComponentResource):
             for target in repartition_targets(plan):
                 pool_after[target.pool].append(
                     InPlaceRepartition(
-                        f"repartition-{target.pool}",
+                        children.name(f"repartition-{target.pool}"),
                         InPlaceRepartitionArgs(stack=args, pool=target.pool),
                         in_cluster(operator),
                     )
                 )
-        pools = gpu_pools(args, plan, joined, self, kubernetes, pool_after)
-        cluster_autoscaler(plan, joined, self, kubernetes, pools)
+        pools = gpu_pools(args, plan, joined, children, kubernetes, pool_after)
+        cluster_autoscaler(plan, joined, children, kubernetes, pools)
 
         ready: list[pulumi.Resource] = [*pools, *([operator] if operator else [])]
         if operator is not None and operator_spec.gate and gate_targets(plan):
-            ready = [MigReadyGate("mig-ready", MigReadyGateArgs(stack=args), in_cluster(*ready))]
+            ready = [
+                MigReadyGate(
+                    children.name("mig-ready"), MigReadyGateArgs(stack=args), in_cluster(*ready)
+                )
+            ]
 
         namespaces = {
             namespace: k8s.core.v1.Namespace(
-                f"ns-{namespace}",
+                children.name(f"ns-{namespace}"),
                 metadata=k8s.meta.v1.ObjectMetaArgs(
                     name=namespace, labels=RESTRICTED_NAMESPACE_LABELS
                 ),
@@ -111,18 +123,18 @@ class MigInference(pulumi.ComponentResource):
         }
         if plan.spec.monitoring.prometheus_operator:
             Monitoring(
-                "monitoring",
+                children.name("monitoring"),
                 MonitoringArgs(stack=args),
                 in_cluster(*ready, *namespaces.values()),
             )
         keda = (
-            [Keda("keda", KedaArgs(), in_cluster())]
+            [Keda(children.name("keda"), KedaArgs(), in_cluster())]
             if any(s.spec.queue_autoscaling for s in plan.services)
             else []
         )
         endpoints = {
             service.name: InferenceService(
-                service.name,
+                children.name(service.name),
                 InferenceServiceArgs(stack=args, service=service.name),
                 in_cluster(*ready, *keda, namespaces[service.spec.namespace]),
             ).endpoint

@@ -365,14 +365,15 @@ def stack_values_of(args: Stack) -> dict[str, Any]:
     if isinstance(cluster, dict):
         plain["cluster"] = {
             key: CLUSTER_REFERENCES[key]
-            if key in CLUSTER_REFERENCES and _is_output(value)
+            if key in CLUSTER_REFERENCES and is_output(value)
             else value
             for key, value in cluster.items()
         }
     return _whole_numbers(_convert(plain, Stack, to_stack=True))  # type: ignore[no-any-return]
 
 
-def _is_output(value: Any) -> bool:
+def is_output(value: Any) -> bool:
+    """An Output or an awaitable: a value known only once other resources exist."""
     return isinstance(value, pulumi.Output) or hasattr(value, "__await__")
 
 

@@ -103,6 +103,8 @@ class Options:
     ignore_changes: tuple[str, ...] = ()
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False
+    aliases_to_stack_root: int = 0
+    """Aliases naming the stack itself as the resource's earlier parent."""
 
 
 @dataclass
@@ -275,6 +277,14 @@ def run_program(
                 ignore_changes=tuple(opts.ignore_changes or ()) if opts else (),
                 replace_on_changes=tuple(opts.replace_on_changes or ()) if opts else (),
                 delete_before_replace=bool(opts and opts.delete_before_replace),
+                aliases_to_stack_root=len(
+                    [
+                        alias
+                        for alias in ((opts.aliases or []) if opts else [])
+                        if isinstance(alias, pulumi.Alias)
+                        and alias.parent is pulumi.ROOT_STACK_RESOURCE
+                    ]
+                ),
             )
             return None
 

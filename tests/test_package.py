@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from mig_inference.spec.pools import POOL_KEYS
 from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
 from mig_inference.stackfile import stack_path
-from tests.mocked import stack_rendering
+from tests.mocked import render_config, stack_rendering
 
 INDEX = f"{PACKAGE}:index:"
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,12 +177,20 @@ def stack_inputs(stack: str) -> dict[str, Any]:
     }
 
 
-def construct(tmp_path: Path, name: str, component: str, inputs: dict[str, Any]) -> Rendering:
+def construct(
+    tmp_path: Path,
+    name: str,
+    component: str,
+    inputs: dict[str, Any] | Callable[[], dict[str, Any]],
+) -> Rendering:
+    """Construct `component` through the package's provider under mocks; `inputs` may be made
+    inside the program (Outputs need its event loop)."""
     empty = tmp_path / "Pulumi.test.yaml"
     empty.write_text("config: {}\n")
 
     def program() -> None:
-        provider().construct(name, INDEX + component, inputs, pulumi.ResourceOptions())
+        given = inputs() if callable(inputs) else inputs
+        provider().construct(name, INDEX + component, given, pulumi.ResourceOptions())
 
     rendering = run_program("test", empty, program=program)
     assert rendering.error is None, rendering.error
@@ -199,13 +208,20 @@ STACKS = sorted(p.name.split(".")[1] for p in Path("stacks").glob("Pulumi.*.yaml
 def test_mig_inference_constructed_from_dict_inputs_creates_what_the_program_does(
     tmp_path: Path, stack: str
 ) -> None:
-    through_provider = construct(tmp_path, "mig-inference", "MigInference", stack_inputs(stack))
-    program = stack_rendering(stack)
-    assert set(created(through_provider)) == set(created(program))
-    # Secret values differ (the stack files hold ciphertext); everything else is identical.
-    for key, inputs in created(program).items():
-        if key[0] != "kubernetes:core/v1:Secret":
-            assert created(through_provider)[key] == inputs, key
+    through_provider = created(construct(tmp_path, "gpus", "MigInference", stack_inputs(stack)))
+    # Every resource of the component is named after it (`gpus-`): two instances never collide.
+    program = {(kind, f"gpus-{name}"): inputs for (kind, name), inputs in created(
+        stack_rendering(stack)).items()}  # fmt: skip
+    assert set(through_provider) == set(program)
+    for key, inputs in program.items():
+        if key[0] == "kubernetes:core/v1:Secret":
+            # The stack files hold ciphertext, the test plain values; both stay secret.
+            assert set(through_provider[key]["stringData"]) == set(inputs["stringData"])
+        else:
+            # Besides names, only what derives from them differs: the mocks' ids of the
+            # component's resources and the IAM roles' descriptions.
+            unprefixed = json.loads(json.dumps(through_provider[key]).replace("gpus-", ""))
+            assert unprefixed == inputs, key
 
 
 def pool_inputs(stack: str) -> tuple[dict[str, Any], str]:
@@ -353,3 +369,89 @@ def test_a_created_cluster_needs_a_plain_name(tmp_path: Path) -> None:
     assert rendering.error is not None
     assert rendering.error.startswith("mig-inference:cluster.name: must be a plain string")
     assert not rendering.resources
+
+
+def test_only_the_stack_program_aliases_its_children_to_their_top_level_place(
+    tmp_path: Path,
+) -> None:
+    """The program's children keep 0.1's names and, through an alias each, its resources; a
+    MigInference in another program claims no top-level resource of that program."""
+    program = stack_rendering("gke-h100")
+    direct = [o for o in program.options.values() if o.parent_type == INDEX + "MigInference"]
+    assert direct and all(o.aliases_to_stack_root == 1 for o in direct)
+    nested = [o for o in program.options.values() if o.parent_type != INDEX + "MigInference"]
+    assert all(o.aliases_to_stack_root == 0 for o in nested)
+    elsewhere = construct(tmp_path, "gpus", "MigInference", stack_inputs("gke-h100"))
+    assert all(o.aliases_to_stack_root == 0 for o in elsewhere.options.values())
+
+
+def test_two_instances_in_one_program_do_not_collide(tmp_path: Path) -> None:
+    empty = tmp_path / "Pulumi.test.yaml"
+    empty.write_text("config: {}\n")
+
+    def program() -> None:
+        MigInference("blue", eks_stack("cluster-blue"))
+        MigInference("green", eks_stack("cluster-green"))
+
+    rendering = run_program("test", empty, program=program)
+    assert rendering.error is None, rendering.error
+    names = [(r.type, r.name) for r in rendering.resources]
+    assert len(names) == len(set(names))
+    groups = rendering.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert sorted(g.inputs["clusterName"] for g in groups) == ["cluster-blue", "cluster-green"]
+
+
+def test_outputs_where_the_planner_needs_values_are_named(tmp_path: Path) -> None:
+    inputs = stack_inputs("gke-h100")
+    errors: list[str] = []
+
+    def program() -> None:
+        inputs["pools"][0]["mig"] = pulumi.Output.from_input("all-balanced")
+        try:
+            provider().construct("m", INDEX + "MigInference", inputs, pulumi.ResourceOptions())
+        except ComponentInitError as error:
+            errors.append(str(error))
+        try:
+            MigInference("n", {**eks_stack("c"), "secrets": pulumi.Output.secret({"hf": "x"})})  # type: ignore[typeddict-item]
+        except pulumi.RunError as error:
+            errors.append(str(error))
+
+    empty = tmp_path / "Pulumi.test.yaml"
+    empty.write_text("config: {}\n")
+    rendering = run_program("test", empty, program=program)
+    assert len(errors) == 2, errors
+    assert "mig-inference:pools[0].mig: is an Output of another resource" in errors[0]
+    assert errors[1].startswith("mig-inference:secrets: must be a map of secret names to values")
+    assert not rendering.resources
+
+
+def test_outputs_in_nested_inputs_reach_the_resources_through_the_provider(tmp_path: Path) -> None:
+    def inputs() -> dict[str, Any]:
+        given = stack_inputs("eks-p4d")
+        given["cluster"]["name"] = pulumi.Output.from_input("made-elsewhere")
+        given["secrets"] = {k: pulumi.Output.secret(v) for k, v in given["secrets"].items()}
+        return given
+
+    rendering = construct(tmp_path, "gpus", "MigInference", inputs)
+    groups = rendering.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert groups and {g.inputs["clusterName"] for g in groups} == {"made-elsewhere"}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_typed_args_round_trip_to_the_stack_file(stack: str) -> None:
+    """The program's stack values, through typed args and back: nothing lost or renamed (and
+    the plan the program checked first is the one the component reuses)."""
+    from components.stack_args import stack_args, stack_values_of
+
+    values = {k: v for k, v in stack_inputs(stack).items() if k in TOP_KEYS}
+    assert stack_values_of(stack_args(values)) == values
+
+
+def test_stack_file_keys_are_not_read_as_python_field_names(tmp_path: Path) -> None:
+    """`machine_type` in a stack file is an unknown key there, as `mig-inference plan` says."""
+    config = yaml.safe_load(stack_path("gke-h100").read_text())["config"]
+    values = {k.split(":", 1)[1]: v for k, v in config.items() if k.split(":", 1)[1] in TOP_KEYS}
+    values["pools"][0]["machine_type"] = values["pools"][0].pop("machineType")
+    rendering = render_config(tmp_path, values, hfToken="hf")
+    assert rendering.error is not None and "pools[0]" in rendering.error
+    assert "machine_type" in rendering.error and not rendering.resources
