@@ -45,6 +45,8 @@ class MigInference(pulumi.ComponentResource):
     """Per pool: GPU, GPUs per node, node bounds, layout and the MIG devices it offers."""
     services: pulumi.Output[dict[str, Any]]
     """Per service: pool, profile, MIG resource, replicas and in-cluster endpoint."""
+    endpoints: pulumi.Output[dict[str, str]]
+    """Per service: its in-cluster URL."""
 
     def __init__(
         self,
@@ -170,8 +172,12 @@ class MigInference(pulumi.ComponentResource):
                 for service in plan.services
             }
         )
+        self.endpoints = (
+            pulumi.Output.all(**endpoints) if endpoints else pulumi.Output.from_input({})
+        )
         self.register_outputs(
             {
+                "endpoints": self.endpoints,
                 "kubeconfig": self.kubeconfig,
                 "plan": self.plan,
                 "pools": self.pools,

@@ -376,14 +376,21 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command() -> str:
+    """How the user ran it: the installed `mig-inference` command, or `python -m mig` in a
+    clone."""
+    return "mig-inference" if sys.argv[0].rsplit("/", 1)[-1] == "mig-inference" else "python -m mig"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, not a usage dump
-        verb = self.prog.removeprefix("python -m mig").strip()
-        self.exit(2, f"error: {message} (see `python -m mig {verb + ' ' if verb else ''}--help`)\n")
+        command = _command()
+        verb = self.prog.removeprefix(command).strip()
+        self.exit(2, f"error: {message} (see `{command} {verb + ' ' if verb else ''}--help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m mig", description="MIG planning for inference fleets.")
+    parser = _Parser(prog=_command(), description="MIG planning for inference fleets.")
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
 
     def verb(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:

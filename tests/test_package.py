@@ -190,7 +190,10 @@ def construct(
 
     def program() -> None:
         given = inputs() if callable(inputs) else inputs
-        provider().construct(name, INDEX + component, given, pulumi.ResourceOptions())
+        result = provider().construct(name, INDEX + component, given, pulumi.ResourceOptions())
+        # The state the provider returns holds every output the schema declares.
+        declared = schema()["resources"][INDEX + component].get("properties", {})
+        assert set(result.state) == set(declared), component
 
     rendering = run_program("test", empty, program=program)
     assert rendering.error is None, rendering.error

@@ -95,6 +95,9 @@ def test_command_line_plans_and_renders_from_the_wheel(fresh_venv: Path, tmp_pat
     assert plan.returncode == 0, plan.stderr
     assert "16 x nvidia.com/mig-3g.40gb on h100-mig" in plan.stdout
 
+    usage = run(fresh_venv, tmp_path, "mig-inference", "plan", "--nope")
+    assert usage.returncode == 2 and "`mig-inference plan --help`" in usage.stderr
+
     rendered = run(fresh_venv, tmp_path, "python", "-m", "mig_inference", "render", "--stack",
                    "gke-h100", "--out", str(tmp_path / "out"))  # fmt: skip
     assert rendered.returncode == 0, rendered.stderr
