@@ -5,8 +5,13 @@ Phrased over the valid layouts of one GPU (a few dozen), the problem is a small 
     x[L]    GPUs that use layout L           (integer)
     y[w,p]  replicas of workload w on slices of profile p   (integer)
 
-    sum_p y[w,p] = replicas[w]                      every replica placed once
+    sum_p y[w,p] = replicas[w]                      every replica placed once, or
+    sum_p thr[w,p] * y[w,p] >= demand[w]            a demand met (requests/s per slice)
     sum_w y[w,p] <= sum_L count(L,p) * x[L]         no profile over-subscribed
+
+A demand-driven workload states requests per second and the throughput one replica reaches on
+each profile; the same program chooses how many replicas of which profiles serve it, together
+with the layouts of every GPU: one optimisation, not a choice per workload followed by a packing.
 
 HiGHS solves it lexicographically: (1) fewest GPUs, proven optimal; (2) among those, fewest
 distinct layouts (fewer mig-parted configs); (3) then the least memory handed out beyond what
@@ -50,10 +55,24 @@ class Workload:
     """Memory need of one replica; any profile whose usable memory holds it may serve."""
     exact: bool = False
     """With `profile`: only that profile, never a larger one."""
+    requests_per_second: float | None = None
+    """Demand to meet instead of a replica count (`replicas` is then 0)."""
+    throughput: tuple[tuple[str, float], ...] = ()
+    """Requests per second one replica serves on each profile it may use (demand-driven)."""
+
+    @property
+    def demand_driven(self) -> bool:
+        return self.requests_per_second is not None
+
+    def throughput_on(self, profile: str) -> float:
+        return dict(self.throughput).get(profile, 0.0)
 
     def __post_init__(self) -> None:
         if not self.name:
             raise MigError("a workload needs a name")
+        if self.demand_driven:
+            self._check_demand()
+            return
         if isinstance(self.replicas, bool) or not isinstance(self.replicas, int):
             raise MigError(
                 f"replicas must be a whole number > 0, got {self.replicas!r}", "replicas"
@@ -64,10 +83,46 @@ class Workload:
             raise MigError("give exactly one of profile or memory_gib", "profile")
         if self.memory_mib is not None and not self.memory_mib > 0:
             raise MigError(f"memory must be > 0, got {self.memory_mib!r}", "memory_gib")
+        if self.throughput:
+            raise MigError("throughput only applies with requests_per_second", "throughput")
+
+    def _check_demand(self) -> None:
+        demand = self.requests_per_second
+        if isinstance(demand, bool) or not isinstance(demand, int | float) or not demand > 0:
+            raise MigError(f"must be a number > 0, got {demand!r}", "requests_per_second")
+        if self.replicas:
+            raise MigError(
+                "give replicas or requests_per_second, not both: the planner chooses the replicas "
+                "that meet a demand",
+                "replicas",
+            )
+        if self.profile is not None or self.memory_mib is not None:
+            raise MigError(
+                "a demand-driven workload runs on the profiles of its throughput table; give no "
+                "profile or memory_gib",
+                "profile" if self.profile is not None else "memory_gib",
+            )
+        serving = [(name, rate) for name, rate in self.throughput if rate > 0]
+        if not serving:
+            raise MigError(
+                "no profile serves this workload within its latency target: the throughput table "
+                "is empty (or every rate is 0)",
+                "throughput",
+            )
 
 
 def allowed_profiles(gpu: GpuModel, workload: Workload) -> list[Profile]:
     """Profiles that may serve one replica of `workload`, smallest first."""
+    if workload.demand_driven:
+        serving = []
+        for name, rate in workload.throughput:
+            try:
+                profile = gpu.profile(name)
+            except MigError as error:
+                raise MigError(error.message, f"throughput.{name}") from None
+            if rate > 0:
+                serving.append(profile)
+        return sorted(serving, key=lambda p: (p.memory_mib, p.memory, p.compute))
     plain = [p for p in gpu.profiles if not p.media_extensions]
     if workload.profile is not None:
         try:
@@ -95,6 +150,8 @@ def allowed_profiles(gpu: GpuModel, workload: Workload) -> list[Profile]:
 def _need_mib(workload: Workload, gpu: GpuModel) -> float:
     if workload.memory_mib is not None:
         return workload.memory_mib
+    if workload.demand_driven:
+        return float(min(allowed_profiles(gpu, workload), key=lambda p: p.memory_mib).memory_mib)
     assert workload.profile is not None
     return float(gpu.profile(workload.profile).memory_mib)
 
@@ -119,6 +176,18 @@ class Assignment:
     start: int
 
 
+@dataclass(frozen=True)
+class DemandMet:
+    """How a plan serves one demand-driven workload."""
+
+    workload: str
+    requests_per_second: float
+    served: float
+    """Summed throughput of its replicas (requests per second)."""
+    replicas: dict[str, int]
+    """Replicas per profile: one Deployment each, behind one Service."""
+
+
 @dataclass
 class PackPlan:
     """The packing of a fleet onto GPUs of one model."""
@@ -136,6 +205,22 @@ class PackPlan:
     refined_optimal: bool = False
     """The fewest distinct layouts (then least memory beyond need) among minimal plans was
     proven within the time budget."""
+    workloads: Sequence[Workload] = ()
+    """The fleet packed."""
+
+    def demand_met(self) -> list[DemandMet]:
+        """Per demand-driven workload: its replicas per profile and the throughput they serve."""
+        met = []
+        for workload in self.workloads:
+            if not workload.demand_driven:
+                continue
+            replicas = Counter(a.profile for a in self.assignments if a.workload == workload.name)
+            served = sum(workload.throughput_on(name) * n for name, n in replicas.items())
+            met.append(
+                DemandMet(workload.name, float(workload.requests_per_second or 0), served,
+                          dict(sorted(replicas.items())))
+            )  # fmt: skip
+        return met
 
     @property
     def gpu_count(self) -> int:
@@ -221,6 +306,9 @@ def _build(problem: _Problem) -> _Model:
     x = {layout: milp.variable(cost=1.0) for layout in problem.layouts}
     y: dict[tuple[int, str], int] = {}
     for w, workload in enumerate(workloads):
+        if workload.demand_driven:
+            _demand(milp, y, w, workload, allowed[w])
+            continue
         for profile in allowed[w]:
             y[(w, profile.name)] = milp.variable(upper=workload.replicas)
         milp.constrain(
@@ -246,6 +334,36 @@ def _build(problem: _Problem) -> _Model:
     return _Model(milp, x, y)
 
 
+def _demand(
+    milp: Milp,
+    y: dict[tuple[int, str], int],
+    w: int,
+    workload: Workload,
+    allowed: Sequence[Profile],
+) -> None:
+    """Replicas of any mix of `allowed` profiles whose summed throughput meets the demand (a
+    Deployment per profile, so no single-profile rule)."""
+    demand = float(workload.requests_per_second or 0.0)
+    for profile in allowed:
+        rate = workload.throughput_on(profile.name)
+        y[(w, profile.name)] = milp.variable(upper=math.ceil(demand / rate))
+    milp.constrain({y[(w, p.name)]: workload.throughput_on(p.name) for p in allowed}, lower=demand)
+
+
+def replicas_lower_bound(workload: Workload, allowed: Sequence[Profile], per: str) -> float:
+    """The fewest memory (`per="memory"`) or compute slices the workload's replicas take, as a
+    fraction: fixed replicas on their smallest profile, or the demand at the best rate per
+    slice."""
+
+    def size(p: Profile) -> int:
+        return p.memory if per == "memory" else p.compute
+
+    if not workload.demand_driven:
+        return float(workload.replicas * min(size(p) for p in allowed))
+    demand = float(workload.requests_per_second or 0.0)
+    return min(demand / workload.throughput_on(p.name) * size(p) for p in allowed)
+
+
 def _min_gpus(problem: _Problem) -> tuple[int, bool, list[float], _Model]:
     model = problem.model()
     solution = model.milp.solve(integral_objective=True, time_limit=SOLVER_SECONDS)
@@ -259,12 +377,14 @@ def _lower_bound(problem: _Problem) -> int:
     gpu, workloads, allowed = problem.gpu, problem.workloads, problem.allowed
     relaxed = problem.model().milp.solve(relax=True)
     slots = sum(
-        w.replicas * min(p.memory for p in a) for w, a in zip(workloads, allowed, strict=True)
+        replicas_lower_bound(w, a, "memory") for w, a in zip(workloads, allowed, strict=True)
     )
     compute = sum(
-        w.replicas * min(p.compute for p in a) for w, a in zip(workloads, allowed, strict=True)
+        replicas_lower_bound(w, a, "compute") for w, a in zip(workloads, allowed, strict=True)
     )
-    counting = max(math.ceil(slots / gpu.memory_slices), math.ceil(compute / gpu.compute_slices))
+    counting = max(
+        math.ceil(slots / gpu.memory_slices - 1e-9), math.ceil(compute / gpu.compute_slices - 1e-9)
+    )
     return max(counting, math.ceil(relaxed.objective - 1e-6))
 
 
@@ -383,6 +503,12 @@ def pack(
         raise MigError(f"gpus per node must be > 0, got {gpus_per_node}")
     if uniform_nodes and not gpus_per_node:
         raise MigError("uniform nodes need gpus per node")
+    demand_driven = [w.name for w in workloads if w.demand_driven]
+    if demand_driven and uniform_nodes:
+        raise MigError(
+            f"demand-driven workloads ({', '.join(demand_driven)}) are planned without uniform "
+            "nodes so far; pack them freely, or give replicas per profile"
+        )
     check_unique_names(workloads)
     allowed = []
     for index, workload in enumerate(workloads):
@@ -411,8 +537,10 @@ def pack(
         gpus_per_node=gpus_per_node,
         uniform_nodes=uniform_nodes,
         refined_optimal=refined_optimal,
+        workloads=tuple(workloads),
     )
-    if baselines:
+    if baselines and not demand_driven:
+        # The baselines serve replica counts; a demand has none until the plan chose them.
         plan.baselines = compute_baselines(problem)
     plan.seconds = time.perf_counter() - started
     return plan

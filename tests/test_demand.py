@@ -1,0 +1,142 @@
+"""Planning from demand: replicas of whichever profiles meet each workload's requests per
+second, chosen together with every GPU's layout."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from mig_inference.catalog import GpuModel, resolve_gpu
+from mig_inference.errors import MigError
+from mig_inference.layout import maximal_layouts, valid_layouts
+from mig_inference.packing import Workload, pack
+from mig_inference.throughput import parvagpu_scenarios
+
+H100 = resolve_gpu("h100")
+
+
+def demand(name: str, rate: float, **table: float) -> Workload:
+    """A demand-driven workload; profile names are given with `_` for `.` (1g_10gb)."""
+    return Workload(
+        name,
+        0,
+        requests_per_second=rate,
+        throughput=tuple((p.replace("_", "."), r) for p, r in table.items()),
+    )
+
+
+def feasible(capacity: dict[str, int], fleet: list[Workload]) -> bool:
+    """Whether slices `capacity` can serve every demand: every split for the first workload,
+    the rest of the capacity at full rate for the second (exact for fleets of two)."""
+    first, *rest = fleet
+    names = sorted(capacity)
+    for counts in itertools.product(*(range(capacity[n] + 1) for n in names)):
+        served = sum(first.throughput_on(n) * c for n, c in zip(names, counts, strict=True))
+        if served + 1e-9 < float(first.requests_per_second or 0):
+            continue
+        left = {n: capacity[n] - c for n, c in zip(names, counts, strict=True)}
+        if all(
+            sum(w.throughput_on(n) * left[n] for n in names) + 1e-9
+            >= float(w.requests_per_second or 0)
+            for w in rest
+        ):
+            return True
+    return False
+
+
+def brute_force_gpus(gpu: GpuModel, fleet: list[Workload], most: int = 4) -> int:
+    profiles = sorted({name for w in fleet for name, _ in w.throughput})
+    layouts = maximal_layouts(valid_layouts(gpu, tuple(profiles)))
+    for n in range(1, most + 1):
+        for chosen in itertools.combinations_with_replacement(layouts, n):
+            capacity = dict.fromkeys(profiles, 0)
+            for layout in chosen:
+                for name, count in layout.as_dict().items():
+                    capacity[name] += count
+            if feasible(capacity, fleet):
+                return n
+    raise AssertionError("more GPUs than the brute force tries")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fewest_gpus_match_brute_force_and_every_demand_is_met(seed: int) -> None:
+    rng = random.Random(seed)
+    fleet = [
+        demand(f"m{i}", rng.choice([30, 55, 90, 140, 200]),
+               **{"1g_10gb": rng.choice([10, 18, 25]), "3g_40gb": rng.choice([35, 50, 70])})
+        for i in range(2)
+    ]  # fmt: skip
+    plan = pack(H100, fleet)
+    assert plan.optimal
+    assert plan.gpu_count == brute_force_gpus(H100, fleet)
+    for met in plan.demand_met():
+        assert met.served + 1e-9 >= met.requests_per_second
+        assert sum(met.replicas.values()) == sum(
+            1 for a in plan.assignments if a.workload == met.workload
+        )
+
+
+def test_a_slice_that_is_nearly_as_fast_wins_over_a_bigger_one() -> None:
+    """At small batch a 1g slice is almost as fast as 3g: seven 1g slices serve far more."""
+    plan = pack(H100, [demand("chat", 150, **{"1g_10gb": 22, "3g_40gb": 30})])
+    [met] = plan.demand_met()
+    assert plan.gpu_count == 1 and met.replicas == {"1g.10gb": 7} and met.served == 154
+
+
+def test_one_service_may_mix_profiles() -> None:
+    """On one H100, `a` could take two 2g slices or a 2g and two 1g (3g + 2g + 1g + 1g is a
+    valid layout); the mix hands out less memory beyond the smallest slice that serves it."""
+    plan = pack(H100, [demand("a", 70, **{"1g_10gb": 15, "2g_20gb": 40}),
+                       demand("b", 60, **{"3g_40gb": 60})])  # fmt: skip
+    assert plan.gpu_count == 1
+    met = {m.workload: m for m in plan.demand_met()}
+    assert met["a"].replicas == {"1g.10gb": 2, "2g.20gb": 1} and met["a"].served == 70
+    assert met["b"].replicas == {"3g.40gb": 1}
+
+
+@pytest.mark.parametrize(
+    ("workload", "key", "message"),
+    [
+        (lambda: demand("x", 10), "throughput", "no profile serves this workload"),
+        (lambda: demand("x", 10, **{"1g_10gb": 0.0}), "throughput", "no profile serves"),
+        (lambda: Workload("x", 2, requests_per_second=5, throughput=(("1g.10gb", 3.0),)),
+         "replicas", "give replicas or requests_per_second"),
+        (lambda: Workload("x", 0, requests_per_second=-1, throughput=(("1g.10gb", 3.0),)),
+         "requests_per_second", "must be a number > 0"),
+        (lambda: Workload("x", 0, profile="1g.10gb", requests_per_second=5,
+                          throughput=(("1g.10gb", 3.0),)), "profile", "runs on the profiles"),
+        (lambda: Workload("x", 2, profile="1g.10gb", throughput=(("1g.10gb", 3.0),)),
+         "throughput", "only applies with requests_per_second"),
+    ],
+)  # fmt: skip
+def test_bad_demands_are_refused_naming_the_key(workload, key: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(MigError) as raised:
+        workload()
+    assert raised.value.path == key and message in raised.value.message
+
+
+def test_a_profile_the_gpu_lacks_is_named() -> None:
+    with pytest.raises(MigError) as raised:
+        pack(H100, [demand("x", 10, **{"3g_20gb": 5.0})])
+    assert raised.value.path == "workloads[0] (x).throughput.3g.20gb"
+
+
+def test_demand_with_uniform_nodes_is_refused_for_now() -> None:
+    with pytest.raises(MigError, match="without uniform nodes"):
+        pack(H100, [demand("x", 10, **{"1g_10gb": 5.0})], gpus_per_node=8, uniform_nodes=True)
+
+
+@pytest.mark.parametrize("sharing", ["single", "mps"])
+def test_parvagpu_scenarios_are_met_proven_and_near_the_papers_counts(sharing: str) -> None:
+    """ParvaGPU (SC'24) deploys its six SLO scenarios on 2, 3, 5, 7, 13 and 16 A100s, with MPS.
+    With the same throughput the planner proves its counts optimal and needs at most as many;
+    one engine per slice (no MPS) needs at most one GPU more."""
+    gpu = resolve_gpu("A100-80GB")
+    for scenario in parvagpu_scenarios(sharing):
+        plan = pack(gpu, scenario.workloads)
+        assert plan.optimal, scenario.name
+        assert all(m.served + 1e-9 >= m.requests_per_second for m in plan.demand_met())
+        assert scenario.published_gpus is not None
+        assert plan.gpu_count <= scenario.published_gpus + (0 if sharing == "mps" else 1)
