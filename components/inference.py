@@ -67,7 +67,15 @@ class InferenceService(pulumi.ComponentResource):
         scraped = spec.engine in SCRAPED_ENGINES
         autoscaled = spec.queue_autoscaling is not None or spec.hpa_max_replicas is not None
         namespace = spec.namespace
-        selector = {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/instance": plan.name}
+        # A service sized by demand runs one Deployment per profile (name: the part), all
+        # labelled with the service (instance) that the one Service selects.
+        selector = {
+            "app.kubernetes.io/name": plan.name,
+            "app.kubernetes.io/instance": plan.service_name,
+        }
+        service_selector = (
+            {"app.kubernetes.io/instance": plan.service_name} if plan.group else selector
+        )
         labels = {
             **selector,
             "app.kubernetes.io/component": "inference",
@@ -242,20 +250,21 @@ class InferenceService(pulumi.ComponentResource):
                 ),
             ),
         )
-        service = k8s.core.v1.Service(
-            f"{name}-service",
-            metadata=meta(plan.name),
-            spec=k8s.core.v1.ServiceSpecArgs(
-                type="ClusterIP",
-                selector=selector,
-                ports=[
-                    k8s.core.v1.ServicePortArgs(
-                        name="http", port=spec.port, target_port="http", protocol="TCP"
-                    )
-                ],
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        if plan.leads_group:
+            k8s.core.v1.Service(
+                f"{name}-service",
+                metadata=meta(plan.service_name),
+                spec=k8s.core.v1.ServiceSpecArgs(
+                    type="ClusterIP",
+                    selector=service_selector,
+                    ports=[
+                        k8s.core.v1.ServicePortArgs(
+                            name="http", port=spec.port, target_port="http", protocol="TCP"
+                        )
+                    ],
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb",
             metadata=meta(plan.name),
@@ -361,8 +370,6 @@ class InferenceService(pulumi.ComponentResource):
                 ),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
             )
-        self.endpoint = pulumi.Output.concat(
-            "http://", service.metadata.name, ".", namespace, ".svc.cluster.local:", str(spec.port)
-        )
+        self.endpoint = pulumi.Output.from_input(plan.endpoint)
         self.deployment_name = deployment.metadata.name
         self.register_outputs({"endpoint": self.endpoint, "deployment_name": self.deployment_name})

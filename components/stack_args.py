@@ -201,6 +201,21 @@ class QueueAutoscaling(TypedDict):
     """Running plus waiting requests one replica takes before another is added."""
 
 
+class ThroughputPoint(TypedDict):
+    """What one replica serves on one profile."""
+
+    profile: str
+    """MIG profile, e.g. 1g.10gb."""
+    requests_per_second: float
+    """Requests per second one replica serves there."""
+    batch: NotRequired[int]
+    """Batch size of the measurement."""
+    latency_ms: NotRequired[float]
+    """Latency at that rate; points slower than the service's latencyMs are left out."""
+    measured: NotRequired[bool]
+    """Measured for this model (true) or assumed (false, the default)."""
+
+
 class Service(TypedDict):
     """An inference service on MIG slices (or shared or whole GPUs)."""
 
@@ -266,6 +281,15 @@ class Service(TypedDict):
     """Health endpoint path."""
     queue_autoscaling: NotRequired[QueueAutoscaling]
     """Replicas that follow the engine's load (needs monitoring.prometheusUrl)."""
+    requests_per_second: NotRequired[float]
+    """Demand to serve instead of a replica count: the planner chooses replicas per profile
+    (one Deployment each, behind one Service)."""
+    latency_ms: NotRequired[float]
+    """Latency target for the demand: throughput points slower than it are left out."""
+    throughput: NotRequired[list[ThroughputPoint]]
+    """Requests per second one replica serves per profile (with requestsPerSecond)."""
+    throughput_file: NotRequired[str]
+    """A YAML file holding `throughput:` instead (e.g. from a profiling run)."""
 
 
 class Stack(TypedDict):

@@ -239,6 +239,13 @@ def _pack(args: argparse.Namespace) -> int:
     from mig_inference.packing import pack
     from mig_inference.report import pack_json, pack_text
 
+    if args.gpu is None:
+        return _pack_cheapest(args)
+    for flag, given in (("--spot", args.spot), ("--prices", args.prices is not None)):
+        if given:
+            raise MigError(
+                "prices compare machine types: use it with --machines or --cloud, not --gpu", flag
+            )
     gpu = _mig_gpu(args.gpu)
     fleet = load_fleet(args.file)
     plan = pack(gpu, fleet, gpus_per_node=args.gpus_per_node, uniform_nodes=args.uniform_nodes)
@@ -246,6 +253,51 @@ def _pack(args: argparse.Namespace) -> int:
         _print_json(pack_json(plan))
     else:
         print(pack_text(plan))
+    return 0
+
+
+def _pack_cheapest(args: argparse.Namespace) -> int:
+    """`pack --machines/--cloud`: the cheapest machine type on whole nodes."""
+    from mig_inference.cost import cheapest_machine, cost_json, cost_text
+    from mig_inference.prices import load_prices
+
+    if args.gpus_per_node is not None:
+        raise MigError(
+            "a machine type fixes the GPUs per node: drop it with --machines or --cloud",
+            "--gpus-per-node",
+            value=args.gpus_per_node,
+        )
+    machines = [m.strip() for m in (args.machines or "").split(",") if m.strip()]
+    if args.machines is not None and not machines:
+        raise MigError("name at least one machine type", "--machines", value=args.machines)
+    prices = load_prices(args.prices)
+    fleet = load_fleet(args.file)
+    result = cheapest_machine(
+        fleet,
+        prices,
+        machines=machines,
+        cloud=args.cloud,
+        spot=args.spot,
+        uniform_nodes=args.uniform_nodes,
+    )
+    error = None
+    if result.choice is None:
+        error = MigError(
+            "no candidate machine holds the fleet (each one's reason is in its "
+            f"{'`infeasible_reason`' if args.json else 'row'})",
+            "--machines" if args.machines is not None else "--cloud",
+            value=[c.machine for c in result.candidates],
+        )
+    if args.json:
+        payload = cost_json(result)
+        if error is not None:
+            payload.update(errors=[error.as_json()], warnings=[])
+        _print_json(payload)
+    else:
+        print(cost_text(result, f"{_command()} pack {args.file}"))
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -429,10 +481,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = verb("pack", _pack, "fewest GPUs whose MIG layouts hold a fleet of workloads")
     sub.add_argument("file", help="YAML: workloads: [{name, replicas, profile | memory_gib}]")
-    sub.add_argument("--gpu", required=True)
+    onto = sub.add_mutually_exclusive_group(required=True)
+    onto.add_argument("--gpu", help="pack onto GPUs of this model")
+    onto.add_argument(
+        "--machines",
+        help="comma-separated machine types: pack onto whole nodes of each, pick the cheapest",
+    )
+    onto.add_argument(
+        "--cloud",
+        choices=("gke", "eks", "oke"),
+        help="compare every priced machine type of this cloud, pick the cheapest",
+    )
     sub.add_argument("--gpus-per-node", type=int, help="group GPUs into nodes of this size")
     sub.add_argument(
         "--uniform-nodes", action="store_true", help="every node identical (one node-pool label)"
+    )
+    sub.add_argument(
+        "--spot", action="store_true", help="with --machines/--cloud: compare spot prices"
+    )
+    sub.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="with --machines/--cloud: YAML prices replacing or adding to the shipped table",
     )
 
     def stack_args(sub: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from mig_inference.clouds import Cloud
 from mig_inference.layout import place, slot_bar
 from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
+from mig_inference.plan.demand import demand_served
 from mig_inference.spec import Rollout, SharingStrategy
 
 
@@ -59,8 +60,29 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
                 "max_model_len": s.sizing.max_model_len,
                 "max_num_seqs": s.sizing.max_num_seqs,
                 "endpoint": s.endpoint,
+                "group": s.group,
             }
             for s in plan.services
+        ],
+        "demand": [
+            {
+                "service": d.service,
+                "requests_per_second": d.requests_per_second,
+                "latency_ms": d.latency_ms,
+                "served": d.served,
+                "throughput_source": d.source,
+                "deployments": [
+                    {
+                        "name": part.name,
+                        "profile": part.profile,
+                        "replicas": part.replicas,
+                        "requests_per_second_each": part.requests_per_second,
+                        "measured": part.measured,
+                    }
+                    for part in d.parts
+                ],
+            }
+            for d in demand_served(plan.services)
         ],
         "utilization": {name: {"used": u, "offered": o} for name, (u, o) in used.items()},
         "custom_mig_configs": sorted(
@@ -156,6 +178,21 @@ def plan_text(plan: StackPlan) -> str:
     if not plan.services:
         lines.append("  (none)")
     lines.append("")
+    served = demand_served(plan.services)
+    if served:
+        lines.append("demand (one Deployment per profile, behind one Service per service):")
+        for d in served:
+            within = f" within {d.latency_ms:g} ms" if d.latency_ms is not None else ""
+            parts = " + ".join(
+                f"{p.replicas} x {p.profile} at {p.requests_per_second:g}/s "
+                f"({'measured' if p.measured else 'assumed'})"
+                for p in d.parts
+            )
+            lines.append(
+                f"  {d.service}: {d.requests_per_second:g} requests/s{within}: {parts} = "
+                f"{d.served:g}/s; throughput from {d.source}"
+            )
+        lines.append("")
     lines.append("utilization (slices used / offered at max size):")
     for name, (used, offered) in utilization(plan).items():
         share = f" ({used / offered:.0%})" if offered else ""

@@ -108,7 +108,7 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
         for name in (
             "Stack", "Cluster", "Pool", "Taint", "Sharing", "SharingMode",
             "GpuOperatorSettings", "MonitoringSettings", "Service",
-            "NetworkClient", "QueueAutoscaling", "AutoscaledPool",
+            "NetworkClient", "QueueAutoscaling", "AutoscaledPool", "ThroughputPoint",
         )
     }  # fmt: skip
     for token, typ in types.items():

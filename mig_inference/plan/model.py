@@ -145,6 +145,16 @@ class ServicePlan:
     shm_mib: int
     memory_utilization: float = 0.9
     """The engine's share of the device's memory (`--gpu-memory-utilization`)."""
+    group: str | None = None
+    """The service this plan is one profile of (services sized by demand: one Deployment per
+    profile, behind one Service named after the service)."""
+    leads_group: bool = True
+    """This plan creates the group's Service (the first profile of the group)."""
+
+    @property
+    def service_name(self) -> str:
+        """The Kubernetes Service clients call."""
+        return self.group or self.name
 
     @property
     def profile(self) -> str:
@@ -170,7 +180,9 @@ class ServicePlan:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.name}.{self.spec.namespace}.svc.cluster.local:{self.spec.port}"
+        return (
+            f"http://{self.service_name}.{self.spec.namespace}.svc.cluster.local:{self.spec.port}"
+        )
 
 
 @dataclass

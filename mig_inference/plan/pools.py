@@ -85,6 +85,25 @@ def _auto_workloads(spec: StackSpec, pool: PoolSpec, path: str) -> tuple[list[Wo
         if target != pool.name:
             continue
         where = f"{key_path('services')}[{index}]"
+        if service.demand is not None:
+            for name, _ in service.demand.rates():
+                if not pool.gpu.has_profile(name):
+                    raise MigError(
+                        f"{name!r} is not a MIG profile of {pool.gpu.name}",
+                        f"{where}.throughput",
+                        value=name,
+                        allowed=[p.name for p in pool.gpu.profiles],
+                    )
+            workloads.append(
+                Workload(
+                    service.name,
+                    0,
+                    requests_per_second=service.demand.requests_per_second,
+                    throughput=service.demand.rates(),
+                )
+            )
+            indexes.append(index)
+            continue
         if service.replicas == FILL:
             raise MigError(
                 "`fill` needs a pool with a fixed layout, not mig: auto", f"{where}.replicas"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from mig_inference.catalog import Profile
 from mig_inference.clouds import NODE_ALLOCATABLE_FRACTION
 from mig_inference.errors import MigError, MigErrors
+from mig_inference.plan.demand import demand_replicas, part_name, serving_offers
 from mig_inference.plan.model import WHOLE_GPU, EngineSizing, Offer, PoolPlan, ServicePlan
 from mig_inference.plan.sharing import utilization
 from mig_inference.sizing import MIB, profiles_holding
@@ -103,6 +104,25 @@ def _place_service(
     return pool, offer
 
 
+def _place_demand(pools: Sequence[PoolPlan], service: ServiceSpec, path: str) -> PoolPlan:
+    assert service.demand is not None
+    candidates = _candidate_pools(pools, service, path)
+    served = [pool for pool in candidates if serving_offers(pool, service.demand)]
+    if not served:
+        rated = ", ".join(name for name, _ in service.demand.rates())
+        raise MigError(
+            f"no pool offers a slice its throughput table rates ({rated}, unshared); pools offer "
+            f"{_offer_names(candidates)}",
+            f"{path}.throughput",
+        )
+    if len(served) > 1:
+        names = ", ".join(pool.name for pool in served)
+        raise MigError(
+            f"several pools can serve it ({names}); set pool to one of them", f"{path}.pool"
+        )
+    return served[0]
+
+
 def _engine_sizing(
     service: ServiceSpec, offer: Offer, memory_utilization: float, path: str
 ) -> EngineSizing:
@@ -155,8 +175,15 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
     that cannot be placed, every over-subscribed resource and every slice too small."""
     problems: list[MigError] = []
     placed: list[tuple[int, ServiceSpec, PoolPlan, Offer]] = []
+    demanded: list[tuple[int, ServiceSpec, PoolPlan]] = []
     for index, service in enumerate(spec.services):
         path = f"{key_path('services')}[{index}]"
+        if service.demand is not None:
+            try:
+                demanded.append((index, service, _place_demand(pools, service, path)))
+            except MigError as error:
+                problems.append(error)
+            continue
         try:
             pool, offer = _place_service(pools, service, path)
         except MigError as error:
@@ -181,6 +208,24 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
                 first_path[key] = f"{key_path('services')}[{index}].{field}"
     replicas: dict[int, int] = {}
     by_name = {p.name: p for p in pools}
+    parts: list[tuple[int, ServiceSpec, PoolPlan, Offer, int, bool]] = []
+    for index, service, pool in demanded:
+        # Served from what the fixed replica counts leave; `fill` services share the rest.
+        offered = pool.capacity()
+        remaining = {r: offered[r] - fixed[(pool.name, r)] for r in offered}
+        try:
+            chosen = demand_replicas(pool, service, remaining, f"{key_path('services')}[{index}]")
+        except MigError as error:
+            problems.append(error)
+            continue
+        offers = {o.profile: o for o in pool.offers}
+        for rank, (profile, count) in enumerate(sorted(chosen.items())):
+            offer = offers[profile]
+            fixed[(pool.name, offer.resource)] += count
+            first_path.setdefault(
+                (pool.name, offer.resource), f"{key_path('services')}[{index}].requestsPerSecond"
+            )
+            parts.append((index, service, pool, offer, count, rank == 0))
     for key in sorted(set(fixed) | set(fills)):
         pool_name, resource = key
         capacity = by_name[pool_name].capacity()[resource]
@@ -204,9 +249,18 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
             share, extra = divmod(left, len(fills[key]))
             for rank, index in enumerate(fills[key]):
                 replicas[index] = share + (1 if rank < extra else 0)
+    everything = [
+        (index, service, pool, offer, None, True) for index, service, pool, offer in placed
+    ] + [(index, s, pool, offer, count, lead) for index, s, pool, offer, count, lead in parts]
     plans = []
-    for index, service, pool, offer in placed:
-        count = replicas.get(index, service.replicas if isinstance(service.replicas, int) else 0)
+    for index, service, pool, offer, demanded_count, lead in sorted(
+        everything, key=lambda item: item[0]
+    ):
+        count = (
+            demanded_count
+            if demanded_count is not None
+            else replicas.get(index, service.replicas if isinstance(service.replicas, int) else 0)
+        )
         path = f"{key_path('services')}[{index}]"
         try:
             fraction = utilization(offer, service.gpu_memory_utilization, path)
@@ -215,11 +269,15 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
             problems.append(error)
             continue
         cpu, memory, shm = _requests(pool, offer)
+        grouped = service.demand is not None
         plans.append(
             ServicePlan(
-                service.name, service, pool, offer, count, sizing, cpu, memory, shm, fraction
+                part_name(service.name, offer.profile) if grouped else service.name,
+                service, pool, offer, count, sizing, cpu, memory, shm, fraction,
+                group=service.name if grouped else None,
+                leads_group=lead,
             )
-        )
+        )  # fmt: skip
     if problems:
         raise MigErrors(problems)
     return plans

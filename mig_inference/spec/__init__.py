@@ -9,6 +9,7 @@ from mig_inference.spec.model import (
     AUTO,
     FILL,
     ClusterSpec,
+    Demand,
     Engine,
     GpuOperatorSpec,
     MigManager,
@@ -23,6 +24,7 @@ from mig_inference.spec.model import (
     SharingStrategy,
     StackSpec,
     Taint,
+    ThroughputPoint,
 )
 from mig_inference.spec.stack import (
     NAMESPACE,
@@ -41,6 +43,7 @@ __all__ = [
     "SECRET_MARKER",
     "TOP_KEYS",
     "ClusterSpec",
+    "Demand",
     "Engine",
     "GpuOperatorSpec",
     "MigManager",
@@ -55,6 +58,7 @@ __all__ = [
     "SharingStrategy",
     "StackSpec",
     "Taint",
+    "ThroughputPoint",
     "key_path",
     "parse_stack",
     "secret_references",

@@ -188,6 +188,38 @@ class NetworkClient:
 
 
 @dataclass(frozen=True)
+class ThroughputPoint:
+    """Requests per second one replica serves on one profile, and how that was found."""
+
+    profile: str
+    requests_per_second: float
+    batch: int | None = None
+    latency_ms: float | None = None
+    """Latency at that rate (per batch or per request, as the source measured it)."""
+    measured: bool = False
+    """Measured for this model (a profiling run or the user's benchmark), or assumed."""
+
+
+@dataclass(frozen=True)
+class Demand:
+    """A service sized by the load it must serve instead of a replica count."""
+
+    requests_per_second: float
+    latency_ms: float | None
+    """The latency target: points slower than it are left out."""
+    points: tuple[ThroughputPoint, ...]
+    """The fastest point per profile that meets the latency target."""
+    source: str
+    """Where the table came from: the stack file, or the throughput file it names."""
+
+    def rates(self) -> tuple[tuple[str, float], ...]:
+        return tuple((p.profile, p.requests_per_second) for p in self.points)
+
+    def point(self, profile: str) -> ThroughputPoint:
+        return next(p for p in self.points if p.profile == profile)
+
+
+@dataclass(frozen=True)
 class ServiceSpec:
     name: str
     model: str
@@ -222,6 +254,8 @@ class ServiceSpec:
     """HTTP health path (custom engines; the presets know theirs)."""
     queue_autoscaling: QueueAutoscaling | None = None
     """Scale replicas on the engine's queue (vLLM, TGI) instead of a fixed count."""
+    demand: Demand | None = None
+    """Serve this load: the planner chooses replicas per profile (`replicas` is then 0)."""
 
     @property
     def autoscaled_max(self) -> int:

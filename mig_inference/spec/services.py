@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from mig_inference.errors import MigError
 from mig_inference.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
+from mig_inference.spec.demand import DEMAND_KEYS, demand_spec
 from mig_inference.spec.model import (
     AUTO,
     FILL,
@@ -19,7 +20,7 @@ SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtyp
                 "pool", "hfTokenSecret", "apiKeySecret", "tensorParallelSize",
                 "gpuMemoryUtilization", "maxModelLen", "maxNumSeqs", "port", "namespace",
                 "clients", "hpaMaxReplicas", "command", "args", "startupSeconds",
-                "healthPath", "queueAutoscaling")  # fmt: skip
+                "healthPath", "queueAutoscaling", *DEMAND_KEYS)  # fmt: skip
 
 
 _SHAPE_KEYS = {"params": "params", "layers": "layers", "kv_heads": "kvHeads",
@@ -114,15 +115,33 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
             key = next((k for f, k in _SHAPE_KEYS.items() if error.message.startswith(f)), "params")
             node.child(key).problem(error.message, None)
         need = shape.need_mib if shape is not None else None
+    demand = demand_spec(node)
     profile = node.child("profile").string(AUTO) or AUTO
-    if profile == AUTO and raw.get("memoryGiB") is None and raw.get("params") is None:
+    if raw.get("requestsPerSecond") is not None:
+        for key in ("replicas", "hpaMaxReplicas", "queueAutoscaling"):
+            if raw.get(key) is not None:
+                node.child(key).problem(
+                    "give replicas (or an autoscaler) or requestsPerSecond, not both: the planner "
+                    "chooses the replicas that serve a demand",
+                    None,
+                )
+        if profile != AUTO:
+            node.child("profile").problem(
+                "a service sized by requestsPerSecond runs on the profiles of its throughput "
+                "table; leave profile out",
+                None,
+            )
+    elif profile == AUTO and raw.get("memoryGiB") is None and raw.get("params") is None:
         node.child("memoryGiB").problem(
             "is required with profile auto: give memoryGiB, or params and dtype, or a profile",
             None,
         )
     replicas_raw = raw.get("replicas", 1)
-    if replicas_raw == FILL:
-        replicas: int | str = FILL
+    replicas: int | str
+    if raw.get("requestsPerSecond") is not None:
+        replicas = 0
+    elif replicas_raw == FILL:
+        replicas = FILL
     else:
         count = node.child("replicas").integer(1, minimum=1)
         assert count is not None
@@ -210,6 +229,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         clients=_clients(node.child("clients")),
         hpa_max_replicas=hpa,
         queue_autoscaling=queue,
+        demand=demand,
         command=command,
         args=node.child("args").strings(),
         startup_seconds=node.child("startupSeconds").integer(3600, minimum=60, maximum=4 * 3600)

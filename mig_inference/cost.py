@@ -1,0 +1,385 @@
+"""The cheapest machine type for a fleet: pack it onto whole nodes of each candidate machine
+and compare nodes x $/hour.
+
+Candidates are machine types named by the user, or every priced machine of one cloud. Each is
+packed with the planner (`packing.pack`) for its GPU model with its GPU count per node; a
+machine whose GPU model cannot hold some workload (no such profile, no slice large enough, no
+MIG) is reported infeasible with the reason, and a machine without a price for the asked kind
+(on-demand or spot) is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from mig_inference.catalog import resolve_gpu
+from mig_inference.clouds import Cloud
+from mig_inference.errors import MigError
+from mig_inference.packing import PackPlan, Workload, check_unique_names, pack
+from mig_inference.prices import MachinePrice, known_machines
+
+PRICED_CLOUDS = (Cloud.GKE, Cloud.EKS, Cloud.OKE)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One machine type packed with the fleet, or why it cannot hold it."""
+
+    price: MachinePrice
+    per_node: float
+    """$/hour of one machine at the asked kind of price (on-demand or spot)."""
+    spot: bool
+    plan: PackPlan | None = None
+    """The packing on whole machines; None when infeasible."""
+    infeasible_reason: str | None = None
+
+    @property
+    def machine(self) -> str:
+        return self.price.machine
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.price.gpus
+
+    @property
+    def feasible(self) -> bool:
+        return self.plan is not None
+
+    @property
+    def nodes(self) -> int | None:
+        return self.plan.node_count if self.plan is not None else None
+
+    @property
+    def gpus(self) -> int | None:
+        """GPUs the fleet uses (spare GPUs of the last node not counted)."""
+        return self.plan.gpu_count if self.plan is not None else None
+
+    @property
+    def total_per_hour(self) -> float | None:
+        """Whole nodes x $/hour of one node."""
+        return self.plan.node_count * self.per_node if self.plan is not None else None
+
+    @property
+    def optimal(self) -> bool | None:
+        """The node count is proven minimal (fewest GPUs proven, or fewest uniform nodes)."""
+        return self.plan.optimal if self.plan is not None else None
+
+    @property
+    def lower_bound(self) -> int | None:
+        """Lower bound on the GPUs the fleet needs on this GPU model."""
+        return self.plan.lower_bound if self.plan is not None else None
+
+    @property
+    def nodes_lower_bound(self) -> int | None:
+        if self.plan is None:
+            return None
+        return max(1, math.ceil(self.plan.lower_bound / self.gpus_per_node))
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A machine type left out of the comparison: no price for the asked kind."""
+
+    machine: str
+    reason: str
+
+
+@dataclass
+class CostChoice:
+    """Candidates sorted cheapest first (infeasible ones last), and the choice."""
+
+    candidates: list[Candidate]
+    spot: bool
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def choice(self) -> Candidate | None:
+        """The cheapest feasible candidate (ties: fewer nodes, then machine name)."""
+        return next((c for c in self.candidates if c.feasible), None)
+
+    @property
+    def proven(self) -> bool:
+        """There is a choice and every feasible candidate's node count is proven minimal, so
+        the choice is the cheapest."""
+        return self.choice is not None and all(c.optimal for c in self.candidates if c.feasible)
+
+    def used_prices(self) -> list[MachinePrice]:
+        return [c.price for c in self.candidates]
+
+
+def rank_key(candidate: Candidate) -> tuple[int, float, int, str]:
+    """Sort order: feasible first, then total $/hour, fewer nodes, machine name."""
+    if candidate.total_per_hour is None or candidate.nodes is None:
+        return (1, 0.0, 0, candidate.machine)
+    return (0, round(candidate.total_per_hour, 6), candidate.nodes, candidate.machine)
+
+
+def _parse_cloud(cloud: Cloud | str) -> Cloud:
+    names = [c.value for c in PRICED_CLOUDS]
+    try:
+        parsed = Cloud(str(cloud).lower())
+    except ValueError:
+        parsed = None
+    if parsed not in PRICED_CLOUDS:
+        raise MigError(
+            f"unknown cloud {cloud!r}; allowed: {', '.join(names)}",
+            "--cloud",
+            value=str(cloud),
+            allowed=names,
+        )
+    assert parsed is not None
+    return parsed
+
+
+def select_machines(
+    prices: Mapping[str, MachinePrice],
+    machines: Iterable[str] = (),
+    cloud: Cloud | str | None = None,
+) -> list[MachinePrice | Skipped]:
+    """The machine types to compare: the ones named (in order, each once), then every machine
+    of `cloud` in the price table. Named machines the project does not know are refused; known
+    ones without a price entry come back as Skipped."""
+    known = known_machines()
+    chosen: dict[str, MachinePrice | Skipped] = {}
+    by_lower = {name.lower(): name for name in known}
+    for raw in machines:
+        name = by_lower.get(raw.strip().lower())
+        if name is None:
+            names = sorted(known, key=str.lower)
+            raise MigError(
+                f"unknown machine type {raw.strip()!r}; known: {', '.join(names)}",
+                "--machines",
+                value=raw,
+                allowed=names,
+            )
+        if name in chosen:
+            continue
+        price = prices.get(name)
+        chosen[name] = (
+            price
+            if price is not None
+            else Skipped(name, "not in the price table; give its price with --prices FILE")
+        )
+    if cloud is not None:
+        wanted = _parse_cloud(cloud)
+        for name, price in sorted(prices.items(), key=lambda item: item[0].lower()):
+            if price.cloud is wanted:
+                chosen.setdefault(name, price)
+    if not chosen:
+        raise MigError("no machine types to compare: name some, or a cloud", "--machines")
+    return list(chosen.values())
+
+
+def _why_no_price(price: MachinePrice, spot: bool) -> str:
+    kind = "spot" if spot else "on-demand"
+    said = f"{price.note}; " if price.note else ""
+    return f"no {kind} price ({said}source: {price.source}); give one with --prices FILE"
+
+
+def cheapest_machine(
+    workloads: Sequence[Workload],
+    prices: Mapping[str, MachinePrice],
+    *,
+    machines: Iterable[str] = (),
+    cloud: Cloud | str | None = None,
+    spot: bool = False,
+    uniform_nodes: bool = False,
+) -> CostChoice:
+    """Pack `workloads` onto whole nodes of every candidate machine and rank them by
+    nodes x $/hour (spot prices with `spot`)."""
+    if not workloads:
+        raise MigError("no workloads to place")
+    check_unique_names(workloads)
+    selected = select_machines(prices, machines, cloud)
+    skipped = [s for s in selected if isinstance(s, Skipped)]
+    priced: list[tuple[MachinePrice, float]] = []
+    for entry in selected:
+        if isinstance(entry, Skipped):
+            continue
+        per_node = entry.price(spot)
+        if per_node is None:
+            skipped.append(Skipped(entry.machine, _why_no_price(entry, spot)))
+        else:
+            priced.append((entry, per_node))
+    if not priced:
+        kind = "spot" if spot else "on-demand"
+        names = ", ".join(s.machine for s in skipped)
+        raise MigError(
+            f"no {kind} price for any candidate machine ({names}); give prices with --prices FILE",
+            "--spot" if spot else "--prices",
+        )
+    plans: dict[tuple[str, int], PackPlan | MigError] = {}
+    candidates = []
+    for price, per_node in priced:
+        key = (price.gpu_model, price.gpus)
+        if key not in plans:
+            plans[key] = _pack_on(price, workloads, uniform_nodes)
+        plan = plans[key]
+        if isinstance(plan, MigError):
+            candidates.append(Candidate(price, per_node, spot, None, str(plan)))
+        else:
+            candidates.append(Candidate(price, per_node, spot, plan))
+    candidates.sort(key=rank_key)
+    result = CostChoice(candidates, spot, skipped)
+    result.notes.extend(_notes(result))
+    return result
+
+
+def _pack_on(
+    price: MachinePrice, workloads: Sequence[Workload], uniform: bool
+) -> PackPlan | MigError:
+    """The planner's packing on whole machines, or the error that makes the machine infeasible."""
+    try:
+        gpu = resolve_gpu(price.gpu_model)
+        return pack(
+            gpu, workloads, gpus_per_node=price.gpus, uniform_nodes=uniform, baselines=False
+        )
+    except MigError as error:
+        return error
+
+
+def _notes(result: CostChoice) -> list[str]:
+    notes = [f"{s.machine}: skipped, {s.reason}" for s in result.skipped]
+    choice = result.choice
+    if choice is None:
+        return notes
+    for candidate in result.candidates:
+        if candidate.feasible and not candidate.optimal:
+            notes.append(
+                f"{candidate.machine}: fewest nodes not proven (solver time limit); at least "
+                f"{candidate.nodes_lower_bound}, so its cost may be lower"
+            )
+    tied = [
+        c.machine
+        for c in result.candidates[1:]
+        if c.total_per_hour is not None
+        and choice.total_per_hour is not None
+        and round(c.total_per_hour, 6) == round(choice.total_per_hour, 6)
+    ]
+    if tied:
+        notes.append(
+            f"tie at ${choice.total_per_hour:,.2f}/h with {', '.join(tied)}: chose "
+            f"{choice.machine} (fewer nodes, then name)"
+        )
+    if choice.price.weak:
+        notes.append(
+            f"{choice.machine}: the price comes from a weak source ({choice.price.source}); "
+            "check it or give your own with --prices FILE"
+        )
+    return notes
+
+
+def _money(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def cost_text(result: CostChoice, layouts_command: str = "pack FLEET") -> str:
+    """The candidates table, cheapest first, the choice, the price sources and notes;
+    `layouts_command` is how to see the chosen plan's layouts (the machine's flags follow)."""
+    kind = "spot" if result.spot else "on-demand"
+    width = max([len("machine"), *(len(c.machine) for c in result.candidates)])
+    header = (
+        f"{'machine':<{width}}  cloud  {'gpu':<11} {'gpus/node':>9} {'nodes':>5} {'gpus':>5} "
+        f"{'$/node-h':>10} {'$/h total':>11}  proven"
+    )
+    lines = [f"{kind} $/hour of whole machines, cheapest first:", header]
+    for c in result.candidates:
+        node_price = _money(c.per_node) + ("*" if c.price.weak else " ")
+        if c.plan is None or c.total_per_hour is None:
+            lines.append(
+                f"{c.machine:<{width}}  {c.price.cloud.value:<5}  {c.price.gpu_model:<11} "
+                f"{c.gpus_per_node:>9} {'-':>5} {'-':>5} {node_price:>10} {'-':>11}  "
+                f"infeasible: {c.infeasible_reason}"
+            )
+            continue
+        lines.append(
+            f"{c.machine:<{width}}  {c.price.cloud.value:<5}  {c.price.gpu_model:<11} "
+            f"{c.gpus_per_node:>9} {c.nodes:>5} {c.gpus:>5} {node_price:>10} "
+            f"{_money(c.total_per_hour):>11}  {'yes' if c.optimal else 'no'}"
+        )
+    if any(c.price.weak for c in result.candidates):
+        lines.append("* weak source: a third-party copy or internally inconsistent")
+    lines.append("")
+    choice = result.choice
+    if choice is not None and choice.plan is not None and choice.total_per_hour is not None:
+        proof = "proven cheapest" if result.proven else "cheapest found, not proven (see notes)"
+        lines.append(
+            f"choice: {choice.machine} ({choice.price.cloud.value}, {choice.gpus_per_node} x "
+            f"{choice.price.gpu_model}): {choice.nodes} node(s) x ${_money(choice.per_node)}/h = "
+            f"${_money(choice.total_per_hour)}/h {kind}, {choice.gpus} GPUs used; {proof}"
+        )
+        uniform = " --uniform-nodes" if choice.plan.uniform_nodes else ""
+        lines.append(
+            f"  its layouts: {layouts_command} --gpu {choice.price.gpu_model} "
+            f"--gpus-per-node {choice.gpus_per_node}{uniform}"
+        )
+    else:
+        lines.append("choice: none, no candidate machine holds the fleet")
+    lines.append("")
+    lines.append("prices used (as the sources state them):")
+    groups: dict[tuple[str, str, str, bool], list[str]] = {}
+    for price in result.used_prices():
+        where = price.region or "region not stated"
+        origin = "your price file" if price.overridden else "shipped table"
+        groups.setdefault((price.source, price.date, f"{where}; {origin}", price.weak), []).append(
+            price.machine
+        )
+    for (source, date, where, weak), machines in groups.items():
+        mark = " (weak)" if weak else ""
+        dated = "" if date in source else f"; dated {date}"
+        lines.append(f"  {', '.join(machines)}: {source}{dated}; {where}{mark}")
+    if result.notes:
+        lines.append("")
+        lines.append("notes:")
+        lines.extend(f"  {note}" for note in result.notes)
+    return "\n".join(lines)
+
+
+def cost_json(result: CostChoice) -> dict[str, object]:
+    from mig_inference.report import pack_json
+
+    choice = result.choice
+    return {
+        "choice": choice.machine if choice is not None else None,
+        "spot": result.spot,
+        "proven": result.proven,
+        "candidates": [
+            {
+                "machine": c.machine,
+                "cloud": c.price.cloud.value,
+                "gpu_model": c.price.gpu_model,
+                "gpus_per_node": c.gpus_per_node,
+                "nodes": c.nodes,
+                "gpus": c.gpus,
+                "price_per_hour": c.per_node,
+                "total_per_hour": (
+                    round(c.total_per_hour, 6) if c.total_per_hour is not None else None
+                ),
+                "spot": c.spot,
+                "optimal": c.optimal,
+                "lower_bound": c.lower_bound,
+                "nodes_lower_bound": c.nodes_lower_bound,
+                "infeasible_reason": c.infeasible_reason,
+            }
+            for c in result.candidates
+        ],
+        "skipped": [{"machine": s.machine, "reason": s.reason} for s in result.skipped],
+        "prices": {
+            p.machine: {
+                "on_demand": p.on_demand,
+                "spot": p.spot,
+                "region": p.region,
+                "date": p.date,
+                "source": p.source,
+                "weak": p.weak,
+                "note": p.note,
+                "overridden": p.overridden,
+            }
+            for p in result.used_prices()
+        },
+        "notes": result.notes,
+        "plan": pack_json(choice.plan) if choice is not None and choice.plan is not None else None,
+    }

@@ -1,0 +1,89 @@
+"""A service's demand: requests per second, an optional latency target, and the throughput one
+replica reaches per profile, given in the stack file or in a file it names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mig_inference.errors import MigError
+from mig_inference.spec.model import Demand, ThroughputPoint
+from mig_inference.spec.reader import ConfigNode
+from mig_inference.yamlfile import load_yaml
+
+DEMAND_KEYS = ("requestsPerSecond", "latencyMs", "throughput", "throughputFile")
+POINT_KEYS = ("profile", "requestsPerSecond", "batch", "latencyMs", "measured")
+
+
+def _points(node: ConfigNode) -> list[ThroughputPoint]:
+    points = []
+    for item in node.items():
+        item.mapping(POINT_KEYS)
+        points.append(
+            ThroughputPoint(
+                profile=item.child("profile").req_string(),
+                requests_per_second=item.child("requestsPerSecond").number(minimum=0) or 0.0,
+                batch=item.child("batch").integer(minimum=1),
+                latency_ms=item.child("latencyMs").number(minimum=0),
+                measured=item.child("measured").boolean(False),
+            )
+        )
+    return points
+
+
+def _file_points(node: ConfigNode) -> list[ThroughputPoint]:
+    """`throughput:` of the YAML file at `node` (relative to the working directory, where
+    `pulumi up` and the command line run)."""
+    name = node.string()
+    if name is None:
+        return []
+    try:
+        data = load_yaml(Path(name), "throughput file")
+    except MigError as error:
+        return node.problem(f"{error.path}: {error.message}", [])
+    if not isinstance(data, dict) or "throughput" not in data:
+        return node.problem(f"{name} must hold `throughput: [{{profile, requestsPerSecond}}]`", [])
+    return _points(ConfigNode(data["throughput"], f"{name}:throughput", node.problems))
+
+
+def demand_spec(node: ConfigNode) -> Demand | None:
+    """The demand of the service at `node`, or None when it gives a replica count."""
+    raw = node.value if isinstance(node.value, dict) else {}
+    if raw.get("requestsPerSecond") is None:
+        for key in ("latencyMs", "throughput", "throughputFile"):
+            if raw.get(key) is not None:
+                node.child(key).problem("only applies with requestsPerSecond", None)
+        return None
+    rate = node.child("requestsPerSecond").number(minimum=0) or 1.0
+    target = node.child("latencyMs").number(minimum=0)
+    if (raw.get("throughput") is None) == (raw.get("throughputFile") is None):
+        return node.child("throughput").problem(
+            "give throughput (a list of {profile, requestsPerSecond}) or throughputFile, one of "
+            "them: what one replica serves on each profile",
+            None,
+        )
+    inline = raw.get("throughput") is not None
+    points = _points(node.child("throughput")) if inline else _file_points(
+        node.child("throughputFile")
+    )  # fmt: skip
+    where = node.child("throughput" if inline else "throughputFile")
+    fast_enough = [
+        p for p in points if target is None or p.latency_ms is None or p.latency_ms <= target
+    ]
+    if points and not fast_enough:
+        fastest = min(points, key=lambda p: p.latency_ms or 0.0)
+        return node.child("latencyMs").problem(
+            f"no profile meets {target:g} ms: the fastest point is {fastest.latency_ms:g} ms on "
+            f"{fastest.profile}",
+            None,
+        )
+    best: dict[str, ThroughputPoint] = {}
+    for point in fast_enough:
+        if point.requests_per_second <= 0:
+            continue
+        held = best.get(point.profile)
+        if held is None or point.requests_per_second > held.requests_per_second:
+            best[point.profile] = point
+    if not best and points:
+        return where.problem("every point serves 0 requests per second", None)
+    source = "the stack file" if inline else str(raw.get("throughputFile"))
+    return Demand(rate, target, tuple(best[name] for name in sorted(best)), source)
