@@ -331,11 +331,17 @@ def _plan(args: argparse.Namespace) -> int:
         from mig_inference.picture import layouts_svg
 
         _write(Path(args.svg), layouts_svg(plan))
+    from mig_inference.prices import load_prices
+    from mig_inference.stack_cost import cost_json, cost_text, stack_cost
+
+    cost = stack_cost(plan, load_prices(args.prices))
     _warn(plan.warnings)
     if args.json:
-        _print_json(plan_json(plan))
+        _print_json({**plan_json(plan), "cost": cost_json(cost)})
     else:
         print(plan_text(plan))
+        print()
+        print(cost_text(cost))
     return 0
 
 
@@ -519,6 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--deployed",
         help="also warn about what applying it to this deployed plan costs (see `diff`)",
     )
+    sub.add_argument("--prices", help="a price file replacing or adding machine types' prices")
 
     sub = verb(
         "diff",
