@@ -12,6 +12,7 @@ from mig_inference.monitoring import (
     queue_threshold,
     scrape_annotations,
 )
+from mig_inference.plan import ServicePlan
 
 from .planning import planned, planned_service, secret_value
 from .stack_args import Stack
@@ -35,12 +36,97 @@ class InferenceServiceArgs(TypedDict):
     """Name of the service in `stack.services`."""
 
 
-def _secret_env(name: str, secret: str, key: str) -> k8s.core.v1.EnvVarArgs:
+def secret_env(name: str, secret: str, key: str) -> k8s.core.v1.EnvVarArgs:
     return k8s.core.v1.EnvVarArgs(
         name=name,
         value_from=k8s.core.v1.EnvVarSourceArgs(
             secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=secret, key=key)
         ),
+    )
+
+
+ENGINE_SECURITY = k8s.core.v1.SecurityContextArgs(
+    allow_privilege_escalation=False,
+    read_only_root_filesystem=True,
+    run_as_non_root=True,
+    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+)
+ENGINE_MOUNTS = [
+    k8s.core.v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
+    k8s.core.v1.VolumeMountArgs(name="home", mount_path=HOME),
+    k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp"),
+]
+
+
+def engine_pod(
+    plan: ServicePlan,
+    container: k8s.core.v1.ContainerArgs,
+    selector: dict[str, str],
+    restart_policy: str | None = None,
+) -> k8s.core.v1.PodSpecArgs:
+    """The pod an engine runs in: on its pool's current nodes, tolerating the pool's taints,
+    restricted (non-root, read-only root filesystem, no capabilities), with scratch volumes
+    for shared memory, the model cache and /tmp."""
+    cache_mib = max(20 * 1024, int(2 * plan.offer.memory_mib))
+    affinity = k8s.core.v1.AffinityArgs(
+        node_affinity=k8s.core.v1.NodeAffinityArgs(
+            required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
+                node_selector_terms=[
+                    k8s.core.v1.NodeSelectorTermArgs(
+                        match_expressions=[
+                            k8s.core.v1.NodeSelectorRequirementArgs(
+                                key=key, operator="In", values=[value]
+                            )
+                            for key, value in sorted(plan.node_selector.items())
+                        ]
+                    )
+                ]
+            )
+        )
+    )
+    return k8s.core.v1.PodSpecArgs(
+        restart_policy=restart_policy,
+        affinity=affinity,
+        tolerations=[
+            k8s.core.v1.TolerationArgs(
+                key=t["key"], operator=t["operator"], value=t.get("value"), effect=t["effect"]
+            )
+            for t in plan.pool.tolerations
+        ],
+        topology_spread_constraints=[
+            k8s.core.v1.TopologySpreadConstraintArgs(
+                max_skew=1,
+                topology_key="kubernetes.io/hostname",
+                when_unsatisfiable="ScheduleAnyway",
+                label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+            )
+        ],
+        automount_service_account_token=False,
+        enable_service_links=False,
+        termination_grace_period_seconds=60,
+        security_context=k8s.core.v1.PodSecurityContextArgs(
+            run_as_non_root=True,
+            run_as_user=RUN_AS,
+            run_as_group=RUN_AS,
+            fs_group=RUN_AS,
+            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+        ),
+        containers=[container],
+        volumes=[
+            k8s.core.v1.VolumeArgs(
+                name="dshm",
+                empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(
+                    medium="Memory", size_limit=f"{plan.shm_mib}Mi"
+                ),
+            ),
+            k8s.core.v1.VolumeArgs(
+                name="home",
+                empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{cache_mib}Mi"),
+            ),
+            k8s.core.v1.VolumeArgs(
+                name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="4Gi")
+            ),
+        ],
     )
 
 
@@ -105,9 +191,9 @@ class InferenceService(pulumi.ComponentResource):
             )
             depends.append(secret)
             if HF_TOKEN_KEY in secret_data:
-                env += [_secret_env(var, secret_name, HF_TOKEN_KEY) for var in engine.hf_token_env]
+                env += [secret_env(var, secret_name, HF_TOKEN_KEY) for var in engine.hf_token_env]
             if API_KEY_KEY in secret_data and engine.api_key_env:
-                env.append(_secret_env(engine.api_key_env, secret_name, API_KEY_KEY))
+                env.append(secret_env(engine.api_key_env, secret_name, API_KEY_KEY))
 
         device = {plan.resource: "1"}
         resources = k8s.core.v1.ResourceRequirementsArgs(
@@ -116,7 +202,6 @@ class InferenceService(pulumi.ComponentResource):
         )
         http = k8s.core.v1.HTTPGetActionArgs(path=engine.health_path, port="http")
         startup_failures = max(1, spec.startup_seconds // PROBE_PERIOD_SECONDS)
-        cache_mib = max(20 * 1024, int(2 * plan.offer.memory_mib))
         container = k8s.core.v1.ContainerArgs(
             name="engine",
             image=engine.image,
@@ -142,77 +227,10 @@ class InferenceService(pulumi.ComponentResource):
             liveness_probe=k8s.core.v1.ProbeArgs(
                 http_get=http, period_seconds=20, failure_threshold=3, timeout_seconds=5
             ),
-            security_context=k8s.core.v1.SecurityContextArgs(
-                allow_privilege_escalation=False,
-                read_only_root_filesystem=True,
-                run_as_non_root=True,
-                capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
-            ),
-            volume_mounts=[
-                k8s.core.v1.VolumeMountArgs(name="dshm", mount_path="/dev/shm"),
-                k8s.core.v1.VolumeMountArgs(name="home", mount_path=HOME),
-                k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp"),
-            ],
+            security_context=ENGINE_SECURITY,
+            volume_mounts=ENGINE_MOUNTS,
         )
-        affinity = k8s.core.v1.AffinityArgs(
-            node_affinity=k8s.core.v1.NodeAffinityArgs(
-                required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
-                    node_selector_terms=[
-                        k8s.core.v1.NodeSelectorTermArgs(
-                            match_expressions=[
-                                k8s.core.v1.NodeSelectorRequirementArgs(
-                                    key=key, operator="In", values=[value]
-                                )
-                                for key, value in sorted(plan.node_selector.items())
-                            ]
-                        )
-                    ]
-                )
-            )
-        )
-        pod = k8s.core.v1.PodSpecArgs(
-            affinity=affinity,
-            tolerations=[
-                k8s.core.v1.TolerationArgs(
-                    key=t["key"], operator=t["operator"], value=t.get("value"), effect=t["effect"]
-                )
-                for t in plan.pool.tolerations
-            ],
-            topology_spread_constraints=[
-                k8s.core.v1.TopologySpreadConstraintArgs(
-                    max_skew=1,
-                    topology_key="kubernetes.io/hostname",
-                    when_unsatisfiable="ScheduleAnyway",
-                    label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
-                )
-            ],
-            automount_service_account_token=False,
-            enable_service_links=False,
-            termination_grace_period_seconds=60,
-            security_context=k8s.core.v1.PodSecurityContextArgs(
-                run_as_non_root=True,
-                run_as_user=RUN_AS,
-                run_as_group=RUN_AS,
-                fs_group=RUN_AS,
-                seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
-            ),
-            containers=[container],
-            volumes=[
-                k8s.core.v1.VolumeArgs(
-                    name="dshm",
-                    empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(
-                        medium="Memory", size_limit=f"{plan.shm_mib}Mi"
-                    ),
-                ),
-                k8s.core.v1.VolumeArgs(
-                    name="home",
-                    empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{cache_mib}Mi"),
-                ),
-                k8s.core.v1.VolumeArgs(
-                    name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="4Gi")
-                ),
-            ],
-        )
+        pod = engine_pod(plan, container, selector)
         rollout_seconds = spec.startup_seconds + 600
         annotations = {
             # The cluster autoscaler may move a replica to empty a node: its volumes are scratch.

@@ -22,6 +22,7 @@ from .inference import InferenceService
 from .mig_gate import MigReadyGate
 from .monitoring import Keda, Monitoring
 from .oke import OkeCluster, OkeGpuPool
+from .profiling import ProfilingJobs
 from .repartition import InPlaceRepartition
 from .stack import MigInference
 
@@ -43,6 +44,7 @@ COMPONENTS: list[type[pulumi.ComponentResource]] = [
     InPlaceRepartition,
     MigReadyGate,
     InferenceService,
+    ProfilingJobs,
     Monitoring,
     Keda,
 ]

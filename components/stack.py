@@ -19,6 +19,7 @@ from .inference import InferenceService, InferenceServiceArgs
 from .mig_gate import MigReadyGate, MigReadyGateArgs
 from .monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
 from .planning import planned, secret_value
+from .profiling import ProfilingJobs, ProfilingJobsArgs
 from .repartition import InPlaceRepartition, InPlaceRepartitionArgs
 from .stack_args import Stack
 
@@ -65,6 +66,7 @@ class MigInference(pulumi.ComponentResource):
         for warning in plan.warnings:
             pulumi.log.warn(warning, resource=self)
         operator_spec = plan.spec.gpu_operator
+        plan_services = {service.name: service.service_name for service in plan.services}
         joined = cluster(args, plan, children)
         kubernetes = kubernetes_provider(
             plan.spec.cloud,
@@ -134,14 +136,22 @@ class MigInference(pulumi.ComponentResource):
             if any(s.spec.queue_autoscaling for s in plan.services)
             else []
         )
-        endpoints = {
+        deployed = {
             service.name: InferenceService(
                 children.name(service.name),
                 InferenceServiceArgs(stack=args, service=service.name),
                 in_cluster(*ready, *keda, namespaces[service.spec.namespace]),
-            ).endpoint
+            )
             for service in plan.services
         }
+        endpoints = {name: component.endpoint for name, component in deployed.items()}
+        for profiled in dict.fromkeys(run.service for run in plan.profiling):
+            # After the service: its Secret holds the token the runs download the model with.
+            ProfilingJobs(
+                children.name(f"profiling-{profiled}"),
+                ProfilingJobsArgs(stack=args, service=profiled),
+                in_cluster(*[c for s, c in deployed.items() if plan_services[s] == profiled]),
+            )
 
         self.kubeconfig = (
             joined.kubeconfig if joined.kubeconfig is not None else pulumi.Output.secret("")

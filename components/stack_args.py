@@ -216,6 +216,21 @@ class ThroughputPoint(TypedDict):
     """Measured for this model (true) or assumed (false, the default)."""
 
 
+class Profiling(TypedDict):
+    """An opt-in profiling run: a Job per profile measures the engine with vLLM's benchmark."""
+
+    profiles: list[str]
+    """The profiles to measure (slices of the service's pool)."""
+    num_prompts: NotRequired[int]
+    """Requests the benchmark sends (200)."""
+    input_tokens: NotRequired[int]
+    """Prompt length of each request (512)."""
+    output_tokens: NotRequired[int]
+    """Tokens generated per request (128)."""
+    max_concurrency: NotRequired[int]
+    """Requests in flight (default: the engine's max-num-seqs, else 16)."""
+
+
 class Service(TypedDict):
     """An inference service on MIG slices (or shared or whole GPUs)."""
 
@@ -290,6 +305,9 @@ class Service(TypedDict):
     """Requests per second one replica serves per profile (with requestsPerSecond)."""
     throughput_file: NotRequired[str]
     """A YAML file holding `throughput:` instead (e.g. from a profiling run)."""
+    profiling: NotRequired[Profiling]
+    """Measure the engine on candidate profiles (Jobs; `mig-inference throughput` reads
+    their logs into a throughput file)."""
 
 
 class Stack(TypedDict):

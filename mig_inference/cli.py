@@ -345,6 +345,23 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _throughput(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import yaml
+
+    from mig_inference.profiling_results import throughput_table
+
+    table = throughput_table([Path(log) for log in args.logs])
+    if args.out:
+        _write(Path(args.out), yaml.safe_dump(table, sort_keys=False))
+    if args.json:
+        _print_json(table)
+    elif not args.out:
+        print(yaml.safe_dump(table, sort_keys=False), end="")
+    return 0
+
+
 def _write(path: Any, text: str) -> None:
     try:
         path.write_text(text, encoding="utf-8")
@@ -469,6 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = verb("config", _config, "print a mig-parted v1 config")
     sub.add_argument("--gpu", required=True)
     sub.add_argument("name", help="named config (all-balanced, all-1g.10gb...) or P=N,P=N")
+
+    sub = verb(
+        "throughput",
+        _throughput,
+        "a throughput file (for a service's throughputFile) from profiling runs' logs",
+    )
+    sub.add_argument("logs", nargs="+", help="`kubectl logs job/<name>` of each profiling Job")
+    sub.add_argument("--out", help="write the file here instead of printing it")
 
     sub = verb("fit", _fit, "smallest MIG slice that holds a model replica")
     sub.add_argument("--gpu", required=True)

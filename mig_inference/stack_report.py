@@ -64,6 +64,18 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
             }
             for s in plan.services
         ],
+        "profiling": [
+            {
+                "name": run.name,
+                "service": run.service,
+                "profile": run.profile,
+                "resource": run.engine.resource,
+                "pool": run.engine.pool.name,
+                "num_prompts": run.settings.num_prompts,
+                "max_concurrency": run.max_concurrency,
+            }
+            for run in plan.profiling
+        ],
         "demand": [
             {
                 "service": d.service,
@@ -178,6 +190,15 @@ def plan_text(plan: StackPlan) -> str:
     if not plan.services:
         lines.append("  (none)")
     lines.append("")
+    if plan.profiling:
+        lines.append("profiling (a Job per profile; `mig-inference throughput` reads their logs):")
+        for run in plan.profiling:
+            where = f"one {run.engine.resource} of {run.engine.pool.name}"
+            lines.append(
+                f"  {run.name}: {run.service} on {where}, {run.settings.num_prompts} prompts of "
+                f"{run.settings.input_tokens} tokens, {run.max_concurrency} at once"
+            )
+        lines.append("")
     served = demand_served(plan.services)
     if served:
         lines.append("demand (one Deployment per profile, behind one Service per service):")

@@ -109,6 +109,7 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
             "Stack", "Cluster", "Pool", "Taint", "Sharing", "SharingMode",
             "GpuOperatorSettings", "MonitoringSettings", "Service",
             "NetworkClient", "QueueAutoscaling", "AutoscaledPool", "ThroughputPoint",
+            "Profiling",
         )
     }  # fmt: skip
     for token, typ in types.items():

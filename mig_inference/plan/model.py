@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mig_inference.catalog import GpuModel
 from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
@@ -14,6 +15,9 @@ from mig_inference.spec import MigManager, PoolSpec, Rollout, ServiceSpec, Stack
 
 WHOLE_GPU = "gpu"
 """The profile name services use for a whole GPU on a pool with MIG disabled."""
+
+if TYPE_CHECKING:
+    from mig_inference.plan.profiling import ProfilingRun
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,8 @@ class StackPlan:
     pools: list[PoolPlan]
     services: list[ServicePlan]
     warnings: list[str] = field(default_factory=list)
+    profiling: list[ProfilingRun] = field(default_factory=list)
+    """Profiling Jobs the stack asks for (opt-in, per service)."""
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)

@@ -123,7 +123,7 @@ def _place_demand(pools: Sequence[PoolPlan], service: ServiceSpec, path: str) ->
     return served[0]
 
 
-def _engine_sizing(
+def engine_sizing(
     service: ServiceSpec, offer: Offer, memory_utilization: float, path: str
 ) -> EngineSizing:
     if (
@@ -156,7 +156,7 @@ def _engine_sizing(
     return EngineSizing(length, seqs, tokens)
 
 
-def _requests(pool: PoolPlan, offer: Offer) -> tuple[int, int, int]:
+def replica_requests(pool: PoolPlan, offer: Offer) -> tuple[int, int, int]:
     """CPU (millicores), memory (MiB) and /dev/shm (MiB) for one replica: the slice's share of
     the node's compute (divided among the pods sharing the slice), applied to the node's
     allocatable vCPUs and memory."""
@@ -264,11 +264,11 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
         path = f"{key_path('services')}[{index}]"
         try:
             fraction = utilization(offer, service.gpu_memory_utilization, path)
-            sizing = _engine_sizing(service, offer, fraction, path)
+            sizing = engine_sizing(service, offer, fraction, path)
         except MigError as error:
             problems.append(error)
             continue
-        cpu, memory, shm = _requests(pool, offer)
+        cpu, memory, shm = replica_requests(pool, offer)
         grouped = service.demand is not None
         plans.append(
             ServicePlan(

@@ -11,6 +11,7 @@ from mig_inference.layout import place
 from mig_inference.plan.autoscaling import waiting_for_scale_up
 from mig_inference.plan.model import PoolPlan, ServicePlan, StackPlan
 from mig_inference.plan.pools import plan_pool
+from mig_inference.plan.profiling import ProfilingRun, profiling_runs
 from mig_inference.plan.services import plan_services
 from mig_inference.spec import Engine, SharingStrategy, StackSpec, key_path
 
@@ -80,7 +81,25 @@ def plan_stack(spec: StackSpec) -> StackPlan:
         raise MigErrors(problems)
     _check_gke_modes(pools)
     services = plan_services(spec, pools)
-    return StackPlan(spec, pools, services, _warnings(pools, services))
+    runs = profiling_runs(spec, services)
+    warnings = _warnings(pools, services) + _profiling_warnings(runs, services)
+    return StackPlan(spec, pools, services, warnings, runs)
+
+
+def _profiling_warnings(runs: Sequence[ProfilingRun], services: Sequence[ServicePlan]) -> list[str]:
+    """A profiling Job needs a slice of its own while it runs."""
+    warnings = []
+    for run in runs:
+        pool = run.engine.pool
+        taken = sum(
+            s.replicas for s in services if s.pool is pool and s.resource == run.engine.resource
+        )
+        if pool.capacity()[run.engine.resource] - taken < 1:
+            warnings.append(
+                f"profiling {run.service} on {run.profile}: pool {pool.name} has no free "
+                f"{run.engine.resource} at its size; the Job waits until one is free"
+            )
+    return warnings
 
 
 def utilization(plan: StackPlan) -> dict[str, tuple[int, int]]:

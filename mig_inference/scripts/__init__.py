@@ -1,10 +1,14 @@
-"""The POSIX shell scripts the project's Jobs run (kubectl and sh only)."""
+"""The POSIX shell scripts the project's Jobs run: the node Jobs need kubectl and sh only; a
+profiling run, the engine image's own vllm and python3."""
 
 from __future__ import annotations
 
 from importlib.resources import files
 
 from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+
+THROUGHPUT_MARKER = "mig-inference-throughput"
+"""Starts the line a profiling run prints with its result."""
 
 
 def _jsonpath(label: str) -> str:
@@ -18,6 +22,7 @@ PLACEHOLDERS = {
     "CONFIG_LABEL": MIG_CONFIG_LABEL,
     "STATE_LABEL": MIG_STATE_LABEL,
     "POOL_LABEL": POOL_LABEL,
+    "RESULT_MARKER": THROUGHPUT_MARKER,
 }
 """Words in the scripts that stand for the node labels, so the labels are named in one place."""
 

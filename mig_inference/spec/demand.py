@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from mig_inference.errors import MigError
-from mig_inference.spec.model import Demand, ThroughputPoint
+from mig_inference.spec.model import Demand, Engine, ProfilingSpec, ThroughputPoint
 from mig_inference.spec.reader import ConfigNode
 from mig_inference.yamlfile import load_yaml
 
-DEMAND_KEYS = ("requestsPerSecond", "latencyMs", "throughput", "throughputFile")
+DEMAND_KEYS = ("requestsPerSecond", "latencyMs", "throughput", "throughputFile", "profiling")
+PROFILING_KEYS = ("profiles", "numPrompts", "inputTokens", "outputTokens", "maxConcurrency")
 POINT_KEYS = ("profile", "requestsPerSecond", "batch", "latencyMs", "measured")
 
 
@@ -87,3 +88,24 @@ def demand_spec(node: ConfigNode) -> Demand | None:
         return where.problem("every point serves 0 requests per second", None)
     source = "the stack file" if inline else str(raw.get("throughputFile"))
     return Demand(rate, target, tuple(best[name] for name in sorted(best)), source)
+
+
+def profiling_spec(node: ConfigNode, engine: Engine) -> ProfilingSpec | None:
+    """The service's opt-in profiling run, or None."""
+    if node.value is None:
+        return None
+    node.mapping(PROFILING_KEYS)
+    if engine is not Engine.VLLM:
+        return node.problem(
+            f"runs vLLM's own benchmark, so it needs engine vllm, not {engine.value}", None
+        )
+    profiles = node.child("profiles").strings()
+    if not profiles:
+        return node.child("profiles").problem("is required: the profiles to measure", None)
+    return ProfilingSpec(
+        profiles=profiles,
+        num_prompts=node.child("numPrompts").integer(200, minimum=1) or 200,
+        input_tokens=node.child("inputTokens").integer(512, minimum=1) or 512,
+        output_tokens=node.child("outputTokens").integer(128, minimum=1) or 128,
+        max_concurrency=node.child("maxConcurrency").integer(minimum=1),
+    )

@@ -220,6 +220,18 @@ class Demand:
 
 
 @dataclass(frozen=True)
+class ProfilingSpec:
+    """An opt-in profiling run: one Job per candidate profile measures the service's engine."""
+
+    profiles: tuple[str, ...]
+    num_prompts: int = 200
+    input_tokens: int = 512
+    output_tokens: int = 128
+    max_concurrency: int | None = None
+    """Requests in flight (default: the engine's max-num-seqs, else 16)."""
+
+
+@dataclass(frozen=True)
 class ServiceSpec:
     name: str
     model: str
@@ -256,6 +268,8 @@ class ServiceSpec:
     """Scale replicas on the engine's queue (vLLM, TGI) instead of a fixed count."""
     demand: Demand | None = None
     """Serve this load: the planner chooses replicas per profile (`replicas` is then 0)."""
+    profiling: ProfilingSpec | None = None
+    """Measure the engine on these profiles (Jobs next to the service)."""
 
     @property
     def autoscaled_max(self) -> int:

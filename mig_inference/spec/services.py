@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mig_inference.errors import MigError
 from mig_inference.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
-from mig_inference.spec.demand import DEMAND_KEYS, demand_spec
+from mig_inference.spec.demand import DEMAND_KEYS, demand_spec, profiling_spec
 from mig_inference.spec.model import (
     AUTO,
     FILL,
@@ -230,6 +230,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         hpa_max_replicas=hpa,
         queue_autoscaling=queue,
         demand=demand,
+        profiling=profiling_spec(node.child("profiling"), engine),
         command=command,
         args=node.child("args").strings(),
         startup_seconds=node.child("startupSeconds").integer(3600, minimum=60, maximum=4 * 3600)

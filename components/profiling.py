@@ -1,0 +1,119 @@
+"""Profiling runs of a service: a Job per candidate profile that starts the engine on one slice
+and drives it with vLLM's own benchmark (see `mig_inference/scripts/profile.sh`)."""
+
+from typing import TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from mig_inference.digest import short_hash
+from mig_inference.engines import engine_container
+from mig_inference.scripts import load
+
+from .inference import ENGINE_MOUNTS, ENGINE_SECURITY, HF_TOKEN_KEY, engine_pod, secret_env
+from .planning import planned
+from .stack_args import Stack
+
+BENCHMARK_SECONDS = 3600
+"""What a run may take once the engine answers."""
+
+
+class ProfilingJobsArgs(TypedDict):
+    stack: Stack
+    """The stack the service belongs to: the planner sizes the engine for each candidate slice
+    of the service's pool, as it would serve there."""
+    service: str
+    """Name of the service in `stack.services` (one with `profiling`)."""
+
+
+class ProfilingJobs(pulumi.ComponentResource):
+    """One Job per candidate profile, on the service's pool: the engine with the arguments it
+    would serve with on that slice, then `vllm bench serve` against it; the Job's log ends with
+    the result line `mig-inference throughput` reads. `pulumi up` does not wait for them."""
+
+    job_names: pulumi.Output[list[str]]
+    """Names of the Jobs, one per profile."""
+
+    def __init__(
+        self, name: str, args: ProfilingJobsArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:ProfilingJobs", name, None, opts)
+        stack = planned(args["stack"])
+        runs = [r for r in stack.profiling if r.service == args["service"]]
+        leading = next(
+            s.name for s in stack.services if s.service_name == args["service"] and s.leads_group
+        )
+        credentials = f"{leading}-credentials"
+        names = []
+        for run in runs:
+            plan = run.engine
+            engine = engine_container(plan)
+            settings = run.settings
+            env = [k8s.core.v1.EnvVarArgs(name=key, value=value) for key, value in engine.env]
+            env += [
+                k8s.core.v1.EnvVarArgs(name=key, value=str(value))
+                for key, value in (
+                    ("MODEL", plan.spec.model),
+                    ("PROFILE", run.profile),
+                    ("PORT", plan.spec.port),
+                    ("STARTUP_SECONDS", plan.spec.startup_seconds),
+                    ("NUM_PROMPTS", settings.num_prompts),
+                    ("INPUT_TOKENS", settings.input_tokens),
+                    ("OUTPUT_TOKENS", settings.output_tokens),
+                    ("MAX_CONCURRENCY", run.max_concurrency),
+                )
+            ]
+            if plan.spec.hf_token_secret:
+                # The Secret of the service's (first) Deployment holds the token.
+                env += [secret_env(var, credentials, HF_TOKEN_KEY) for var in engine.hf_token_env]
+            device = {plan.resource: "1"}
+            container = k8s.core.v1.ContainerArgs(
+                name="profile",
+                image=engine.image,
+                image_pull_policy="IfNotPresent",
+                command=["sh", "-c", load("profile.sh"), "profile", *engine.args],
+                env=env,
+                resources=k8s.core.v1.ResourceRequirementsArgs(
+                    requests={
+                        "cpu": f"{plan.cpu_millicores}m",
+                        "memory": f"{plan.memory_mib}Mi",
+                        **device,
+                    },
+                    limits={"memory": f"{plan.memory_mib}Mi", **device},
+                ),
+                security_context=ENGINE_SECURITY,
+                volume_mounts=ENGINE_MOUNTS,
+            )
+            labels = {
+                "app.kubernetes.io/name": run.name,
+                "app.kubernetes.io/instance": run.service,
+                "app.kubernetes.io/component": "profiling",
+                "app.kubernetes.io/managed-by": "mig-inference",
+                "mig-inference.io/profile": run.profile,
+            }
+            # Jobs are immutable: what the run measures is in its name, so a change is a new run.
+            measured = f"{run.profile}|{settings}|{' '.join(engine.args)}|{engine.image}"
+            job_name = f"{run.name}-{short_hash(measured, 6)}"
+            names.append(job_name)
+            k8s.batch.v1.Job(
+                f"{name}-{run.profile}",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=job_name,
+                    namespace=plan.spec.namespace,
+                    labels=labels,
+                    # The run takes as long as the model loads and the benchmark runs; the
+                    # result is read from its log afterwards.
+                    annotations={"pulumi.com/skipAwait": "true"},
+                ),
+                spec=k8s.batch.v1.JobSpecArgs(
+                    backoff_limit=0,
+                    active_deadline_seconds=plan.spec.startup_seconds + BENCHMARK_SECONDS,
+                    template=k8s.core.v1.PodTemplateSpecArgs(
+                        metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                        spec=engine_pod(plan, container, labels, restart_policy="Never"),
+                    ),
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        self.job_names = pulumi.Output.from_input(names)
+        self.register_outputs({"job_names": self.job_names})
