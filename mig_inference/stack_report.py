@@ -27,6 +27,13 @@ def _pool_json(pool: PoolPlan) -> dict[str, Any]:
         "mig_manager": pool.mig_manager.value,
         "layout": layout_of(pool),
         "builtin_config": pool.builtin_config,
+        "auto": {
+            "gpus": pool.pack_plan.gpu_count,
+            "lower_bound": pool.pack_plan.lower_bound,
+            "optimal": pool.pack_plan.optimal,
+        }
+        if pool.pack_plan is not None
+        else None,
         "capacity_per_node": pool.capacity_per_node(),
         "capacity": pool.capacity(),
         "node_labels": dict(pool.node_labels),
@@ -105,6 +112,19 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
     }
 
 
+def _proof(pool: PoolPlan) -> str:
+    """Whether the pool's GPU count is proven fewest, or how far it may be from the bound."""
+    packed = pool.pack_plan
+    assert packed is not None
+    if packed.optimal:
+        return f"{packed.gpu_count} GPUs, proven the fewest (lower bound {packed.lower_bound})"
+    gap = packed.gpu_count - packed.lower_bound
+    return (
+        f"{packed.gpu_count} GPUs, not proven: at most {gap} more than the lower bound "
+        f"{packed.lower_bound}"
+    )
+
+
 def _per_zone(pool: PoolPlan) -> str:
     spread = len(pool.zones) or 1
     if pool.autoscaled:
@@ -146,6 +166,8 @@ def plan_text(plan: StackPlan) -> str:
                 f"  layout changes re-partition in place, {pool.max_unavailable} node(s) at a time"
             )
         lines.append(f"  MIG: {how}")
+        if pool.pack_plan is not None:
+            lines.append(f"  mig: auto chose it: {_proof(pool)}")
         sharing = pool.spec.sharing
         if sharing is not None:
             shared = ", ".join(o.profile for o in pool.offers if o.shared_by > 1)

@@ -314,3 +314,15 @@ def test_existing_user_labels_are_applied_without_force(tmp_path: Path) -> None:
     patch = named(rendering, "kubernetes:core/v1:NodePatch", "p-n1-labels").inputs
     assert patch["metadata"]["labels"] == {"team": "ml"}
     assert "pulumi.com/patchForce" not in patch["metadata"]["annotations"]
+
+
+def test_auto_pools_say_whether_their_gpu_count_is_proven() -> None:
+    from mig_inference.plan import plan_stack
+    from mig_inference.stack_report import plan_json, plan_text
+    from mig_inference.stackfile import load_stack
+
+    plan = plan_stack(load_stack("eks-p5-auto"))
+    [pool] = plan.pools
+    assert pool.pack_plan is not None and pool.pack_plan.optimal
+    assert "  mig: auto chose it: 8 GPUs, proven the fewest (lower bound 6)" in plan_text(plan)
+    assert plan_json(plan)["pools"][0]["auto"] == {"gpus": 8, "lower_bound": 6, "optimal": True}
