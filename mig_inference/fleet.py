@@ -10,7 +10,9 @@ from mig_inference.packing import Workload
 from mig_inference.sizing import gib_to_mib
 from mig_inference.yamlfile import load_yaml
 
-WORKLOAD_KEYS = ("name", "replicas", "profile", "memory_gib", "exact")
+WORKLOAD_KEYS = (
+    "name", "replicas", "profile", "memory_gib", "exact", "requests_per_second", "throughput",
+)  # fmt: skip
 
 
 def workload_from_mapping(raw: Any, path: str) -> Workload:
@@ -27,25 +29,50 @@ def workload_from_mapping(raw: Any, path: str) -> Workload:
     exact = raw.get("exact", False)
     if not isinstance(exact, bool):
         raise MigError(f"must be true or false, got {exact!r}", f"{where}.exact")
+    if exact and memory is not None:
+        raise MigError(
+            "exact only applies with profile (it keeps that profile, never a larger one); with "
+            "memory_gib any slice that holds the need may serve: drop exact, or give a profile",
+            f"{where}.exact",
+        )
     profile = raw.get("profile")
     if profile is not None and not isinstance(profile, str):
         raise MigError(f"must be a profile name, got {profile!r}", f"{where}.profile")
+    demand = raw.get("requests_per_second")
+    throughput = _throughput(raw.get("throughput"), f"{where}.throughput")
     try:
         memory_mib = None if memory is None else gib_to_mib(memory)
         return Workload(
             name=name,
-            replicas=raw.get("replicas"),  # type: ignore[arg-type]
+            replicas=raw.get("replicas", 0 if demand is not None else None),  # type: ignore[arg-type]
             profile=profile,
             memory_mib=memory_mib,
             exact=exact,
+            requests_per_second=demand,
+            throughput=throughput,
         )
     except MigError as error:
         field = error.path or "memory_gib"
         raise MigError(error.message, f"{where}.{field}") from None
 
 
+def _throughput(raw: Any, path: str) -> tuple[tuple[str, float], ...]:
+    """`{profile: requests per second of one replica}`."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise MigError(f"must be a mapping of profile to requests per second, got {raw!r}", path)
+    rates = []
+    for profile, rate in raw.items():
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or rate < 0:
+            raise MigError(f"must be a number >= 0, got {rate!r}", f"{path}.{profile}")
+        rates.append((str(profile), float(rate)))
+    return tuple(rates)
+
+
 def load_fleet(path: str | Path) -> list[Workload]:
-    """Parse a fleet file: `workloads: [{name, replicas, profile | memory_gib, exact}]`."""
+    """Parse a fleet file: `workloads: [{name, replicas, profile | memory_gib, exact}]`, or a
+    demand, `{name, requests_per_second, throughput: {profile: requests per second}}`."""
     data = load_yaml(Path(path), "fleet file")
     if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
         raise MigError("must be a mapping with a `workloads:` list", str(path))

@@ -20,6 +20,9 @@ class Solution:
     objective: float
     bound: float
     """HiGHS's proven lower bound on the objective (the objective itself when optimal)."""
+    infeasible: bool = False
+    """True when HiGHS proved that no point satisfies the rows and bounds (integrality included
+    unless relaxed); False after a time-out or any other stop, which prove nothing."""
 
 
 @dataclass
@@ -113,4 +116,16 @@ class Milp:
             values=values,
             objective=objective,
             bound=bound,
+            infeasible=self._proves_infeasible(status),
         )
+
+    def _proves_infeasible(self, status: highspy.HighsModelStatus) -> bool:
+        """kInfeasible is a proof. HiGHS's presolve may say "unbounded or infeasible" instead;
+        with every cost >= 0 and every lower bound finite the objective is bounded below, so
+        that too proves infeasibility. A time limit, interrupt or any other stop proves nothing."""
+        if status == highspy.HighsModelStatus.kInfeasible:
+            return True
+        bounded_below = all(
+            c >= 0 and not math.isinf(lo) for c, lo in zip(self.cost, self.lower, strict=True)
+        )
+        return bounded_below and status == highspy.HighsModelStatus.kUnboundedOrInfeasible

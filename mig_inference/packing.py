@@ -64,6 +64,14 @@ class Workload:
     def demand_driven(self) -> bool:
         return self.requests_per_second is not None
 
+    @property
+    def fewest_replicas(self) -> int:
+        """Its replica count, or the fewest replicas that can serve its demand."""
+        if not self.demand_driven:
+            return self.replicas
+        fastest = max((rate for _, rate in self.throughput), default=0.0)
+        return math.ceil(float(self.requests_per_second or 0) / fastest) if fastest > 0 else 0
+
     def throughput_on(self, profile: str) -> float:
         return dict(self.throughput).get(profile, 0.0)
 
@@ -475,6 +483,29 @@ def check_unique_names(workloads: Sequence[Workload]) -> None:
         seen.add(workload.name)
 
 
+MAX_REPLICAS = 1_000_000
+"""Most replicas one plan places. A plan lists every GPU and every replica's slice (`pack --json`
+peaks at about 2.5 KiB per replica: some 2.5 GB at this limit), so the work is bounded here; a
+Kubernetes cluster runs at most 150,000 pods, far below it."""
+
+
+def check_fleet_size(workloads: Sequence[Workload]) -> None:
+    """Refuse a fleet of more than MAX_REPLICAS replicas, naming the workload that alone
+    exceeds it, else the total."""
+    limit = f"more than the planner's limit of {MAX_REPLICAS:,} (a plan lists every replica)"
+    for index, workload in enumerate(workloads):
+        if workload.fewest_replicas > MAX_REPLICAS:
+            key = "requests_per_second" if workload.demand_driven else "replicas"
+            raise MigError(
+                f"{workload.fewest_replicas:,} replicas, {limit}",
+                f"workloads[{index}] ({workload.name}).{key}",
+                value=workload.fewest_replicas,
+            )
+    total = sum(w.fewest_replicas for w in workloads)
+    if total > MAX_REPLICAS:
+        raise MigError(f"{total:,} replicas in total, {limit}", "workloads", value=total)
+
+
 def pack(
     gpu: GpuModel,
     workloads: Sequence[Workload],
@@ -504,12 +535,8 @@ def pack(
     if uniform_nodes and not gpus_per_node:
         raise MigError("uniform nodes need gpus per node")
     demand_driven = [w.name for w in workloads if w.demand_driven]
-    if demand_driven and uniform_nodes:
-        raise MigError(
-            f"demand-driven workloads ({', '.join(demand_driven)}) are planned without uniform "
-            "nodes so far; pack them freely, or give replicas per profile"
-        )
     check_unique_names(workloads)
+    check_fleet_size(workloads)
     allowed = []
     for index, workload in enumerate(workloads):
         try:
@@ -522,7 +549,7 @@ def pack(
     refined_optimal = False
     if uniform_nodes:
         assert gpus_per_node is not None
-        slots, assignments, optimal = _pack_uniform(problem, gpus_per_node, lower)
+        slots, assignments, optimal, refined_optimal = _pack_uniform(problem, gpus_per_node, lower)
     else:
         gpus, optimal, values, model = _min_gpus(problem)
         refined, refined_optimal = _refine(problem, gpus, values)
@@ -541,78 +568,289 @@ def pack(
     )
     if baselines and not demand_driven:
         # The baselines serve replica counts; a demand has none until the plan chose them.
-        plan.baselines = compute_baselines(problem)
+        plan.baselines = compute_baselines(problem, gpus_per_node if uniform_nodes else None)
     plan.seconds = time.perf_counter() - started
     return plan
 
 
 def _pack_uniform(
     problem: _Problem, gpus_per_node: int, lower: int
-) -> tuple[list[GpuSlot], list[Assignment], bool]:
-    """Fewest identical nodes: for N = ceil(lower / gpus_per_node), N+1, ... find per-node
-    layout counts c[L] (summing to gpus_per_node) whose N copies hold the fleet."""
-    gpu = problem.gpu
-    total = sum(w.replicas for w in problem.workloads)
-    nodes = max(1, math.ceil(lower / gpus_per_node))
-    proven = True
-    while nodes <= total:
-        model = problem.model()
-        milp = model.milp
-        # Reinterpret x[L] as GPUs per node: capacity rows scale by the node count.
-        for row_index, (terms, lo, hi) in enumerate(milp.rows):
-            scaled = {v: c * nodes if v in model.x.values() else c for v, c in terms.items()}
-            milp.rows[row_index] = (scaled, lo, hi)
-        for var in model.x.values():
-            milp.cost[var] = 0.0
-        _prefer_small_slices(model, problem)
-        # Fewest distinct layouts first: each layout used costs more than any memory excess.
-        layout_weight = 1.0 + sum(
-            w.replicas * max(p.memory_mib for p in a) / 1024
-            for w, a in zip(problem.workloads, problem.allowed, strict=True)
-        )
-        for var in model.x.values():
-            used = milp.variable(cost=layout_weight, upper=1.0)
-            milp.constrain({var: 1.0, used: -float(gpus_per_node)}, upper=0.0)
-        milp.constrain(
-            dict.fromkeys(model.x.values(), 1.0), lower=gpus_per_node, upper=gpus_per_node
-        )
-        solution = milp.solve(time_limit=SOLVER_SECONDS, rel_gap=1e-4)
-        if solution.values:
-            per_node = [
-                layout
-                for layout, var in model.x.items()
-                for _ in range(round(solution.values[var]))
-            ]
-            ordered_x = {layout: per_node.count(layout) * nodes for layout in model.x}
-            values = list(solution.values)
-            for layout, var in model.x.items():
-                values[var] = ordered_x[layout]
-            slots, assignments = _realize(problem, model, values, None)
-            # Lay the GPUs out node by node, each node repeating the same per-GPU sequence.
-            relaid = [
-                GpuSlot(n * gpus_per_node + i, n, layout, tuple(place(gpu, layout)))
-                for n in range(nodes)
-                for i, layout in enumerate(per_node)
-            ]
-            by_layout: dict[Layout, list[int]] = defaultdict(list)
-            for slot in relaid:
-                by_layout[slot.layout].append(slot.index)
-            old_to_new: dict[int, int] = {}
-            for slot in slots:
-                old_to_new[slot.index] = by_layout[slot.layout].pop(0)
-            moved = [
-                Assignment(a.workload, old_to_new[a.gpu], a.profile, a.start) for a in assignments
-            ]
-            return relaid, moved, proven
-        if not solution.optimal:
-            proven = False  # a time-out, not a proof of infeasibility
-        nodes += 1
-    raise MigError("no uniform node layout holds the fleet")
+) -> tuple[list[GpuSlot], list[Assignment], bool, bool]:
+    """Fewest identical nodes, each with per-node layout counts c[L] summing to
+    `gpus_per_node`, whose copies hold the fleet; then, among those, fewest distinct layouts
+    and least memory beyond need. Returns the GPUs, the assignments, whether the node count is
+    proven minimal, and whether the preferences were proven best.
+
+    Solved over groups of workloads (see `_grouped`): the solver's work does not grow with the
+    number of workloads, only the final split of each group's replicas does."""
+    grouped, members = _grouped(problem)
+    search = _fewest_uniform_nodes(grouped, gpus_per_node, lower)
+    values, refined = _refine_uniform(grouped, search, gpus_per_node)
+    slots, assignments = _realize_uniform(problem, search.model, values, search.nodes, members)
+    return slots, assignments, search.proven, refined
 
 
-def compute_baselines(problem: _Problem) -> dict[str, int]:
+def _grouped(problem: _Problem) -> tuple[_Problem, list[list[int]]]:
+    """The same problem with workloads of identical allowed profiles merged into one (their
+    replicas summed), and the workload indexes of each group.
+
+    Exact for replica-count workloads: which slices a plan offers is all that decides whether
+    replicas fit, and the memory beyond need of a group's replicas is the memory of the slices
+    they take minus the (fixed) summed need, however they are split among the group. Not for a
+    single profile per workload, nor demand-driven workloads: those stay one per group."""
+    workloads = problem.workloads
+    if problem.single_profile or any(w.demand_driven for w in workloads):
+        return problem, [[w] for w in range(len(workloads))]
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for w, profiles in enumerate(problem.allowed):
+        groups.setdefault(tuple(p.name for p in profiles), []).append(w)
+    members = list(groups.values())
+    merged = [
+        replace(workloads[group[0]], replicas=sum(workloads[w].replicas for w in group))
+        for group in members
+    ]
+    allowed = [problem.allowed[group[0]] for group in members]
+    return replace(problem, workloads=merged, allowed=allowed), members
+
+
+@dataclass(frozen=True)
+class _UniformSearch:
+    """The outcome of the node-count search: the fewest identical nodes found, a plan for them
+    (values of `model`'s variables, x[L] read as GPUs per node), and whether every smaller
+    count was proven not to hold the fleet."""
+
+    model: _Model
+    nodes: int
+    values: list[float]
+    proven: bool
+    probes: int
+    """Node counts tried (each one to three HiGHS solves)."""
+
+
+def _uniform_milp(model: _Model, nodes: int, gpus_per_node: int) -> Milp:
+    """`model` with x[L] read as GPUs per node of `nodes` identical nodes: x[L] sums to
+    `gpus_per_node` and every capacity row scales by `nodes`. No objective (a feasibility
+    question)."""
+    per_node = set(model.x.values())
+    base = model.milp
+    milp = Milp(
+        cost=[0.0] * len(base.cost),
+        lower=list(base.lower),
+        upper=list(base.upper),
+        integer=list(base.integer),
+        rows=[
+            ({v: c * nodes if v in per_node else c for v, c in terms.items()}, lo, hi)
+            for terms, lo, hi in base.rows
+        ],
+    )
+    milp.constrain(dict.fromkeys(per_node, 1.0), lower=gpus_per_node, upper=gpus_per_node)
+    return milp
+
+
+def _probe_uniform(
+    model: _Model, nodes: int, gpus_per_node: int
+) -> tuple[bool | None, list[float]]:
+    """Do `nodes` identical nodes hold the fleet? True with an integral plan, False when HiGHS
+    proved they cannot, None when it could not tell within its time limit.
+
+    First with replica counts y continuous: a relaxation, so its infeasibility is a proof, and
+    fast (only the per-node layout counts branch). A relaxed plan's layout counts are then fixed
+    and the replicas solved as integers; for replica-count workloads that is a transportation
+    problem with integral capacities, which an integral plan always satisfies, so this settles at
+    once. Only if it fails is the full integer program solved."""
+    milp = _uniform_milp(model, nodes, gpus_per_node)
+    relaxed = replace(milp, integer=list(milp.integer))
+    for var in model.y.values():
+        relaxed.integer[var] = False
+    first = relaxed.solve(time_limit=SOLVER_SECONDS)
+    if first.infeasible:
+        return False, []
+    if not first.values:
+        return None, []
+    fixed = replace(milp, lower=list(milp.lower), upper=list(milp.upper))
+    for var in model.x.values():
+        fixed.lower[var] = fixed.upper[var] = float(round(first.values[var]))
+    second = fixed.solve(time_limit=SOLVER_SECONDS)
+    if second.values:
+        return True, second.values
+    third = milp.solve(time_limit=SOLVER_SECONDS)
+    if third.values:
+        return True, third.values
+    return (False if third.infeasible else None), []
+
+
+def _most_replicas(model: _Model) -> int | None:
+    """An upper bound on the replicas of any plan (each workload at its largest count on any
+    profile), or None when the model does not bound them."""
+    largest: dict[int, float] = {}
+    for (w, _), var in model.y.items():
+        largest[w] = max(largest.get(w, 0.0), model.milp.upper[var])
+    total = sum(largest.values())
+    return math.ceil(total) if math.isfinite(total) else None
+
+
+def _fewest_uniform_nodes(problem: _Problem, gpus_per_node: int, lower: int) -> _UniformSearch:
+    """The fewest identical nodes that hold the fleet, by galloping then bisection.
+
+    Feasibility is monotone in the node count (more copies of a node never hold less), so a
+    count proven infeasible proves every smaller one, and a feasible count bounds the answer.
+    Counts below ceil(lower / gpus_per_node) hold fewer GPUs than the proven lower bound. From
+    there the search tries counts at doubling steps until one holds the fleet, then bisects the
+    last gap: a handful of probes instead of one per node count. If a probe times out, the count
+    is treated as too few (so a plan is still found) and the result is not claimed minimal."""
+    model = problem.model()
+    low = max(1, math.ceil(lower / gpus_per_node))
+    proven_below = low - 1  # every count up to this one is proven too few
+    # A node that can serve every workload offers each profile it has at least once, so as many
+    # nodes as the most replicas any plan has hold the fleet if any count does: stop there.
+    most = _most_replicas(model)
+    cap = max(low, most if most is not None else low * 1024)
+    probes = 0
+    not_enough = low - 1  # the largest count tried that did not give a plan
+    step = max(1, low // 64)
+    nodes = low
+    while True:
+        probes += 1
+        holds, values = _probe_uniform(model, nodes, gpus_per_node)
+        if holds:
+            break
+        not_enough = nodes
+        if holds is False:
+            proven_below = nodes
+        if nodes >= cap:
+            if holds is False:
+                raise MigError(
+                    f"no uniform node layout holds the fleet: no {gpus_per_node} GPU(s) of "
+                    f"{problem.gpu.name} offer together the profiles its workloads need; plan "
+                    "without uniform nodes, or with more GPUs per node"
+                )
+            raise MigError("the solver found no uniform node layout within its time limit")
+        nodes = min(cap, nodes + step)
+        step *= 2
+    best, best_values = nodes, values
+    while best - not_enough > 1:
+        middle = (not_enough + best) // 2
+        probes += 1
+        holds, values = _probe_uniform(model, middle, gpus_per_node)
+        if holds:
+            best, best_values = middle, values
+        else:
+            not_enough = middle
+            if holds is False:
+                proven_below = max(proven_below, middle)
+    return _UniformSearch(model, best, best_values, proven_below >= best - 1, probes)
+
+
+def _refine_uniform(
+    problem: _Problem, search: _UniformSearch, gpus_per_node: int
+) -> tuple[list[float], bool]:
+    """At the node count found: fewest distinct layouts per node, then least memory beyond
+    need. Both stages branch on the per-node layouts only (replica counts continuous, as in the
+    search, each stage within REFINE_SECONDS and starting from the previous plan, so never
+    worse); then, with those layouts fixed, the replicas are solved as integers for the same
+    memory objective. Returns the plan and whether it was proven best."""
+    model = search.model
+    milp = _uniform_milp(model, search.nodes, gpus_per_node)
+    for var in model.y.values():
+        milp.integer[var] = False
+    used = {}
+    for layout, var in model.x.items():
+        used[layout] = milp.variable(cost=1.0, upper=1.0)
+        milp.constrain({var: 1.0, used[layout]: -float(gpus_per_node)}, upper=0.0)
+    start = search.values
+    warm = list(start) + [1.0 if start[model.x[layout]] > 0.5 else 0.0 for layout in used]
+    distinct_stage = milp.solve(integral_objective=True, time_limit=REFINE_SECONDS, start=warm)
+    if not distinct_stage.values:
+        return list(start), False
+    for var in used.values():
+        milp.cost[var] = 0.0
+    milp.constrain(dict.fromkeys(used.values(), 1.0), upper=round(distinct_stage.objective))
+    _prefer_small_slices(_Model(milp, model.x, model.y), problem)
+    memory_stage = milp.solve(time_limit=REFINE_SECONDS, rel_gap=1e-4, start=distinct_stage.values)
+    relaxed = memory_stage.values or distinct_stage.values
+    integral = replace(
+        milp, integer=list(milp.integer), lower=list(milp.lower), upper=list(milp.upper)
+    )
+    for var in model.y.values():
+        integral.integer[var] = True
+    for var in model.x.values():
+        integral.lower[var] = integral.upper[var] = float(round(relaxed[var]))
+    replicas_stage = integral.solve(time_limit=REFINE_SECONDS, rel_gap=1e-4)
+    if not replicas_stage.values:
+        return list(start), False
+    proven = (
+        distinct_stage.optimal
+        and memory_stage.optimal
+        and replicas_stage.objective
+        <= memory_stage.objective + 1e-4 * abs(memory_stage.objective) + 1e-6
+    )
+    return list(replicas_stage.values), proven
+
+
+def _realize_uniform(
+    problem: _Problem,
+    model: _Model,
+    values: Sequence[float],
+    nodes: int,
+    members: Sequence[Sequence[int]],
+) -> tuple[list[GpuSlot], list[Assignment]]:
+    """GPUs node by node, each node repeating the same per-GPU layout sequence; replicas on
+    free slices of their profile, consecutive picks on different GPUs. `model` may be over
+    groups of workloads (`members` gives each group's workloads): a group's replicas of each
+    profile go to its workloads in fleet order. Linear in the GPUs and replicas (one placement
+    tuple per distinct layout, shared by its GPUs)."""
+    gpu, workloads = problem.gpu, problem.workloads
+    per_node = [layout for layout, var in model.x.items() for _ in range(round(values[var]))]
+    placements = {layout: tuple(place(gpu, layout)) for layout in per_node}
+    width = len(per_node)
+    slots = [
+        GpuSlot(n * width + i, n, layout, placements[layout])
+        for n in range(nodes)
+        for i, layout in enumerate(per_node)
+    ]
+    split: dict[tuple[int, str], int] = {}
+    left = [w.replicas for w in workloads]
+    for (group, name), var in model.y.items():
+        count = round(values[var])
+        if len(members[group]) == 1:
+            split[(members[group][0], name)] = count
+            continue
+        for w in members[group]:
+            take = min(count, left[w])
+            if take:
+                split[(w, name)] = take
+                left[w] -= take
+                count -= take
+    free: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for slot in slots:
+        for rank, placement in enumerate(slot.placements):
+            free[placement.profile].append((rank, slot.index, placement.start))
+    for queue in free.values():
+        queue.sort()
+    taken: Counter[str] = Counter()
+    assignments = []
+    for (w, name), count in sorted(split.items(), key=lambda item: item[0][0]):
+        first = taken[name]
+        for _, index, start in free[name][first : first + count]:
+            assignments.append(Assignment(workloads[w].name, index, name, start))
+        taken[name] += count
+    return slots, assignments
+
+
+def compute_baselines(
+    problem: _Problem, uniform_gpus_per_node: int | None = None
+) -> dict[str, int]:
     """GPUs the same model needs with (a) one replica per whole GPU, no MIG, and (b) only
-    homogeneous `all-<profile>` layouts, one profile per GPU, as the seed documents do."""
+    homogeneous `all-<profile>` layouts, one profile per GPU, as the seed documents do.
+
+    With `uniform_gpus_per_node` the baselines obey the same rule as the plan they are compared
+    with: identical nodes of that many GPUs, counted in whole nodes. Whole GPUs are one layout,
+    so (a) is rounded up to whole nodes; (b) is the fewest identical nodes whose GPUs each take
+    one `all-<profile>` layout. Should no such node hold the fleet (it needs more profiles than
+    a node has GPUs), (b) is the free count rounded up to whole nodes.
+
+    Counts only, so solved over groups of workloads with identical allowed profiles."""
+    problem, _ = _grouped(problem)
     gpu = problem.gpu
     full = gpu.full_profile
     whole = replace(
@@ -624,5 +862,20 @@ def compute_baselines(problem: _Problem) -> dict[str, int]:
     one_per_gpu, _, _, _ = _min_gpus(whole)
     profiles = {p for a in problem.allowed for p in a}
     homogeneous_layouts = [Layout.of(gpu, {p.name: p.max_instances}) for p in profiles]
-    homogeneous, _, _, _ = _min_gpus(replace(problem, layouts=homogeneous_layouts))
-    return {"one_per_gpu": one_per_gpu, "homogeneous": homogeneous}
+    homogeneous_problem = replace(problem, layouts=homogeneous_layouts)
+    per_node = uniform_gpus_per_node
+    if per_node is None:
+        homogeneous, _, _, _ = _min_gpus(homogeneous_problem)
+        return {"one_per_gpu": one_per_gpu, "homogeneous": homogeneous}
+    try:
+        search = _fewest_uniform_nodes(
+            homogeneous_problem, per_node, _lower_bound(homogeneous_problem)
+        )
+        homogeneous = search.nodes * per_node
+    except MigError:
+        free, _, _, _ = _min_gpus(homogeneous_problem)
+        homogeneous = math.ceil(free / per_node) * per_node
+    return {
+        "one_per_gpu": math.ceil(one_per_gpu / per_node) * per_node,
+        "homogeneous": homogeneous,
+    }

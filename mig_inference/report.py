@@ -41,6 +41,15 @@ def pack_json(plan: PackPlan) -> dict[str, Any]:
         "baselines": plan.baselines,
         "mig_parted": plan.mig_parted_config(),
         "seconds": round(plan.seconds, 4),
+        "demand": [
+            {
+                "workload": met.workload,
+                "requests_per_second": met.requests_per_second,
+                "served": met.served,
+                "replicas": met.replicas,
+            }
+            for met in plan.demand_met()
+        ],
     }
 
 
@@ -89,5 +98,14 @@ def pack_text(plan: PackPlan) -> str:
     lines.append("node MIG configs (label nvidia.com/mig.config):")
     for name, count in Counter(plan.node_config_names()).items():
         lines.append(f"  {count:>4} node(s): {name}")
+    met = plan.demand_met()
+    if met:
+        lines.append("\ndemand (replicas per profile chosen by the planner):")
+        for m in met:
+            parts = " + ".join(f"{n} x {profile}" for profile, n in m.replicas.items())
+            lines.append(
+                f"  {m.workload}: {m.requests_per_second:g} requests/s, served {m.served:g}/s "
+                f"by {parts}"
+            )
     lines.append(f"\nplanned in {plan.seconds:.2f} s")
     return "\n".join(lines)

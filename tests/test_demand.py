@@ -4,7 +4,11 @@ second, chosen together with every GPU's layout."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -123,9 +127,42 @@ def test_a_profile_the_gpu_lacks_is_named() -> None:
     assert raised.value.path == "workloads[0] (x).throughput.3g.20gb"
 
 
-def test_demand_with_uniform_nodes_is_refused_for_now() -> None:
-    with pytest.raises(MigError, match="without uniform nodes"):
-        pack(H100, [demand("x", 10, **{"1g_10gb": 5.0})], gpus_per_node=8, uniform_nodes=True)
+@pytest.mark.parametrize("seed", range(8))
+def test_uniform_nodes_serve_demand_on_the_fewest_identical_nodes(seed: int) -> None:
+    """Every node identical (one pool label): checked against brute force over node layouts
+    (multisets of 2 GPU layouts, repeated on every node)."""
+    rng = random.Random(100 + seed)
+    fleet = [
+        demand(f"m{i}", rng.choice([40, 90, 160, 260]),
+               **{"1g_10gb": rng.choice([10, 18]), "3g_40gb": rng.choice([35, 60])})
+        for i in range(2)
+    ]  # fmt: skip
+    plan = pack(H100, fleet, gpus_per_node=2, uniform_nodes=True)
+    assert plan.optimal
+    assert all(m.served + 1e-9 >= m.requests_per_second for m in plan.demand_met())
+    layouts = maximal_layouts(valid_layouts(H100, ("1g.10gb", "3g.40gb")))
+    node_layouts = list(itertools.combinations_with_replacement(layouts, 2))
+    fewest = next(
+        nodes
+        for nodes in range(1, 20)
+        if any(
+            feasible(
+                {
+                    name: nodes * sum(layout.as_dict().get(name, 0) for layout in node)
+                    for name in ("1g.10gb", "3g.40gb")
+                },
+                fleet,
+            )
+            for node in node_layouts
+        )
+    )
+    assert plan.node_count == fewest
+
+
+def test_a_demand_no_plan_could_list_is_refused() -> None:
+    with pytest.raises(MigError) as raised:
+        pack(H100, [demand("x", 1e9, **{"1g_10gb": 1.0})])
+    assert raised.value.path == "workloads[0] (x).requests_per_second"
 
 
 @pytest.mark.parametrize("sharing", ["single", "mps"])
@@ -140,3 +177,31 @@ def test_parvagpu_scenarios_are_met_proven_and_near_the_papers_counts(sharing: s
         assert all(m.served + 1e-9 >= m.requests_per_second for m in plan.demand_met())
         assert scenario.published_gpus is not None
         assert plan.gpu_count <= scenario.published_gpus + (0 if sharing == "mps" else 1)
+
+
+def test_pack_reads_demand_from_a_fleet_file(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "workloads:\n"
+        "  - {name: bert, requests_per_second: 69, throughput: {1g.10gb: 135.1, 3g.40gb: 243.3}}\n"
+        "  - {name: chat, replicas: 3, profile: 2g.20gb}\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-m", "mig", "pack", str(fleet), "--gpu", "A100-80GB", "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    result = json.loads(found.stdout)
+    assert result["demand"] == [
+        {"workload": "bert", "requests_per_second": 69, "served": 135.1, "replicas": {"1g.10gb": 1}}
+    ]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("workloads:\n  - {name: x, requests_per_second: 5, throughput: {1g.10gb: -1}}\n")
+    refused = subprocess.run(
+        [sys.executable, "-m", "mig", "pack", str(bad), "--gpu", "A100-80GB"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert refused.returncode == 1
+    assert (
+        refused.stderr.strip()
+        == "error: workloads[0] (x).throughput.1g.10gb: must be a number >= 0, got -1"
+    )

@@ -146,3 +146,16 @@ def test_a_throughput_file_from_a_profiling_run(
     missing = {**service, "throughputFile": "nope.yaml"}
     [(path, message)] = errors(stack(missing))
     assert path == "mig-inference:services[0].throughputFile" and "nope.yaml" in message
+
+
+def test_an_auto_pool_is_sized_for_its_demand_in_one_optimisation() -> None:
+    pool = {k: v for k, v in POOL.items() if k != "nodes"} | {"mig": "auto"}
+    fixed = {"name": "embed", "model": "e", "memoryGiB": 3, "profile": "1g.10gb", "replicas": 4}
+    values = {**stack(chat(requestsPerSecond=300), fixed), "pools": [pool]}
+    result = plan(values)
+    [planned_pool] = result.pools
+    assert planned_pool.pack_plan is not None and planned_pool.pack_plan.optimal
+    [served] = demand_served(result.services)
+    assert served.served >= 300
+    used = sum(p.replicas for p in served.parts) + 4
+    assert used <= sum(planned_pool.capacity().values())
