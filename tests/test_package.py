@@ -297,6 +297,7 @@ def test_cloud_components_construct_from_dict_inputs(
         ("gke-h100", "InferenceService", {"service": "mistral-nemo"}, "kubernetes:apps/v1:Deployment"),
         ("gke-h100", "Monitoring", {}, "kubernetes:monitoring.coreos.com/v1:PrometheusRule"),
         ("existing", "InPlaceRepartition", {"pool": "lab-h100"}, "kubernetes:batch/v1:Job"),
+        ("eks-p4de-demand", "ProfilingJobs", {"service": "chat"}, "kubernetes:batch/v1:Job"),
     ],
 )  # fmt: skip
 def test_kubernetes_components_construct_from_the_stack(
