@@ -159,8 +159,14 @@ class InferenceService(pulumi.ComponentResource):
             "app.kubernetes.io/name": plan.name,
             "app.kubernetes.io/instance": plan.service_name,
         }
+        # The group's Service selects the serving pods of every profile (not profiling runs).
         service_selector = (
-            {"app.kubernetes.io/instance": plan.service_name} if plan.group else selector
+            {
+                "app.kubernetes.io/instance": plan.service_name,
+                "app.kubernetes.io/component": "inference",
+            }
+            if plan.group
+            else selector
         )
         labels = {
             **selector,
@@ -269,8 +275,11 @@ class InferenceService(pulumi.ComponentResource):
             ),
         )
         if plan.leads_group:
+            # Named after the service, not the part that leads it: the Service stays the same
+            # resource when the mix of profiles changes (a URN holds the name, not the parent's).
+            prefix = name[: -len(plan.name)] if name.endswith(plan.name) else f"{name}-"
             k8s.core.v1.Service(
-                f"{name}-service",
+                f"{prefix}{plan.service_name}-service" if plan.group else f"{name}-service",
                 metadata=meta(plan.service_name),
                 spec=k8s.core.v1.ServiceSpecArgs(
                     type="ClusterIP",

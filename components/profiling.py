@@ -93,7 +93,8 @@ class ProfilingJobs(pulumi.ComponentResource):
             }
             # Jobs are immutable: what the run measures is in its name, so a change is a new run.
             measured = f"{run.profile}|{settings}|{' '.join(engine.args)}|{engine.image}"
-            job_name = f"{run.name}-{short_hash(measured, 6)}"
+            # Kubernetes names stop at 63 characters: the hash keeps a shortened one unique.
+            job_name = f"{run.name[:56].rstrip('-')}-{short_hash(measured, 6)}"
             names.append(job_name)
             k8s.batch.v1.Job(
                 f"{name}-{run.profile}",

@@ -144,7 +144,10 @@ class MigInference(pulumi.ComponentResource):
             )
             for service in plan.services
         }
-        endpoints = {name: component.endpoint for name, component in deployed.items()}
+        # One endpoint per Service: the parts of a service sized by demand share theirs.
+        endpoints = {
+            plan_services[name]: component.endpoint for name, component in deployed.items()
+        }
         for profiled in dict.fromkeys(run.service for run in plan.profiling):
             # After the service: its Secret holds the token the runs download the model with.
             ProfilingJobs(
@@ -177,7 +180,7 @@ class MigInference(pulumi.ComponentResource):
                     "profile": service.profile,
                     "resource": service.resource,
                     "replicas": service.replicas,
-                    "endpoint": endpoints[service.name],
+                    "endpoint": endpoints[service.service_name],
                 }
                 for service in plan.services
             }

@@ -209,14 +209,43 @@ def diff_records(deployed: dict[str, Any], current: dict[str, Any]) -> ChangePla
     services = [
         _service_diff(name, deployed["services"][name], new, pools)
         if name in deployed["services"]
-        else ServiceDiff(name, ServiceChange.ADDED)
+        else ServiceDiff(name, ServiceChange.ADDED, _regrouped(new, deployed["services"]))
         for name, new in current["services"].items()
     ] + [
-        ServiceDiff(name, ServiceChange.REMOVED)
-        for name in deployed["services"]
+        ServiceDiff(name, ServiceChange.REMOVED, _regrouped_away(name, old, current["services"]))
+        for name, old in deployed["services"].items()
         if name not in current["services"]
     ]
     return ChangePlan(list(pools.values()), services)
+
+
+def _group(service: dict[str, Any], name: str) -> str:
+    """The Service a Deployment serves (records before groups: its own name)."""
+    return str(service.get("group") or name)
+
+
+def _regrouped(new: dict[str, Any], deployed: dict[str, Any]) -> str:
+    """Why a new Deployment appears when its service existed under other Deployments."""
+    group = new.get("group")
+    before = [n for n, old in deployed.items() if group and _group(old, n) == group]
+    if not before:
+        return ""
+    return (
+        f"serves {group} on {new['profile']} in place of {', '.join(sorted(before))}: it needs "
+        f"{new['replicas']} slice(s) of its own while the old replicas still run"
+    )
+
+
+def _regrouped_away(name: str, old: dict[str, Any], current: dict[str, Any]) -> str:
+    """Why a Deployment goes when its service goes on under other Deployments."""
+    group = _group(old, name)
+    after = [n for n, new in current.items() if _group(new, n) == group]
+    if not after:
+        return ""
+    return (
+        f"{group} is served by {', '.join(sorted(after))} now: its {old['replicas']} replica(s) "
+        "end once Pulumi deletes it"
+    )
 
 
 def change_warnings(changes: ChangePlan) -> list[str]:

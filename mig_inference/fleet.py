@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def _throughput(raw: Any, path: str) -> tuple[tuple[str, float], ...]:
         raise MigError(f"must be a mapping of profile to requests per second, got {raw!r}", path)
     rates = []
     for profile, rate in raw.items():
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or rate < 0:
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate < math.inf:
             raise MigError(f"must be a number >= 0, got {rate!r}", f"{path}.{profile}")
         rates.append((str(profile), float(rate)))
     return tuple(rates)

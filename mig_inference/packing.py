@@ -96,7 +96,12 @@ class Workload:
 
     def _check_demand(self) -> None:
         demand = self.requests_per_second
-        if isinstance(demand, bool) or not isinstance(demand, int | float) or not demand > 0:
+        if (
+            isinstance(demand, bool)
+            or not isinstance(demand, int | float)
+            or not math.isfinite(demand)
+            or not demand > 0
+        ):
             raise MigError(f"must be a number > 0, got {demand!r}", "requests_per_second")
         if self.replicas:
             raise MigError(

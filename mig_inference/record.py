@@ -83,6 +83,7 @@ def service_record(service: ServicePlan) -> dict[str, Any]:
         "replicas": service.replicas,
         "max_replicas": max(service.replicas, service.spec.autoscaled_max),
         "pod": pod_fingerprint(service),
+        "group": service.group,
     }
 
 

@@ -88,11 +88,12 @@ def cost_text(cost: StackCost) -> str:
             if pool.min_per_hour == pool.max_per_hour
             else f"{_money(pool.min_per_hour)} to {_money(pool.max_per_hour)}"
         )
+        dated = "" if pool.price.date in pool.price.source else f", {pool.price.date}"
         marks = ", weak" if pool.price.weak else ""
         marks += ", your file" if pool.price.overridden else ""
         lines.append(
             f"  pool {pool.pool}: {size} ({pool.machine} {kind} at {_money(pool.node_per_hour)}/h "
-            f"per node; {pool.price.source}, {pool.price.date}{marks})"
+            f"per node; {pool.price.source}{dated}{marks})"
         )
         for resource, per_hour in sorted(cost.slices[pool.pool].items()):
             lines.append(f"    one {resource}: {_money(per_hour)}")

@@ -116,12 +116,13 @@ def _proof(pool: PoolPlan) -> str:
     """Whether the pool's GPU count is proven fewest, or how far it may be from the bound."""
     packed = pool.pack_plan
     assert packed is not None
+    nodes = packed.node_count
+    bound = max(1, -(-packed.lower_bound // pool.gpus_per_node))
     if packed.optimal:
-        return f"{packed.gpu_count} GPUs, proven the fewest (lower bound {packed.lower_bound})"
-    gap = packed.gpu_count - packed.lower_bound
+        return f"{nodes} identical node(s), proven the fewest (lower bound {bound})"
     return (
-        f"{packed.gpu_count} GPUs, not proven: at most {gap} more than the lower bound "
-        f"{packed.lower_bound}"
+        f"{nodes} identical node(s), not proven: at most {nodes - bound} more than the lower "
+        f"bound {bound}"
     )
 
 

@@ -205,3 +205,18 @@ def test_pack_reads_demand_from_a_fleet_file(tmp_path: Path) -> None:
         refused.stderr.strip()
         == "error: workloads[0] (x).throughput.1g.10gb: must be a number >= 0, got -1"
     )
+
+
+@pytest.mark.parametrize("line", [
+    "{name: x, requests_per_second: .inf, throughput: {1g.10gb: 3}}",
+    "{name: x, requests_per_second: 5, throughput: {1g.10gb: .nan}}",
+])  # fmt: skip
+def test_non_finite_demands_are_refused(tmp_path: Path, line: str) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(f"workloads:\n  - {line}\n")
+    refused = subprocess.run(
+        [sys.executable, "-m", "mig", "pack", str(fleet), "--gpu", "H100"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert refused.returncode == 1 and refused.stderr.startswith("error: workloads[0] (x).")
+    assert "Traceback" not in refused.stderr

@@ -53,7 +53,13 @@ def test_the_demand_stack_runs_one_deployment_per_profile_behind_one_service() -
     services = {s.inputs["metadata"]["name"]: s.inputs
                 for s in rendering.of_type("kubernetes:core/v1:Service")}  # fmt: skip
     assert set(services) == {"chat", "summarize", "embedder"}
-    assert services["summarize"]["spec"]["selector"] == {"app.kubernetes.io/instance": "summarize"}
+    assert services["summarize"]["spec"]["selector"] == {
+        "app.kubernetes.io/instance": "summarize",
+        "app.kubernetes.io/component": "inference",
+    }
+    # Named after the service, whichever profile leads: the mix may change, the Service stays.
+    assert [s.name for s in rendering.of_type("kubernetes:core/v1:Service")
+            if s.inputs["metadata"]["name"] == "summarize"] == ["summarize-service"]  # fmt: skip
     for part in ("summarize-2g-20gb", "summarize-3g-40gb"):
         pod_labels = deployments[part]["spec"]["template"]["metadata"]["labels"]
         assert pod_labels["app.kubernetes.io/instance"] == "summarize"
@@ -159,3 +165,45 @@ def test_an_auto_pool_is_sized_for_its_demand_in_one_optimisation() -> None:
     assert served.served >= 300
     used = sum(p.replicas for p in served.parts) + 4
     assert used <= sum(planned_pool.capacity().values())
+
+
+def test_demands_on_one_pool_are_chosen_together() -> None:
+    """`chat` first could take the 2g slices `summarize` needs; chosen together both fit."""
+    chat2 = {"name": "chat", "model": "m", "memoryGiB": 3, "requestsPerSecond": 100,
+             "throughput": [{"profile": "1g.10gb", "requestsPerSecond": 9},
+                            {"profile": "2g.20gb", "requestsPerSecond": 20}]}  # fmt: skip
+    summarize = {"name": "summarize", "model": "m", "memoryGiB": 3, "requestsPerSecond": 160,
+                 "throughput": [{"profile": "2g.20gb", "requestsPerSecond": 20}]}  # fmt: skip
+    served = {d.service: d for d in demand_served(plan(stack(chat2, summarize)).services)}
+    assert {p.profile: p.replicas for p in served["summarize"].parts} == {"2g.20gb": 8}
+    assert {p.profile: p.replicas for p in served["chat"].parts} == {"1g.10gb": 12}
+
+
+def test_slices_too_small_for_the_model_are_not_used() -> None:
+    big = chat(memoryGiB=15)  # more than a 1g.10gb holds
+    [served] = demand_served(plan(stack(big)).services)
+    assert "1g.10gb" not in {p.profile for p in served.parts}
+    only_small = chat(memoryGiB=15, throughput=[RATES[0]])
+    [(path, message)] = errors(stack(only_small))
+    assert path == "mig-inference:services[0].throughput" and "that holds its 15,360 MiB" in message
+
+
+def test_a_part_named_like_another_service_is_refused() -> None:
+    clash = {"name": "chat-1g-10gb", "model": "m", "memoryGiB": 3, "replicas": 1,
+             "profile": "1g.10gb"}  # fmt: skip
+    found = errors(stack(chat(), clash))
+    assert ("mig-inference:services[1].name",
+            "its Deployment 'chat-1g-10gb' is also service chat's (a service sized by demand runs "
+            "a Deployment per profile, `<service>-<profile>`); rename one") in found  # fmt: skip
+
+
+def test_diff_says_which_deployments_replace_a_service_sized_by_demand() -> None:
+    from mig_inference.changes import diff_records
+    from mig_inference.record import plan_record
+
+    fixed = {"name": "chat", "model": "m", "memoryGiB": 3, "replicas": 7, "profile": "1g.10gb"}
+    before = plan_record(plan(stack(fixed)))
+    after = plan_record(plan(stack(chat())))
+    changes = {s.name: s for s in diff_records(before, after).services}
+    assert changes["chat"].reason.startswith("chat is served by chat-1g-10gb now")
+    assert changes["chat-1g-10gb"].reason.startswith("serves chat on 1g.10gb in place of chat")

@@ -324,5 +324,8 @@ def test_auto_pools_say_whether_their_gpu_count_is_proven() -> None:
     plan = plan_stack(load_stack("eks-p5-auto"))
     [pool] = plan.pools
     assert pool.pack_plan is not None and pool.pack_plan.optimal
-    assert "  mig: auto chose it: 8 GPUs, proven the fewest (lower bound 6)" in plan_text(plan)
+    assert (
+        "  mig: auto chose it: 1 identical node(s), proven the fewest (lower bound 1)"
+        in plan_text(plan)
+    )
     assert plan_json(plan)["pools"][0]["auto"] == {"gpus": 8, "lower_bound": 6, "optimal": True}

@@ -188,3 +188,16 @@ def test_bad_profiling_is_named(
                                pinned_operator_version=GPU_OPERATOR_VERSION))  # fmt: skip
     found = [(e.path, e.message) for e in raised.value.errors]
     assert any(p == f"mig-inference:services[0].{key}" and message in m for p, m in found), found
+
+
+def test_job_names_stay_within_kubernetes_limits(tmp_path: Path) -> None:
+    from tests.mocked import render_config
+
+    long_name = "a-very-long-service-name-of-forty-chars"
+    values = stack_with({"profiles": ["1g.10gb"]})
+    values["services"][0]["name"] = long_name
+    rendering = render_config(tmp_path, values)
+    assert rendering.error is None, rendering.error
+    [job] = [j for j in rendering.of_type("kubernetes:batch/v1:Job")
+             if j.inputs["metadata"]["labels"].get("app.kubernetes.io/component") == "profiling"]  # fmt: skip
+    assert len(job.inputs["metadata"]["name"]) <= 63

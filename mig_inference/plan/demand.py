@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from mig_inference.errors import MigError
 from mig_inference.milp import Milp
 from mig_inference.plan.model import Offer, PoolPlan, ServicePlan
-from mig_inference.spec import Demand, ServiceSpec
+from mig_inference.spec import ServiceSpec, key_path
 
 
 def part_name(service: str, profile: str) -> str:
@@ -18,59 +18,91 @@ def part_name(service: str, profile: str) -> str:
     return f"{service}-{profile.replace('.', '-').replace('+', '-')}"
 
 
-def serving_offers(pool: PoolPlan, demand: Demand) -> list[Offer]:
-    """The pool's unshared slices that the throughput table rates."""
-    rated = {name for name, _ in demand.rates()}
-    return [o for o in pool.offers if o.profile in rated and o.shared_by == 1]
+def serving_offers(pool: PoolPlan, service: ServiceSpec) -> list[Offer]:
+    """The pool's unshared slices that the throughput table rates and that hold the model."""
+    assert service.demand is not None
+    rated = {name for name, _ in service.demand.rates()}
+    need = service.need_mib or 0.0
+    return [
+        o
+        for o in pool.offers
+        if o.profile in rated and o.shared_by == 1 and o.memory_per_replica_mib >= need
+    ]
 
 
 def demand_replicas(
-    pool: PoolPlan, service: ServiceSpec, left: Mapping[str, int], path: str
-) -> dict[str, int]:
-    """Replicas per profile that serve `service.demand` from the slices `left` (by resource),
-    handing out the least memory: the pool's own plan when it was packed for its services
-    (`mig: auto`), else the cheapest choice from what the layout leaves."""
-    demand = service.demand
-    assert demand is not None
+    pool: PoolPlan, services: Sequence[tuple[int, ServiceSpec]], left: Mapping[str, int]
+) -> dict[int, dict[str, int]]:
+    """Replicas per profile of every service sized by demand on `pool` (by stack index) that
+    together serve their demands from the slices `left` (by resource), handing out the least
+    memory: one integer program for all of them. A pool packed for its services (`mig: auto`)
+    already chose them."""
     if pool.pack_plan is not None:
-        chosen: dict[str, int] = {}
-        for assignment in pool.pack_plan.assignments:
-            if assignment.workload == service.name:
-                chosen[assignment.profile] = chosen.get(assignment.profile, 0) + 1
-        if chosen:
-            return chosen
-    offers = serving_offers(pool, demand)
-    rate = dict(demand.rates())
-    most = sum(rate[o.profile] * left.get(o.resource, 0) for o in offers)
-    if most + 1e-9 < demand.requests_per_second:
+        chosen: dict[int, dict[str, int]] = {}
+        for index, service in services:
+            replicas: dict[str, int] = {}
+            for assignment in pool.pack_plan.assignments:
+                if assignment.workload == service.name:
+                    replicas[assignment.profile] = replicas.get(assignment.profile, 0) + 1
+            chosen[index] = replicas
+        return chosen
+    milp = Milp()
+    counts: dict[tuple[int, str], int] = {}
+    for index, service in services:
+        demand = service.demand
+        assert demand is not None
+        rate = dict(demand.rates())
+        for offer in serving_offers(pool, service):
+            counts[(index, offer.profile)] = milp.variable(
+                cost=float(offer.memory_mib),
+                upper=min(
+                    left.get(offer.resource, 0),
+                    math.ceil(demand.requests_per_second / rate[offer.profile]),
+                ),
+            )
+        milp.constrain(
+            {var: rate[name] for (i, name), var in counts.items() if i == index},
+            lower=demand.requests_per_second,
+        )
+    for offer in pool.offers:
+        shared = [var for (_, name), var in counts.items() if name == offer.profile]
+        if shared:
+            milp.constrain(dict.fromkeys(shared, 1.0), upper=float(left.get(offer.resource, 0)))
+    solution = milp.solve()
+    if not solution.values:
+        raise _too_much(pool, services, left)
+    chosen = {index: {} for index, _ in services}
+    for (index, name), var in counts.items():
+        if round(solution.values[var]) > 0:
+            chosen[index][name] = round(solution.values[var])
+    return chosen
+
+
+def _too_much(
+    pool: PoolPlan, services: Sequence[tuple[int, ServiceSpec]], left: Mapping[str, int]
+) -> MigError:
+    """Why the demands on `pool` cannot all be served: each one's most, alone, from what is
+    left; named at the first of them."""
+    reasons = []
+    for _, service in services:
+        assert service.demand is not None
+        rate = dict(service.demand.rates())
+        offers = serving_offers(pool, service)
+        most = sum(rate[o.profile] * left.get(o.resource, 0) for o in offers)
         offered = ", ".join(
             f"{left.get(o.resource, 0)} x {o.profile} at {rate[o.profile]:g}/s" for o in offers
         )
-        raise MigError(
-            f"needs {demand.requests_per_second:g} requests/s; what pool {pool.name} has left "
-            f"serves at most {most:g} ({offered or 'no slice its throughput table rates'})",
-            f"{path}.requestsPerSecond",
-            value=demand.requests_per_second,
+        reasons.append(
+            f"needs {service.demand.requests_per_second:g} requests/s"
+            + (f" ({service.name})" if len(services) > 1 else "")
+            + f"; what pool {pool.name} has left serves at most {most:g} "
+            f"({offered or 'no slice its throughput table rates'})"
         )
-    milp = Milp()
-    counts = {
-        o.profile: milp.variable(
-            cost=float(o.memory_mib),
-            upper=min(
-                left.get(o.resource, 0), math.ceil(demand.requests_per_second / rate[o.profile])
-            ),
-        )
-        for o in offers
-    }
-    milp.constrain(
-        {var: rate[name] for name, var in counts.items()}, lower=demand.requests_per_second
+    together = "; together they do not fit" if len(services) > 1 else ""
+    return MigError(
+        "; ".join(reasons) + together,
+        f"{key_path('services')}[{services[0][0]}].requestsPerSecond",
     )
-    solution = milp.solve()
-    return {
-        name: round(solution.values[var])
-        for name, var in counts.items()
-        if round(solution.values[var]) > 0
-    }
 
 
 @dataclass(frozen=True)

@@ -94,12 +94,23 @@ def _auto_workloads(spec: StackSpec, pool: PoolSpec, path: str) -> tuple[list[Wo
                         value=name,
                         allowed=[p.name for p in pool.gpu.profiles],
                     )
+            holding = tuple(
+                (name, rate)
+                for name, rate in service.demand.rates()
+                if pool.gpu.profile(name).memory_mib >= (service.need_mib or 0.0)
+            )
+            if not holding:
+                raise MigError(
+                    f"no profile of its throughput table holds its {service.need_mib or 0:,.0f} "
+                    f"MiB on {pool.gpu.name}",
+                    f"{where}.throughput",
+                )
             workloads.append(
                 Workload(
                     service.name,
                     0,
                     requests_per_second=service.demand.requests_per_second,
-                    throughput=service.demand.rates(),
+                    throughput=holding,
                 )
             )
             indexes.append(index)
@@ -147,7 +158,8 @@ def _layouts(
             if where.startswith("workloads["):
                 number = int(where[len("workloads[") : where.index("]")])
                 field_name = where.rsplit(".", 1)[-1] if "." in where else "profile"
-                key = {"memory_gib": "memoryGiB"}.get(field_name, field_name)
+                keys = {"memory_gib": "memoryGiB", "requests_per_second": "requestsPerSecond"}
+                key = keys.get(field_name, field_name)
                 raise MigError(
                     error.message, f"{key_path('services')}[{indexes[number]}].{key}"
                 ) from None

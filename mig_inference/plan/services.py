@@ -107,12 +107,13 @@ def _place_service(
 def _place_demand(pools: Sequence[PoolPlan], service: ServiceSpec, path: str) -> PoolPlan:
     assert service.demand is not None
     candidates = _candidate_pools(pools, service, path)
-    served = [pool for pool in candidates if serving_offers(pool, service.demand)]
+    served = [pool for pool in candidates if serving_offers(pool, service)]
     if not served:
         rated = ", ".join(name for name, _ in service.demand.rates())
+        need = f" that holds its {service.need_mib:,.0f} MiB" if service.need_mib else ""
         raise MigError(
-            f"no pool offers a slice its throughput table rates ({rated}, unshared); pools offer "
-            f"{_offer_names(candidates)}",
+            f"no pool offers a slice its throughput table rates ({rated}, unshared){need}; pools "
+            f"offer {_offer_names(candidates)}",
             f"{path}.throughput",
         )
     if len(served) > 1:
@@ -209,23 +210,28 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
     replicas: dict[int, int] = {}
     by_name = {p.name: p for p in pools}
     parts: list[tuple[int, ServiceSpec, PoolPlan, Offer, int, bool]] = []
-    for index, service, pool in demanded:
-        # Served from what the fixed replica counts leave; `fill` services share the rest.
+    for pool in pools:
+        # Served together from what the fixed replica counts leave; `fill` shares the rest.
+        on_pool = [(index, service) for index, service, p in demanded if p is pool]
+        if not on_pool:
+            continue
         offered = pool.capacity()
         remaining = {r: offered[r] - fixed[(pool.name, r)] for r in offered}
         try:
-            chosen = demand_replicas(pool, service, remaining, f"{key_path('services')}[{index}]")
+            chosen = demand_replicas(pool, on_pool, remaining)
         except MigError as error:
             problems.append(error)
             continue
         offers = {o.profile: o for o in pool.offers}
-        for rank, (profile, count) in enumerate(sorted(chosen.items())):
-            offer = offers[profile]
-            fixed[(pool.name, offer.resource)] += count
-            first_path.setdefault(
-                (pool.name, offer.resource), f"{key_path('services')}[{index}].requestsPerSecond"
-            )
-            parts.append((index, service, pool, offer, count, rank == 0))
+        for index, service in on_pool:
+            for rank, (profile, count) in enumerate(sorted(chosen[index].items())):
+                offer = offers[profile]
+                fixed[(pool.name, offer.resource)] += count
+                first_path.setdefault(
+                    (pool.name, offer.resource),
+                    f"{key_path('services')}[{index}].requestsPerSecond",
+                )
+                parts.append((index, service, pool, offer, count, rank == 0))
     for key in sorted(set(fixed) | set(fills)):
         pool_name, resource = key
         capacity = by_name[pool_name].capacity()[resource]
@@ -278,6 +284,29 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
                 leads_group=lead,
             )
         )  # fmt: skip
+    problems.extend(_name_clashes(spec, plans))
     if problems:
         raise MigErrors(problems)
     return plans
+
+
+def _name_clashes(spec: StackSpec, plans: Sequence[ServicePlan]) -> list[MigError]:
+    """A Deployment or Service name used twice in a namespace (a service sized by demand names
+    one Deployment per profile `<service>-<profile>`)."""
+    problems = []
+    seen: dict[tuple[str, str, str], str] = {}
+    for plan in plans:
+        index = next(i for i, s in enumerate(spec.services) if s is plan.spec)
+        names = [("Deployment", plan.name)]
+        if plan.leads_group:
+            names.append(("Service", plan.service_name))
+        for kind, name in names:
+            key = (plan.spec.namespace, kind, name)
+            if key in seen and seen[key] != plan.spec.name:
+                problems.append(MigError(
+                    f"its {kind} {name!r} is also service {seen[key]}'s (a service sized by "
+                    "demand runs a Deployment per profile, `<service>-<profile>`); rename one",
+                    f"{key_path('services')}[{index}].name", value=plan.spec.name,
+                ))  # fmt: skip
+            seen.setdefault(key, plan.spec.name)
+    return problems

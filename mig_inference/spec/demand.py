@@ -22,7 +22,12 @@ def _points(node: ConfigNode) -> list[ThroughputPoint]:
         points.append(
             ThroughputPoint(
                 profile=item.child("profile").req_string(),
-                requests_per_second=item.child("requestsPerSecond").number(minimum=0) or 0.0,
+                requests_per_second=(
+                    item.child("requestsPerSecond").number(minimum=0)
+                    if item.child("requestsPerSecond").value is not None
+                    else item.child("requestsPerSecond").problem("is required", 0.0)
+                )
+                or 0.0,
                 batch=item.child("batch").integer(minimum=1),
                 latency_ms=item.child("latencyMs").number(minimum=0),
                 measured=item.child("measured").boolean(False),
