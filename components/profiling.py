@@ -38,10 +38,12 @@ class ProfilingJobs(pulumi.ComponentResource):
         self, name: str, args: ProfilingJobsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:ProfilingJobs", name, None, opts)
-        stack = planned(args["stack"])
-        runs = [r for r in stack.profiling if r.service == args["service"]]
+        plan_of_stack = planned(args["stack"])
+        runs = [r for r in plan_of_stack.profiling if r.service == args["service"]]
         leading = next(
-            s.name for s in stack.services if s.service_name == args["service"] and s.leads_group
+            s.name
+            for s in plan_of_stack.services
+            if s.service_name == args["service"] and s.leads_group
         )
         credentials = f"{leading}-credentials"
         names = []

@@ -66,7 +66,7 @@ class MigInference(pulumi.ComponentResource):
         for warning in plan.warnings:
             pulumi.log.warn(warning, resource=self)
         operator_spec = plan.spec.gpu_operator
-        plan_services = {service.name: service.service_name for service in plan.services}
+        service_of = {service.name: service.service_name for service in plan.services}
         joined = cluster(args, plan, children)
         kubernetes = kubernetes_provider(
             plan.spec.cloud,
@@ -145,15 +145,13 @@ class MigInference(pulumi.ComponentResource):
             for service in plan.services
         }
         # One endpoint per Service: the parts of a service sized by demand share theirs.
-        endpoints = {
-            plan_services[name]: component.endpoint for name, component in deployed.items()
-        }
+        endpoints = {service_of[name]: component.endpoint for name, component in deployed.items()}
         for profiled in dict.fromkeys(run.service for run in plan.profiling):
             # After the service: its Secret holds the token the runs download the model with.
             ProfilingJobs(
                 children.name(f"profiling-{profiled}"),
                 ProfilingJobsArgs(stack=args, service=profiled),
-                in_cluster(*[c for s, c in deployed.items() if plan_services[s] == profiled]),
+                in_cluster(*[c for s, c in deployed.items() if service_of[s] == profiled]),
             )
 
         self.kubeconfig = (

@@ -7,21 +7,20 @@ import json
 import math
 import random
 import re
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from mig_inference.catalog import GpuModel, resolve_gpu
+from mig_inference.catalog import resolve_gpu
 from mig_inference.cli import main
 from mig_inference.clouds import MACHINES, Cloud
 from mig_inference.cost import cheapest_machine
 from mig_inference.errors import MigError
-from mig_inference.layout import Layout, place
-from mig_inference.packing import Workload, allowed_profiles
+from mig_inference.packing import Workload
 from mig_inference.prices import MachinePrice, load_prices, shipped_prices
 from tests.reference import reference_file
+from tests.test_packing import brute_force_min_gpus
 
 GIB = 1024.0
 
@@ -199,39 +198,7 @@ def test_every_bad_entry_is_reported_at_once(tmp_path: Path) -> None:
     ]
 
 
-# --- the choice against brute force -------------------------------------------------------------
-
-
-def brute_force_min_gpus(gpu: GpuModel, workloads: Sequence[Workload]) -> int:
-    """Fewest GPUs by iterative deepening: replicas placed one at a time on k GPUs, each GPU's
-    multiset of profiles staying placeable. Independent of the solver and its layout list."""
-    replicas = [
-        [p.name for p in allowed_profiles(gpu, w)] for w in workloads for _ in range(w.replicas)
-    ]
-
-    def fits(counts: Counter[str]) -> bool:
-        try:
-            place(gpu, Layout.of(gpu, dict(counts)))
-        except MigError:
-            return False
-        return True
-
-    def assign(i: int, gpus: list[Counter[str]], k: int) -> bool:
-        if i == len(replicas):
-            return True
-        for g in range(min(len(gpus) + 1, k)):
-            base = gpus[g] if g < len(gpus) else Counter[str]()
-            for name in replicas[i]:
-                trial = base + Counter({name: 1})
-                rest = [*gpus[:g], trial, *gpus[g + 1 :]]
-                if fits(trial) and assign(i + 1, rest, k):
-                    return True
-        return False
-
-    k = 1
-    while not assign(0, [], k):
-        k += 1
-    return k
+# --- the choice against brute force (the packer's own brute force, tests/test_packing.py) -------
 
 
 BRUTE_MACHINES = [
