@@ -177,10 +177,10 @@ class CostRow:
     seconds: float
 
 
-def _demand_rows() -> list[DemandRow]:
+def _demand_rows(quick: bool = False) -> list[DemandRow]:
     rows = []
-    for sharing in ("single", "mps"):
-        for scenario in parvagpu_scenarios(sharing):
+    for sharing in ("single",) if quick else ("single", "mps"):
+        for scenario in parvagpu_scenarios(sharing)[: 2 if quick else None]:
             gpu = resolve_gpu(scenario.gpu)
             started = time.perf_counter()
             plan = pack(gpu, scenario.workloads)
@@ -234,9 +234,19 @@ class BenchResult:
         }
 
 
-def measure(seed: int = 7) -> BenchResult:
+def measure(seed: int = 7, quick: bool = False) -> BenchResult:
+    """Every scenario; with `quick`, only the smallest of each section (a smoke run of the same
+    code, for tests: its numbers are not the benchmark's)."""
     gpu = resolve_gpu("H100-80GB")
     base = llm_fleet()
+    if quick:
+        return BenchResult(
+            gpu.name,
+            [_measure("LLM fleet", gpu, base)],
+            cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
+            _demand_rows(quick=True),
+            [_cost_row("LLM fleet, EKS on-demand", base, "eks", spot=False)],
+        )
     rows = [
         _measure("LLM fleet", gpu, base),
         _measure("LLM fleet x10", gpu, scaled(base, 10)),
@@ -253,7 +263,11 @@ def measure(seed: int = 7) -> BenchResult:
         _cost_row("random 5,000, EKS on-demand", random_fleet(gpu, 5000, seed), "eks", spot=False),
     ]
     return BenchResult(
-        gpu.name, rows, cli_wall_time(gpu, random_fleet(gpu, 5000, seed)), _demand_rows(), cost
+        gpu.name,
+        rows,
+        cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
+        _demand_rows(quick=False),
+        cost,
     )
 
 

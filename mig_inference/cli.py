@@ -443,7 +443,7 @@ def _render(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from mig_inference.bench import bench_text, measure
 
-    result = measure(seed=args.seed)
+    result = measure(seed=args.seed, quick=args.quick)
     if args.json:
         _print_json(result.as_json())
     else:
@@ -570,6 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = verb("bench", _bench, "planner benchmark: GPUs, bounds, baselines and wall time")
     sub.add_argument("--seed", type=int, default=7)
+    sub.add_argument(
+        "--quick", action="store_true", help="only the smallest scenario of each kind (a smoke run)"
+    )
     return parser
 
 

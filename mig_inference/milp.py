@@ -6,10 +6,40 @@ The planner states its model in these terms; HiGHS proves optimality (or reports
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import highspy
+
+_STDOUT_LOCK = threading.Lock()
+
+
+@contextmanager
+def _native_stdout_silenced() -> Iterator[None]:
+    """Send what native code writes to file descriptor 1 to /dev/null meanwhile.
+
+    HiGHS prints a banner from its C++ constructor (highspy 1.16), before any option such as
+    `output_flag` can be set, and straight to the descriptor, where Python's `sys.stdout`
+    redirection cannot see it. The CLI's `--json` answers go to stdout, so the descriptor itself
+    is pointed elsewhere while HiGHS runs. The lock keeps two solves in threads from restoring
+    each other's descriptor."""
+    with _STDOUT_LOCK:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, 1)
+            finally:
+                os.close(devnull)
+            yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 @dataclass(frozen=True)
@@ -90,20 +120,21 @@ class Milp:
                 highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
                 for i in self.integer
             ]
-        solver = highspy.Highs()  # type: ignore[no-untyped-call]
-        solver.silent()
-        solver.setOptionValue("time_limit", float(time_limit))
-        solver.setOptionValue("threads", 1)
-        solver.setOptionValue("mip_rel_gap", float(rel_gap))
-        if integral_objective:
-            solver.setOptionValue("mip_abs_gap", 1.0 - 1e-6)
-        solver.passModel(lp)
-        if start is not None:
-            initial = highspy.HighsSolution()
-            initial.col_value = list(start)
-            initial.value_valid = True
-            solver.setSolution(initial)
-        solver.run()
+        with _native_stdout_silenced():
+            solver = highspy.Highs()  # type: ignore[no-untyped-call]
+            solver.silent()
+            solver.setOptionValue("time_limit", float(time_limit))
+            solver.setOptionValue("threads", 1)
+            solver.setOptionValue("mip_rel_gap", float(rel_gap))
+            if integral_objective:
+                solver.setOptionValue("mip_abs_gap", 1.0 - 1e-6)
+            solver.passModel(lp)
+            if start is not None:
+                initial = highspy.HighsSolution()
+                initial.col_value = list(start)
+                initial.value_valid = True
+                solver.setSolution(initial)
+            solver.run()
         status = solver.getModelStatus()
         info = solver.getInfo()
         solution = solver.getSolution()
