@@ -1,22 +1,62 @@
 # Two commands on a fresh machine: `make plan` (the offline plan of the default stack) and
-# `make test`. Both create the virtualenv and install everything pyproject.toml declares.
+# `make test`. Both create the virtualenv from the lock file (uv.lock: exactly the versions the
+# suite was run with, every file's hash checked) and install the project into it.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK ?= gke-h100
 OUT ?= out/$(STACK)
 
-.PHONY: setup tools plan render test lint typecheck unit bench scan clean
+# uv installs from the lock; it is itself pinned here and installed from PyPI into .cache/uv.
+UV_VERSION := 0.13.8
+UV_HOME := .cache/uv
+UV := $(UV_HOME)/bin/uv
+# uv manages this environment (not the one in VIRTUAL_ENV, whatever the caller's shell has).
+UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --all-extras
 
-$(VENV)/.installed: pyproject.toml
-	@echo "==> creating $(VENV): the Pulumi SDKs (GCP, AWS, OCI, Kubernetes), HiGHS, PyYAML, and the"
-	@echo "    dev tools (pytest, mypy, ruff, shellcheck, kubernetes-validate); about a minute"
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --progress-bar off -e '.[dev]'
+.PHONY: setup tools plan render test lint typecheck unit bench scan clean lock lock-check \
+	test-latest extras-sizes
+
+$(UV):
+	$(PYTHON) -m venv $(UV_HOME)
+	$(UV_HOME)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.installed: pyproject.toml uv.lock | $(UV)
+	@echo "==> $(VENV) from uv.lock: the Pulumi SDKs (Kubernetes, GCP, AWS, OCI), HiGHS, PyYAML and"
+	@echo "    the dev tools (pytest, mypy, ruff, shellcheck, kubernetes-validate)"
+	$(UV_SYNC) --locked
 	touch $@
 
 setup: $(VENV)/.installed
+
+# Refresh the lock after changing pyproject.toml's dependencies (`make lock`), or move every
+# package to its newest release within pyproject's ranges (`make lock UPGRADE=1`); then run
+# `make test` and commit uv.lock with the change.
+lock: | $(UV)
+	$(UV) lock $(if $(UPGRADE),--upgrade)
+
+lock-check: | $(UV)
+	$(UV) lock --check
+
+# The suite against the newest releases inside pyproject's ranges, in its own environment,
+# ignoring the lock: an upstream release that breaks something is found here, on purpose, before
+# it reaches the lock. `make lock UPGRADE=1` then takes them in.
+test-latest: | $(UV)
+	rm -rf .venv-latest
+	$(UV) venv --quiet --python $(PYTHON) .venv-latest
+	VIRTUAL_ENV=.venv-latest $(UV) pip install --quiet --refresh -e '.[all,policy,dev]'
+	VIRTUAL_ENV=.venv-latest $(UV) pip list --format freeze > .venv-latest/versions.txt
+	touch .venv-latest/.installed
+	MYPY_CACHE_DIR=.mypy_cache-latest $(MAKE) test VENV=.venv-latest
+
+# The size of an installation per cloud extra (the wheel and what it pulls in), measured.
+extras-sizes: | $(UV)
+	@for extra in gke eks oke all; do \
+		rm -rf .cache/extras/$$extra; \
+		$(UV) venv --quiet --python $(PYTHON) .cache/extras/$$extra || exit 1; \
+		VIRTUAL_ENV=.cache/extras/$$extra $(UV) pip install --quiet "mig-inference[$$extra] @ ." || exit 1; \
+		echo "[$$extra] $$(du -sm .cache/extras/$$extra | cut -f1) MB"; \
+	done
 
 # A real helm (and kubectl) for the checks against NVIDIA's chart, from PyPI through the project's
 # shared/ tools; without ../shared those checks skip with the reason.
@@ -60,4 +100,4 @@ scan: setup
 	.venv-scan/bin/checkov --quiet --compact --framework kubernetes -d out/scan
 
 clean:
-	rm -rf $(VENV) .venv-scan out build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-latest .venv-scan out build *.egg-info .pytest_cache .mypy_cache .mypy_cache-latest .ruff_cache
