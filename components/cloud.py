@@ -1,35 +1,19 @@
-"""Per-cloud wiring: the cloud provider, the cluster (created or joined) and its GPU pools."""
+"""Per-cloud wiring: the cloud provider, the cluster (created or joined) and its GPU pools.
+
+Each cloud's modules are imported only in its own branch: a cloud's SDK is an extra of the
+package (see cloud_sdk)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_aws as aws
-import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
-import pulumi_oci as oci
 
 from mig_inference.clouds import Cloud
 from mig_inference.plan import StackPlan
 
-from .cluster_autoscaler import (
-    AutoscaledPool,
-    EksClusterAutoscaler,
-    EksClusterAutoscalerArgs,
-    OkeClusterAutoscaler,
-    OkeClusterAutoscalerArgs,
-)
-from .eks import EksCluster, EksClusterArgs, EksGpuNodeGroup, EksGpuNodeGroupArgs
+from .cloud_sdk import require_cloud_sdk
 from .existing import ExistingNodePool, ExistingNodePoolArgs
-from .gke import (
-    GKE_MASTER_CIDR,
-    GKE_RELEASE_CHANNEL,
-    GkeCluster,
-    GkeClusterArgs,
-    GkeGpuPool,
-    GkeGpuPoolArgs,
-)
-from .oke import OkeCluster, OkeClusterArgs, OkeGpuPool, OkeGpuPoolArgs
 from .stack_args import Stack, cluster_reference
 
 
@@ -88,10 +72,16 @@ def _cloud_provider(plan: StackPlan, children: Children) -> pulumi.ProviderResou
     settings = plan.spec.cluster
     opts = children.opts()
     if plan.spec.cloud is Cloud.GKE:
+        import pulumi_gcp as gcp
+
         return gcp.Provider(children.name("gcp"), project=settings.get("project"), opts=opts)
     if plan.spec.cloud is Cloud.EKS:
+        import pulumi_aws as aws
+
         return aws.Provider(children.name("aws"), region=settings.get("region"), opts=opts)
     if plan.spec.cloud is Cloud.OKE:
+        import pulumi_oci as oci
+
         return oci.Provider(children.name("oci"), opts=opts)
     return None
 
@@ -107,8 +97,11 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             "mig-inference:cluster.name: must be a plain string when create is true: it names "
             "the cluster and its resources (an Output may name a cluster the stack joins)"
         )
+    require_cloud_sdk(spec.cloud)
     provider = _cloud_provider(plan, children)
     if settings.create and spec.cloud is Cloud.GKE:
+        from .gke import GKE_MASTER_CIDR, GKE_RELEASE_CHANNEL, GkeCluster, GkeClusterArgs
+
         gke = GkeCluster(
             children.name(settings.name),
             GkeClusterArgs(
@@ -126,6 +119,8 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
         )
         return JoinedCluster(provider, gke.cluster_name, gke.kubeconfig, created=[gke])
     if settings.create and spec.cloud is Cloud.EKS:
+        from .eks import EksCluster, EksClusterArgs
+
         eks = EksCluster(
             children.name(settings.name),
             EksClusterArgs(
@@ -141,6 +136,8 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
         )
         return JoinedCluster(provider, eks.cluster_name, eks.kubeconfig, created=[eks])
     if settings.create and spec.cloud is Cloud.OKE:
+        from .oke import OkeCluster, OkeClusterArgs
+
         oke = OkeCluster(
             children.name(settings.name),
             OkeClusterArgs(
@@ -166,6 +163,8 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             created=[oke],
         )
     if spec.cloud is Cloud.OKE:
+        import pulumi_oci as oci
+
         cluster_id = cluster_reference(stack, "cluster_id")
         assert cluster_id is not None  # the planner requires it when joining
         version = settings.get("kubernetesVersion") or (
@@ -195,12 +194,16 @@ def gpu_pools(
         opts = children.opts([joined.cloud_provider], after)
         name = children.name(pool.name)
         if plan.spec.cloud is Cloud.GKE:
+            from .gke import GkeGpuPool, GkeGpuPoolArgs
+
             made.append(
                 GkeGpuPool(
                     name, GkeGpuPoolArgs(stack=stack, pool=pool.name, cluster=joined.ref), opts
                 )
             )
         elif plan.spec.cloud is Cloud.EKS:
+            from .eks import EksGpuNodeGroup, EksGpuNodeGroupArgs
+
             made.append(
                 EksGpuNodeGroup(
                     name,
@@ -209,6 +212,8 @@ def gpu_pools(
                 )
             )
         elif plan.spec.cloud is Cloud.OKE:
+            from .oke import OkeGpuPool, OkeGpuPoolArgs
+
             assert joined.kubernetes_version is not None
             made.append(
                 OkeGpuPool(
@@ -249,6 +254,8 @@ def cluster_autoscaler(
         return None
     opts = children.opts([joined.cloud_provider, kubernetes], [*joined.created, *pools])
     if spec.cloud is Cloud.EKS:
+        from .eks_autoscaler import EksClusterAutoscaler, EksClusterAutoscalerArgs
+
         return EksClusterAutoscaler(
             children.name("cluster-autoscaler"),
             EksClusterAutoscalerArgs(
@@ -259,6 +266,8 @@ def cluster_autoscaler(
             opts,
         )
     if spec.cloud is Cloud.OKE:
+        from .oke_autoscaler import AutoscaledPool, OkeClusterAutoscaler, OkeClusterAutoscalerArgs
+
         return OkeClusterAutoscaler(
             children.name("cluster-autoscaler"),
             OkeClusterAutoscalerArgs(

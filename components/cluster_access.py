@@ -10,10 +10,7 @@ ambient current context is never used: `existing` stacks must name one of the ov
 from __future__ import annotations
 
 import pulumi
-import pulumi_aws as aws
-import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
-import pulumi_oci as oci
 
 from mig_inference.clouds import Cloud
 from mig_inference.spec import ClusterSpec
@@ -30,7 +27,10 @@ def looked_up_kubeconfig(
     """The kubeconfig of a cluster the stack joins (`ref`: its name, or OCID on OKE), from the
     cloud's data sources."""
     invoke = pulumi.InvokeOutputOptions(provider=provider)
+    # Each cloud's SDK is imported in its branch only (an extra of the package).
     if cloud is Cloud.GKE:
+        import pulumi_gcp as gcp
+
         found = gcp.container.get_cluster_output(
             name=ref,
             location=cluster.get("location"),
@@ -43,6 +43,8 @@ def looked_up_kubeconfig(
             found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate),
         )
     if cloud is Cloud.EKS:
+        import pulumi_aws as aws
+
         eks = aws.eks.get_cluster_output(name=ref, opts=invoke)
         return eks_kubeconfig(
             eks.name,
@@ -51,6 +53,8 @@ def looked_up_kubeconfig(
             cluster.get("region"),
         )
     if cloud is Cloud.OKE:
+        import pulumi_oci as oci
+
         oke = oci.containerengine.get_cluster_output(cluster_id=ref, opts=invoke)
         # Target the public endpoint when the cluster has one, else its private endpoint.
         endpoint = oke.endpoints.apply(

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-import pulumi_oci as oci
 import yaml
 
 
@@ -83,6 +82,8 @@ def oke_kubeconfig(
     cluster_id: pulumi.Input[str], endpoint: pulumi.Input[str]
 ) -> pulumi.Output[str]:
     """OKE's generated kubeconfig (its user runs `oci ce cluster generate-token`)."""
+    import pulumi_oci as oci  # only OKE stacks have the OCI SDK (an extra of the package)
+
     return oci.containerengine.get_cluster_kube_config_output(
         cluster_id=cluster_id, endpoint=endpoint, token_version=OKE_TOKEN_VERSION
     ).content

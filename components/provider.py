@@ -13,8 +13,8 @@ import pulumi
 from pulumi.provider import main
 from pulumi.provider.experimental.component import ComponentProvider
 
-from .cluster_autoscaler import EksClusterAutoscaler, OkeClusterAutoscaler
 from .eks import EksCluster, EksGpuNodeGroup
+from .eks_autoscaler import EksClusterAutoscaler
 from .existing import ExistingNodePool
 from .gke import GkeCluster, GkeGpuPool
 from .gpu_operator import GpuOperator
@@ -22,6 +22,7 @@ from .inference import InferenceService
 from .mig_gate import MigReadyGate
 from .monitoring import Keda, Monitoring
 from .oke import OkeCluster, OkeGpuPool
+from .oke_autoscaler import OkeClusterAutoscaler
 from .profiling import ProfilingJobs
 from .repartition import InPlaceRepartition
 from .stack import MigInference

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from components.cluster_autoscaler import READ_ACTIONS, SCALE_ACTIONS
+from components.eks_autoscaler import READ_ACTIONS, SCALE_ACTIONS
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
 from mig_inference.spec import parse_stack

@@ -1,0 +1,42 @@
+"""Each cloud's Pulumi provider SDK is an extra of the package (`mig-inference[gke]`, `[eks]`,
+`[oke]`, or `[all]`), imported only by the modules of that cloud: a GKE-only platform team installs
+neither the AWS nor the OCI SDK."""
+
+import importlib
+from dataclasses import dataclass
+
+import pulumi
+
+from mig_inference.clouds import Cloud
+
+
+@dataclass(frozen=True)
+class CloudSdk:
+    module: str
+    """The import name."""
+    distribution: str
+    """The distribution on PyPI."""
+    extra: str
+    """The package extra that installs it."""
+
+
+CLOUD_SDKS: dict[Cloud, CloudSdk] = {
+    Cloud.GKE: CloudSdk("pulumi_gcp", "pulumi-gcp", "gke"),
+    Cloud.EKS: CloudSdk("pulumi_aws", "pulumi-aws", "eks"),
+    Cloud.OKE: CloudSdk("pulumi_oci", "pulumi-oci", "oke"),
+}
+
+
+def require_cloud_sdk(cloud: Cloud) -> None:
+    """Stop the program, naming the extra to install, when `cloud`'s SDK is missing (an
+    `existing` cluster needs none)."""
+    sdk = CLOUD_SDKS.get(cloud)
+    if sdk is None:
+        return
+    try:
+        importlib.import_module(sdk.module)
+    except ImportError:
+        raise pulumi.RunError(
+            f"mig-inference:cloud: {cloud.value} needs the Pulumi SDK {sdk.distribution}, which "
+            f"is not installed: pip install 'mig-inference[{sdk.extra}]' (or mig-inference[all])"
+        ) from None
