@@ -110,7 +110,7 @@ def alert_rules(plan: StackPlan) -> list[dict[str, Any]]:
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": "MIG slice {{ $labels.GPU_I_PROFILE }} #{{ $labels.GPU_I_ID }} on "
-                "{{ $labels.Hostname }} is full",
+                "{{ $labels.hostname }} is full",
                 "description": "Its memory is nearly all used: the replica on it may fail to "
                 "allocate.",
             },
@@ -151,7 +151,7 @@ def dashboard(plan: StackPlan) -> dict[str, Any]:
     """A Grafana dashboard (classic JSON model): per-slice engine activity and memory, each
     service's replicas and queue, and the nodes' MIG config state."""
     # The exporter's own `pod` label is overwritten by the scrape; the workload's is `exported_pod`.
-    slice_legend = "{{Hostname}} {{GPU_I_PROFILE}} #{{GPU_I_ID}} {{exported_pod}}"
+    slice_legend = "{{hostname}} {{GPU_I_PROFILE}} #{{GPU_I_ID}} {{exported_pod}}"
     namespaces = "|".join(sorted({s.spec.namespace for s in plan.services})) or "inference"
     deployments = "|".join(s.name for s in plan.services) or ".*"
     queues = [
