@@ -60,7 +60,7 @@ def random_fleet(gpu: GpuModel, replicas: int, seed: int) -> list[Workload]:
     """Seeded fleet: workloads of 1-60 replicas, half by memory need, half by fixed profile."""
     rng = random.Random(seed)
     largest = max(p.memory_mib for p in gpu.profiles)
-    names = [p.name for p in gpu.profiles if not p.media_extensions]
+    names = [p.name for p in gpu.profiles if not p.variant]
     fleet: list[Workload] = []
     left = replicas
     while left:

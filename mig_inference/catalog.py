@@ -15,6 +15,14 @@ import yaml
 from mig_inference.errors import MigError
 
 RESOURCE_PREFIX = "nvidia.com/mig-"
+# Profile name suffixes (go-nvlib's MIG profile attributes, vendored by the k8s-device-plugin):
+# `+me` one instance may hold the media extensions, `+me.all` all of the GPU's media engines,
+# `-me` none of them, `+gfx` graphics APIs.
+MEDIA_EXTENSIONS = "+me"
+ALL_MEDIA_ENGINES = "+me.all"
+NO_MEDIA_ENGINES = "-me"
+# Usable memory is a multiple of 1/16 GiB (the catalog's memory_mib); estimates are floored to it.
+_MIB_STEP = 64
 
 
 @dataclass(frozen=True)
@@ -39,9 +47,28 @@ class Profile:
     """Catalog fields that no citable source confirmed."""
 
     @property
+    def variant(self) -> str:
+        """The suffix after the size (`+me`, `+me.all`, `-me`, `+gfx`), empty for a plain profile.
+
+        Variants share their plain profile's slices; the planner uses them only when asked to."""
+        found = re.search(r"[+-]", self.name)
+        return self.name[found.start() :] if found else ""
+
+    @property
     def media_extensions(self) -> bool:
-        """True for `+me` profiles, which own the GPU's media engines (one per GPU)."""
-        return self.name.endswith("+me")
+        """True for `+me` and `+me.all` profiles: they hold the GPU's one set of media extensions
+        (the OFA), so at most one such instance fits a GPU."""
+        return self.variant in (MEDIA_EXTENSIONS, ALL_MEDIA_ENGINES)
+
+    @property
+    def all_media_engines(self) -> bool:
+        """True for `+me.all`: every decoder, encoder, JPEG and OFA engine of the GPU."""
+        return self.variant == ALL_MEDIA_ENGINES
+
+    @property
+    def no_media_engines(self) -> bool:
+        """True for `-me`: no decoder, encoder, JPEG or OFA engine."""
+        return self.variant == NO_MEDIA_ENGINES
 
     @property
     def resource(self) -> str:
@@ -85,6 +112,10 @@ class GpuModel:
     """Usable memory of the whole GPU (GPUs without MIG; MIG GPUs use their full profile)."""
     unconfirmed: tuple[str, ...] = ()
     """Model-level fields no citable source confirmed."""
+    placements_note: str = ""
+    """Where the placement table comes from (observed `-lgipp`, or how it was derived)."""
+    estimate_note: str = ""
+    """How the sizes of profiles without a measured size were estimated (empty when none are)."""
 
     @property
     def mig_capable(self) -> bool:
@@ -144,22 +175,75 @@ def _normalize(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-")
 
 
-def _load_profiles(raw: list[dict[str, object]]) -> tuple[Profile, ...]:
-    # Unknown sizes are estimated as memory slices x the smallest 1-slice profile's size: every
-    # measured profile in the catalog is at least that large, so the estimate never overstates.
-    one_slice = min(
-        int(str(p["memory_mib"])) for p in raw if p["memory"] == 1 and p["memory_mib"] is not None
+def _full_nominal_gb(raw: list[dict[str, object]]) -> int:
+    """The GB in the name of the profile taking the whole GPU (`7g.269gb` -> 269)."""
+    full = max(raw, key=lambda p: (int(str(p["memory"])), int(str(p["compute"]))))
+    found = re.match(r"\d+g\.(\d+)gb", str(full["name"]))
+    if found is None:
+        raise ValueError(f"cannot read a size from profile name {full['name']!r}")
+    return int(found.group(1))
+
+
+def _measured_mib_per_slice(raw: list[dict[str, object]]) -> float | None:
+    """MiB per memory slice of the smallest measured profiles (those taking the fewest slices)."""
+    measured = [p for p in raw if p["memory_mib"] is not None]
+    if not measured:
+        return None
+    fewest = min(int(str(p["memory"])) for p in measured)
+    return min(
+        int(str(p["memory_mib"])) / fewest for p in measured if int(str(p["memory"])) == fewest
     )
+
+
+def _estimate_per_slice(
+    name: str, raw_model: dict[str, object], loaded: dict[str, dict[str, object]]
+) -> tuple[float, str]:
+    """MiB per memory slice for profiles with no measured size, and how it was obtained.
+
+    With a measured profile: the smallest one's MiB per slice (every measured profile in the
+    catalog holds at least that much per slice, so the estimate never overstates). With none
+    (`estimate_from` siblings): each sibling's MiB per slice scaled by the ratio of the two GPUs'
+    full-profile sizes (`7g.269gb` / `7g.180gb`), the lowest result kept.
+    """
+    raw = raw_model["profiles"]
+    assert isinstance(raw, list)
+    own = _measured_mib_per_slice(raw)
+    if own is not None:
+        return own, "memory slices x the MiB per slice of its smallest measured profile"
+    siblings = raw_model.get("estimate_from") or []
+    assert isinstance(siblings, list)
+    if not siblings:
+        raise ValueError(f"{name}: no measured profile size and no estimate_from siblings")
+    candidates = []
+    for sibling in siblings:
+        other = loaded[str(sibling)]["profiles"]
+        assert isinstance(other, list)
+        per_slice = _measured_mib_per_slice(other)
+        if per_slice is None:
+            raise ValueError(f"{name}: estimate_from {sibling} has no measured profile size")
+        ratio = _full_nominal_gb(raw) / _full_nominal_gb(other)
+        candidates.append((per_slice * ratio, str(sibling)))
+    per_slice, sibling = min(candidates)
+    floored = per_slice // _MIB_STEP * _MIB_STEP
+    return floored, (
+        f"no profile size measured: memory slices x {floored:,.0f} MiB, {sibling}'s smallest "
+        f"measured slice scaled by the ratio of the full profiles' sizes (lowest of "
+        f"{', '.join(str(s) for s in siblings)})"
+    )
+
+
+def _load_profiles(raw: list[dict[str, object]], per_slice: float) -> tuple[Profile, ...]:
     profiles = []
     for p in raw:
         memory = int(str(p["memory"]))
         measured = p["memory_mib"]
+        estimate = int(memory * per_slice) // _MIB_STEP * _MIB_STEP
         profiles.append(
             Profile(
                 name=str(p["name"]),
                 compute=int(str(p["compute"])),
                 memory=memory,
-                memory_mib=int(str(measured)) if measured is not None else memory * one_slice,
+                memory_mib=int(str(measured)) if measured is not None else estimate,
                 max_instances=int(str(p["max"])),
                 starts=tuple(int(s) for s in p["starts"]),  # type: ignore[attr-defined]
                 memory_estimated=measured is None,
@@ -210,6 +294,8 @@ def load_catalog() -> Catalog:
     data = yaml.safe_load(text)
     gpus = []
     for name, raw in data["gpus"].items():
+        estimated = any(p["memory_mib"] is None for p in raw["profiles"])
+        per_slice, how = _estimate_per_slice(name, raw, data["gpus"]) if estimated else (0.0, "")
         gpus.append(
             GpuModel(
                 name=name,
@@ -218,12 +304,15 @@ def load_catalog() -> Catalog:
                 memory_slices=int(raw["memory_slices"]),
                 max_instances=int(raw["max_instances"]),
                 pci_device_ids=tuple(raw["pci_device_ids"]),
-                profiles=_load_profiles(raw["profiles"]),
+                profiles=_load_profiles(raw["profiles"], per_slice),
                 aliases=tuple(raw.get("aliases", [])),
                 sources=tuple(raw.get("sources", [])),
                 placements_confirmed=raw["placements"] == "confirmed",
                 balanced=tuple((str(k), int(v)) for k, v in (raw.get("balanced") or {}).items()),
                 notes=tuple(raw.get("notes", [])),
+                unconfirmed=tuple(raw.get("unconfirmed", [])),
+                placements_note=str(raw.get("placements_note", "")),
+                estimate_note=how,
             )
         )
     whole = tuple(

@@ -53,6 +53,9 @@ def _profiles(args: argparse.Namespace) -> int:
                 "memory_slices": gpu.memory_slices,
                 "pci_device_ids": list(gpu.pci_device_ids),
                 "placements_confirmed": gpu.placements_confirmed,
+                "placements_note": gpu.placements_note,
+                "estimate_note": gpu.estimate_note,
+                "unconfirmed": list(gpu.unconfirmed),
                 "profiles": rows,
             }
         )
@@ -61,13 +64,14 @@ def _profiles(args: argparse.Namespace) -> int:
         f"{gpu.name}: {gpu.compute_slices} compute slices, {gpu.memory_slices} memory slices, "
         f"PCI {', '.join(gpu.pci_device_ids)}"
     )
+    width = max(12, *(len(p.name) for p in gpu.profiles))
     columns = ("profile", "compute", "memory", "MiB", "max", "starts")
-    print("{:<12} {:>7} {:>6} {:>8} {:>4}  {:<14} resource".format(*columns))
+    print(f"{{:<{width}}} {{:>7}} {{:>6}} {{:>8}} {{:>4}}  {{:<14}} resource".format(*columns))
     for p in gpu.profiles:
         mib = f"~{p.memory_mib}" if p.memory_estimated else str(p.memory_mib)
         starts = ",".join(str(s) for s in p.starts)
         print(
-            f"{p.name:<12} {p.compute:>7} {p.memory:>6} {mib:>8} {p.max_instances:>4}  "
+            f"{p.name:<{width}} {p.compute:>7} {p.memory:>6} {mib:>8} {p.max_instances:>4}  "
             f"{starts:<14} {p.resource}"
         )
     _print_caveats(gpu)
@@ -77,9 +81,11 @@ def _profiles(args: argparse.Namespace) -> int:
 def _print_caveats(gpu: GpuModel) -> None:
     if gpu.estimated_profiles:
         names = ", ".join(p.name for p in gpu.estimated_profiles)
-        print(f"~ no measured size for {names}: conservative estimate (slices x 1-slice MiB)")
+        print(f"~ no measured size for {names}: conservative estimate ({gpu.estimate_note})")
     if not gpu.placements_confirmed:
-        print("placements assumed from the A100/H100 table (no -lgipp output found for this model)")
+        print(f"placements: {gpu.placements_note}")
+    if gpu.unconfirmed:
+        print(f"unconfirmed for this model: {', '.join(gpu.unconfirmed)} (see the catalog's notes)")
 
 
 def _mig_gpu(name: str) -> GpuModel:
@@ -229,9 +235,10 @@ def _gpus(args: argparse.Namespace) -> int:
             ]
         )
         return 0
+    width = max(len(gpu.name) for gpu in catalog.every_gpu)
     for gpu in catalog.every_gpu:
         mig = "" if gpu.mig_capable else " (no MIG: whole or shared)"
-        print(f"{gpu.name:<12} {', '.join(gpu.aliases)}{mig}")
+        print(f"{gpu.name:<{width}}  {', '.join(gpu.aliases)}{mig}")
     return 0
 
 

@@ -3,8 +3,11 @@
 A profile takes `compute` compute slices and a contiguous run of `memory` memory slices that must
 begin at one of its allowed starts (`nvidia-smi mig -lgipp`). A layout is valid when some choice
 of starts has no overlap, the compute total is within the GPU, no profile exceeds its instance
-count, and at most one `+me` profile is present. The placement search is exact: it tries every
-allowed start, so it agrees with the placement table for every combination.
+count, and the media engines suffice: at most one instance holds the media extensions (`+me` or
+`+me.all`), and a `+me.all` instance, which takes every decoder, encoder, JPEG and OFA engine,
+leaves room only for `-me` instances (none of them). The placement search is exact: it tries every
+allowed start, so it agrees with the placement table for every combination. Nothing here assumes
+a GPU's slice counts: 7 compute x 8 memory slices, A30's 4 x 4 and RTX PRO 6000's 4 x 12 alike.
 """
 
 from __future__ import annotations
@@ -126,7 +129,20 @@ def _why_invalid(gpu: GpuModel, profiles: list[Profile]) -> str | None:
             return f"{count}x {name} exceeds its limit of {allowed} per {gpu.name}"
     me = [p.name for p in profiles if p.media_extensions]
     if len(me) > 1:
-        return f"at most one +me instance per GPU, got {len(me)} ({', '.join(me)})"
+        return (
+            f"at most one instance with media extensions (+me, +me.all) per GPU, got {len(me)} "
+            f"({', '.join(me)})"
+        )
+    every_engine = next((p.name for p in profiles if p.all_media_engines), None)
+    if every_engine is not None:
+        others = sorted(
+            {p.name for p in profiles if p.name != every_engine and not p.no_media_engines}
+        )
+        if others:
+            return (
+                f"{every_engine} takes every media engine of {gpu.name}, so the other instances "
+                f"must be -me profiles (no media engines), got {', '.join(others)}"
+            )
     if len(profiles) > gpu.max_instances:
         limit = gpu.max_instances
         return f"{len(profiles)} instances exceed the {limit} instances {gpu.name} can hold"

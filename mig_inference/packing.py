@@ -136,13 +136,13 @@ def allowed_profiles(gpu: GpuModel, workload: Workload) -> list[Profile]:
             if rate > 0:
                 serving.append(profile)
         return sorted(serving, key=lambda p: (p.memory_mib, p.memory, p.compute))
-    plain = [p for p in gpu.profiles if not p.media_extensions]
+    plain = [p for p in gpu.profiles if not p.variant]
     if workload.profile is not None:
         try:
             wanted = gpu.profile(workload.profile)
         except MigError as error:
             raise MigError(error.message, "profile") from None
-        if workload.exact or wanted.media_extensions:
+        if workload.exact or wanted.variant:
             return [wanted]
         return sorted(
             [wanted, *(p for p in plain if p != wanted and p.contains(wanted))],

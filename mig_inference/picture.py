@@ -188,8 +188,8 @@ def _legend(plan: StackPlan, rows: list[_Row], services: dict[str, int]) -> list
         for row in rows
     ):
         entries.append((UNUSABLE, "memory no instance of that layout can use"))
-    if any(cell.profile.endswith("+me") for row in rows for cell in row.cells):
+    if any("+me" in cell.profile for row in rows for cell in row.cells):
         entries.append(
-            (SLICE, "+me: the instance also holds the GPU's media engines (one per GPU)")
+            (SLICE, "+me, +me.all: the instance also holds the GPU's media engines (one per GPU)")
         )
     return entries

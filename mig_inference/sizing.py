@@ -153,16 +153,17 @@ def parse_params(text: str) -> tuple[float, str]:
 
 def _slice_order(profile: Profile) -> tuple[int, int, int, bool]:
     # Smallest memory first; among equal memory the one using fewer memory slices, then less
-    # compute: it leaves the most of the GPU for others. `+me` variants only when asked for.
-    return (profile.memory_mib, profile.memory, profile.compute, profile.media_extensions)
+    # compute: it leaves the most of the GPU for others. Variants (`+me`, `+gfx`...) only when
+    # asked for.
+    return (profile.memory_mib, profile.memory, profile.compute, bool(profile.variant))
 
 
 def profiles_holding(
     gpu: GpuModel, need_mib: float, among: Iterable[Profile] | None = None
 ) -> list[Profile]:
-    """Profiles whose usable memory holds `need_mib`, smallest first (`+me` left out)."""
+    """Profiles whose usable memory holds `need_mib`, smallest first (variants left out)."""
     candidates = gpu.profiles if among is None else tuple(among)
-    fitting = [p for p in candidates if p.memory_mib >= need_mib and not p.media_extensions]
+    fitting = [p for p in candidates if p.memory_mib >= need_mib and not p.variant]
     return sorted(fitting, key=_slice_order)
 
 
@@ -174,7 +175,7 @@ def smallest_profile(
     fitting = profiles_holding(gpu, need_mib, candidates)
     if fitting:
         return fitting[0]
-    usable = [p for p in candidates if not p.media_extensions] or candidates
+    usable = [p for p in candidates if not p.variant] or candidates
     if not usable:
         raise MigError(f"no MIG profile of {gpu.name} to choose from")
     largest = max(usable, key=_slice_order)

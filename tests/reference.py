@@ -78,6 +78,19 @@ def nvidia_mig_parted_configs() -> dict[str, list[dict[str, Any]]]:
     return configs
 
 
+MIG_PARTED_V015_CONFIG = "dra/nvidia/mig-parted-config-default-v0.15.0.yaml"
+"""mig-parted v0.15.0's own default config (the systemd one), NVIDIA's named configs per GPU."""
+
+
+@cache
+def mig_parted_v015_configs() -> dict[str, list[dict[str, Any]]]:
+    """`mig-configs` of mig-parted v0.15.0's config-default.yaml (parsed once; callers must not
+    change it)."""
+    document = yaml.safe_load(reference_file(MIG_PARTED_V015_CONFIG).read_text())
+    configs: dict[str, list[dict[str, Any]]] = document["mig-configs"]
+    return configs
+
+
 def strict_schema(schema: Any) -> Any:
     """A CRD's openAPIV3Schema with unknown fields refused wherever it lists the fields (the
     API server would prune them silently, so a misspelled value would vanish)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mig_inference.cli import main
-from tests.reference import ROOT
+from tests.reference import ROOT, mig_parted_v015_configs
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -184,3 +184,90 @@ def test_pack_bad_file_names_workload_and_field(
     assert err.startswith("error: workloads[0] (nemo).profile: '1g.5gb' is not a MIG profile")
     code, _, err = run(capsys, "pack", str(tmp_path / "missing.yaml"), "--gpu", "h100")
     assert code == 1 and "cannot read fleet file" in err
+
+
+def _mig(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`python -m mig ...` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "mig", *argv], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+
+
+def test_blackwell_gpus_listed() -> None:
+    result = _mig("gpus")
+    assert result.returncode == 0
+    names = [line.split()[0] for line in result.stdout.splitlines()]
+    assert {"B200-180GB", "GB200", "B300-269GB", "GB300", "RTX-PRO-6000-96GB"} <= set(names)
+    data = json.loads(_mig("gpus", "--json").stdout)
+    rtx = next(g for g in data if g["name"] == "RTX-PRO-6000-96GB")
+    assert rtx["mig"] and "nvidia-rtx-pro-6000" in rtx["aliases"]
+
+
+def test_b300_profiles_say_what_is_estimated_and_derived() -> None:
+    result = _mig("profiles", "--gpu", "B300")
+    assert result.returncode == 0
+    assert result.stdout.startswith("B300-269GB: 7 compute slices, 8 memory slices, PCI 0x318210DE")
+    assert "~31360" in result.stdout and "conservative estimate" in result.stdout
+    assert "placements: DERIVED (unconfirmed)" in result.stdout
+    data = json.loads(_mig("profiles", "--gpu", "B300", "--json").stdout)
+    assert data["placements_confirmed"] is False and "memory_slices" in data["unconfirmed"]
+    assert all(p["memory_estimated"] for p in data["profiles"])
+    assert [p["max_instances"] for p in data["profiles"]] == [7, 1, 4, 3, 2, 1, 1]
+
+
+def test_rtx_pro_6000_profiles_show_its_geometry_and_variants() -> None:
+    data = json.loads(_mig("profiles", "--gpu", "rtx-pro-6000", "--json").stdout)
+    assert (data["compute_slices"], data["memory_slices"]) == (4, 12)
+    rows = {p["name"]: p for p in data["profiles"]}
+    assert rows["1g.24gb+me.all"]["resource"] == "nvidia.com/mig-1g.24gb.me.all"
+    assert rows["2g.48gb-me"]["starts"] == [0, 6] and rows["2g.48gb-me"]["memory_slices"] == 6
+    text = _mig("profiles", "--gpu", "rtx-pro-6000").stdout
+    assert "1g.24gb+me.all       1      3    23680    1  0,3,6,9" in text
+
+
+def test_validate_blackwell_layouts() -> None:
+    ok = _mig("validate", "--gpu", "rtx-pro-6000", "--json", "1g.24gb+me.all", "1g.24gb-me=3")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["valid"] is True
+    bad = _mig("validate", "--gpu", "rtx-pro-6000", "1g.24gb+me.all", "1g.24gb")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr == (
+        "error: 1g.24gb+me.all+1g.24gb does not fit on RTX-PRO-6000-96GB: 1g.24gb+me.all takes "
+        "every media engine of RTX-PRO-6000-96GB, so the other instances must be -me profiles "
+        "(no media engines), got 1g.24gb\n"
+    )
+    b300 = _mig("validate", "--gpu", "b300", "3g.135gb", "2g.67gb", "1g.34gb=2")
+    assert b300.returncode == 0 and "[2g.67gb|1g |1g |3g.135gb       ]" in b300.stdout
+
+
+def test_config_gb300_all_balanced_is_nvidias() -> None:
+    result = _mig("config", "--gpu", "GB300", "all-balanced", "--json")
+    assert result.returncode == 0
+    [mine] = json.loads(result.stdout)["mig-configs"]["all-balanced"]
+    [theirs] = [
+        e for e in mig_parted_v015_configs()["all-balanced"] if "0x31C210DE" in e["device-filter"]
+    ]
+    assert mine == theirs
+
+
+def test_fit_on_blackwell_says_when_the_size_is_estimated() -> None:
+    result = _mig("fit", "--gpu", "B300", "--memory-gib", "25", "--json")
+    data = json.loads(result.stdout)
+    assert (data["profile"], data["slice_estimated"]) == ("1g.34gb", True)
+    text = _mig("fit", "--gpu", "rtx-pro-6000", "--memory-gib", "25").stdout
+    assert "-> 2g.48gb on RTX-PRO-6000-96GB (47,616 MiB usable)" in text
+
+
+def test_pack_on_b300(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        "workloads:\n"
+        "  - {name: big, replicas: 2, profile: 3g.135gb}\n"
+        "  - {name: small, replicas: 8, profile: 1g.34gb}\n"
+    )
+    code, out, _ = run(capsys, "pack", str(path), "--gpu", "B300", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["gpu_model"] == "B300-269GB"
+    # 3g.135gb + 4 x 1g.34gb fill a B300's 7 compute and 8 memory slices: 2 GPUs, no fewer.
+    assert (data["gpus"], data["lower_bound"], data["optimal"]) == (2, 2, True)
+    for layout in data["layouts"]:
+        assert sorted(layout["profiles"]) == ["1g.34gb"] * 4 + ["3g.135gb"]

@@ -16,9 +16,15 @@ from mig_inference.migparted import (
     render_named,
     resolve_config,
 )
-from tests.reference import nvidia_mig_parted_configs
+from tests.reference import mig_parted_v015_configs, nvidia_mig_parted_configs
 
 CATALOG = load_catalog()
+# NVIDIA's named configs as shipped: the GPU Operator v26.7.0 ConfigMap and mig-parted v0.15.0's
+# own config-default.yaml (same configs, the all-balanced entries in another order).
+NVIDIA_DOCUMENTS = {
+    "gpu-operator-v26.7.0": nvidia_mig_parted_configs,
+    "mig-parted-v0.15.0": mig_parted_v015_configs,
+}
 
 
 def _filter(entry: dict[str, Any]) -> list[str] | None:
@@ -35,9 +41,9 @@ def _applies(entry: dict[str, Any], gpu: GpuModel, device_id: str) -> bool:
     return all(gpu.has_profile(name) for name in (entry.get("mig-devices") or {}))
 
 
-def _nvidia_cases() -> list[tuple[str, str, str]]:
+def _nvidia_cases(shipped: dict[str, list[dict[str, Any]]]) -> list[tuple[str, str, str]]:
     cases = []
-    for name, entries in nvidia_mig_parted_configs().items():
+    for name, entries in shipped.items():
         for gpu in CATALOG.gpus:
             for device_id in gpu.pci_device_ids:
                 if any(_applies(e, gpu, device_id) for e in entries):
@@ -45,11 +51,14 @@ def _nvidia_cases() -> list[tuple[str, str, str]]:
     return cases
 
 
-def test_every_nvidia_named_config_and_device_filter_matches() -> None:
+@pytest.mark.parametrize("document", list(NVIDIA_DOCUMENTS))
+def test_every_nvidia_named_config_and_device_filter_matches(document: str) -> None:
+    shipped = NVIDIA_DOCUMENTS[document]()
     checked = 0
-    for name, gpu_name, device_id in _nvidia_cases():
+    models = set()
+    for name, gpu_name, device_id in _nvidia_cases(shipped):
         gpu = CATALOG.gpu(gpu_name)
-        entries = nvidia_mig_parted_configs()[name]
+        entries = shipped[name]
         theirs = next(e for e in entries if _applies(e, gpu, device_id))
         rendered = render_named(gpu, name)
         assert list(rendered["mig-configs"]) == [name]
@@ -60,13 +69,16 @@ def test_every_nvidia_named_config_and_device_filter_matches() -> None:
         if mine.get("device-filter") is not None:
             assert device_id in mine["device-filter"]
         checked += 1
+        models.add(gpu_name)
     assert checked > 60, f"only {checked} (config, device) pairs compared"
+    assert models == {g.name for g in CATALOG.gpus}
 
 
+@pytest.mark.parametrize("document", list(NVIDIA_DOCUMENTS))
 @pytest.mark.parametrize("gpu_name", [g.name for g in CATALOG.gpus])
-def test_our_named_configs_are_all_shipped_by_nvidia(gpu_name: str) -> None:
+def test_our_named_configs_are_all_shipped_by_nvidia(gpu_name: str, document: str) -> None:
     gpu = CATALOG.gpu(gpu_name)
-    shipped = nvidia_mig_parted_configs()
+    shipped = NVIDIA_DOCUMENTS[document]()
     for name in named_configs(gpu):
         assert name in shipped, f"{name} for {gpu_name} is not one of NVIDIA's named configs"
         assert any(
@@ -81,6 +93,34 @@ def test_all_balanced_per_model() -> None:
     assert h100["mig-devices"] == {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}
     a100 = render_named(resolve_gpu("a100-40gb"), "all-balanced")["mig-configs"]["all-balanced"]
     assert a100[0]["mig-devices"] == {"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2}
+
+
+@pytest.mark.parametrize("document", list(NVIDIA_DOCUMENTS))
+@pytest.mark.parametrize(
+    ("gpu_name", "device_filter"),
+    [
+        ("B200-180GB", "0x290110DE"),
+        ("GB200", "0x294110DE"),
+        ("B300-269GB", "0x318210DE"),
+        ("GB300", "0x31C210DE"),
+        ("RTX-PRO-6000-96GB", "0x2BB510DE"),
+    ],
+)
+def test_blackwell_all_balanced_is_nvidias(
+    gpu_name: str, device_filter: str, document: str
+) -> None:
+    shipped = NVIDIA_DOCUMENTS[document]()
+    [theirs] = [e for e in shipped["all-balanced"] if device_filter in e["device-filter"]]
+    [mine] = render_named(CATALOG.gpu(gpu_name), "all-balanced")["mig-configs"]["all-balanced"]
+    assert mine == {**theirs, "device-filter": [device_filter]}
+
+
+def test_variant_config_names_are_nvidias() -> None:
+    # mig-parted writes `+` as `.` and keeps `-me` (builder_test.go normalizeProfileName).
+    names = named_configs(resolve_gpu("rtx-pro-6000"))
+    assert {"all-1g.24gb.me.all", "all-1g.24gb-me", "all-4g.96gb.gfx", "all-2g.48gb-me"} <= set(
+        names
+    )
 
 
 def test_plus_is_written_dot_in_config_names() -> None:

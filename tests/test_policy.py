@@ -220,7 +220,7 @@ def test_mig_request_on_a_gpu_without_mig_is_reported() -> None:
 def test_unknown_gpu_is_not_judged() -> None:
     selectors = [
         {"mig-inference.io/pool": "h100-mig"},
-        {"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000"},
+        {"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-4500-Blackwell-Server-Edition"},
         {"node.kubernetes.io/instance-type": "m7i.4xlarge"},
     ]
     for selector in selectors:
