@@ -217,6 +217,28 @@ def test_mig_request_on_a_gpu_without_mig_is_reported() -> None:
     assert "the pod targets L4-24GB, which has no MIG" in message
 
 
+@pytest.mark.parametrize(
+    ("label", "value", "good", "bad"),
+    [
+        ("cloud.google.com/gke-accelerator", "nvidia-rtx-pro-6000", "1g.24gb.me.all", "1g.23gb"),
+        (
+            "nvidia.com/gpu.product",
+            "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+            "2g.48gb-me",
+            "2g.48gb.me",
+        ),
+        ("nvidia.com/gpu.product", "NVIDIA-B300-SXM6-AC", "1g.34gb.me", "1g.35gb"),
+        ("nvidia.com/gpu.product", "NVIDIA-GB300", "3g.139gb", "3g.135gb"),
+    ],
+)
+def test_blackwell_profiles_are_judged(label: str, value: str, good: str, bad: str) -> None:
+    spec = deployment(pod(container(mig=good), node_selector={label: value}))
+    assert violations(MIG_PROFILE_EXISTS, DEPLOYMENT, spec) == []
+    spec = deployment(pod(container(mig=bad), node_selector={label: value}))
+    [message] = violations(MIG_PROFILE_EXISTS, DEPLOYMENT, spec)
+    assert f"nvidia.com/mig-{bad}, a profile" in message
+
+
 def test_unknown_gpu_is_not_judged() -> None:
     selectors = [
         {"mig-inference.io/pool": "h100-mig"},
