@@ -56,6 +56,7 @@ def _profiles(args: argparse.Namespace) -> int:
                 "placements_note": gpu.placements_note,
                 "estimate_note": gpu.estimate_note,
                 "unconfirmed": list(gpu.unconfirmed),
+                "notes": list(gpu.notes),
                 "profiles": rows,
             }
         )
@@ -85,7 +86,9 @@ def _print_caveats(gpu: GpuModel) -> None:
     if not gpu.placements_confirmed:
         print(f"placements: {gpu.placements_note}")
     if gpu.unconfirmed:
-        print(f"unconfirmed for this model: {', '.join(gpu.unconfirmed)} (see the catalog's notes)")
+        print(f"unconfirmed for this model: {', '.join(gpu.unconfirmed)}")
+    for note in gpu.notes:
+        print(f"note: {note}")
 
 
 def _mig_gpu(name: str) -> GpuModel:

@@ -211,6 +211,7 @@ def test_b300_profiles_say_what_is_estimated_and_derived() -> None:
     assert "placements: DERIVED (unconfirmed)" in result.stdout
     data = json.loads(_mig("profiles", "--gpu", "B300", "--json").stdout)
     assert data["placements_confirmed"] is False and "memory_slices" in data["unconfirmed"]
+    assert any("estimate from B200's measured 1g.23gb" in note for note in data["notes"])
     assert all(p["memory_estimated"] for p in data["profiles"])
     assert [p["max_instances"] for p in data["profiles"]] == [7, 1, 4, 3, 2, 1, 1]
 
