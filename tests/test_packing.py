@@ -246,3 +246,20 @@ def test_fleet_file_round_trip(tmp_path: Path) -> None:
     plan = pack(H100, fleet)
     check_plan(plan, fleet)
     assert plan.gpu_count == 2
+
+
+def test_variants_are_used_only_when_named() -> None:
+    # RTX PRO 6000's +gfx, -me, +me and +me.all share the plain profiles' slices: the planner
+    # chooses among plain profiles, and a variant only when a workload names it.
+    rtx = resolve_gpu("rtx-pro-6000")
+    by_memory = Workload("m", 5, memory_mib=20 * 1024)
+    assert [p.name for p in allowed_profiles(rtx, by_memory)] == ["1g.24gb", "2g.48gb", "4g.96gb"]
+    named = Workload("gfx", 1, profile="1g.24gb+gfx")
+    assert [p.name for p in allowed_profiles(rtx, named)] == ["1g.24gb+gfx"]
+    fleet = [by_memory, named, Workload("media", 1, profile="1g.24gb+me.all")]
+    plan = pack(rtx, fleet)
+    check_plan(plan, fleet)
+    assert {a.profile for a in plan.assignments} == {"1g.24gb", "1g.24gb+gfx", "1g.24gb+me.all"}
+    # 7 replicas of 1g on GPUs of 4: the +me.all one takes a GPU of its own (no plain or +gfx
+    # instance beside it), the other 6 need 2 more.
+    assert plan.gpu_count == plan.lower_bound == 3
