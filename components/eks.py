@@ -227,6 +227,10 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=cluster.protect,
+                # The name is set (it carries the generation), and a bridged provider replaces a
+                # resource whose name the program sets delete-before-replace unless told otherwise:
+                # the new generation must exist before the old one goes.
+                delete_before_replace=False,
                 depends_on=role_policies,
                 # The Cluster Autoscaler owns the size of an autoscaled group.
                 ignore_changes=["scalingConfig.desiredSize"] if pool.autoscaled else None,

@@ -230,6 +230,10 @@ class GkeGpuPool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=cluster.protect,
+                # The name is set (it carries the generation), and a bridged provider replaces a
+                # resource whose name the program sets delete-before-replace unless told otherwise:
+                # the new generation must exist before the old one goes.
+                delete_before_replace=False,
                 # initial_node_count forces a new pool when it changes; the autoscaler owns the
                 # size of an autoscaled one. Neither may replace or resize a running pool.
                 ignore_changes=["initialNodeCount", *(["nodeCount"] if pool.autoscaled else [])],

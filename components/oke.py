@@ -192,6 +192,10 @@ class OkeGpuPool(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=cluster.protect,
+                # The name is set (it carries the generation), and a bridged provider replaces a
+                # resource whose name the program sets delete-before-replace unless told otherwise:
+                # the new generation must exist before the old one goes.
+                delete_before_replace=False,
                 replace_on_changes=["name"],
                 # The Cluster Autoscaler owns the size of an autoscaled pool.
                 ignore_changes=["nodeConfigDetails.size"] if pool.autoscaled else None,

@@ -97,12 +97,18 @@ class Options:
     type: str
     name: str
     parent_type: str | None
+    parent: tuple[str, str] | None
+    """(type, name) of the parent (None under the stack itself)."""
     protect: bool
     custom_timeouts: tuple[str | None, str | None] | None
     depends_on: tuple[str, ...]
+    """Names of the resources in `dependsOn`."""
+    dependencies: tuple[tuple[str, str], ...]
+    """(type, name) of the resources in `dependsOn`."""
     ignore_changes: tuple[str, ...] = ()
     replace_on_changes: tuple[str, ...] = ()
-    delete_before_replace: bool = False
+    delete_before_replace: bool | None = None
+    """The option as the program set it: None leaves the choice to the provider."""
     aliases_to_stack_root: int = 0
     """Aliases naming the stack itself as the resource's earlier parent."""
 
@@ -263,20 +269,26 @@ def run_program(
             opts = args.opts
             parent = opts.parent if opts else None
             parent_type = None
+            parent_key = None
             if parent is not None and not isinstance(parent, Stack):
                 parent_type = getattr(parent, "_type", None) or type(parent).__name__
+                parent_key = (parent_type, str(getattr(parent, "_name", "?")))
             timeouts = opts.custom_timeouts if opts else None
             depends = opts.depends_on if opts and isinstance(opts.depends_on, list) else []
             rendering.options[(args.type_, args.name)] = Options(
                 type=args.type_,
                 name=args.name,
                 parent_type=parent_type,
+                parent=parent_key,
                 protect=bool(opts and opts.protect),
                 custom_timeouts=(timeouts.create, timeouts.update) if timeouts else None,
                 depends_on=tuple(getattr(d, "_name", "?") for d in depends),
+                dependencies=tuple(
+                    (str(getattr(d, "_type", "?")), str(getattr(d, "_name", "?"))) for d in depends
+                ),
                 ignore_changes=tuple(opts.ignore_changes or ()) if opts else (),
                 replace_on_changes=tuple(opts.replace_on_changes or ()) if opts else (),
-                delete_before_replace=bool(opts and opts.delete_before_replace),
+                delete_before_replace=opts.delete_before_replace if opts else None,
                 aliases_to_stack_root=len(
                     [
                         alias
