@@ -1,0 +1,88 @@
+"""Which input changes make a provider replace a resource instead of updating it, and which
+resources a provider replaces delete-before-replace when the program does not say.
+
+Sources (read at the versions the project pins, or the newest available; see DESIGN.md "Facts"):
+- Terraform Google provider `resource_container_node_pool.go` / `node_config.go` (ForceNew), as
+  bridged by pulumi-gcp; Terraform AWS provider `eks_node_group.go`; Terraform OCI provider
+  `containerengine_node_pool_resource.go`; pulumi-kubernetes `provider/pkg/provider/diff.go`
+  (`forceNewProperties`).
+- pulumi-terraform-bridge `pkg/tfbridge/schema.go` `nameRequiresDeleteBeforeReplace`: a bridged
+  resource whose auto-named field (`name`, EKS `nodeGroupName`) the program sets is replaced
+  delete-before-replace, unless the program's `deleteBeforeReplace` option says otherwise.
+- pulumi-kubernetes `provider.go`: an object whose `metadata.name` the program sets is replaced
+  delete-before-replace when the new object keeps that name and namespace.
+"""
+
+from __future__ import annotations
+
+FORCE_NEW: dict[str, tuple[str, ...]] = {
+    "gcp:container/nodePool:NodePool": (
+        "name", "cluster", "location", "project", "initialNodeCount", "maxPodsPerNode",
+        "queuedProvisioning", "placementPolicy", "networkConfig.podRange",
+        "networkConfig.createPodRange", "nodeConfig.guestAccelerators", "nodeConfig.spot",
+        "nodeConfig.preemptible", "nodeConfig.reservationAffinity", "nodeConfig.serviceAccount",
+        "nodeConfig.oauthScopes", "nodeConfig.shieldedInstanceConfig", "nodeConfig.metadata",
+        "nodeConfig.localSsdCount", "nodeConfig.minCpuPlatform",
+    ),
+    "gcp:container/cluster:Cluster": (
+        "name", "location", "project", "privateClusterConfig.masterIpv4CidrBlock",
+    ),
+    "aws:eks/nodeGroup:NodeGroup": (
+        "nodeGroupName", "clusterName", "subnetIds", "instanceTypes", "amiType", "capacityType",
+        "diskSize", "nodeRoleArn", "remoteAccess", "launchTemplate.id", "launchTemplate.name",
+    ),
+    "aws:eks/cluster:Cluster": ("name",),
+    "oci:ContainerEngine/nodePool:NodePool": (
+        "clusterId", "compartmentId", "nodeImageId", "nodeImageName",
+        "nodeConfigDetails.nodePoolPodNetworkOptionDetails.cniType",
+    ),
+    "kubernetes:apps/v1:Deployment": ("spec.selector",),
+    "kubernetes:apps/v1:DaemonSet": ("spec.selector",),
+    "kubernetes:batch/v1:Job": (
+        "spec.template", "spec.selector", "spec.completions", "spec.parallelism",
+    ),
+    "kubernetes:core/v1:Service": ("spec.clusterIP",),
+    "kubernetes:helm.sh/v3:Release": ("name", "namespace"),
+}  # fmt: skip
+"""Input paths whose change replaces the resource (beyond `replaceOnChanges`)."""
+
+KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
+"""Every Kubernetes object is another object under another name or namespace."""
+
+AUTO_NAMED: dict[str, str] = {
+    "gcp": "name",
+    "oci": "name",
+}
+"""The auto-named input of every resource of a bridged package (`SetAutonaming`)."""
+AUTO_NAMED_BY_TYPE: dict[str, str] = {
+    "aws:eks/nodeGroup:NodeGroup": "nodeGroupName",
+    "aws:iam/role:Role": "name",
+    "aws:ec2/launchTemplate:LaunchTemplate": "name",
+    "aws:eks/cluster:Cluster": "name",
+}
+"""pulumi-aws names its auto-named fields resource by resource."""
+
+
+def force_new_paths(type_token: str) -> tuple[str, ...]:
+    paths = FORCE_NEW.get(type_token, ())
+    if type_token.startswith("kubernetes:") and not type_token.startswith("kubernetes:helm.sh/"):
+        paths = (*KUBERNETES_IDENTITY, *paths)
+    return paths
+
+
+def provider_deletes_first(type_token: str, old: dict[str, object], new: dict[str, object]) -> bool:
+    """Whether the provider replaces this resource delete-before-replace (the program's option
+    not set)."""
+    package = type_token.split(":", 1)[0]
+    field = AUTO_NAMED_BY_TYPE.get(type_token) or AUTO_NAMED.get(package)
+    if field is not None:
+        return new.get(field) is not None
+    if package == "kubernetes" and not type_token.startswith("kubernetes:helm.sh/"):
+        old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+        assert isinstance(old_meta, dict) and isinstance(new_meta, dict)
+        return (
+            new_meta.get("name") is not None
+            and old_meta.get("name") == new_meta.get("name")
+            and old_meta.get("namespace") == new_meta.get("namespace")
+        )
+    return False

@@ -1,0 +1,189 @@
+"""The project's two Jobs as the simulator runs them: the MIG-ready gate, and the in-place
+re-partitioning of a pool. They follow the algorithms of `mig_inference/scripts/gate.sh` and
+`repartition.sh` (whose tests run the scripts themselves against a fake API server)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.rollout.cluster import Cluster
+from mig_inference.rollout.model import Node
+
+CORDONED_FOR = "mig-inference.io/cordoned-for"
+"""The annotation the re-partitioning Job marks its own cordons with."""
+
+
+def job_env(inputs: Mapping[str, Any]) -> dict[str, str]:
+    containers = inputs.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+    return {e["name"]: str(e.get("value", "")) for c in containers for e in c.get("env") or []}
+
+
+def _matches(node: Node, selector: str) -> bool:
+    pairs = [p.split("=", 1) for p in selector.split(",") if p]
+    return all(node.labels.get(k) == v for k, v in pairs)
+
+
+@dataclass
+class JobRun:
+    """A Job in progress: `outcome` is None until it ends ("complete" or "failed: ...")."""
+
+    outcome: str | None = None
+    log: list[str] = field(default_factory=list)
+
+    def advance(self, cluster: Cluster) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class GateRun(JobRun):
+    targets: list[tuple[str, str, str, int]] = field(default_factory=list)
+    deadline: float = 0.0
+
+    @classmethod
+    def of(cls, env: Mapping[str, str], now: float) -> GateRun:
+        targets = []
+        for line in env.get("GATE_TARGETS", "").splitlines():
+            parts = line.split()
+            if len(parts) >= 4:
+                targets.append((parts[0], parts[1], parts[2], int(parts[3])))
+        return cls(targets=targets, deadline=now + float(env.get("GATE_TIMEOUT_SECONDS", "1800")))
+
+    def advance(self, cluster: Cluster) -> None:
+        ready = True
+        for pool, selector, config, want in self.targets:
+            nodes = [n for n in cluster.live_nodes() if _matches(n, selector)]
+            failed = [n for n in nodes if n.config == config and n.state == "failed"]
+            if failed:
+                self.outcome = (
+                    f"failed: MIG config {config} failed on node {failed[0].name} (pool {pool})"
+                )
+                return
+            done = [
+                n
+                for n in nodes
+                if n.config == config and n.state == "success" and n.applied == config
+            ]
+            if len(done) < want:
+                ready = False
+        if ready:
+            self.outcome = "complete"
+        elif cluster.now >= self.deadline:
+            self.outcome = "failed: timed out waiting for nodes to report success"
+
+
+@dataclass
+class RepartitionRun(JobRun):
+    """Batch by batch: cordon (marked as ours), evict the pods holding devices (budgets decide),
+    relabel (clearing the state), wait for success on the target, uncordon."""
+
+    target: str = ""
+    selector: str = ""
+    names: tuple[str, ...] = ()
+    max_unavailable: int = 1
+    drain_timeout: float = 1800.0
+    reconfigure_timeout: float = 1800.0
+    batch: list[str] = field(default_factory=list)
+    phase: str = "pick"
+    deadline: float = 0.0
+    done: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, env: Mapping[str, str]) -> RepartitionRun:
+        node_timeout = float(env.get("NODE_TIMEOUT_SECONDS", "1800"))
+        return cls(
+            target=env.get("TARGET_CONFIG", ""),
+            selector=env.get("REPARTITION_SELECTOR", ""),
+            names=tuple(env.get("REPARTITION_NODES", "").split()),
+            max_unavailable=int(env.get("MAX_UNAVAILABLE", "1")),
+            drain_timeout=float(env.get("DRAIN_TIMEOUT_SECONDS", node_timeout)),
+            reconfigure_timeout=float(env.get("RECONFIGURE_TIMEOUT_SECONDS", node_timeout)),
+        )
+
+    def _pool(self, cluster: Cluster) -> list[Node]:
+        if self.selector:
+            return sorted(
+                (n for n in cluster.live_nodes() if _matches(n, self.selector)),
+                key=lambda n: n.name,
+            )
+        return [
+            cluster.nodes[n] for n in self.names if n in cluster.nodes and not cluster.nodes[n].gone
+        ]
+
+    def _holders(self, cluster: Cluster, node: str) -> list[Any]:
+        return [p for p in cluster.pods if p.node == node and p.template.resource]
+
+    def advance(self, cluster: Cluster) -> None:
+        if self.phase == "pick":
+            todo = [
+                n for n in self._pool(cluster) if n.name not in self.done and not self._on_target(n)
+            ]  # fmt: skip
+            if not todo:
+                self.outcome = "complete"
+                return
+            self.batch = [n.name for n in todo[: self.max_unavailable]]
+            for name in self.batch:
+                node = cluster.nodes[name]
+                if not node.unschedulable:
+                    node.unschedulable = True
+                    node.annotations[CORDONED_FOR] = self.target
+            cluster.log(f"re-partitioning Job: cordoned {', '.join(self.batch)}")
+            self.phase, self.deadline = "drain", cluster.now + self.drain_timeout
+        if self.phase == "drain":
+            held = [p for name in self.batch for p in self._holders(cluster, name)]
+            for pod in held:
+                if pod.active and cluster.eviction_allowed(pod):
+                    cluster.terminate(pod, "evicted by the re-partitioning Job")
+            if any(self._holders(cluster, name) for name in self.batch):
+                if cluster.now >= self.deadline:
+                    for name in self.batch:
+                        self._uncordon(cluster, name)
+                    self.outcome = (
+                        f"failed: drain of {', '.join(self.batch)} did not finish (a "
+                        "PodDisruptionBudget refused the evictions); uncordoned, not relabelled"
+                    )
+                return
+            for name in self.batch:
+                node = cluster.nodes[name]
+                if node.config != self.target:
+                    cluster.set_labels(name, {MIG_CONFIG_LABEL: self.target, MIG_STATE_LABEL: None})
+                else:
+                    cluster.set_labels(name, {MIG_STATE_LABEL: None})
+                    cluster.restart_mig_manager(name)
+            self.phase, self.deadline = "wait", cluster.now + self.reconfigure_timeout
+        if self.phase == "wait":
+            for name in list(self.batch):
+                node = cluster.nodes[name]
+                if node.gone:
+                    self.batch.remove(name)
+                elif node.state == "failed":
+                    self.outcome = (
+                        f"failed: node {name} reports {MIG_STATE_LABEL}=failed; it stays cordoned"
+                    )
+                    return
+            waiting = [n for n in self.batch if not self._on_target(cluster.nodes[n])]
+            if waiting:
+                if cluster.now >= self.deadline:
+                    self.outcome = (
+                        f"failed: node {waiting[0]} did not reach success in time; it stays "
+                        "cordoned"
+                    )
+                return
+            for name in self.batch:
+                self._uncordon(cluster, name)
+                self.done.append(name)
+            cluster.log(f"re-partitioning Job: {', '.join(self.batch)} on {self.target}")
+            self.phase = "pick"
+
+    def _on_target(self, node: Node) -> bool:
+        return (
+            node.config == self.target and node.state == "success" and node.applied == self.target
+        )
+
+    @staticmethod
+    def _uncordon(cluster: Cluster, name: str) -> None:
+        node = cluster.nodes[name]
+        if node.annotations.pop(CORDONED_FOR, None) is not None:
+            node.unschedulable = False

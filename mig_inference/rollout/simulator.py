@@ -1,0 +1,638 @@
+"""One `pulumi up` from a deployed version of a stack to the next, run against a simulated cluster.
+
+The cluster starts as the deployed version left it (every node on its layout, every replica
+Ready). Then Pulumi's steps run as the engine runs them (see `steps`): a step starts once what it
+waits for finished, cloud and Kubernetes effects follow each step, and the controllers (the MIG
+manager, the scheduler, Deployments, drains) move on between steps. What it reports is what the
+simulation observed: replicas serving per service at every moment, nodes created, drained,
+deleted and left cordoned, the step Pulumi fails at, and what it refuses at preview."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.rollout.cluster import TICK, Cluster, Timings
+from mig_inference.rollout.jobs import GateRun, JobRun, RepartitionRun, job_env
+from mig_inference.rollout.model import Deployment, Node, Taint, pod_template
+from mig_inference.rollout.node_pools import (
+    EKS_GROUP,
+    EKS_LAUNCH_TEMPLATE,
+    GKE_POOL,
+    OKE_POOL,
+    POOL_TYPES,
+    PoolShape,
+    pool_shape,
+)
+from mig_inference.rollout.resources import Key, Program, Resource
+from mig_inference.rollout.steps import Op, Step, StepPlan, plan_steps
+
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
+JOB = "kubernetes:batch/v1:Job"
+NODE_PATCH = "kubernetes:core/v1:NodePatch"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+SERVICE_LABEL = "app.kubernetes.io/instance"
+EKS_DELETE_DRAIN = 300.0
+"""EKS drains a deleted node group's nodes for "a few minutes" before terminating them."""
+EKS_EVICTION_LIMIT = 900.0
+"""An EKS rolling update fails (`PodEvictionFailure`) when pods have not left in 15 minutes."""
+SETTLE = 7200.0
+"""How long the cluster is watched after the last step, for replicas still starting."""
+HORIZON = 6 * 3600.0 * 4
+"""No transition runs longer than this (a guard against a step that never ends)."""
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What the plans say about one pool: its GPUs per node and what a node offers per layout."""
+
+    gpus_per_node: int
+    devices: Mapping[str, Mapping[str, int]]
+    """Per config name (empty: no MIG manager) what the device plugin advertises on a node."""
+
+
+@dataclass
+class Served:
+    """One service over the transition."""
+
+    before: int
+    after: int
+    least: int
+    least_at: float = 0.0
+    below_seconds: float = 0.0
+    """Time with fewer Ready replicas than the smaller of before and after."""
+    down_seconds: float = 0.0
+    """Time with no Ready replica at all (services that had some before)."""
+    pending_at_end: int = 0
+
+
+@dataclass
+class PoolOutcome:
+    nodes_created: int = 0
+    nodes_deleted: int = 0
+    nodes_drained: int = 0
+    nodes_relabelled: int = 0
+    left_cordoned: list[str] = field(default_factory=list)
+    peak_gpus: int = 0
+    gpus_before: int = 0
+    gpus_after: int = 0
+
+
+@dataclass
+class Outcome:
+    """What one `pulumi up` does, as the simulation observed it."""
+
+    plan: StepPlan
+    services: dict[str, Served]
+    pools: dict[str, PoolOutcome]
+    failure: str | None
+    """The step Pulumi failed at, and why (None when the update finished)."""
+    seconds: float
+    events: list[tuple[float, str]]
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.plan.refusals)
+
+
+@dataclass
+class _Task:
+    step: Step
+    waits_for: set[Key]
+    started: float | None = None
+    done: bool = False
+    failed: str | None = None
+    check: Callable[[], str | None] | None = None
+    """Called each tick once started: None while running, "" when done, else why it failed."""
+    deadline: float = math.inf
+
+
+class Rollout:
+    """The simulation of one transition."""
+
+    def __init__(
+        self,
+        before: Program,
+        after: Program,
+        facts: Mapping[str, PoolFacts],
+        *,
+        stack: str,
+        project: str,
+        timings: Timings | None = None,
+        configs: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+    ) -> None:
+        self.before, self.after = before, after
+        self.facts = facts
+        self.timings = timings or Timings()
+        self.plan = plan_steps(before, after, stack, project)
+        self.configs = configs
+        """The config names of the mig-parted config before and after the GPU Operator's
+        release is updated (empty: any name is known)."""
+        self.known = configs[0]
+        self.cluster = Cluster(self.timings, self._devices, self._known)
+        self.pools: dict[str, PoolOutcome] = {}
+        self.served: dict[str, Served] = {}
+        self.jobs: dict[Key, JobRun] = {}
+        self.shapes: dict[str, PoolShape] = {}
+        """Current shape of every cloud pool, by physical name."""
+
+    # -- facts -------------------------------------------------------------------------------
+    def _devices(self, node: Node, config: str) -> dict[str, int]:
+        facts = self.facts.get(node.pool or "")
+        if facts is None:
+            return {}
+        if config in facts.devices:
+            return dict(facts.devices[config])
+        if config == "all-disabled" or (config == "" and "" not in facts.devices):
+            return {"nvidia.com/gpu": facts.gpus_per_node} if facts.gpus_per_node else {}
+        return {}
+
+    def _known(self, config: str) -> bool:
+        return not self.known or config in self.known or config == "all-disabled"
+
+    # -- the deployed state --------------------------------------------------------------------
+    def _deployed(self) -> None:
+        for resource in self.before:
+            if resource.type in POOL_TYPES:
+                self._create_nodes(pool_shape(resource), self._steady_size(resource), running=True)
+            elif resource.type == NODE_PATCH:
+                self._patch_node(resource, running=True)
+        for resource in self.after:
+            if resource.type == NODE_PATCH:
+                name = resource.inputs["metadata"]["name"]
+                if name not in self.cluster.nodes:  # a node of the cluster not in a pool yet
+                    self.cluster.add_node(Node(name, {}, []), applied="all-disabled")
+        for resource in self.before:
+            if resource.type == DEPLOYMENT:
+                self._apply_deployment(resource)
+            elif resource.type == BUDGET:
+                self._apply_budget(resource)
+        for _ in range(3):
+            self.cluster._deployments()
+            self.cluster._schedule()
+        for pod in self.cluster.pods:
+            pod.ready_at = 0.0 if pod.node is not None else None
+        for service, count in self.cluster.serving().items():
+            self.served[service] = Served(count, 0, count)
+
+    def _steady_size(self, resource: Resource) -> int:
+        """Nodes a deployed pool runs: its size, or for an autoscaled one what its replicas need
+        (within its bounds)."""
+        shape = pool_shape(resource)
+        if shape.min_nodes == shape.max_nodes:
+            return shape.nodes
+        pool = shape.labels.get(POOL_LABEL, "")
+        facts = self.facts.get(pool)
+        config = shape.labels.get(MIG_CONFIG_LABEL, "")
+        per_node = sum((facts.devices.get(config) or {}).values()) if facts else 0
+        wanted = 0
+        for deployment in self.before.of_type(DEPLOYMENT):
+            spec = deployment.inputs.get("spec", {})
+            template = pod_template(spec.get("template", {}).get("spec", {}))
+            if any(k == POOL_LABEL and pool in v for k, _, v in template.affinity):
+                wanted += int(spec.get("replicas", 0))
+        needed = math.ceil(wanted / per_node) if per_node else 0
+        return max(shape.min_nodes, min(shape.max_nodes, needed))
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def _outcome(self, labels: Mapping[str, str]) -> PoolOutcome:
+        return self.pools.setdefault(labels.get(POOL_LABEL, "(no pool)"), PoolOutcome())
+
+    def _create_nodes(self, shape: PoolShape, count: int, *, running: bool = False) -> list[Node]:
+        self.shapes[shape.physical] = shape
+        pool = shape.labels.get(POOL_LABEL, "")
+        facts = self.facts.get(pool)
+        made = []
+        existing = [n for n in self.cluster.nodes.values() if n.source == shape.physical]
+        for index in range(len(existing), len(existing) + count):
+            zone = shape.zones[index % len(shape.zones)] if shape.zones else ""
+            node = Node(
+                f"{shape.physical}-{index}",
+                dict(shape.labels),
+                list(shape.taints),
+                zone=zone,
+                source=shape.physical,
+                gpus=facts.gpus_per_node if facts else 0,
+                up_at=self.cluster.now if running else self.cluster.now + self.timings.node_boot,
+            )
+            config = node.config
+            self.cluster.add_node(node, applied=config if running and config else None)
+            if running:
+                node.labels.setdefault(MIG_STATE_LABEL, "success") if config else None
+            else:
+                self._outcome(node.labels).nodes_created += 1
+                self.cluster.log(f"node {node.name} created ({shape.cloud} pool {shape.physical})")
+            made.append(node)
+        return made
+
+    def _pool_nodes(self, physical: str) -> list[Node]:
+        return [n for n in self.cluster.live_nodes() if n.source == physical]
+
+    def _take_away(self, node: Node, why: str, *, respect_budgets: bool, timeout: float) -> None:
+        outcome = self._outcome(node.labels)
+        outcome.nodes_drained += 1
+        outcome.nodes_deleted += 1
+        self.cluster.drain(
+            node.name, why, delete=True, respect_budgets=respect_budgets, timeout=timeout
+        )
+
+    def _delete_pool(self, shape: PoolShape, resource: Resource) -> None:
+        """What deleting a cloud pool does to its nodes (each cloud's documented drain)."""
+        if shape.type == GKE_POOL:
+            drain = resource.inputs.get("nodeDrainConfigs") or [{}]
+            respect = bool(drain[0].get("respectPdbDuringNodePoolDeletion"))
+            timeout = self.timings.drain_timeout
+        elif shape.type == EKS_GROUP:
+            respect, timeout = True, EKS_DELETE_DRAIN
+        else:
+            settings = resource.inputs.get("nodeEvictionNodePoolSettings") or {}
+            respect = settings.get("evictionGraceDuration") != "PT0M"
+            timeout = self.timings.drain_timeout
+        for node in self._pool_nodes(shape.physical):
+            self._take_away(
+                node, f"pool {shape.physical} deleted", respect_budgets=respect, timeout=timeout
+            )
+
+    def _update_pool(self, old: PoolShape, new: PoolShape, rolled: bool) -> None:
+        """An in-place update of a cloud pool: what reaches its running nodes."""
+        self.shapes[new.physical] = new
+        nodes = self._pool_nodes(new.physical)
+        if new.type in (GKE_POOL, EKS_GROUP):
+            for node in nodes:  # labels and taints reach running nodes
+                for key in set(old.labels) - set(new.labels):
+                    node.labels.pop(key, None)
+                node.labels.update(new.labels)
+                node.taints = [t for t in node.taints if t not in old.taints] + [
+                    t for t in new.taints if t not in node.taints
+                ]
+        if new.type == GKE_POOL and set(old.zones) != set(new.zones):
+            for node in nodes:
+                if node.zone not in new.zones:
+                    node.replaced = True
+                    self._take_away(
+                        node, "its zone left the pool", respect_budgets=False, timeout=0.0
+                    )
+            per_zone = new.nodes // max(len(new.zones), 1)
+            for zone in new.zones:
+                have = [n for n in nodes if n.zone == zone]
+                if len(have) < per_zone:
+                    self._create_in_zone(new, zone, per_zone - len(have))
+            return
+        live = [n for n in nodes if not n.draining]
+        if rolled:
+            for node in live:  # EKS recycles every node for a new launch template version
+                node.replaced = True
+                self._create_nodes(new, 1)
+                self._take_away(node, "rolling update of its node group", respect_budgets=True,
+                                timeout=EKS_EVICTION_LIMIT)  # fmt: skip
+            return
+        if new.nodes > len(live):
+            self._create_nodes(new, new.nodes - len(live))
+        elif new.nodes < len(live) and new.min_nodes == new.max_nodes:
+            respect = new.type == OKE_POOL  # EKS and GKE scale in without budgets
+            for node in sorted(live, key=lambda n: n.name)[new.nodes :]:
+                self._take_away(
+                    node,
+                    "the pool shrank",
+                    respect_budgets=respect,
+                    timeout=0.0 if not respect else self.timings.drain_timeout,
+                )
+
+    def _create_in_zone(self, shape: PoolShape, zone: str, count: int) -> None:
+        single = PoolShape(shape.type, shape.physical, shape.labels, shape.taints, (zone,),
+                           count, count, count)  # fmt: skip
+        self._create_nodes(single, count)
+        self.shapes[shape.physical] = shape
+
+    def _patch_node(
+        self, resource: Resource, *, running: bool = False, remove: bool = False
+    ) -> None:
+        metadata = resource.inputs.get("metadata", {})
+        name = metadata["name"]
+        node = self.cluster.nodes.get(name)
+        if node is None:
+            node = Node(name, {}, [])
+            self.cluster.add_node(node, applied="all-disabled")
+        labels = metadata.get("labels") or {}
+        taints = (resource.inputs.get("spec") or {}).get("taints")
+        if remove:
+            for key in labels:
+                node.labels.pop(key, None)
+            if taints is not None:
+                node.taints = [t for t in node.taints if t not in {Taint.of(x) for x in taints}]
+            return
+        if running and labels.get(MIG_CONFIG_LABEL):
+            node.labels.update(labels)
+            node.applied = labels[MIG_CONFIG_LABEL]
+            node.labels[MIG_STATE_LABEL] = "success"
+            node.devices = self._devices(node, node.applied)
+            self.cluster.managers[name].seen = node.applied
+        else:
+            if labels.get(MIG_CONFIG_LABEL) and labels[MIG_CONFIG_LABEL] != node.config:
+                self._outcome(labels).nodes_relabelled += 1
+            node.labels.update(labels)
+        if taints is not None:
+            node.taints = [Taint.of(t) for t in taints]
+
+    # -- Kubernetes objects ----------------------------------------------------------------------
+    def _apply_deployment(self, resource: Resource, *, keep_replicas: bool = False) -> Deployment:
+        inputs = resource.inputs
+        metadata, spec = inputs.get("metadata", {}), inputs.get("spec", {})
+        template = spec.get("template", {})
+        key = (metadata.get("namespace", "default"), metadata["name"])
+        labels = template.get("metadata", {}).get("labels", {})
+        service = labels.get(SERVICE_LABEL) or labels.get("app.kubernetes.io/name") or key[1]
+        existing = self.cluster.deployments.get(key)
+        replicas = int(spec.get("replicas", 1))
+        if existing is not None and keep_replicas:
+            replicas = existing.replicas
+        deployment = Deployment(
+            key[0], key[1], service, replicas,
+            pod_template(template.get("spec", {})), self.timings.replica_start,
+            budget=existing.budget if existing else None, labels=dict(labels),
+        )  # fmt: skip
+        self.cluster.deployments[key] = deployment
+        self.served.setdefault(service, Served(0, 0, 0))
+        return deployment
+
+    def _apply_budget(self, resource: Resource, *, remove: bool = False) -> None:
+        metadata, spec = resource.inputs.get("metadata", {}), resource.inputs.get("spec", {})
+        selector = spec.get("selector", {}).get("matchLabels", {})
+        for deployment in self.cluster.deployments.values():
+            if deployment.namespace == metadata.get("namespace") and all(
+                deployment.labels.get(k) == v for k, v in selector.items()
+            ):
+                deployment.budget = None if remove else int(spec.get("maxUnavailable", 1))
+
+    # -- steps -----------------------------------------------------------------------------------
+    def _start(self, task: _Task) -> None:
+        step, cluster, t = task.step, self.cluster, self.timings
+        resource = step.resource
+        task.started = cluster.now
+        if step.op is Op.SAME:
+            task.done = True
+            return
+        if step.op is Op.DELETE:
+            self._start_delete(task)
+            return
+        if resource.type in POOL_TYPES:
+            new = pool_shape(resource)
+            if step.op is Op.UPDATE:
+                old = pool_shape(step.old) if step.old else new
+                self._update_pool(old, new, rolled=self._launch_template_changed(new))
+            else:
+                if step.op is Op.REPLACE and step.delete_first and step.old is not None:
+                    self._delete_pool(pool_shape(step.old), step.old)
+                    cluster.log(
+                        f"{resource.name}: replaced delete-before-replace: the old pool goes first"
+                    )
+                self._create_nodes(new, new.nodes)
+            task.check = lambda: self._pool_settled(new)
+            task.deadline = cluster.now + 3 * 3600
+        elif resource.type == NODE_PATCH:
+            self._patch_node(resource)
+            task.done = True
+        elif resource.type == RELEASE:
+            # The chart's ConfigMaps (the mig-parted config among them) hold the new version's.
+            self.known = self.configs[1]
+            finish = cluster.now + t.helm_release
+            task.check = lambda: "" if cluster.now >= finish else None
+        elif resource.type == JOB:
+            env = job_env(resource.inputs)
+            run: JobRun
+            if "TARGET_CONFIG" in env:
+                run = RepartitionRun.of(env)
+            elif "GATE_TARGETS" in env:
+                run = GateRun.of(env, cluster.now)
+            else:
+                task.done = True
+                return
+            self.jobs[step.key] = run
+
+            def job_check(run: JobRun = run) -> str | None:
+                run.advance(cluster)
+                if run.outcome is None:
+                    return None
+                return "" if run.outcome == "complete" else f"Job {resource.name} {run.outcome}"
+
+            task.check = job_check
+        elif resource.type == DEPLOYMENT:
+            if step.op is Op.REPLACE and step.delete_first:
+                # The old Deployment goes first, and its replicas with it (foreground deletion).
+                for pod in [
+                    p
+                    for p in cluster.pods
+                    if (p.namespace, p.deployment) == self._object_key(step.old)
+                ]:
+                    cluster.terminate(
+                        pod, f"Deployment {resource.name} replaced delete-before-replace"
+                    )
+            keep = step.op is Op.UPDATE and "spec.replicas" in resource.ignore_changes
+            deployment = self._apply_deployment(resource, keep_replicas=keep)
+            task.check = lambda: "" if cluster.rolled_out(deployment) else None
+            task.deadline = cluster.now + self._timeout(resource, step.op)
+        elif resource.type == BUDGET:
+            self._apply_budget(resource)
+            task.done = True
+        else:
+            task.done = True
+
+    @staticmethod
+    def _object_key(resource: Resource | None) -> tuple[str, str]:
+        metadata = (resource.inputs if resource else {}).get("metadata", {})
+        return (metadata.get("namespace", "default"), metadata.get("name", ""))
+
+    def _timeout(self, resource: Resource, op: Op) -> float:
+        create, update = resource.timeouts or (None, None)
+        chosen = update if op is Op.UPDATE else create
+        return float(chosen.rstrip("s")) if chosen else 600.0
+
+    def _launch_template_changed(self, shape: PoolShape) -> bool:
+        if shape.launch_template is None:
+            return False
+        step = self.plan.step((EKS_LAUNCH_TEMPLATE, shape.launch_template))
+        return step is not None and step.op is Op.UPDATE
+
+    def _pool_settled(self, shape: PoolShape) -> str | None:
+        nodes = self._pool_nodes(shape.physical)
+        busy = any(not n.ready(self.cluster.now) for n in nodes) or any(
+            n.name in self.cluster.drains
+            for n in self.cluster.nodes.values()
+            if n.source == shape.physical
+        )
+        return None if busy else ""
+
+    def _start_delete(self, task: _Task) -> None:
+        resource, cluster = task.step.resource, self.cluster
+        if resource.type in POOL_TYPES:
+            shape = pool_shape(resource)
+            self._delete_pool(shape, resource)
+
+            def gone() -> str | None:
+                return "" if not self._pool_nodes(shape.physical) else None
+
+            task.check = gone
+        elif resource.type == NODE_PATCH:
+            self._patch_node(resource, remove=True)
+            task.done = True
+        elif resource.type == DEPLOYMENT:
+            deployment = cluster.deployments.get(self._object_key(resource))
+            if deployment is not None:
+                deployment.deleted = True
+            task.done = True
+        elif resource.type == BUDGET:
+            self._apply_budget(resource, remove=True)
+            task.done = True
+        elif resource.type == NAMESPACE:
+            namespace = resource.inputs.get("metadata", {}).get("name")
+            for deployment in cluster.deployments.values():
+                if deployment.namespace == namespace:
+                    deployment.deleted = True
+            task.done = True
+        else:
+            task.done = True
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        self._deployed()
+        failure: str | None = None
+        if self.plan.refusals:
+            return self._result(None)
+        forward = [
+            _Task(step, self.after.waits_for(step.key) if step.key in self.after else set())
+            for step in self.plan.forward
+            if step.resource.custom
+        ]
+        failure = self._run_tasks(forward)
+        if failure is None:
+            deletes = self._delete_tasks()
+            failure = self._run_tasks(deletes)
+        end = self.cluster.now + SETTLE
+        while self.cluster.now < end and not self._settled():
+            self._tick()
+        return self._result(failure)
+
+    def _delete_tasks(self) -> list[_Task]:
+        """Deletes in reverse dependency order: a resource goes after everything that depended
+        on it (its dependents and its children) went."""
+        keys = [s.key for s in self.plan.deletes]
+        tasks = []
+        for step in self.plan.deletes:
+            dependents = {
+                other for other in keys
+                if other != step.key and (step.key in self.before.waits_for(other)
+                                          or step.key in self.before.ancestors(other))
+            }  # fmt: skip
+            tasks.append(_Task(step, dependents))
+        return tasks
+
+    def _run_tasks(self, tasks: list[_Task]) -> str | None:
+        done: set[Key] = set()
+        keys = {task.step.key for task in tasks}
+        while True:
+            for task in tasks:
+                if task.started is None and all(k in done or k not in keys for k in task.waits_for):
+                    self._start(task)
+            for task in tasks:
+                if task.started is not None and not task.done and task.check is not None:
+                    result = task.check()
+                    if result == "":
+                        task.done = True
+                    elif result is not None:
+                        return result
+                    elif self.cluster.now >= task.deadline:
+                        return self._timed_out(task)
+                if task.done:
+                    done.add(task.step.key)
+            if all(task.done for task in tasks):
+                return None
+            if self.cluster.now > HORIZON:
+                return "the simulation did not finish (a step that never ends)"
+            self._tick()
+
+    def _timed_out(self, task: _Task) -> str:
+        resource = task.step.resource
+        if resource.type == DEPLOYMENT:
+            deployment = self.cluster.deployments[self._object_key(resource)]
+            pending = self.cluster.pending(deployment)
+            need = deployment.template.resource or "a node"
+            return (
+                f"Deployment {deployment.namespace}/{deployment.name} did not roll out in "
+                f"{self._timeout(resource, task.step.op):.0f}s: {len(pending)} replica(s) Pending "
+                f"(no node admits them with a free {need})"
+            )
+        return f"{resource.type} {resource.name} did not finish"
+
+    def _settled(self) -> bool:
+        cluster = self.cluster
+        pods_starting = any(
+            p.node is not None and not p.ready(cluster.now) and p.active for p in cluster.pods
+        )
+        nodes_busy = any(not n.ready(cluster.now) for n in cluster.live_nodes()) or bool(
+            cluster.drains
+        )
+        return not pods_starting and not nodes_busy
+
+    def _tick(self) -> None:
+        self.cluster.tick()
+        for service, count in self.cluster.serving().items():
+            served = self.served.setdefault(service, Served(0, 0, count))
+            if count < served.least:
+                served.least, served.least_at = count, self.cluster.now
+            if served.before and count < min(served.before, self._target(service) or served.before):
+                served.below_seconds += TICK
+            if served.before and count == 0:
+                served.down_seconds += TICK
+        self._track_gpus()
+
+    def _target(self, service: str) -> int:
+        return sum(
+            d.replicas
+            for d in self.cluster.deployments.values()
+            if d.service == service and not d.deleted
+        )
+
+    def _track_gpus(self) -> None:
+        totals: dict[str, int] = {}
+        for node in self.cluster.live_nodes():
+            if node.pool:
+                totals[node.pool] = totals.get(node.pool, 0) + node.gpus
+        for pool, gpus in totals.items():
+            outcome = self.pools.setdefault(pool, PoolOutcome())
+            outcome.peak_gpus = max(outcome.peak_gpus, gpus)
+
+    def _result(self, failure: str | None) -> Outcome:
+        cluster = self.cluster
+        for service, served in self.served.items():
+            served.after = sum(
+                1 for p in cluster.pods if p.service == service and p.ready(cluster.now)
+            )
+            served.pending_at_end = sum(
+                1 for p in cluster.pods if p.service == service and p.node is None and p.active
+            )
+        for node in cluster.live_nodes():
+            if node.unschedulable and node.pool:
+                self.pools.setdefault(node.pool, PoolOutcome()).left_cordoned.append(node.name)
+        return Outcome(
+            self.plan, self.served, self.pools, failure, cluster.now,
+            [(e.time, e.text) for e in cluster.events],
+        )  # fmt: skip
+
+
+def simulate(
+    before: Program,
+    after: Program,
+    facts: Mapping[str, PoolFacts],
+    *,
+    stack: str,
+    project: str,
+    timings: Timings | None = None,
+    configs: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+) -> Outcome:
+    return Rollout(
+        before, after, facts, stack=stack, project=project, timings=timings, configs=configs
+    ).run()
