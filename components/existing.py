@@ -1,4 +1,7 @@
-"""Existing clusters: a pool is a set of named nodes; only their labels and taints change."""
+"""Existing clusters: a pool is a set of named nodes; only their labels and taints change.
+
+The labels come first (the MIG manager reads the layout from them); the taints come after the
+pool's services, so a replica always tolerates a taint before a node it runs on carries it."""
 
 from typing import Any, TypedDict
 
@@ -25,7 +28,7 @@ ever as the live list with this project's own taints changed (see `mig.node_tain
 
 class ExistingNodePoolArgs(TypedDict):
     stack: Stack
-    """The stack the pool belongs to: the planner decides the nodes' labels and taints from it."""
+    """The stack the pool belongs to: the planner decides the nodes' labels from it."""
     pool: str
     """Name of the pool in `stack.pools` (its `nodeNames` are the nodes labelled)."""
 
@@ -43,22 +46,21 @@ def _live_taints(spec: Any) -> list[dict[str, Any]]:
 
 
 class ExistingNodePool(pulumi.ComponentResource):
-    """Labels and taints on existing nodes through server-side apply (`NodePatch`), touching
-    only what this project manages; removed again on destroy. The node's live taints are read
-    and other owners' kept: a node's taint list is replaced as a whole when applied."""
+    """Labels on existing nodes through server-side apply (`NodePatch`), touching only what
+    this project manages; removed again on destroy. Their taints are `ExistingNodeTaints`."""
 
     node_names: pulumi.Output[list[str]]
-    """The nodes labelled and tainted."""
+    """The nodes labelled."""
 
     def __init__(
         self, name: str, args: ExistingNodePoolArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("mig-inference:index:ExistingNodePool", name, None, opts)
+        self.resource_name = name
         pool = planned_pool(args["stack"], args["pool"])
         child = pulumi.ResourceOptions(parent=self)
         owned = {k: v for k, v in pool.node_labels.items() if k in OWNED_LABELS}
         shared = {k: v for k, v in pool.node_labels.items() if k not in OWNED_LABELS}
-        taint_keys = ",".join(sorted({key for key, _value, _effect in pool.taints}))
         for node in pool.spec.node_names:
             k8s.core.v1.NodePatch(
                 f"{name}-{node}",
@@ -72,17 +74,6 @@ class ExistingNodePool(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
-            live = k8s.core.v1.Node.get(f"{name}-{node}-live", node, opts=child)
-            taints = pulumi.Output.all(live.spec, live.metadata).apply(
-                lambda found: [
-                    k8s.core.v1.TaintPatchArgs(**taint)
-                    for taint in merged_taints(
-                        _live_taints(found[0]),
-                        pool.taints,
-                        own_taint_keys(_field(found[1], "annotations")),
-                    )
-                ]
-            )
             if shared:
                 k8s.core.v1.NodePatch(
                     f"{name}-{node}-labels",
@@ -93,8 +84,57 @@ class ExistingNodePool(pulumi.ComponentResource):
                     ),
                     opts=child,
                 )
+        self.node_names = pulumi.Output.from_input(list(pool.spec.node_names))
+        self.register_outputs({"node_names": self.node_names})
+
+
+class ExistingNodeTaintsArgs(TypedDict):
+    stack: Stack
+    """The stack the pool belongs to: the planner decides the nodes' taints from it."""
+    pool: str
+    """Name of the pool in `stack.pools` (its `nodeNames` are the nodes tainted)."""
+
+
+class ExistingNodeTaints(pulumi.ComponentResource):
+    """The pool's taints on its existing nodes, applied after its services (whose replicas
+    tolerate every taint key of the pool), so a new NoExecute taint never evicts a replica.
+    The node's live taints are read and other owners' kept: a node's taint list is replaced as
+    a whole when applied."""
+
+    node_names: pulumi.Output[list[str]]
+    """The nodes tainted."""
+
+    def __init__(
+        self,
+        name: str,
+        args: ExistingNodeTaintsArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        moved_from: ExistingNodePool | None = None,
+    ) -> None:
+        """`moved_from`: the `ExistingNodePool` that held the taint patches before version 0.3;
+        they keep their names and, through an alias, stay the same resources (deleting one
+        would strip the node's taints after the new one applied them)."""
+        super().__init__("mig-inference:index:ExistingNodeTaints", name, None, opts)
+        pool = planned_pool(args["stack"], args["pool"])
+        taint_keys = ",".join(sorted({key for key, _value, _effect in pool.taints}))
+        for node in pool.spec.node_names:
+            patch = f"{moved_from.resource_name}-{node}-taints" if moved_from else f"{name}-{node}"
+            live = k8s.core.v1.Node.get(
+                f"{patch}-live", node, opts=pulumi.ResourceOptions(parent=self)
+            )
+            taints = pulumi.Output.all(live.spec, live.metadata).apply(
+                lambda found: [
+                    k8s.core.v1.TaintPatchArgs(**taint)
+                    for taint in merged_taints(
+                        _live_taints(found[0]),
+                        pool.taints,
+                        own_taint_keys(_field(found[1], "annotations")),
+                    )
+                ]
+            )
             k8s.core.v1.NodePatch(
-                f"{name}-{node}-taints",
+                patch,
                 metadata=k8s.meta.v1.ObjectMetaPatchArgs(
                     name=node,
                     annotations={
@@ -104,7 +144,10 @@ class ExistingNodePool(pulumi.ComponentResource):
                     },
                 ),
                 spec=k8s.core.v1.NodeSpecPatchArgs(taints=taints),
-                opts=child,
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    aliases=[pulumi.Alias(parent=moved_from)] if moved_from else None,
+                ),
             )
         self.node_names = pulumi.Output.from_input(list(pool.spec.node_names))
         self.register_outputs({"node_names": self.node_names})

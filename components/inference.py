@@ -89,7 +89,7 @@ def engine_pod(
         affinity=affinity,
         tolerations=[
             k8s.core.v1.TolerationArgs(
-                key=t["key"], operator=t["operator"], value=t.get("value"), effect=t["effect"]
+                key=t["key"], operator=t["operator"], value=t.get("value"), effect=t.get("effect")
             )
             for t in plan.pool.tolerations
         ],

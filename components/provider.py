@@ -15,7 +15,7 @@ from pulumi.provider.experimental.component import ComponentProvider
 
 from .eks import EksCluster, EksGpuNodeGroup
 from .eks_autoscaler import EksClusterAutoscaler
-from .existing import ExistingNodePool
+from .existing import ExistingNodePool, ExistingNodeTaints
 from .gke import GkeCluster, GkeGpuPool
 from .gpu_operator import GpuOperator
 from .inference import InferenceService
@@ -41,6 +41,7 @@ COMPONENTS: list[type[pulumi.ComponentResource]] = [
     OkeGpuPool,
     OkeClusterAutoscaler,
     ExistingNodePool,
+    ExistingNodeTaints,
     GpuOperator,
     InPlaceRepartition,
     MigReadyGate,

@@ -14,6 +14,7 @@ from mig_inference.repartition import repartition_targets
 
 from .cloud import Children, cluster, cluster_autoscaler, gpu_pools, program_children
 from .cluster_access import kubernetes_provider
+from .existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeTaintsArgs
 from .gpu_operator import GpuOperator, GpuOperatorArgs
 from .inference import InferenceService, InferenceServiceArgs
 from .mig_gate import MigReadyGate, MigReadyGateArgs
@@ -144,6 +145,18 @@ class MigInference(pulumi.ComponentResource):
             )
             for service in plan.services
         }
+        # The taints of existing nodes come after the services that run there: their replicas
+        # tolerate them before any of those nodes carries them.
+        for pool, made in zip(plan.pools, pools, strict=True):
+            if isinstance(made, ExistingNodePool):
+                ExistingNodeTaints(
+                    children.name(f"{pool.name}-taints"),
+                    ExistingNodeTaintsArgs(stack=args, pool=pool.name),
+                    in_cluster(
+                        *[deployed[s.name] for s in plan.services if s.pool.name == pool.name]
+                    ),
+                    moved_from=made,
+                )
         # One endpoint per Service: the parts of a service sized by demand share theirs.
         endpoints = {service_of[name]: component.endpoint for name, component in deployed.items()}
         for profiled in dict.fromkeys(run.service for run in plan.profiling):

@@ -28,25 +28,11 @@ NFD worker, at system-node-critical priority, runs on every node of the cluster.
 CLUSTER_WIDE_CRITICAL_PODS = 10
 """The operator, NFD master and garbage collector (system-node-critical), with room to spare."""
 
-_NFD_CONTROL_PLANE = {
-    "key": "node-role.kubernetes.io/control-plane",
-    "operator": "Equal",
-    "value": "",
-    "effect": "NoSchedule",
-}
 
-
-def operand_tolerations(plan: StackPlan) -> list[dict[str, str]]:
-    """`nvidia.com/gpu` (the chart's default) plus every taint key of the operator's pools."""
-    tolerations = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
-    for pool in plan.pools:
-        if not pool.operator_managed:
-            continue
-        for key, _value, effect in pool.taints:
-            entry = {"key": key, "operator": "Exists", "effect": effect}
-            if entry not in tolerations:
-                tolerations.append(entry)
-    return tolerations
+OPERAND_TOLERATIONS = [{"operator": "Exists"}]
+"""The operator's operands and NFD workers tolerate every taint: they are per-node agents, and a
+list made of the pools' taints would change (and restart every operand, reloading the driver
+where the operator owns it) whenever a pool's taint does."""
 
 
 def critical_pods_quota(plan: StackPlan) -> int:
@@ -145,7 +131,7 @@ def _dcgm_exporter(plan: StackPlan) -> dict[str, Any]:
 def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
     spec = plan.spec
     operator = spec.gpu_operator
-    tolerations = operand_tolerations(plan)
+    tolerations = OPERAND_TOLERATIONS
     mig_manager: dict[str, Any] = {"enabled": True, "env": []}
     if operator.with_reboot:
         mig_manager["env"].append({"name": "WITH_REBOOT", "value": "true"})
@@ -159,7 +145,7 @@ def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
         "mig": {"strategy": "mixed"},
         "migManager": mig_manager,
         "daemonsets": {"tolerations": tolerations},
-        "node-feature-discovery": {"worker": {"tolerations": [_NFD_CONTROL_PLANE, *tolerations]}},
+        "node-feature-discovery": {"worker": {"tolerations": tolerations}},
         "dcgmExporter": _dcgm_exporter(plan),
     }
     sharing = device_plugin_configs(plan)

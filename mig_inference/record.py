@@ -27,7 +27,7 @@ def _in_place_inputs(pool: PoolPlan) -> dict[str, str]:
         else f"{pool.min_nodes}-{pool.max_nodes}",
         "labels": ",".join(f"{k}={v}" for k, v in sorted(spec.labels.items())),
         "taints": ",".join(f"{t.key}={t.value}:{t.effect}" for t in spec.taints),
-        "zones": ",".join(pool.zones),
+        "zones": ",".join(sorted(pool.zones)),
         "mig": pool.config_name,
         "sharing": sharing_text(spec.sharing),
     }

@@ -14,7 +14,7 @@ from mig_inference.plan import plan_stack
 from mig_inference.stackfile import load_stack
 from mig_inference.versions import GATE_IMAGE, GPU_OPERATOR_REPO, GPU_OPERATOR_VERSION
 from tests.mocked import named, one, release, render_config, stack_rendering
-from tests.reference import reference_file
+from tests.reference import ROOT, reference_file
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 OPERATOR_STACKS = ["gke-h100", "eks-p4d", "eks-p5-auto", "oke-h100", "existing"]
@@ -102,14 +102,21 @@ def test_gke_prerequisites_only_on_gke() -> None:
         assert not stack_rendering(stack).of_type("kubernetes:core/v1:ResourceQuota")
 
 
-def test_taint_keys_are_tolerated_by_operands_and_nfd() -> None:
+def test_operands_and_nfd_tolerate_every_taint_so_a_taint_edit_leaves_them_alone(
+    tmp_path: Path,
+) -> None:
     gke = values("gke-h100")
     for tolerations in (
         gke["daemonsets"]["tolerations"],
         gke["node-feature-discovery"]["worker"]["tolerations"],
     ):
-        keys = {t["key"] for t in tolerations}
-        assert {"nvidia.com/gpu", "nvidia/share"} <= keys
+        assert tolerations == [{"operator": "Exists"}]
+    # A pool's taint edit does not change the operator's values (no operand restarts).
+    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.gke-h100.yaml").read_text())["config"]
+    stack = {key.split(":", 1)[1]: value for key, value in config.items()}
+    stack["pools"][0]["taints"] = [{"key": "dedicated", "value": "ml", "effect": "NoExecute"}]
+    edited = release(render_config(tmp_path, stack)).inputs["values"]
+    assert edited == gke
 
 
 def test_named_and_custom_layouts_in_one_stack_share_one_config(tmp_path: Path) -> None:

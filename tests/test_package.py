@@ -241,6 +241,7 @@ def pool_inputs(stack: str) -> tuple[dict[str, Any], str]:
         ("oke-h100", "OkeGpuPool", {"clusterId": "ocid1.cluster.x", "kubernetesVersion": "v1.33.1"},
          "oci:ContainerEngine/nodePool:NodePool"),
         ("existing", "ExistingNodePool", {}, "kubernetes:core/v1:NodePatch"),
+        ("existing", "ExistingNodeTaints", {}, "kubernetes:core/v1:NodePatch"),
     ],
 )  # fmt: skip
 def test_pool_components_plan_their_pool_from_the_stack(
@@ -253,13 +254,16 @@ def test_pool_components_plan_their_pool_from_the_stack(
         """Inputs without the cluster reference (the program's comes from a lookup)."""
         return {k: v for k, v in inputs.items() if k not in ("cluster", "clusterName", "clusterId")}
 
-    # By name: resources that wait on a read (a node's live taints) register in any order.
-    made = {r.name: planned_fields(r.inputs) for r in rendering.of_type(resource_type)}
-    by_program = {
-        r.name: planned_fields(r.inputs)
-        for r in stack_rendering(stack).of_type(resource_type)
-        if r.name.startswith(pool)
-    }
+    # Sorted: resources that wait on a read (a node's live taints) register in any order; the
+    # program's are the ones under a component of the same type.
+    program = stack_rendering(stack)
+    made = sorted(json.dumps(planned_fields(r.inputs), sort_keys=True)
+                  for r in rendering.of_type(resource_type))  # fmt: skip
+    by_program = sorted(
+        json.dumps(planned_fields(r.inputs), sort_keys=True)
+        for r in program.of_type(resource_type)
+        if program.options[(r.type, r.name)].parent_type == INDEX + component
+    )
     assert made and made == by_program
 
 

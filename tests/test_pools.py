@@ -65,13 +65,11 @@ def test_gke_operator_pool_seed_004() -> None:
         "mig-inference.io/pool": "h100-mig",
         "mig-inference.io/generation": description.generation,
     }
-    assert {"key": "nvidia/share", "operator": "Equal", "value": "nvidia-mig",
-            "effect": "NoSchedule"} in description.tolerations  # fmt: skip
-    assert {
-        "key": "nvidia.com/gpu",
-        "operator": "Exists",
-        "effect": "NoSchedule",
-    } in description.tolerations
+    # Every value and effect of the pool's taint keys: a taint edit never evicts a replica.
+    assert description.tolerations == (
+        {"key": "nvidia/share", "operator": "Exists"},
+        {"key": "nvidia.com/gpu", "operator": "Exists"},
+    )
 
 
 def test_gke_native_pool() -> None:

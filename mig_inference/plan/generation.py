@@ -24,10 +24,16 @@ GENERATION_LENGTH = 6
 # the launch template's user data, read only when a node boots. OKE applies node pool changes
 # (labels, image, user data with the taints, max pods, placement: availability domains and
 # subnets) only to nodes created later.
+# A NoExecute taint key new on running nodes would evict the replicas already there before their
+# Deployment tolerates it (pools come before services), so a change of those keys brings new nodes
+# on GKE and EKS too; replicas tolerate any value and effect of their pool's keys (plan.pools).
+# GKE's node locations: a zone that leaves the pool takes its nodes with it, and nodes are counted
+# per zone, so a change of zones replaces nodes either way: a new generation does it before the
+# old nodes go, and the gate waits for them.
 _COMMON = ("gpu", "machineType", "gpusPerNode", "maxPods", "migManager", "spot", "diskSizeGb")
 _PER_CLOUD: dict[Cloud, tuple[str, ...]] = {
-    Cloud.GKE: _COMMON,
-    Cloud.EKS: (*_COMMON, "cluster.subnetIds"),
+    Cloud.GKE: (*_COMMON, "zones", "noExecuteTaintKeys"),
+    Cloud.EKS: (*_COMMON, "cluster.subnetIds", "noExecuteTaintKeys"),
     Cloud.OKE: (
         *_COMMON,
         "imageId",
@@ -69,7 +75,8 @@ def replacement_inputs(
         "imageId": pool.image_id,
         "labels": pool.labels,
         "taints": [f"{t.key}={t.value}:{t.effect}" for t in pool.taints],
-        "zones": pool.zones,
+        "zones": sorted(pool.zones),  # a set to the clouds: the order changes nothing
+        "noExecuteTaintKeys": sorted({t.key for t in pool.taints if t.effect == "NoExecute"}),
         "sharing": sharing_text(pool.sharing),
         # Sets, not lists, to the clouds: the order they are given in changes nothing.
         "cluster.subnetIds": sorted(spec.cluster.get("subnetIds", ())),

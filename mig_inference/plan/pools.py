@@ -238,22 +238,15 @@ def _max_pods(
 
 
 def _tolerations(pool: PoolSpec) -> tuple[dict[str, str], ...]:
-    tolerations: list[dict[str, str]] = []
-    for taint in pool.taints:
-        entry = {
-            "key": taint.key,
-            "operator": "Equal",
-            "value": taint.value,
-            "effect": taint.effect,
-        }
-        if not taint.value:
-            entry = {"key": taint.key, "operator": "Exists", "effect": taint.effect}
-        tolerations.append(entry)
-    if not any(t["key"] == GPU_TAINT_KEY for t in tolerations):
+    """A replica tolerates every taint key of its pool whatever the value and effect, so a
+    change of a taint's value or effect never evicts replicas from running nodes (a new
+    NoExecute key brings new nodes instead: see plan.generation)."""
+    keys = list(dict.fromkeys(taint.key for taint in pool.taints))
+    if GPU_TAINT_KEY not in keys:
         # GKE taints GPU nodes with nvidia.com/gpu; pods requesting nvidia.com/mig-* are not
         # tolerated for it automatically, so every GPU pod carries the toleration.
-        tolerations.append({"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"})
-    return tuple(tolerations)
+        keys.append(GPU_TAINT_KEY)
+    return tuple({"key": key, "operator": "Exists"} for key in keys)
 
 
 def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
