@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from mig_inference.clouds import GPU_OPERATOR_PODS_PER_NODE, Cloud
-from mig_inference.labels import DEVICE_PLUGIN_CONFIG_LABEL, GPU_TAINT_KEY
+from mig_inference.labels import DEVICE_PLUGIN_CONFIG_LABEL
 from mig_inference.migparted import ALL_DISABLED, config_entries, document, dump, named_configs
 from mig_inference.monitoring import DCGM_PORT, scrape_annotations
 from mig_inference.plan import StackPlan
