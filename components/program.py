@@ -4,33 +4,39 @@ Secret config keys the stack names (Hugging Face tokens, API keys, a kubeconfig)
 Pulumi secrets; everything else is planned, and refused with its key path, before any resource.
 `__main__.py` runs it under `pulumi up`; `python -m mig render` runs it under mocks."""
 
-from typing import Any
-
 import pulumi
+from pulumi.runtime import config as runtime_config
 
-from mig_inference.spec import NAMESPACE, TOP_KEYS, secret_references
+from mig_inference.pulumi_config import project_values
+from mig_inference.spec import NAMESPACE, secret_references
 
 from .planning import plan_of_values
 from .stack import MigInference
 from .stack_args import stack_args
 
 
+def engine_config() -> dict[str, str]:
+    """Every config value the engine passed the program, as strings (PULUMI_CONFIG), so that
+    keys this project does not know are refused as `mig-inference plan` refuses them. The SDK
+    has no public call that lists config keys; its runtime holds them in these two places."""
+    passed = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    return {key: str(value) for key, value in passed.items()}
+
+
 def stack_program() -> None:
     """Read the stack's config, build the stack, export what `pulumi stack output` shows."""
     config = pulumi.Config(NAMESPACE)
-    values: dict[str, Any] = {
-        key: config.get(key) if key == "cloud" else config.get_object(key)
-        for key in TOP_KEYS
-        if config.get(key) is not None
-    }
+    values, secret_keys = project_values(
+        engine_config(), lambda key: pulumi.runtime.is_config_secret(key)
+    )
     secrets: dict[str, pulumi.Input[str]] = {
         name: config.require_secret(name)
         for name in secret_references(values)
-        if pulumi.runtime.is_config_secret(f"{NAMESPACE}:{name}")
+        if name in secret_keys
     }
     # The stack file itself is checked first: its keys, not the typed args made from them,
     # are what its errors name (a snake_case key there is refused, not read as its field).
-    plan_of_values(pulumi.get_stack(), values, frozenset(secrets))
+    plan_of_values(pulumi.get_stack(), values, secret_keys)
     stack = MigInference(
         "mig-inference",
         {**stack_args(values), "secrets": secrets, "stack_name": pulumi.get_stack()},

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from mig_inference.errors import MigError
-from mig_inference.spec import SECRET_MARKER
+from mig_inference.pulumi_config import read_stack_config
 
 PROJECT = "mig-inference"
 REDACTED = "<redacted>"
@@ -178,25 +178,19 @@ def manifest(resource: Recorded) -> dict[str, Any]:
 def stack_config(
     stack_file: Path, secret_values: Mapping[str, str] | None = None
 ) -> tuple[dict[str, str], list[str], list[str]]:
-    """Pulumi config (as the engine passes it: objects as JSON) from a stack file; secret keys
-    get `secret_values` or a placeholder. Returns (config, secret keys, secret values)."""
-    data = yaml.safe_load(stack_file.read_text(encoding="utf-8")) or {}
-    config: dict[str, str] = {}
-    secret_keys: list[str] = []
+    """Pulumi config as the engine passes it to the program (see mig_inference.pulumi_config);
+    secret keys get `secret_values` or a placeholder. Returns (config, secret keys, secret
+    values)."""
+    engine = read_stack_config(stack_file)
+    config = dict(engine.values)
     values: list[str] = []
-    for key, value in (data.get("config") or {}).items():
-        key = str(key)
-        if isinstance(value, dict) and set(value) == {SECRET_MARKER}:
-            short = key.partition(":")[2]
-            plain = (secret_values or {}).get(short, f"{DEFAULT_SECRET}-{short}")
+    for key in sorted(engine.secret_keys):
+        short = key.partition(":")[2]
+        plain = (secret_values or {}).get(short, f"{DEFAULT_SECRET}-{short}")
+        if key not in engine.nested_secrets:
             config[key] = plain
-            secret_keys.append(key)
             values.append(plain)
-        elif isinstance(value, str):
-            config[key] = value
-        else:
-            config[key] = json.dumps(value)
-    return config, secret_keys, values
+    return config, sorted(engine.secret_keys), values
 
 
 class _ListHandler(logging.Handler):

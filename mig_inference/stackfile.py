@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dataclasses import replace
+
 from mig_inference.errors import MigError
-from mig_inference.spec import StackSpec, parse_stack, stack_file_values
+from mig_inference.pulumi_config import project_values, read_stack_config
+from mig_inference.spec import StackSpec, parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
-from mig_inference.yamlfile import load_yaml
 
 
 def stacks_dir() -> Path:
@@ -28,18 +30,18 @@ def stack_names() -> list[str]:
 
 
 def load_stack_file(path: Path, stack: str | None = None) -> StackSpec:
-    """Parse and validate a stack file; MigError names the file or the key path."""
+    """Parse and validate a stack file as `pulumi up` gives it to the program (see
+    mig_inference.pulumi_config); MigError names the file or the key path."""
     name = stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     if not path.exists():
         known = ", ".join(stack_names()) or "none"
         raise MigError(f"cannot read stack file: no such file (stacks: {known})", str(path))
-    data = load_yaml(path, "stack file") or {}
-    if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
-        raise MigError("a stack file is a mapping with a `config:` mapping", str(path))
-    values, secrets = stack_file_values(data.get("config") or {})
-    return parse_stack(
+    engine = read_stack_config(path)
+    values, secrets = project_values(engine.values, engine.secret_keys.__contains__)
+    spec = parse_stack(
         name, values, secret_keys=secrets, pinned_operator_version=GPU_OPERATOR_VERSION
     )
+    return replace(spec, warnings=spec.warnings + engine.warnings)
 
 
 def load_stack(name: str) -> StackSpec:

@@ -1,43 +1,424 @@
-"""Reading the YAML files users give (stack files, fleet files, deployed plans): UTF-8 text,
-valid YAML, and no mapping key given twice (PyYAML would silently keep the last one)."""
+"""Reading the YAML files users give (stack files, fleet, throughput and price files, deployed
+plans) with the rules Pulumi reads `Pulumi.<stack>.yaml` with, so that `mig-inference plan` and
+`pulumi up` see the same values.
+
+Pulumi decodes stack files with Go's gopkg.in/yaml.v3 (v3.0.1), whose rules are neither YAML 1.1
+(PyYAML's) nor the YAML 1.2 core schema. Its resolution of plain scalars (resolve.go) is
+re-stated here over PyYAML's parser, which comes from the same libyaml lineage as yaml.v3's:
+
+- booleans only `true`/`false` (and `True`, `TRUE`...): `yes`, `no`, `on`, `off` are strings;
+- null: empty, `~`, `null`, `Null`, `NULL`;
+- integers as Go's `strconv.ParseInt(s, 0, 64)` reads them once every `_` is removed: `0x1F`,
+  `0o17`, `0b101`, and the YAML 1.1 octal `017` (= 15); beyond int64, uint64; beyond that a
+  float; `1e3` and `08` are floats (1000.0, 8.0); `1e400` (overflowing) is a string;
+- unquoted timestamps (`2024-01-02`, `2024-01-02T10:00:00Z`...) become Go times, which reach a
+  program as Go prints them (`2024-01-02 00:00:00 +0000 UTC`);
+- `.inf`, `.nan` are floats; a key given twice, spelled the same, is an error; merge keys `<<`
+  as in YAML 1.1; only the first document of the file is read.
+
+Two choices are stricter than yaml.v3: keys that only differ in how they are written (`1` and
+`"1"`, which a Go map would keep apart and Pulumi would then merge in no fixed order) are refused
+as given twice, and `!!binary` data that is not UTF-8 text is refused.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import math
+import re
+from decimal import Decimal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import BaseResolver
+from yaml.scanner import Scanner
 
 from mig_inference.errors import MigError
 
+_PLAIN = "!mig-inference/plain"
+"""The tag this reader gives an untagged plain scalar, resolved afterwards as yaml.v3 does."""
+_TAG = "tag:yaml.org,2002:"
+_STR, _INT, _FLOAT, _BOOL, _NULL = (f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null"))
+_TIMESTAMP, _BINARY, _MERGE = (f"{_TAG}{t}" for t in ("timestamp", "binary", "merge"))
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that names a key twice."""
+# yaml.v3 resolve.go: the first character of a plain scalar says what it may be.
+_HINTS = {**dict.fromkeys("+-", "S"), **dict.fromkeys("0123456789", "D"),
+          **dict.fromkeys("yYnNtTfFoO~", "M"), ".": "."}  # fmt: skip
+_WORDS: dict[str, Any] = {
+    **dict.fromkeys(("true", "True", "TRUE"), True),
+    **dict.fromkeys(("false", "False", "FALSE"), False),
+    **dict.fromkeys(("", "~", "null", "Null", "NULL"), None),
+    **dict.fromkeys((".nan", ".NaN", ".NAN"), math.nan),
+    **dict.fromkeys((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), math.inf),
+    **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), -math.inf),
+}
+_YAML_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
+_INT64 = (-(2**63), 2**63 - 1)
+_UINT64_MAX = 2**64 - 1
+# The layouts yaml.v3 tries with Go's time.Parse ("2006-1-2T15:4:5.999999999Z07:00", the same
+# with a lower-case t, "2006-1-2 15:4:5.999999999", "2006-1-2"): month, day, hour, minute and
+# second take one or two digits; a fraction after `.` or `,` any number of digits.
+_TIMESTAMP_FORMS = (
+    re.compile(r"(?P<y>\d{4})-(?P<mo>\d\d?)-(?P<d>\d\d?)[Tt](?P<h>\d\d?):(?P<mi>\d\d?):"
+               r"(?P<s>\d\d?)(?:[.,](?P<f>\d+))?(?P<z>Z|[+-]\d\d:\d\d)"),
+    re.compile(r"(?P<y>\d{4})-(?P<mo>\d\d?)-(?P<d>\d\d?) (?P<h>\d\d?):(?P<mi>\d\d?):"
+               r"(?P<s>\d\d?)(?:[.,](?P<f>\d+))?"),
+    re.compile(r"(?P<y>\d{4})-(?P<mo>\d\d?)-(?P<d>\d\d?)"),
+)  # fmt: skip
+_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _value in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *anchor` merges another mapping; PyYAML expands it below
-            key = self.construct_object(key_node, deep=deep)
+
+@dataclass(frozen=True)
+class Reading:
+    """A plain scalar that yaml.v3 reads unlike what its text suggests (a timestamp printed by
+    Go, an octal number)."""
+
+    path: tuple[str | int, ...]
+    text: str
+    value: Any
+    why: str
+
+
+@dataclass
+class Document:
+    """A YAML file's first document, as yaml.v3 decodes it, and the readings worth a word."""
+
+    value: Any
+    readings: list[Reading] = field(default_factory=list)
+    more_documents: bool = False
+
+
+class _Resolver(BaseResolver):
+    """Leaves untagged plain scalars for yaml.v3's rules; quoted ones are strings."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is ScalarNode and implicit[0]:
+            return _PLAIN
+        return str(super().resolve(kind, value, implicit))
+
+
+class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        Composer.__init__(self)
+        _Resolver.__init__(self)
+
+
+class YamlError(Exception):
+    """What yaml.v3 refuses, and the node (its line) where."""
+
+    def __init__(self, message: str, node: Node | None = None) -> None:
+        self.message = message
+        self.line = node.start_mark.line + 1 if node is not None else None
+        super().__init__(message)
+
+
+def go_int(text: str) -> int | None:
+    """Go's `strconv.ParseInt(text, 0, 64)`, falling back to `ParseUint`: None when neither
+    reads it."""
+    sign, digits = (text[0], text[1:]) if text[:1] in "+-" else ("", text)
+    base = 10
+    if digits[:1] == "0" and len(digits) > 1:
+        prefix = digits[1].lower()
+        if len(digits) >= 3 and prefix in "box":
+            base, digits = {"b": 2, "o": 8, "x": 16}[prefix], digits[2:]
+        else:
+            base, digits = 8, digits[1:]
+    if not digits or not all(c in "0123456789abcdef"[:base] for c in digits.lower()):
+        return None
+    number = int(digits, base) * (-1 if sign == "-" else 1)
+    if _INT64[0] <= number <= _INT64[1]:
+        return number
+    if not sign and number <= _UINT64_MAX:
+        return number  # ParseUint takes no sign
+    return None
+
+
+def _shortest(number: float) -> tuple[str, int]:
+    """The shortest digits that read back as `number` (not zero, finite) and the position of
+    the decimal point after the first `dp` of them: number = 0.d1d2... x 10^dp."""
+    exact = Decimal(repr(abs(number))).normalize().as_tuple()
+    digits = "".join(str(d) for d in exact.digits)
+    assert isinstance(exact.exponent, int)
+    return digits, len(digits) + exact.exponent
+
+
+def _fixed(digits: str, point: int) -> str:
+    if point <= 0:
+        return "0." + "0" * -point + digits
+    if point >= len(digits):
+        return digits + "0" * (point - len(digits))
+    return digits[:point] + "." + digits[point:]
+
+
+def _exponent(digits: str, point: int) -> tuple[str, int]:
+    return digits[0] + ("." + digits[1:] if len(digits) > 1 else ""), point - 1
+
+
+def go_float_g(number: float) -> str:
+    """Go's `strconv.FormatFloat(number, 'g', -1, 64)`, which is also what `%v` prints."""
+    if math.isnan(number) or math.isinf(number):
+        return "NaN" if math.isnan(number) else "+Inf" if number > 0 else "-Inf"
+    sign = "-" if math.copysign(1, number) < 0 else ""
+    if number == 0:
+        return sign + "0"
+    digits, point = _shortest(number)
+    if point - 1 < -4 or point - 1 >= 6:  # shortest 'g' decides with a precision of 6
+        mantissa, exponent = _exponent(digits, point)
+        return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    return sign + _fixed(digits, point)
+
+
+def go_json_float(number: float) -> str:
+    """How Go's encoding/json writes a finite float64: shortest digits, in exponent form below
+    1e-6 and from 1e21 on (`1e-7`, `1e+21`), plain otherwise (`100000000000000000000`)."""
+    sign = "-" if math.copysign(1, number) < 0 else ""
+    if number == 0:
+        return sign + "0"
+    digits, point = _shortest(number)
+    if abs(number) < 1e-6 or abs(number) >= 1e21:
+        mantissa, exponent = _exponent(digits, point)
+        return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}".replace(
+            "e-0", "e-"
+        )
+    return sign + _fixed(digits, point)
+
+
+def _timestamp(text: str) -> str | None:
+    """Go's time.Time.String() of a timestamp yaml.v3 reads from `text` (None: not one).
+    A numeric offset prints as `+0200 +0200`: Go names a zone only when the offset is the
+    local zone's, and Pulumi's runs are taken to be in UTC (as CI is)."""
+    if not re.match(r"\d{4}-", text):
+        return None
+    for form in _TIMESTAMP_FORMS:
+        found = form.fullmatch(text)
+        if found is None:
+            continue
+        part = {k: v for k, v in found.groupdict().items() if v is not None}
+        year, month, day = int(part["y"]), int(part["mo"]), int(part["d"])
+        hour, minute, second = (int(part.get(k, "0")) for k in ("h", "mi", "s"))
+        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+        if not 1 <= month <= 12 or not 1 <= day <= _DAYS[month - 1] + (month == 2 and leap):
+            continue
+        if hour > 23 or minute > 59 or second > 59:
+            continue
+        fraction = (part.get("f", "") + "0" * 9)[:9].rstrip("0")
+        zone = part.get("z", "Z")
+        if zone == "Z" or zone in ("+00:00", "-00:00"):
+            offset, name = "+0000", "UTC"
+        else:
+            if int(zone[1:3]) > 24 or int(zone[4:6]) > 60:
+                continue
+            offset = zone[0] + zone[1:3] + zone[4:6]
+            name = offset
+        clock = f"{hour:02d}:{minute:02d}:{second:02d}" + (f".{fraction}" if fraction else "")
+        return f"{year:04d}-{month:02d}-{day:02d} {clock} {offset} {name}"
+    return None
+
+
+def resolve_plain(text: str, tag: str = "") -> tuple[str, Any]:
+    """yaml.v3's `resolve(tag, text)`: the tag a plain scalar resolves to, and its value."""
+    hint = _HINTS.get(text[:1], "") if text else "N"
+    if hint:
+        if text in _WORDS:
+            value = _WORDS[text]
+            kind = (
+                _NULL if value is None else _BOOL if isinstance(value, bool) else _FLOAT
+            )  # fmt: skip
+            return kind, value
+        if hint == ".":
+            number = _go_float(text)
+            if number is not None:
+                return _FLOAT, number
+        elif hint in "DS":
+            if tag in ("", _TIMESTAMP):
+                stamp = _timestamp(text)
+                if stamp is not None:
+                    return _TIMESTAMP, stamp
+            plain = text.replace("_", "")
+            whole = go_int(plain)
+            if whole is not None:
+                return _INT, whole
+            if _YAML_FLOAT.match(plain):
+                number = _go_float(plain)
+                if number is not None:
+                    return _FLOAT, number
+    if text == "<<":
+        return _MERGE, text
+    return _STR, text
+
+
+def _go_float(text: str) -> float | None:
+    """Go's `strconv.ParseFloat(text, 64)` on a decimal number: None when it overflows."""
+    if not _YAML_FLOAT.match(text):
+        return None
+    number = float(text)
+    return None if math.isinf(number) else number
+
+
+class _Decoder:
+    """yaml.v3's decoding of a node graph into Go's `any`, as Python values: str, int, float,
+    bool, None, list, and dict with str keys (non-string keys as Go's `%v` prints them, the
+    way Pulumi turns them into strings)."""
+
+    def __init__(self, go_times: bool) -> None:
+        self.go_times = go_times
+        self.readings: list[Reading] = []
+        self.decoded = 0
+        self.aliased = 0
+        self.seen: dict[int, int] = {}
+        self.active: set[int] = set()
+
+    def value(self, node: Node, path: tuple[str | int, ...]) -> Any:
+        self.decoded += 1
+        times = self.seen.get(id(node), 0)
+        self.seen[id(node)] = times + 1
+        if times and not isinstance(node, ScalarNode):
+            self.aliased += 1
+            if id(node) in self.active:
+                raise YamlError("anchor value contains itself", node)
+            if self.aliased > 100 and self.decoded > 1000 and (
+                self.aliased / self.decoded > _allowed_alias_ratio(self.decoded)
+            ):
+                raise YamlError("document contains excessive aliasing", node)
+        if isinstance(node, ScalarNode):
+            return self.scalar(node, path)
+        self.active.add(id(node))
+        try:
+            if isinstance(node, SequenceNode):
+                return [self.value(item, (*path, i)) for i, item in enumerate(node.value)]
+            assert isinstance(node, MappingNode)
+            return self.mapping(node, path)
+        finally:
+            self.active.discard(id(node))
+
+    def scalar(self, node: ScalarNode, path: tuple[str | int, ...]) -> Any:
+        text = str(node.value)
+        tag = node.tag
+        if tag == _PLAIN:
+            kind, value = resolve_plain(text)
+            if kind == _TIMESTAMP:
+                if not self.go_times:
+                    return text
+                self.readings.append(Reading(path, text, value, "a timestamp"))
+            elif kind == _INT and re.match(r"[-+]?0[0-7_]+$", text):
+                self.readings.append(Reading(path, text, value, "an octal number"))
+            return value
+        if tag == _STR:
+            return text
+        if tag == _BINARY:
             try:
-                hash(key)
-            except TypeError:
-                raise yaml.constructor.ConstructorError(
-                    "while reading a mapping",
-                    node.start_mark,
-                    f"a key must be a plain value, got {key!r}",
-                    key_node.start_mark,
-                ) from None
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while reading a mapping",
-                    node.start_mark,
-                    f"key {key!r} is given twice (line {key_node.start_mark.line + 1})",
-                    key_node.start_mark,
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+                data = base64.b64decode(re.sub(r"[\r\n]", "", text), validate=True)
+                return data.decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                raise YamlError("!!binary value is not base64 of UTF-8 text", node) from None
+        if tag in (_INT, _FLOAT, _BOOL, _NULL, _TIMESTAMP):
+            kind, value = resolve_plain(text, tag)
+            if kind == tag:
+                return text if kind == _TIMESTAMP and not self.go_times else value
+            if tag == _FLOAT and kind == _INT:
+                return float(value)
+            short = kind.removeprefix(_TAG)
+            raise YamlError(
+                f"cannot decode !!{short} `{text}` as a !!{tag.removeprefix(_TAG)}", node
+            )
+        return text  # other tags: yaml.v3 keeps the text
+
+    def key(self, node: Node, path: tuple[str | int, ...]) -> str:
+        value = self.value(node, path)
+        if isinstance(value, list | dict):
+            raise YamlError("a key must be a plain value, got a mapping or list", node)
+        return go_key_text(value)
+
+    def mapping(self, node: MappingNode, path: tuple[str | int, ...]) -> dict[str, Any]:
+        pairs = list(node.value)
+        for i, (key_i, _value) in enumerate(pairs):
+            for key_j, _other in pairs[i + 1 :]:
+                if type(key_i) is type(key_j) and isinstance(key_i, ScalarNode) and (
+                    key_i.value == key_j.value
+                ):
+                    raise YamlError(
+                        f"key {key_j.value!r} is given twice (line {key_j.start_mark.line + 1})",
+                        key_j,
+                    )
+        result: dict[str, Any] = {}
+        merges: list[Node] = []
+        for key_node, value_node in pairs:
+            if _is_merge(key_node):
+                merges.append(value_node)
+                continue
+            key = self.key(key_node, path)
+            if key in result:
+                raise YamlError(f"key {key!r} is given twice (written differently)", key_node)
+            result[key] = self.value(value_node, (*path, key))
+        for merge in merges:
+            sources = merge.value if isinstance(merge, SequenceNode) else [merge]
+            for source in sources:
+                if not isinstance(source, MappingNode):
+                    raise YamlError(
+                        "map merge requires map or sequence of maps as the value", merge
+                    )
+                for key, value in self.mapping(source, path).items():
+                    result.setdefault(key, value)
+        return result
+
+
+def _is_merge(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.value == "<<" and node.tag in (_PLAIN, _MERGE)
+
+
+def _allowed_alias_ratio(decoded: int) -> float:
+    """yaml.v3's bound on alias expansion (decode.go, allowedAliasRatio)."""
+    low, high = 400_000, 4_000_000
+    if decoded <= low:
+        return 0.99
+    if decoded >= high:
+        return 0.10
+    return 0.99 - 0.89 * (decoded - low) / (high - low)
+
+
+def go_key_text(value: Any) -> str:
+    """A decoded key as a string: Pulumi prints non-string keys with Go's `%v`."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return go_float_g(value)
+    return str(value)
+
+
+def parse_yaml(text: str, *, go_times: bool = False) -> Document:
+    """The first document of `text`, decoded as yaml.v3 decodes it; timestamps as Go prints
+    them when `go_times` (a stack file's values reach the program so), else as written. Raises
+    YamlError or yaml.YAMLError."""
+    text = text.removeprefix("\ufeff")  # Pulumi strips a UTF-8 byte-order mark
+    loader = _Composer(text)
+    try:
+        node = loader.get_node() if loader.check_node() else None
+        document = Document(None)
+        if node is not None:
+            decoder = _Decoder(go_times)
+            document = Document(decoder.value(node, ()), decoder.readings)
+        try:
+            document.more_documents = loader.check_node()
+        except yaml.YAMLError:
+            document.more_documents = True  # yaml.v3 stops at the first document
+        return document
+    finally:
+        loader.dispose()
 
 
 def read_text(path: Path, what: str) -> str:
@@ -55,14 +436,37 @@ def read_text(path: Path, what: str) -> str:
         ) from None
 
 
-def load_yaml(path: Path, what: str) -> Any:
-    """Parse a user's YAML (or JSON) file; MigError names the file and the line."""
-    text = read_text(path, what)
+def parse_text(text: str, source: str, *, go_times: bool = False) -> Document:
+    """`parse_yaml`, its errors as one MigError naming `source` and the line."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        return parse_yaml(text, go_times=go_times)
+    except YamlError as error:
+        where = f" at line {error.line}" if error.line is not None else ""
+        raise MigError(f"not valid YAML{where}: {error.message}", source) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         detail = f": {problem}" if problem else ""
-        raise MigError(f"not valid YAML{where}{detail}", str(path)) from None
+        raise MigError(f"not valid YAML{where}{detail}", source) from None
+
+
+def load_document(path: Path, what: str, *, go_times: bool = False) -> Document:
+    return parse_text(read_text(path, what), str(path), go_times=go_times)
+
+
+def load_yaml(path: Path, what: str) -> Any:
+    """A user's YAML (or JSON) file, read as Pulumi reads stack files; MigError names the file
+    and the line."""
+    return load_document(path, what).value
+
+
+def walk(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """Every value inside `value`, with its path."""
+    yield path, value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from walk(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from walk(item, (*path, index))

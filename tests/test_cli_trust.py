@@ -113,7 +113,7 @@ def test_a_key_given_twice_is_an_error(
         ({"services": [{"name": "chat", "model": "m", "memoryGiB": 20, "maxModelLen": 10**7}]},
          "services[0].maxModelLen: 10,000,000 tokens cannot be checked against the slice"),
         ({"services": [{"name": "chat", "model": "m", "memoryGiB": float("nan")}]},
-         "services[0].memoryGiB: must be a finite number, got nan"),
+         "services[0].memoryGiB: nan cannot be passed to the program: Pulumi refuses the stack file"),
         ({"services": [{"name": "chat", "model": "m", "memoryGiB": 20, "replicas": 4,
                         "hpaMaxReplicas": 40}]},
          "services[0].hpaMaxReplicas: needs 40 x nvidia.com/mig-3g.40gb"),

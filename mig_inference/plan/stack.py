@@ -82,7 +82,7 @@ def plan_stack(spec: StackSpec) -> StackPlan:
     _check_gke_modes(pools)
     services = plan_services(spec, pools)
     runs = profiling_runs(spec, services)
-    warnings = _warnings(pools, services) + _profiling_warnings(runs, services)
+    warnings = [*spec.warnings, *_warnings(pools, services), *_profiling_warnings(runs, services)]
     return StackPlan(spec, pools, services, warnings, runs)
 
 

@@ -27,14 +27,12 @@ from mig_inference.spec.model import (
     Taint,
     ThroughputPoint,
 )
+from mig_inference.pulumi_config import NAMESPACE, SECRET_MARKER
 from mig_inference.spec.stack import (
-    NAMESPACE,
-    SECRET_MARKER,
     TOP_KEYS,
     key_path,
     parse_stack,
     secret_references,
-    stack_file_values,
 )
 
 __all__ = [
@@ -64,5 +62,4 @@ __all__ = [
     "key_path",
     "parse_stack",
     "secret_references",
-    "stack_file_values",
 ]

@@ -293,6 +293,8 @@ class StackSpec:
     secret_keys: frozenset[str] = frozenset()
     """Config keys (without namespace) that hold Pulumi secrets."""
     monitoring: MonitoringSpec = field(default_factory=MonitoringSpec)
+    warnings: tuple[str, ...] = ()
+    """What the stack file's reading is worth a word about (a timestamp, an octal number)."""
 
     def pool(self, name: str) -> PoolSpec:
         return next(p for p in self.pools if p.name == name)

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from mig_inference.clouds import Cloud
 from mig_inference.errors import AlreadyReported, MigError, MigErrors
+from mig_inference.pulumi_config import NAMESPACE
 from mig_inference.spec.cluster import cluster_spec
 from mig_inference.spec.model import StackSpec
 from mig_inference.spec.monitoring import monitoring_spec
@@ -16,9 +17,7 @@ from mig_inference.spec.pools import pool_spec
 from mig_inference.spec.reader import ConfigNode
 from mig_inference.spec.services import service_spec
 
-NAMESPACE = "mig-inference"
 TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services", "monitoring")
-SECRET_MARKER = "secure"
 T = TypeVar("T")
 
 
@@ -81,6 +80,13 @@ def parse_stack(
                 "key that holds the value",
                 key_path(where), value=name,
             ))  # fmt: skip
+    for key in sorted(secret_keys & set(TOP_KEYS)):
+        problems.append(MigError(
+            "is a secret, or holds one inside: only the keys that services and the cluster "
+            "name (hfTokenSecret, apiKeySecret, kubeconfig) may be secrets; give a secret value "
+            "as a config key of its own",
+            key_path(key),
+        ))  # fmt: skip
     for key in values:
         if key in referenced and key not in secret_keys:
             problems.append(MigError(
@@ -156,21 +162,3 @@ def parse_stack(
         raise MigErrors(problems)
     assert cluster is not None and operator is not None and monitoring is not None
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring)
-
-
-def stack_file_values(config: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
-    """Split a stack file's `config:` into project values and the set of secret keys.
-
-    Keys of other namespaces (e.g. `gcp:project`) are left to their providers."""
-    values: dict[str, Any] = {}
-    secrets: set[str] = set()
-    for full_key, value in (config or {}).items():
-        namespace, _, key = str(full_key).partition(":")
-        if namespace != NAMESPACE or not key:
-            continue
-        if isinstance(value, dict) and set(value) == {SECRET_MARKER}:
-            secrets.add(key)
-            values[key] = "[secret]"
-        else:
-            values[key] = value
-    return {k: v for k, v in values.items() if k not in secrets}, frozenset(secrets)
