@@ -90,8 +90,11 @@ def _engine_value(value: Any, key: str, path: str, state: _Conversion) -> Any:
             f"{key}{path}",
             value=value,
         )
-    if path and isinstance(value, int) and not isinstance(value, bool) and (
-        not _INT64[0] <= value <= _INT64[1]
+    if (
+        path
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and (not _INT64[0] <= value <= _INT64[1])
     ):
         # Inside an object the engine reads numbers back from JSON as int64, else float64.
         return float(value)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 from mig_inference.errors import MigError
 from mig_inference.pulumi_config import project_values, read_stack_config

@@ -27,9 +27,8 @@ import base64
 import binascii
 import math
 import re
-from decimal import Decimal
-from collections.abc import Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -287,8 +286,10 @@ class _Decoder:
             self.aliased += 1
             if id(node) in self.active:
                 raise YamlError("anchor value contains itself", node)
-            if self.aliased > 100 and self.decoded > 1000 and (
-                self.aliased / self.decoded > _allowed_alias_ratio(self.decoded)
+            if (
+                self.aliased > 100
+                and self.decoded > 1000
+                and (self.aliased / self.decoded > _allowed_alias_ratio(self.decoded))
             ):
                 raise YamlError("document contains excessive aliasing", node)
         if isinstance(node, ScalarNode):
@@ -344,8 +345,10 @@ class _Decoder:
         pairs = list(node.value)
         for i, (key_i, _value) in enumerate(pairs):
             for key_j, _other in pairs[i + 1 :]:
-                if type(key_i) is type(key_j) and isinstance(key_i, ScalarNode) and (
-                    key_i.value == key_j.value
+                if (
+                    type(key_i) is type(key_j)
+                    and isinstance(key_i, ScalarNode)
+                    and (key_i.value == key_j.value)
                 ):
                     raise YamlError(
                         f"key {key_j.value!r} is given twice (line {key_j.start_mark.line + 1})",
@@ -459,14 +462,3 @@ def load_yaml(path: Path, what: str) -> Any:
     """A user's YAML (or JSON) file, read as Pulumi reads stack files; MigError names the file
     and the line."""
     return load_document(path, what).value
-
-
-def walk(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Any]]:
-    """Every value inside `value`, with its path."""
-    yield path, value
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from walk(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from walk(item, (*path, index))

@@ -48,8 +48,7 @@ SCALARS = {
 CASES = {
     # Every scalar at the top of a key (config.get) and inside an object (get_object).
     **{
-        f"top_{name}": f"config:\n  mig-inference:cloud: {text}\n"
-        for name, text in SCALARS.items()
+        f"top_{name}": f"config:\n  mig-inference:cloud: {text}\n" for name, text in SCALARS.items()
     },
     **{
         f"nested_{name}": f"config:\n  mig-inference:pools:\n    - value: {text}\n"

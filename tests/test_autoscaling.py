@@ -77,15 +77,17 @@ def test_eks_cluster_autoscaler_chart_and_its_permissions() -> None:
 def test_oke_autoscaled_pools_get_the_addon(tmp_path: Path) -> None:
     config = {
         "cloud": "oke",
-        "cluster": {"name": "c", "compartmentId": "o", "clusterId": "ocid1.k",
-                    "subnetIds": ["s"], "availabilityDomains": ["AD-1"]},
+        "cluster": {"name": "c", "compartmentId": "ocid1.compartment.oc1..o", "clusterId": "ocid1.cluster.oc1..k",
+                    "subnetIds": ["ocid1.subnet.oc1..s"], "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"]},
         "pools": [{"name": "a10", "gpu": "a10", "machineType": "VM.GPU.A10.1",
-                   "nodes": {"min": 0, "max": 3}, "imageId": "i"}],
+                   "nodes": {"min": 0, "max": 3}, "imageId": "ocid1.image.oc1..gpuimage"}],
     }  # fmt: skip
     rendering = render_config(tmp_path, config)
     assert rendering.error is None
     addon = one(rendering, "oci:ContainerEngine/addon:Addon").inputs
-    assert addon["addonName"] == "ClusterAutoscaler" and addon["clusterId"] == "ocid1.k"
+    assert (
+        addon["addonName"] == "ClusterAutoscaler" and addon["clusterId"] == "ocid1.cluster.oc1..k"
+    )
     assert addon["configurations"] == [{"key": "nodes", "value": "0:3:a10-id"}]
 
 
@@ -101,7 +103,7 @@ def test_no_autoscaler_without_autoscaled_pools() -> None:
     [
         ("gke", {"machineType": "a3-highgpu-8g", "mig": "all-balanced"},
          "GKE's autoscaler models a new node from its machine shape"),
-        ("oke", {"machineType": "BM.GPU.H100.8", "mig": "all-balanced", "imageId": "i",
+        ("oke", {"machineType": "BM.GPU.H100.8", "mig": "all-balanced", "imageId": "ocid1.image.oc1..gpuimage",
                  "maxPods": 90}, "OKE's autoscaler models a new node"),
     ],
 )  # fmt: skip
@@ -109,9 +111,9 @@ def test_operator_mig_pools_cannot_grow_from_zero_on_gke_and_oke(
     cloud: str, pool: dict[str, Any], message: str
 ) -> None:
     clusters = {
-        "gke": {"name": "c", "project": "p", "location": "us-central1-c"},
-        "oke": {"name": "c", "compartmentId": "o", "clusterId": "k", "subnetIds": ["s"],
-                "availabilityDomains": ["AD-1"]},
+        "gke": {"name": "c", "project": "my-project", "location": "us-central1-c"},
+        "oke": {"name": "c", "compartmentId": "ocid1.compartment.oc1..o", "clusterId": "ocid1.cluster.oc1..k", "subnetIds": ["ocid1.subnet.oc1..s"],
+                "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"]},
     }  # fmt: skip
     config: dict[str, Any] = {"cloud": cloud, "cluster": clusters[cloud],
               "pools": [{"name": "p", "gpu": "h100", "nodes": {"min": 0, "max": 2}, **pool}]}  # fmt: skip
@@ -136,7 +138,7 @@ def test_replicas_beyond_the_minimum_wait_for_a_scale_up() -> None:
     )  # fmt: skip
     config: dict[str, Any] = {
         "cloud": "eks",
-        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000005"]},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge",
                    "nodes": {"min": 1, "max": 2}, "mig": "all-balanced"}],
         "services": [{"name": "s", "model": "m", "memoryGiB": 30, "replicas": 16}],
@@ -151,7 +153,7 @@ def test_replicas_beyond_the_minimum_wait_for_a_scale_up() -> None:
 def test_services_sharing_a_resource_wait_in_one_message() -> None:
     config: dict[str, Any] = {
         "cloud": "eks",
-        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000005"]},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge",
                    "nodes": {"min": 1, "max": 2}, "mig": "all-balanced"}],
         "services": [{"name": "a", "model": "m", "memoryGiB": 30, "replicas": 6},

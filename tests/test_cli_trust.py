@@ -19,7 +19,7 @@ from tests.reference import ROOT
 def stack(**changes: Any) -> dict[str, Any]:
     config: dict[str, Any] = {
         "cloud": "gke",
-        "cluster": {"name": "c", "project": "p", "location": "us-central1-c"},
+        "cluster": {"name": "c", "project": "my-project", "location": "us-central1-c"},
         "pools": [{"name": "h100", "gpu": "h100", "machineType": "a3-highgpu-8g", "nodes": 1,
                    "mig": "all-3g.40gb", "maxPods": 64}],
         "services": [{"name": "chat", "model": "m", "memoryGiB": 20, "replicas": 4}],
@@ -202,7 +202,7 @@ def test_yaml_merge_keys_still_work_and_list_keys_are_one_error(
     path.write_text(
         "config:\n"
         "  mig-inference:cloud: gke\n"
-        "  mig-inference:cluster: {name: c, project: p, location: us-central1-c}\n"
+        "  mig-inference:cluster: {name: c, project: my-project, location: us-central1-c}\n"
         "  mig-inference:pools:\n"
         "    - &base {name: a, gpu: h100, machineType: a3-highgpu-8g, nodes: 1, mig: all-balanced}\n"
         "    - {<<: *base, name: b}\n"
@@ -242,7 +242,7 @@ def test_several_bad_values_of_one_pool_and_one_service_are_all_reported(
 ) -> None:
     config = stack(
         cloud="eks",
-        cluster={"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        cluster={"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000005"]},
         pools=[{"name": "p", "gpu": "v100", "nodes": 1, "spot": "maybe", "rollout": "sideways"}],
         services=[{"name": "s", "model": "m", "memoryGiB": 4, "tensorParallelSize": 2,
                    "healthPath": "health", "hpaMaxReplicas": 0}],

@@ -27,10 +27,10 @@ OKE_POOL = "oci:ContainerEngine/nodePool:NodePool"
 POOL_TYPE = {"gke": GKE_POOL, "eks": EKS_GROUP, "oke": OKE_POOL}
 NAME_FIELD = {"gke": "name", "eks": "nodeGroupName", "oke": "name"}
 CLUSTERS: dict[str, dict[str, Any]] = {
-    "gke": {"name": "c", "project": "p", "location": "us-central1-c"},
-    "eks": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"]},
-    "oke": {"name": "c", "compartmentId": "ocid1.c", "clusterId": "ocid1.k", "subnetIds": ["s"],
-            "availabilityDomains": ["AD-1"]},
+    "gke": {"name": "c", "project": "my-project", "location": "us-central1-c"},
+    "eks": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000001"]},
+    "oke": {"name": "c", "compartmentId": "ocid1.compartment.oc1..c", "clusterId": "ocid1.cluster.oc1..k", "subnetIds": ["ocid1.subnet.oc1..s"],
+            "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"]},
 }  # fmt: skip
 MACHINES = {"gke": "a3-highgpu-8g", "eks": "p5.48xlarge", "oke": "BM.GPU.H100.8"}
 
@@ -39,7 +39,7 @@ def stack(cloud: str = "gke", **pool: Any) -> dict[str, Any]:
     base = {"name": "h100", "gpu": "H100-80GB", "machineType": MACHINES[cloud], "nodes": 1,
             "mig": "all-3g.40gb", "maxPods": 64}  # fmt: skip
     if cloud == "oke":
-        base["imageId"] = "ocid1.image.gpu"
+        base["imageId"] = "ocid1.image.oc1..gpu"
     return {
         "cloud": cloud,
         "cluster": dict(CLUSTERS[cloud], protect=False),
@@ -238,11 +238,11 @@ def test_a_protected_pool_that_must_be_replaced_is_refused_with_ways_forward() -
 
 def test_subnet_order_does_not_replace_an_eks_group_but_oke_placement_does() -> None:
     v1, v2 = stack("eks"), stack("eks")
-    v1["cluster"]["subnetIds"] = ["s-1", "s-2"]
-    v2["cluster"]["subnetIds"] = ["s-2", "s-1"]
+    v1["cluster"]["subnetIds"] = ["subnet-00000001", "subnet-00000002"]
+    v2["cluster"]["subnetIds"] = ["subnet-00000002", "subnet-00000001"]
     assert diff_records(record(v1), record(v2)).pools[0].change is PoolChange.UNCHANGED
     o1, o2 = stack("oke"), stack("oke")
-    o2["cluster"]["availabilityDomains"] = ["AD-2"]
+    o2["cluster"]["availabilityDomains"] = ["Uocm:US-CHICAGO-1-AD-2"]
     [pool] = diff_records(record(o1), record(o2)).pools
     assert pool.change is PoolChange.NEW_NODES
     assert [f.key for f in pool.fields] == ["cluster.availabilityDomains"]

@@ -25,7 +25,7 @@ RATES = [{"profile": "1g.10gb", "requestsPerSecond": 9, "latencyMs": 1500},
 
 
 def stack(*services: dict[str, Any]) -> dict[str, Any]:
-    return {"cloud": "eks", "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+    return {"cloud": "eks", "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000005"]},
             "pools": [POOL], "services": list(services)}  # fmt: skip
 
 

@@ -125,7 +125,7 @@ def test_named_and_custom_layouts_in_one_stack_share_one_config(tmp_path: Path) 
     base = {"gpu": "H100-80GB", "machineType": "p5.48xlarge", "nodes": 1}
     config = {
         "cloud": "eks",
-        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"]},
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000001"]},
         "pools": [
             {**base, "name": "named", "mig": "all-balanced"},
             {**base, "name": "custom", "mig": {"3g.40gb": 1, "1g.10gb": 4}},
@@ -220,7 +220,7 @@ def test_gate_objects() -> None:
 def test_gate_is_skipped_without_mig(tmp_path: Path) -> None:
     config = {
         "cloud": "eks",
-        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"]},
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000001"]},
         "pools": [{"name": "whole", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": 1, "mig": "all-disabled"}],
         "services": [{"name": "big", "model": "m", "memoryGiB": 60, "replicas": 8}],
     }  # fmt: skip
@@ -236,7 +236,7 @@ def test_gke_native_and_operator_pools_are_kept_apart(tmp_path: Path) -> None:
     base = {"gpu": "H100-80GB", "machineType": "a3-highgpu-8g", "nodes": 1}
     config = {
         "cloud": "gke",
-        "cluster": {"name": "c", "project": "p", "location": "us-central1-c"},
+        "cluster": {"name": "c", "project": "my-project", "location": "us-central1-c"},
         "pools": [
             {**base, "name": "native", "mig": "all-1g.10gb", "migManager": "gke"},
             {**base, "name": "operator", "mig": "all-balanced"},

@@ -227,7 +227,7 @@ def test_hpa_is_optional_and_counted_against_capacity(tmp_path: Path) -> None:
 def _p4d(mig: str, services: list[dict[str, Any]]) -> Any:
     values = {
         "cloud": "eks",
-        "cluster": {"name": "c", "region": "eu-west-1", "subnetIds": ["s"]},
+        "cluster": {"name": "c", "region": "eu-west-1", "subnetIds": ["subnet-00000005"]},
         "pools": [
             {
                 "name": "p4d",

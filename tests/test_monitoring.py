@@ -163,7 +163,7 @@ def test_replicas_may_be_moved_by_the_cluster_autoscaler() -> None:
 def _stack(service: dict[str, Any], monitoring: dict[str, Any] | None = None) -> dict[str, Any]:
     config: dict[str, Any] = {
         "cloud": "eks",
-        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000005"]},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": 1,
                    "mig": "all-3g.40gb"}],
         "services": [{"name": "chat", "model": "m", "memoryGiB": 20, "replicas": 4,
@@ -284,7 +284,7 @@ def test_scrape_annotations_without_the_prometheus_operator(tmp_path: Path) -> N
 
 
 def test_engines_without_metrics_are_not_scraped(tmp_path: Path) -> None:
-    config = _stack({"engine": "triton"}, {"prometheusOperator": True})
+    config = _stack({"engine": "triton", "model": "s3://models/repo"}, {"prometheusOperator": True})
     rendering = render_config(tmp_path, config)
     assert rendering.error is None
     kinds = {o["kind"] for o in rendering.kubernetes_objects()}

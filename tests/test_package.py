@@ -238,7 +238,7 @@ def pool_inputs(stack: str) -> tuple[dict[str, Any], str]:
     [
         ("gke-h100", "GkeGpuPool", {"cluster": "c"}, "gcp:container/nodePool:NodePool"),
         ("eks-p4d", "EksGpuNodeGroup", {"clusterName": "c"}, "aws:eks/nodeGroup:NodeGroup"),
-        ("oke-h100", "OkeGpuPool", {"clusterId": "ocid1.cluster.x", "kubernetesVersion": "v1.33.1"},
+        ("oke-h100", "OkeGpuPool", {"clusterId": "ocid1.cluster.oc1..x", "kubernetesVersion": "v1.33.1"},
          "oci:ContainerEngine/nodePool:NodePool"),
         ("existing", "ExistingNodePool", {}, "kubernetes:core/v1:NodePatch"),
         ("existing", "ExistingNodeTaints", {}, "kubernetes:core/v1:NodePatch"),
@@ -270,17 +270,17 @@ def test_pool_components_plan_their_pool_from_the_stack(
 @pytest.mark.parametrize(
     ("component", "inputs", "resource_type", "count"),
     [
-        ("GkeCluster", {"name": "c", "location": "europe-west4", "network": "n", "subnetwork": "s"},
+        ("GkeCluster", {"name": "c", "location": "europe-west4", "network": "gpu-vpc", "subnetwork": "gpu-subnet"},
          "gcp:container/cluster:Cluster", 1),
-        ("EksCluster", {"name": "c", "region": "us-east-1", "version": "1.33", "subnetIds": ["a"]},
+        ("EksCluster", {"name": "c", "region": "us-east-1", "version": "1.33", "subnetIds": ["subnet-0000000a"]},
          "aws:eks/cluster:Cluster", 1),
-        ("OkeCluster", {"name": "c", "compartmentId": "x", "vcnId": "v", "endpointSubnetId": "e",
-                        "kubernetesVersion": "v1.33.1", "nodeSubnetId": "n", "podSubnetIds": ["p"],
-                        "availabilityDomain": "AD-1", "systemImageId": "i"},
+        ("OkeCluster", {"name": "c", "compartmentId": "ocid1.compartment.oc1..x", "vcnId": "ocid1.vcn.oc1..v", "endpointSubnetId": "ocid1.subnet.oc1..e",
+                        "kubernetesVersion": "v1.33.1", "nodeSubnetId": "n", "podSubnetIds": ["ocid1.subnet.oc1..p"],
+                        "availabilityDomain": "AD-1", "systemImageId": "ocid1.image.oc1..sys"},
          "oci:ContainerEngine/cluster:Cluster", 1),
         ("EksClusterAutoscaler", {"clusterName": "c", "region": "us-east-1"},
          "kubernetes:helm.sh/v3:Release", 1),
-        ("OkeClusterAutoscaler", {"clusterId": "c", "pools": [{"min": 0.0, "max": 4.0,
+        ("OkeClusterAutoscaler", {"clusterId": "ocid1.cluster.oc1..c", "pools": [{"min": 0.0, "max": 4.0,
                                                                "nodePoolId": "p"}]},
          "oci:ContainerEngine/addon:Addon", 1),
         ("Keda", {}, "kubernetes:helm.sh/v3:Release", 1),
@@ -335,9 +335,13 @@ def test_a_refused_stack_is_one_error_naming_the_key_and_creates_nothing(tmp_pat
 
 def eks_stack(cluster_name: Any, create: bool = False) -> Stack:
     """Typed args as a Python program writes them (snake_case), for one EKS pool and service."""
-    cluster: Cluster = {"name": cluster_name, "region": "us-east-1", "subnet_ids": ["subnet-a"]}
+    cluster: Cluster = {
+        "name": cluster_name,
+        "region": "us-east-1",
+        "subnet_ids": ["subnet-0000000a"],
+    }
     if create:
-        cluster["create"], cluster["vpc_id"], cluster["version"] = True, "vpc-1", "1.33"
+        cluster["create"], cluster["vpc_id"], cluster["version"] = True, "vpc-0000000a", "1.33"
     return {
         "cloud": "eks",
         "cluster": cluster,

@@ -89,7 +89,7 @@ def _gke(pool: dict[str, Any]) -> dict[str, Any]:
     base = {"name": "p", "gpu": "H100-80GB", "machineType": "a3-highgpu-8g", "nodes": 1}
     return {
         "cloud": "gke",
-        "cluster": {"name": "c", "project": "p", "location": "us-central1-c"},
+        "cluster": {"name": "c", "project": "my-project", "location": "us-central1-c"},
         "pools": [{**base, **pool}],
     }
 
@@ -141,7 +141,9 @@ def test_gke_autoscaling_and_cluster_creation() -> None:
 
 def test_protect_reaches_cluster_and_pools(tmp_path: Path) -> None:
     config = _gke({"mig": "all-3g.40gb"})
-    config["cluster"].update({"create": True, "protect": True, "network": "n", "subnetwork": "s"})
+    config["cluster"].update(
+        {"create": True, "protect": True, "network": "gpu-vpc", "subnetwork": "gpu-subnet"}
+    )
     rendering = render_config(tmp_path, config)
     assert rendering.error is None
     protected = {
@@ -192,8 +194,8 @@ def test_eks_taints_and_spot(tmp_path: Path) -> None:
     ]
     config = {
         "cloud": "eks",
-        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"], "create": True,
-                    "vpcId": "vpc-1", "version": "1.33"},
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000001"], "create": True,
+                    "vpcId": "vpc-0123456789abcdef0", "version": "1.33"},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": {"min": 0, "max": 3},
                    "mig": "all-balanced", "spot": True}],
     }  # fmt: skip
@@ -225,7 +227,7 @@ def test_eks_taints_and_spot(tmp_path: Path) -> None:
 def test_eks_max_pods_limits(max_pods: int, message: str) -> None:
     config = {
         "cloud": "eks",
-        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"]},
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000001"]},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": 1,
                    "mig": "all-balanced", "maxPods": max_pods}],
     }  # fmt: skip
@@ -251,13 +253,13 @@ def test_oke_pool_seed_000() -> None:
 
 def _oke(mig: str, max_pods: int | None) -> dict[str, Any]:
     pool: dict[str, Any] = {"name": "p", "gpu": "h100", "machineType": "BM.GPU.H100.8", "nodes": 1,
-                            "mig": mig, "imageId": "ocid1.image.x"}  # fmt: skip
+                            "mig": mig, "imageId": "ocid1.image.oc1..x"}  # fmt: skip
     if max_pods is not None:
         pool["maxPods"] = max_pods
     return {
         "cloud": "oke",
-        "cluster": {"name": "c", "compartmentId": "ocid1.c", "clusterId": "ocid1.k", "subnetIds": ["s"],
-                    "availabilityDomains": ["AD-1"], "kubernetesVersion": "v1.33.1"},
+        "cluster": {"name": "c", "compartmentId": "ocid1.compartment.oc1..c", "clusterId": "ocid1.cluster.oc1..k", "subnetIds": ["ocid1.subnet.oc1..s"],
+                    "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"], "kubernetesVersion": "v1.33.1"},
         "pools": [pool],
     }  # fmt: skip
 

@@ -136,7 +136,7 @@ def test_logs_become_a_throughput_file_the_planner_reads(
     assert [(p["profile"], p["requestsPerSecond"]) for p in table["throughput"]] == [
         ("1g.10gb", 9.5), ("3g.40gb", 27.0)]  # fmt: skip
     values = {
-        "cloud": "eks", "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        "cloud": "eks", "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000005"]},
         "pools": [{"name": "a100", "gpu": "A100-80GB", "machineType": "p4de.24xlarge", "nodes": 1,
                    "mig": "all-balanced", "maxPods": 110}],
         "services": [{"name": "chat", "model": "m", "memoryGiB": 3, "requestsPerSecond": 50,
@@ -163,7 +163,7 @@ def test_a_log_without_a_result_or_with_a_bad_one_is_named(tmp_path: Path) -> No
 
 def stack_with(profiling: dict[str, Any], engine: str = "vllm") -> dict[str, Any]:
     return {
-        "cloud": "eks", "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s"]},
+        "cloud": "eks", "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000005"]},
         "pools": [{"name": "a100", "gpu": "A100-80GB", "machineType": "p4de.24xlarge", "nodes": 1,
                    "mig": "all-1g.10gb", "maxPods": 110}],
         "services": [{"name": "chat", "model": "m", "memoryGiB": 3, "replicas": 2,

@@ -61,7 +61,7 @@ def test_joined_oke_cluster_kubeconfig_targets_its_public_endpoint_explicitly() 
 def _gke_config(**cluster: Any) -> dict[str, Any]:
     return {
         "cloud": "gke",
-        "cluster": {"name": "c", "project": "p", "location": "us-central1-c", **cluster},
+        "cluster": {"name": "c", "project": "my-project", "location": "us-central1-c", **cluster},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "a3-highgpu-8g", "nodes": 1,
                    "mig": "all-balanced"}],
     }  # fmt: skip
@@ -88,20 +88,20 @@ def test_an_existing_stack_must_name_its_cluster() -> None:
 def _oke_config(**cluster: Any) -> dict[str, Any]:
     return {
         "cloud": "oke",
-        "cluster": {"name": "c", "compartmentId": "ocid1.c", "subnetIds": ["s"],
-                    "availabilityDomains": ["AD-1"], **cluster},
+        "cluster": {"name": "c", "compartmentId": "ocid1.compartment.oc1..c", "subnetIds": ["ocid1.subnet.oc1..s"],
+                    "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"], **cluster},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "BM.GPU.H100.8", "nodes": 1,
-                   "mig": "all-1g.20gb", "maxPods": 90, "imageId": "ocid1.image.x"}],
+                   "mig": "all-1g.20gb", "maxPods": 90, "imageId": "ocid1.image.oc1..x"}],
     }  # fmt: skip
 
 
 def test_oke_joined_pool_runs_the_clusters_version(tmp_path: Path) -> None:
-    rendering = render_config(tmp_path, _oke_config(clusterId="ocid1.k"))
+    rendering = render_config(tmp_path, _oke_config(clusterId="ocid1.cluster.oc1..k"))
     assert rendering.error is None
     pool = one(rendering, NODE_POOL_OKE).inputs
     assert pool["kubernetesVersion"] == "v1.33.1"  # looked up from the cluster
     named_version = render_config(
-        tmp_path, _oke_config(clusterId="ocid1.k", kubernetesVersion="v1.32.1")
+        tmp_path, _oke_config(clusterId="ocid1.cluster.oc1..k", kubernetesVersion="v1.32.1")
     )
     assert one(named_version, NODE_POOL_OKE).inputs["kubernetesVersion"] == "v1.32.1"
 
@@ -124,8 +124,8 @@ def test_oke_operator_pools_keep_okes_device_plugin_off() -> None:
 def test_eks_cluster_and_node_groups_wait_for_their_iam_policies(tmp_path: Path) -> None:
     config = {
         "cloud": "eks",
-        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["s-1"], "create": True,
-                    "vpcId": "vpc-1", "version": "1.33"},
+        "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000001"], "create": True,
+                    "vpcId": "vpc-0123456789abcdef0", "version": "1.33"},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": 1,
                    "mig": "all-balanced"}],
     }  # fmt: skip
@@ -156,9 +156,9 @@ def test_created_gke_cluster_has_nat_for_its_private_nodes() -> None:
 
 
 def test_created_oke_cluster_is_reachable_from_outside_its_vcn(tmp_path: Path) -> None:
-    config = _oke_config(create=True, vcnId="ocid1.vcn", endpointSubnetId="ocid1.subnet.api",
-                         podSubnetIds=["ocid1.subnet.pods"], kubernetesVersion="v1.33.1",
-                         systemImageId="ocid1.image.sys")  # fmt: skip
+    config = _oke_config(create=True, vcnId="ocid1.vcn.oc1..v", endpointSubnetId="ocid1.subnet.oc1..api",
+                         podSubnetIds=["ocid1.subnet.oc1..pods"], kubernetesVersion="v1.33.1",
+                         systemImageId="ocid1.image.oc1..sys")  # fmt: skip
     rendering = render_config(tmp_path, config)
     assert rendering.error is None
     cluster = one(rendering, "oci:ContainerEngine/cluster:Cluster").inputs

@@ -30,7 +30,7 @@ def _plan(config: dict[str, Any]) -> Any:
 def l4(**pool: Any) -> dict[str, Any]:
     return {
         "cloud": "gke",
-        "cluster": {"name": "c", "project": "p", "location": "us-central1-a"},
+        "cluster": {"name": "c", "project": "my-project", "location": "us-central1-a"},
         "pools": [{"name": "l4", "gpu": "l4", "machineType": "g2-standard-24", "nodes": 1,
                    "migManager": "gke", "maxPods": 32,
                    "sharing": {"timeSlicing": {"replicas": 4}}, **pool}],
@@ -145,7 +145,7 @@ def test_renamed_shared_resources(tmp_path: Path) -> None:
 def test_gke_mps_with_mig_partitions() -> None:
     config = {
         "cloud": "gke",
-        "cluster": {"name": "c", "project": "p", "location": "us-central1-c"},
+        "cluster": {"name": "c", "project": "my-project", "location": "us-central1-c"},
         "pools": [{"name": "h", "gpu": "h100", "machineType": "a3-highgpu-8g", "nodes": 1,
                    "migManager": "gke", "mig": "all-3g.40gb", "maxPods": 64,
                    "sharing": {"mps": {"replicas": 2}}}],
@@ -287,10 +287,10 @@ def test_a_sharing_change_on_oke_needs_new_nodes() -> None:
     def oke(replicas: int) -> dict[str, Any]:
         return {
             "cloud": "oke",
-            "cluster": {"name": "c", "compartmentId": "o", "clusterId": "k", "subnetIds": ["s"],
-                        "availabilityDomains": ["AD-1"]},
+            "cluster": {"name": "c", "compartmentId": "ocid1.compartment.oc1..o", "clusterId": "ocid1.cluster.oc1..k", "subnetIds": ["ocid1.subnet.oc1..s"],
+                        "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"]},
             "pools": [{"name": "a10", "gpu": "a10", "machineType": "VM.GPU.A10.2", "nodes": 1,
-                       "imageId": "i", "sharing": {"timeSlicing": {"replicas": replicas}}}],
+                       "imageId": "ocid1.image.oc1..gpuimage", "sharing": {"timeSlicing": {"replicas": replicas}}}],
         }  # fmt: skip
 
     [pool] = diff_records(plan_record(_plan(oke(2))), plan_record(_plan(oke(4)))).pools

@@ -18,6 +18,29 @@ def part_name(service: str, profile: str) -> str:
     return f"{service}-{profile.replace('.', '-').replace('+', '-')}"
 
 
+def unknown_profiles(pool: PoolPlan, service: ServiceSpec, index: int) -> list[MigError]:
+    """Throughput points naming a profile the pool's GPU does not have (a typo, or another
+    GPU's table), named at the key the table came from."""
+    assert service.demand is not None
+    known = {p.name for p in pool.gpu.profiles} | {o.profile for o in pool.offers}
+    inline = service.demand.source == "the stack file"
+    where = f"{key_path('services')}[{index}].{'throughput' if inline else 'throughputFile'}"
+    unknown = sorted({p.profile for p in service.demand.points} - known)
+    if not unknown:
+        return []
+    return [
+        MigError(
+            f"{', '.join(map(repr, unknown))} "
+            + ("is not a profile" if len(unknown) == 1 else "are not profiles")
+            + f" of {pool.gpu.name}"
+            + ("" if inline else f" (in {service.demand.source})")
+            + f"; it has {', '.join(sorted(known))}",
+            where,
+            value=unknown,
+        )
+    ]
+
+
 def serving_offers(pool: PoolPlan, service: ServiceSpec) -> list[Offer]:
     """The pool's unshared slices that the throughput table rates and that hold the model."""
     assert service.demand is not None
@@ -60,9 +83,14 @@ def demand_replicas(
                     math.ceil(demand.requests_per_second / rate[offer.profile]),
                 ),
             )
+        # In units of the demand: a tiny demand stays above the solver's tolerances.
         milp.constrain(
-            {var: rate[name] for (i, name), var in counts.items() if i == index},
-            lower=demand.requests_per_second,
+            {
+                var: rate[name] / demand.requests_per_second
+                for (i, name), var in counts.items()
+                if i == index
+            },
+            lower=1.0,
         )
     for offer in pool.offers:
         shared = [var for (_, name), var in counts.items() if name == offer.profile]
@@ -75,6 +103,15 @@ def demand_replicas(
     for (index, name), var in counts.items():
         if round(solution.values[var]) > 0:
             chosen[index][name] = round(solution.values[var])
+    for index, service in services:
+        assert service.demand is not None
+        served = sum(dict(service.demand.rates())[p] * n for p, n in chosen[index].items())
+        if served < service.demand.requests_per_second * (1 - 1e-9):
+            raise MigError(
+                f"is served by {served:g} requests/s of the plan's replicas, short of "
+                f"{service.demand.requests_per_second:g}",
+                f"{key_path('services')}[{index}].requestsPerSecond",
+            )
     return chosen
 
 

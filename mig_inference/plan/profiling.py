@@ -47,7 +47,13 @@ def profiling_runs(spec: StackSpec, services: Sequence[ServicePlan]) -> list[Pro
         if settings is None:
             continue
         path = f"{key_path('services')}[{index}].profiling.profiles"
-        served = next(s for s in services if s.spec is service)
+        served = next((s for s in services if s.spec is service), None)
+        if served is None:
+            problems.append(MigError(
+                "the service has no replica in the plan, so no pool to measure on",
+                f"{key_path('services')}[{index}].profiling",
+            ))  # fmt: skip
+            continue
         offers = {o.profile: o for o in served.pool.offers}
         for rank, profile in enumerate(settings.profiles):
             offer = offers.get(profile)

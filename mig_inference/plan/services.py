@@ -8,7 +8,12 @@ from collections.abc import Sequence
 from mig_inference.catalog import Profile
 from mig_inference.clouds import NODE_ALLOCATABLE_FRACTION
 from mig_inference.errors import MigError, MigErrors
-from mig_inference.plan.demand import demand_replicas, part_name, serving_offers
+from mig_inference.plan.demand import (
+    demand_replicas,
+    part_name,
+    serving_offers,
+    unknown_profiles,
+)
 from mig_inference.plan.model import WHOLE_GPU, EngineSizing, Offer, PoolPlan, ServicePlan
 from mig_inference.plan.sharing import utilization
 from mig_inference.sizing import MIB, profiles_holding
@@ -217,6 +222,10 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
             continue
         offered = pool.capacity()
         remaining = {r: offered[r] - fixed[(pool.name, r)] for r in offered}
+        typos = [e for index, service in on_pool for e in unknown_profiles(pool, service, index)]
+        if typos:
+            problems.extend(typos)
+            continue
         try:
             chosen = demand_replicas(pool, on_pool, remaining)
         except MigError as error:

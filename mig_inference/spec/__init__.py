@@ -5,6 +5,7 @@ the same values read through `pulumi.Config`. Every default lives here. Errors n
 the bad value and what is allowed, e.g. `mig-inference:pools[0].maxPods: ...`.
 """
 
+from mig_inference.pulumi_config import NAMESPACE, SECRET_MARKER
 from mig_inference.spec.model import (
     AUTO,
     FILL,
@@ -27,7 +28,6 @@ from mig_inference.spec.model import (
     Taint,
     ThroughputPoint,
 )
-from mig_inference.pulumi_config import NAMESPACE, SECRET_MARKER
 from mig_inference.spec.stack import (
     TOP_KEYS,
     key_path,

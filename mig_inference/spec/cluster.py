@@ -3,10 +3,11 @@ reaches its Kubernetes API."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from mig_inference import formats
 from mig_inference.clouds import Cloud
+from mig_inference.formats import Format
 from mig_inference.spec.model import ClusterSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
 
@@ -45,7 +46,22 @@ CLUSTER_REQUIRED_WHEN_JOINING: dict[Cloud, tuple[str, ...]] = {
 ONLY_WHEN_CREATING = ("network", "subnetwork", "masterIpv4CidrBlock", "releaseChannel",
                       "cloudNat", "vpcId", "version", "endpointPublicAccess", "publicAccessCidrs",
                       "vcnId", "endpointSubnetId", "systemImageId")  # fmt: skip
-_CIDR = re.compile(r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")
+KEY_FORMATS: dict[Cloud, dict[str, Format]] = {
+    Cloud.GKE: {"project": formats.GCP_PROJECT, "location": formats.GCP_LOCATION,
+                "network": formats.GCP_RESOURCE, "subnetwork": formats.GCP_RESOURCE,
+                "masterIpv4CidrBlock": formats.IPV4_CIDR,
+                "releaseChannel": formats.GKE_RELEASE_CHANNEL},
+    Cloud.EKS: {"region": formats.AWS_REGION, "subnetIds": formats.AWS_SUBNET,
+                "vpcId": formats.AWS_VPC, "version": formats.EKS_VERSION,
+                "publicAccessCidrs": formats.IPV4_CIDR},
+    Cloud.OKE: {"compartmentId": formats.ocid("compartment"), "clusterId": formats.ocid("cluster"),
+                "vcnId": formats.ocid("vcn"), "subnetIds": formats.ocid("subnet"),
+                "podSubnetIds": formats.ocid("subnet"), "endpointSubnetId": formats.ocid("subnet"),
+                "availabilityDomains": formats.AVAILABILITY_DOMAIN,
+                "kubernetesVersion": formats.OKE_VERSION, "systemImageId": formats.ocid("image")},
+    Cloud.EXISTING: {},
+}  # fmt: skip
+"""The format of every string key of the cluster, per cloud (see mig_inference.formats)."""
 
 
 def cluster_spec(node: ConfigNode, cloud: Cloud, secret_keys: frozenset[str]) -> ClusterSpec:
@@ -84,24 +100,23 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secret_keys: frozenset[str]) ->
             "context happens to be current"
         )
     settings: dict[str, Any] = {}
+    key_formats = {**KEY_FORMATS[cloud], "context": formats.CONTEXT}
     for key in CLUSTER_KEYS[cloud] + ACCESS_KEYS:
         child = node.child(key)
         if key in LIST_KEYS:
-            settings[key] = child.strings()
+            settings[key] = child.texts(key_formats[key])
         elif key in BOOLEAN_KEYS:
             settings[key] = child.boolean(BOOLEAN_KEYS[key])
         elif key == "kubeconfig":
             # The name of a secret config key holding the kubeconfig, never the kubeconfig itself.
             settings[key] = child.secret_key_name(secret_keys)
         else:
-            settings[key] = child.string()
-    for index, cidr in enumerate(settings.get("publicAccessCidrs", ())):
-        if not _CIDR.match(cidr):
-            raise (
-                node.child("publicAccessCidrs")
-                .child(index)
-                .error(f"{cidr!r} is not an IPv4 CIDR block like 203.0.113.0/24")
-            )
+            settings[key] = child.text(key_formats[key])
+    cidr = settings.get("masterIpv4CidrBlock")
+    if cloud is Cloud.GKE and cidr and not cidr.endswith("/28"):
+        node.child("masterIpv4CidrBlock").problem(
+            "must be a /28 block: GKE gives the control plane exactly 16 addresses", None
+        )
     return ClusterSpec(
         name=dns_label(node.child("name")),
         create=create,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mig_inference import formats
 from mig_inference.errors import MigError
 from mig_inference.spec.model import Demand, Engine, ProfilingSpec, ThroughputPoint
 from mig_inference.spec.reader import ConfigNode
@@ -23,13 +24,13 @@ def _points(node: ConfigNode) -> list[ThroughputPoint]:
             ThroughputPoint(
                 profile=item.child("profile").req_string(),
                 requests_per_second=(
-                    item.child("requestsPerSecond").number(minimum=0)
+                    item.child("requestsPerSecond").number(bound=formats.REQUESTS_PER_SECOND)
                     if item.child("requestsPerSecond").value is not None
                     else item.child("requestsPerSecond").problem("is required", 0.0)
                 )
                 or 0.0,
-                batch=item.child("batch").integer(minimum=1),
-                latency_ms=item.child("latencyMs").number(minimum=0),
+                batch=item.child("batch").integer(bound=formats.CONCURRENCY),
+                latency_ms=item.child("latencyMs").number(bound=formats.LATENCY_MS),
                 measured=item.child("measured").boolean(False),
             )
         )
@@ -59,8 +60,8 @@ def demand_spec(node: ConfigNode) -> Demand | None:
             if raw.get(key) is not None:
                 node.child(key).problem("only applies with requestsPerSecond", None)
         return None
-    rate = node.child("requestsPerSecond").number(minimum=0) or 1.0
-    target = node.child("latencyMs").number(minimum=0)
+    rate = node.child("requestsPerSecond").number(bound=formats.REQUESTS_PER_SECOND) or 1.0
+    target = node.child("latencyMs").number(bound=formats.LATENCY_MS)
     if (raw.get("throughput") is None) == (raw.get("throughputFile") is None):
         return node.child("throughput").problem(
             "give throughput (a list of {profile, requestsPerSecond}) or throughputFile, one of "
@@ -107,10 +108,15 @@ def profiling_spec(node: ConfigNode, engine: Engine) -> ProfilingSpec | None:
     profiles = node.child("profiles").strings()
     if not profiles:
         return node.child("profiles").problem("is required: the profiles to measure", None)
+    for rank, profile in enumerate(profiles):
+        if profiles.index(profile) != rank:
+            node.child("profiles").child(rank).problem(
+                f"{profile!r} is listed twice (its two Jobs would have one name)", None
+            )
     return ProfilingSpec(
-        profiles=profiles,
-        num_prompts=node.child("numPrompts").integer(200, minimum=1) or 200,
-        input_tokens=node.child("inputTokens").integer(512, minimum=1) or 512,
-        output_tokens=node.child("outputTokens").integer(128, minimum=1) or 128,
-        max_concurrency=node.child("maxConcurrency").integer(minimum=1),
+        profiles=tuple(dict.fromkeys(profiles)),
+        num_prompts=node.child("numPrompts").integer(200, bound=formats.PROMPTS) or 200,
+        input_tokens=node.child("inputTokens").integer(512, bound=formats.TOKENS) or 512,
+        output_tokens=node.child("outputTokens").integer(128, bound=formats.TOKENS) or 128,
+        max_concurrency=node.child("maxConcurrency").integer(bound=formats.CONCURRENCY),
     )

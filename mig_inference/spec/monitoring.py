@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from mig_inference import formats
 from mig_inference.spec.model import MonitoringSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
 
@@ -33,7 +34,7 @@ def monitoring_spec(node: ConfigNode) -> MonitoringSpec:
     return MonitoringSpec(
         prometheus_operator=operator,
         scrape_annotations=given and not operator,
-        release_label=node.child("releaseLabel").string(),
+        release_label=node.child("releaseLabel").text(formats.LABEL_VALUE),
         prometheus_url=url,
         prometheus_namespace=dns_label(node.child("prometheusNamespace"), 63)
         if node.child("prometheusNamespace").value is not None

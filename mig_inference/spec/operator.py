@@ -20,7 +20,7 @@ def gpu_operator_spec(node: ConfigNode, cloud: Cloud, pinned_version: str) -> Gp
     if not re.match(r"^v\d+\.\d+\.\d+$", version):
         raise node.child("version").error(f"{version!r} is not a chart version like v26.7.0")
     namespace = (
-        dns_label(node.child("namespace")) if node.child("namespace").value else "gpu-operator"
+        dns_label(node.child("namespace"), 63) if node.child("namespace").value else "gpu-operator"
     )
     timeout = node.child("timeoutSeconds").integer(1200, minimum=300, maximum=3600)
     gate_timeout = node.child("gateTimeoutSeconds").integer(1800, minimum=60, maximum=7200)

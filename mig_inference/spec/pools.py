@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mig_inference import formats
 from mig_inference.catalog import resolve_gpu
 from mig_inference.clouds import K8S_TAINT_EFFECTS, Cloud
 from mig_inference.errors import AlreadyReported, MigError
+from mig_inference.labels import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GENERATION_LABEL,
+    GKE_NO_DEVICE_PLUGIN_LABEL,
+    GKE_PARTITION_LABEL,
+    GKE_SHARED_CLIENTS_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    OKE_NO_DEVICE_PLUGIN_LABEL,
+    POOL_LABEL,
+)
 from mig_inference.spec.model import (
     AUTO,
     MigManager,
@@ -17,7 +29,7 @@ from mig_inference.spec.model import (
     SharingStrategy,
     Taint,
 )
-from mig_inference.spec.reader import LABEL_KEY, LABEL_VALUE, ConfigNode, dns_label
+from mig_inference.spec.reader import ConfigNode, dns_label, label_key_problem
 
 POOL_NAME_MAX = 32
 POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
@@ -26,27 +38,37 @@ POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migMa
 MAX_SHARING_REPLICAS = 48
 """The most clients NVIDIA's MPS server (and so the device plugin) takes per GPU; the same cap
 holds for time-slicing here, where more clients only thin each one's memory further."""
+PROJECT_LABELS = (POOL_LABEL, GENERATION_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL,
+                  DEVICE_PLUGIN_CONFIG_LABEL, GKE_NO_DEVICE_PLUGIN_LABEL, GKE_PARTITION_LABEL,
+                  GKE_SHARED_CLIENTS_LABEL, OKE_NO_DEVICE_PLUGIN_LABEL)  # fmt: skip
+"""Node labels the project sets itself (a pool's own value would be overridden)."""
+RESERVED_LABEL_PREFIXES = ("mig-inference.io/", "kubernetes.io/", "k8s.io/")
+"""The project's own prefix, and Kubernetes' (the kubelet refuses `--node-labels` in the
+kubernetes.io and k8s.io namespaces, Kubernetes "Well-Known Labels")."""
+MACHINE_FORMATS = {Cloud.GKE: formats.GKE_MACHINE, Cloud.EKS: formats.EC2_INSTANCE,
+                   Cloud.OKE: formats.OKE_SHAPE}  # fmt: skip
 
 
-def _nodes(node: ConfigNode) -> NodeCount:
+def _nodes(node: ConfigNode, cloud: Cloud) -> NodeCount:
+    bound = formats.NODES[cloud.value]
     if isinstance(node.value, dict):
         node.mapping(("min", "max"))
-        low = node.child("min").integer(0, minimum=0)
-        high = node.child("max").integer(minimum=1)
+        low = node.child("min").integer(0, minimum=0, bound=bound)
+        high = node.child("max").integer(minimum=1, bound=bound)
         if high is None:
             raise node.child("max").error("is required for an autoscaling pool")
         assert low is not None
         if low > high:
             raise node.error(f"min {low} is above max {high}")
         return NodeCount(low, high)
-    count = node.integer(minimum=0)
+    count = node.integer(minimum=0, bound=bound)
     if count is None:
         raise node.error("is required: a node count or {min, max}")
     return NodeCount(count, count)
 
 
 def _taints(node: ConfigNode) -> tuple[Taint, ...]:
-    taints = []
+    taints: list[Taint] = []
     for item in node.items():
         item.mapping(("key", "value", "effect"))
         effect = item.child("effect").string("NoSchedule")
@@ -56,14 +78,49 @@ def _taints(node: ConfigNode) -> tuple[Taint, ...]:
                 "(Kubernetes spelling; translated per cloud)"
             )
         key = item.child("key").req_string()
-        if not LABEL_KEY.match(key):
-            raise item.child("key").error(f"{key!r} is not a valid taint key")
+        key_problem = label_key_problem(key, "taint") if key else None
+        if key_problem is not None:
+            raise item.child("key").error(f"{key!r} is not a valid taint key: {key_problem}")
         value = item.child("value").string("") or ""
-        if value and not LABEL_VALUE.match(value):
-            raise item.child("value").error(f"{value!r} is not a valid taint value")
+        value_problem = formats.TAINT_VALUE.problem(value) if value else None
+        if value_problem is not None:
+            raise item.child("value").error(value_problem)
         assert effect is not None
+        twin = next((t for t in taints if (t.key, t.effect) == (key, effect)), None)
+        if twin is not None:
+            raise item.error(
+                f"taint {key}:{effect} is given twice: Kubernetes takes one taint per key and "
+                f"effect (the other is [{taints.index(twin)}])"
+            )
         taints.append(Taint(key, value, effect))
     return tuple(taints)
+
+
+def _labels(node: ConfigNode) -> dict[str, str]:
+    labels = node.labels()
+    for key in list(labels):
+        ours = key in PROJECT_LABELS or key.startswith("mig-inference.io/")
+        if ours or key.startswith(RESERVED_LABEL_PREFIXES):
+            whose = "this project sets" if ours else "Kubernetes reserves (the kubelet refuses it)"
+            node.child(key).problem(
+                f"{key!r} is a label {whose}; pick a key of your own prefix", None
+            )
+            del labels[key]
+    return labels
+
+
+def _zones(node: ConfigNode, cloud: Cloud) -> tuple[str, ...]:
+    if node.value is None:
+        return ()
+    if cloud is Cloud.EKS:
+        return node.problem(
+            "does not apply on EKS: a node group's zones are those of cluster.subnetIds (one "
+            "subnet per zone); list the subnets of the zones you want",
+            (),
+        )
+    if cloud is Cloud.EXISTING:
+        return node.problem("does not apply to existing nodes: they are where they are", ())
+    return node.texts(formats.GCP_ZONE if cloud is Cloud.GKE else formats.AVAILABILITY_DOMAIN)
 
 
 def _mig(node: ConfigNode) -> str | Mapping[str, int]:
@@ -122,10 +179,14 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
             gpu = resolve_gpu(gpu_name)
         except MigError as error:
             node.child("gpu").problem(error.message, None, error.allowed)
-    machine = node.child("machineType").string()
+    machine = (
+        node.child("machineType").text(MACHINE_FORMATS[cloud])
+        if cloud in MACHINE_FORMATS
+        else node.child("machineType").string()
+    )
     if cloud is not Cloud.EXISTING and machine is None:
         node.child("machineType").problem(f"is required for cloud {cloud.value}", None)
-    node_names = node.child("nodeNames").strings()
+    node_names = node.child("nodeNames").texts(formats.NODE_NAME)
     for index, node_name in enumerate(node_names):
         if node_names.index(node_name) != index:
             node.child("nodeNames").child(index).problem(
@@ -149,19 +210,21 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     mig = _mig(node.child("mig"))
     if cloud is Cloud.EXISTING:
         nodes = NodeCount(len(node_names), len(node_names))
-        if nodes_given and node_names and _nodes(node.child("nodes")) != nodes:
+        if nodes_given and node_names and _nodes(node.child("nodes"), cloud) != nodes:
             node.child("nodes").problem(
                 f"must equal the {len(node_names)} nodeNames (or be left out)", None
             )
     elif nodes_given:
-        nodes = _nodes(node.child("nodes"))
+        nodes = _nodes(node.child("nodes"), cloud)
     elif mig == AUTO:
         nodes = NodeCount(0, 0)  # sized by the planner
     else:
         nodes = node.child("nodes").problem(
             "is required: a node count or {min, max}", NodeCount(0, 0)
         )
-    disk = node.child("diskSizeGb").integer(200, minimum=50)
+    disk = node.child("diskSizeGb").integer(
+        200, minimum=formats.DISK_GB_MINIMUM, bound=formats.DISK_GB[cloud.value]
+    )
     assert disk is not None
     if cloud is Cloud.OKE and raw.get("imageId") is None:
         node.child("imageId").problem("is required on OKE: the OCID of a GPU node image", None)
@@ -180,7 +243,7 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
             "always needs new nodes; use rollout: blue-green, or migManager: operator",
             None,
         )
-    max_unavailable = node.child("maxUnavailable").integer(1, minimum=1)
+    max_unavailable = node.child("maxUnavailable").integer(1, bound=formats.MAX_UNAVAILABLE)
     assert max_unavailable is not None
     if raw.get("maxUnavailable") is not None and rollout is not Rollout.IN_PLACE:
         node.child("maxUnavailable").problem(
@@ -188,14 +251,18 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         )
     # Every value is read (and its errors recorded) before a missing GPU ends the pool.
     gpus_per_node = node.child("gpusPerNode").integer(minimum=1, maximum=16)
-    max_pods = node.child("maxPods").integer(minimum=1)
+    max_pods = node.child("maxPods").integer(bound=formats.MAX_PODS)
     spot = node.child("spot").boolean(False)
-    labels = node.child("labels").labels()
+    labels = _labels(node.child("labels"))
     no_taints: tuple[Taint, ...] = ()
     taints = node.attempt(lambda: _taints(node.child("taints")), no_taints)
-    system_pods = node.child("systemPods").integer(minimum=0)
-    zones = node.child("zones").strings()
-    image_id = node.child("imageId").string()
+    system_pods = node.child("systemPods").integer(bound=formats.SYSTEM_PODS)
+    zones = _zones(node.child("zones"), cloud)
+    image_id = node.child("imageId").text(formats.ocid("image"))
+    if cloud is not Cloud.OKE and raw.get("imageId") is not None:
+        image_id = node.child("imageId").problem(
+            "is an OKE node image; on this cloud the node image comes with the pool", None
+        )
     sharing = node.attempt(lambda: _sharing(node.child("sharing")), None)
     if gpu is None:
         raise AlreadyReported(node.path)  # no pool without its GPU; its errors are recorded

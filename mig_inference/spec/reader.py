@@ -14,13 +14,22 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from mig_inference.errors import MigError
+from mig_inference.formats import LABEL_KEY, LABEL_NAME_MAX, LABEL_VALUE, Bound, Format
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 T = TypeVar("T")
+
+
+def label_key_problem(key: str, what: str = "label") -> str | None:
+    """Why `key` is not a Kubernetes label (or taint) key: its format, and the 63 characters of
+    its name part and 253 of its prefix."""
+    found = LABEL_KEY.problem(key)
+    if found is not None:
+        return found.replace("label", what)
+    prefix, _, name = key.rpartition("/")
+    if len(name) > LABEL_NAME_MAX or len(prefix) > 253:
+        return f"{key!r}: a {what} key's name has at most 63 characters and its prefix 253"
+    return None
 
 
 class ConfigNode:
@@ -79,6 +88,24 @@ class ConfigNode:
         for index in range(len(self.value)):
             yield self.child(index)
 
+    def text(self, form: Format, default: str | None = None, required: bool = False) -> str | None:
+        """A string of the given format."""
+        value = self.string(default, required)
+        if value is None or value == default or (not value and required):
+            return value
+        problem = form.problem(value)
+        if problem is not None:
+            return self.problem(problem, default if not required else "")
+        return value
+
+    def texts(self, form: Format) -> tuple[str, ...]:
+        found = []
+        for item in self.items():
+            value = item.text(form, required=True)
+            if value:
+                found.append(value)
+        return tuple(found)
+
     def string(self, default: str | None = None, required: bool = False) -> str | None:
         if self.value is None:
             if required:
@@ -101,20 +128,31 @@ class ConfigNode:
         return self.value
 
     def integer(
-        self, default: int | None = None, minimum: int | None = None, maximum: int | None = None
+        self,
+        default: int | None = None,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        bound: Bound | None = None,
     ) -> int | None:
         if self.value is None:
             return default
         fallback = default if default is not None else (minimum or 0)
         if isinstance(self.value, bool) or not isinstance(self.value, int):
             return self.problem(f"must be a whole number, got {self.value!r}", fallback)
+        if bound is not None and bound.problem(self.value) is not None:
+            return self.problem(str(bound.problem(self.value)), fallback)
         if minimum is not None and self.value < minimum:
             return self.problem(f"must be >= {minimum}, got {self.value}", fallback)
         if maximum is not None and self.value > maximum:
             return self.problem(f"must be <= {maximum}, got {self.value}", fallback)
         return self.value
 
-    def number(self, default: float | None = None, minimum: float | None = None) -> float | None:
+    def number(
+        self,
+        default: float | None = None,
+        minimum: float | None = None,
+        bound: Bound | None = None,
+    ) -> float | None:
         if self.value is None:
             return default
         fallback = default if default is not None else 1.0
@@ -122,6 +160,8 @@ class ConfigNode:
             return self.problem(f"must be a number, got {self.value!r}", fallback)
         if isinstance(self.value, float) and not math.isfinite(self.value):
             return self.problem(f"must be a finite number, got {self.value!r}", fallback)
+        if bound is not None and bound.problem(self.value) is not None:
+            return self.problem(str(bound.problem(self.value)), fallback)
         if minimum is not None and self.value <= minimum:
             return self.problem(f"must be > {minimum}, got {self.value}", fallback)
         return float(self.value)
@@ -161,9 +201,10 @@ class ConfigNode:
         result = {}
         for key, value in self.value.items():
             where = self.child(str(key))
-            if not isinstance(key, str) or not LABEL_KEY.match(key) or len(key) > 316:
-                where.problem(f"{key!r} is not a valid Kubernetes label key", None)
-            elif not isinstance(value, str) or not LABEL_VALUE.match(value) or len(value) > 63:
+            key_problem = label_key_problem(key) if isinstance(key, str) else "not a string"
+            if key_problem is not None:
+                where.problem(f"{key!r} is not a valid Kubernetes label key: {key_problem}", None)
+            elif not isinstance(value, str) or LABEL_VALUE.problem(value) is not None:
                 where.problem(
                     f"{value!r} is not a valid label value (a string of at most 63 letters, "
                     "digits, '-', '_' or '.', starting and ending alphanumeric)",

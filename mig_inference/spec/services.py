@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from mig_inference import formats
 from mig_inference.errors import MigError
 from mig_inference.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
 from mig_inference.spec.demand import DEMAND_KEYS, demand_spec, profiling_spec
+from mig_inference.spec.engine_args import check_engine_args, tensor_parallel_problem
 from mig_inference.spec.model import (
     AUTO,
     FILL,
@@ -14,6 +16,9 @@ from mig_inference.spec.model import (
     ServiceSpec,
 )
 from mig_inference.spec.reader import ConfigNode, dns_label
+
+MODEL_FORMATS = {Engine.TRITON: formats.MODEL_REPOSITORY}
+"""The format of `model` per engine (a Hugging Face ID or path otherwise)."""
 
 SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtype", "layers",
                 "kvHeads", "headDim", "context", "concurrency", "overhead", "profile", "replicas",
@@ -46,7 +51,7 @@ def _clients(node: ConfigNode) -> tuple[NetworkClient, ...]:
 
 
 def _max_model_len(node: ConfigNode, shape: ModelShape | None) -> int | None:
-    length = node.integer(minimum=1)
+    length = node.integer(bound=formats.TOKENS)
     if length is not None and shape is None and length > MAX_MODEL_LEN_UNCHECKED:
         return node.problem(
             f"{length:,} tokens cannot be checked against the slice without the model's shape; "
@@ -67,19 +72,26 @@ def _queue_autoscaling(node: ConfigNode, engine: Engine) -> QueueAutoscaling | N
             "or hpaMaxReplicas",
             None,
         )
-    most = node.child("maxReplicas").integer(minimum=1)
+    most = node.child("maxReplicas").integer(bound=formats.REPLICAS)
     if most is None:
         return node.child("maxReplicas").problem("is required: the most replicas to run", None)
-    per = node.child("queuePerReplica").integer(4, minimum=1)
+    per = node.child("queuePerReplica").integer(4, bound=formats.CONCURRENCY)
     assert per is not None
     return QueueAutoscaling(max_replicas=most, queue_per_replica=per)
+
+
+def _utilization(node: ConfigNode) -> float | None:
+    utilization = node.number(minimum=0)
+    if utilization is not None and not 0 < utilization <= 0.98:
+        return node.problem(f"must be in (0, 0.98], got {utilization}", None)
+    return utilization
 
 
 def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
     raw = node.mapping(SERVICE_KEYS)
     name = dns_label(node.child("name"))
     engine = node.child("engine").choice(Engine, Engine.VLLM)
-    model = node.child("model").string()
+    model = node.child("model").text(MODEL_FORMATS.get(engine, formats.HF_MODEL))
     if model is None and engine is not Engine.CUSTOM:
         node.child("model").problem(f"is required for engine {engine.value}", None)
     shape = None
@@ -87,7 +99,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
     if raw.get("memoryGiB") is not None and raw.get("params") is not None:
         node.child("memoryGiB").problem("give memoryGiB or params (with dtype...), not both", None)
     if raw.get("memoryGiB") is not None:
-        memory = node.child("memoryGiB").number(minimum=0)
+        memory = node.child("memoryGiB").number(bound=formats.MEMORY_GIB)
         assert memory is not None
         need = gib_to_mib(memory)
     elif raw.get("params") is not None:
@@ -100,14 +112,14 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
             )
         try:
             shape = ModelShape(
-                params_billion=node.child("params").number(minimum=0) or 0.0,
+                params_billion=node.child("params").number(bound=formats.PARAMS_BILLION) or 1.0,
                 dtype=dtype or "bf16",
-                layers=node.child("layers").integer(minimum=1),
-                kv_heads=node.child("kvHeads").integer(minimum=1),
-                head_dim=node.child("headDim").integer(minimum=1),
-                context=node.child("context").integer(4096, minimum=1) or 4096,
-                concurrency=node.child("concurrency").integer(1, minimum=1) or 1,
-                overhead=node.child("overhead").number(DEFAULT_OVERHEAD, minimum=0)
+                layers=node.child("layers").integer(bound=formats.LAYERS),
+                kv_heads=node.child("kvHeads").integer(bound=formats.HEADS),
+                head_dim=node.child("headDim").integer(bound=formats.HEAD_DIM),
+                context=node.child("context").integer(4096, bound=formats.TOKENS) or 4096,
+                concurrency=node.child("concurrency").integer(1, bound=formats.CONCURRENCY) or 1,
+                overhead=node.child("overhead").number(DEFAULT_OVERHEAD, bound=formats.OVERHEAD_GIB)
                 or DEFAULT_OVERHEAD,
             )
         except MigError as error:
@@ -143,39 +155,26 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
     elif replicas_raw == FILL:
         replicas = FILL
     else:
-        count = node.child("replicas").integer(1, minimum=1)
+        count = node.child("replicas").integer(1, bound=formats.REPLICAS)
         assert count is not None
         replicas = count
     tp = node.child("tensorParallelSize").integer(1, minimum=1)
-    if tp != 1:
-        node.child("tensorParallelSize").problem(
-            f"must be 1, got {tp}: each replica here gets one device, a MIG slice or a GPU, and "
-            "NCCL cannot span MIG devices; pick a larger slice or GPU for a model that needs "
-            "more memory",
-            None,
-        )
-    utilization = node.child("gpuMemoryUtilization").number(minimum=0)
-    if utilization is not None and utilization > 0.98:
-        utilization = node.child("gpuMemoryUtilization").problem(
-            f"must be in (0, 0.98], got {utilization}", None
-        )
-    command = node.child("command").strings()
-    image = node.child("image").string()
+    if tp is not None and tensor_parallel_problem(tp) is not None:
+        node.child("tensorParallelSize").problem(str(tensor_parallel_problem(tp)), None)
+    utilization = _utilization(node.child("gpuMemoryUtilization"))
+    command = node.child("command").texts(formats.ARGUMENT)
+    image = node.child("image").text(formats.IMAGE)
     if engine is Engine.CUSTOM and (image is None or not command):
         node.child("image" if image is None else "command").problem(
             "engine custom needs both image and command", None
         )
-    namespace = dns_label(node.child("namespace")) if raw.get("namespace") else "inference"
-    health_path = node.child("healthPath").string()
-    if health_path is not None and not health_path.startswith("/"):
-        health_path = node.child("healthPath").problem(
-            f"must start with /, got {health_path!r}", None
-        )
+    namespace = dns_label(node.child("namespace"), 63) if raw.get("namespace") else "inference"
+    health_path = node.child("healthPath").text(formats.URL_PATH)
     if raw.get("apiKeySecret") is not None and engine not in (Engine.VLLM, Engine.CUSTOM):
         node.child("apiKeySecret").problem(
             f"engine {engine.value} takes no API key here; put a gateway in front of it", None
         )
-    hpa = node.child("hpaMaxReplicas").integer(minimum=1)
+    hpa = node.child("hpaMaxReplicas").integer(bound=formats.REPLICAS)
     queue = _queue_autoscaling(node.child("queueAutoscaling"), engine)
     if queue is not None and hpa is not None:
         queue = node.child("queueAutoscaling").problem(
@@ -195,7 +194,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         hpa = node.child("hpaMaxReplicas").problem(
             f"must be >= replicas ({replicas}), got {hpa}", None
         )
-    max_num_seqs = node.child("maxNumSeqs").integer(minimum=1)
+    max_num_seqs = node.child("maxNumSeqs").integer(bound=formats.CONCURRENCY)
     if (
         queue is not None
         and max_num_seqs is None
@@ -208,6 +207,20 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
             "plus queuePerReplica waiting ones before another is added",
             None,
         )
+    args = node.child("args").texts(formats.ARGUMENT)
+    checks = {
+        "model": lambda value: value.text(MODEL_FORMATS.get(engine, formats.HF_MODEL)),
+        "port": lambda value: value.integer(bound=formats.PORT),
+        "gpuMemoryUtilization": _utilization,
+        "maxModelLen": lambda value: value.integer(bound=formats.TOKENS),
+        "maxNumSeqs": lambda value: value.integer(bound=formats.CONCURRENCY),
+    }
+    def key_check(key: str, value: ConfigNode) -> object:
+        return checks[key](value)
+
+    check_engine_args(node.child("args"), engine, args, key_check)
+    if engine is Engine.CUSTOM:
+        check_engine_args(node.child("command"), engine, command, key_check)
     return ServiceSpec(
         name=name,
         model=model or "",
@@ -224,7 +237,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         gpu_memory_utilization=utilization,
         max_model_len=_max_model_len(node.child("maxModelLen"), shape),
         max_num_seqs=max_num_seqs,
-        port=node.child("port").integer(8000, minimum=1, maximum=65535) or 8000,
+        port=node.child("port").integer(8000, bound=formats.PORT) or 8000,
         namespace=namespace,
         clients=_clients(node.child("clients")),
         hpa_max_replicas=hpa,
@@ -232,7 +245,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         demand=demand,
         profiling=profiling_spec(node.child("profiling"), engine),
         command=command,
-        args=node.child("args").strings(),
+        args=args,
         startup_seconds=node.child("startupSeconds").integer(3600, minimum=60, maximum=4 * 3600)
         or 3600,
         health_path=health_path,

@@ -1,0 +1,261 @@
+"""Every string that reaches Kubernetes or a cloud API has a format here, and every number a
+bound, each with where it comes from. The spec reader checks each stack key against one of them,
+and the engine-argument check holds engine arguments to the same bounds as the keys that set them.
+
+Sources (read 2026-08):
+- Kubernetes "Object Names and IDs" (DNS-1123 labels: 63 characters of `a-z0-9-`; subdomains:
+  253 characters of `a-z0-9-.`, the format of Node names) and "Labels and Selectors" (keys: an
+  optional DNS subdomain prefix of 253 characters and `/`, then a name of 63 of `A-Za-z0-9-_.`
+  starting and ending alphanumeric; values: empty or 63 of the same). Taints: the API validates a
+  taint key as a label key and a taint value as a label value, unique per (key, effect)
+  (kubernetes/pkg/apis/core/validation: validateNodeTaints, "taints must be unique by key and
+  effect pair"). Int32 fields (replicas, ports) take at most 2,147,483,647.
+- Google Cloud "Creating and managing projects" (project IDs: 6 to 30 lowercase letters, digits
+  or hyphens, starting with a letter, not ending with a hyphen); "Regions and zones" (regions
+  like `us-central1`, zones like `us-central1-a`); "Creating a zonal cluster" (cluster names:
+  up to 40 lowercase letters, digits or hyphens, starting with a letter); Compute Engine naming
+  (networks and subnetworks: RFC 1035, 63 characters); persistent disks: at most 64 TB.
+- AWS "Regions and Zones" (`us-east-1`, `eu-west-1`, `us-gov-west-1`, `cn-north-1`); Amazon
+  EC2 "Resource IDs" (`subnet-`, `vpc-`, `sg-` and 8 or 17 hexadecimal characters); Amazon EBS
+  volumes: at most 16 TiB (gp2/gp3); Amazon EKS quotas: 450 nodes per managed node group.
+- Oracle Cloud "Resource Identifiers" (`ocid1.<resource type>.<realm>.[region][.future use].
+  <unique ID>`); availability domains are named `<tenancy prefix>:<REGION>-AD-<n>`; boot volumes
+  of 50 GB to 32 TB.
+- Hugging Face Hub (huggingface_hub `validate_repo_id`): `namespace/name`, each part of letters,
+  digits, `-`, `_`, `.`, at most 96 characters, no `--` or `..`, not starting or ending with `-`
+  or `.`.
+- Docker image references (distribution/reference grammar): `[registry[:port]/]path[:tag]
+  [@sha256:digest]`, lowercase path components, tags of at most 128 characters.
+Bounds that no cloud or engine states (a model's layers, a throughput's smallest rate) are
+marked `sanity` in their description: wide enough for any real model or service, narrow enough
+that the arithmetic built on them stays exact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Format:
+    """A string format: what it is called, its pattern, its longest length, an example."""
+
+    name: str
+    pattern: str
+    max_length: int
+    example: str
+
+    def problem(self, value: str) -> str | None:
+        """Why `value` is not of this format, or None."""
+        if len(value) > self.max_length:
+            return f"{value!r} is longer than {self.max_length} characters ({self.name})"
+        if not re.fullmatch(self.pattern, value):
+            return f"{value!r} is not {self.name}, like {self.example}"
+        return None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The smallest and largest value a number may take, and where the limit comes from."""
+
+    minimum: float
+    maximum: float
+    source: str
+    exclusive_minimum: bool = False
+
+    def problem(self, value: float) -> str | None:
+        low_ok = value > self.minimum if self.exclusive_minimum else value >= self.minimum
+        if not low_ok:
+            sign = ">" if self.exclusive_minimum else ">="
+            return f"must be {sign} {self.minimum:g}, got {value:g}"
+        if value > self.maximum:
+            return f"must be <= {self.maximum:,g} ({self.source}), got {value:g}"
+        return None
+
+
+_NAME63 = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+DNS_LABEL = Format(
+    "a DNS-1123 label (lowercase letters, digits, '-')",
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?",
+    63,
+    "chat-1",
+)
+NODE_NAME = Format(
+    "a Kubernetes node name (a DNS-1123 subdomain: lowercase letters, digits, '-', '.')",
+    _SUBDOMAIN,
+    253,
+    "gpu-node-01",
+)
+LABEL_VALUE = Format(
+    "a label value (letters, digits, '-', '_', '.', starting and ending alphanumeric)",
+    f"({_NAME63})?",
+    63,
+    "kube-prometheus-stack",
+)
+LABEL_KEY = Format(
+    "a label key ([DNS subdomain prefix/]name of letters, digits, '-', '_', '.')",
+    rf"({_SUBDOMAIN}/)?{_NAME63}",
+    253 + 1 + 63,
+    "example.com/team",
+)
+TAINT_KEY = Format(
+    LABEL_KEY.name.replace("label", "taint"),
+    LABEL_KEY.pattern,
+    LABEL_KEY.max_length,
+    "nvidia.com/gpu",
+)
+TAINT_VALUE = Format(LABEL_VALUE.name.replace("label", "taint"), LABEL_VALUE.pattern, 63, "present")
+LABEL_NAME_MAX = 63
+"""The name part of a label or taint key (after any prefix)."""
+LABEL_PREFIX_MAX = 253
+
+GCP_PROJECT = Format(
+    "a Google Cloud project ID (6-30 lowercase letters, digits or '-', starting with a letter)",
+    r"[a-z][-a-z0-9]{4,28}[a-z0-9]",
+    30,
+    "my-gcp-project",
+)
+GCP_REGION = Format("a Google Cloud region", r"[a-z]+-[a-z]+[0-9]+", 40, "us-central1")
+GCP_ZONE = Format("a Google Cloud zone", r"[a-z]+-[a-z]+[0-9]+-[a-z]", 42, "us-central1-a")
+GCP_LOCATION = Format(
+    "a Google Cloud region or zone", r"[a-z]+-[a-z]+[0-9]+(-[a-z])?", 42, "us-central1"
+)
+GCP_RESOURCE = Format(
+    "a Compute Engine name (RFC 1035: a lowercase letter, then letters, digits, "
+    "'-') or a resource path",
+    r"([a-z]([-a-z0-9]*[a-z0-9])?|projects/"
+    r"[a-z][-a-z0-9]*/(global|regions/[a-z0-9-]+)/[a-z]+/[a-z]([-a-z0-9]*"
+    r"[a-z0-9])?)",
+    255,
+    "gpu-vpc",
+)
+GKE_CLUSTER = Format(
+    "a GKE cluster name (a lowercase letter, then lowercase letters, digits, '-')",
+    r"[a-z]([-a-z0-9]*[a-z0-9])?",
+    40,
+    "inference-1",
+)
+CLUSTER_NAME = Format("a cluster name (a DNS-1123 label)", DNS_LABEL.pattern, 40, "inference-1")
+AWS_REGION = Format("an AWS region", r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]", 25, "us-east-1")
+AWS_SUBNET = Format(
+    "an EC2 subnet ID (subnet- and 8 or 17 hexadecimal digits)",
+    r"subnet-([0-9a-f]{8}|[0-9a-f]{17})",
+    24,
+    "subnet-0a1b2c3d4e5f60718",
+)
+AWS_VPC = Format(
+    "an EC2 VPC ID (vpc- and 8 or 17 hexadecimal digits)",
+    r"vpc-([0-9a-f]{8}|[0-9a-f]{17})",
+    21,
+    "vpc-0a1b2c3d4e5f60718",
+)
+EKS_VERSION = Format("an EKS Kubernetes version", r"1\.[0-9]{1,2}", 5, "1.33")
+OKE_VERSION = Format("an OKE Kubernetes version", r"v1\.[0-9]{1,2}\.[0-9]{1,3}", 10, "v1.33.1")
+AVAILABILITY_DOMAIN = Format(
+    "an OCI availability domain",
+    r"[A-Za-z0-9]{1,8}:[A-Z0-9-]+-AD-[1-3]",
+    63,
+    "Uocm:US-CHICAGO-1-AD-1",
+)
+IPV4_CIDR = Format(
+    "an IPv4 CIDR block",
+    r"((25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}"
+    r"(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])/([0-9]|[12][0-9]|3[0-2])",
+    18,
+    "203.0.113.0/24",
+)
+GKE_RELEASE_CHANNEL = Format(
+    "a GKE release channel (RAPID, REGULAR, STABLE or EXTENDED)",
+    "RAPID|REGULAR|STABLE|EXTENDED",
+    8,
+    "REGULAR",
+)
+
+
+def ocid(resource: str) -> Format:
+    """An Oracle Cloud ID of one resource type."""
+    return Format(
+        f"an OCI {resource} OCID (ocid1.{resource}.<realm>.[region].<unique ID>)",
+        rf"ocid1\.{resource}\.[a-z0-9]+\.[a-z0-9-]*(\.[a-z0-9-]*)?\.[a-z0-9]+",
+        255,
+        f"ocid1.{resource}.oc1.us-chicago-1.aaaaaaaa...",
+    )
+
+
+_HF_PART = r"[A-Za-z0-9]([A-Za-z0-9_]|[-.](?![-.]))*[A-Za-z0-9_]|[A-Za-z0-9]"
+HF_MODEL = Format(
+    "a Hugging Face model ID (namespace/name of letters, digits, '-', '_', '.'; "
+    "no '--' or '..') or an absolute path without '..'",
+    rf"(({_HF_PART})/)?({_HF_PART})|/([A-Za-z0-9_.=+-]+/?)*",
+    200,
+    "mistralai/Mistral-Nemo-Instruct-2407",
+)
+MODEL_REPOSITORY = Format(
+    "a Triton model repository (an absolute path or an s3://, gs:// or as:// URL)",
+    r"(/|(s3|gs|as)://)[A-Za-z0-9_.=+:@/-]*",
+    1024,
+    "s3://bucket/models",
+)
+IMAGE = Format(
+    "a container image reference ([registry/]path[:tag][@sha256:digest])",
+    r"([A-Za-z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?",
+    512,
+    "vllm/vllm-openai:v0.33.0",
+)
+GKE_MACHINE = Format(
+    "a Compute Engine machine type", r"[a-z][a-z0-9]*-[a-z0-9-]+", 63, "a3-highgpu-8g"
+)
+EC2_INSTANCE = Format("an EC2 instance type", r"[a-z][a-z0-9-]*\.[a-z0-9-]+", 63, "p4d.24xlarge")
+OKE_SHAPE = Format("an OCI shape", r"(BM|VM)\.[A-Za-z0-9.-]+", 63, "BM.GPU.H100.8")
+URL_PATH = Format("an HTTP path", r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*", 1024, "/health")
+CONTEXT = Format("a kubeconfig context name", r"[^\s\x00-\x1f][^\x00-\x1f]*", 253, "lab-admin")
+ARGUMENT = Format(
+    "an argument without control characters",
+    r"[^\x00-\x08\x0a-\x1f]*",
+    65536,
+    "--enable-prefix-caching",
+)
+
+INT32 = 2**31 - 1
+_K8S_INT32 = "the Kubernetes API's int32 fields"
+REPLICAS = Bound(1, INT32, _K8S_INT32)
+PORT = Bound(
+    1024,
+    65535,
+    "inference pods run as a non-root user without NET_BIND_SERVICE, "
+    "so they cannot listen below 1024",
+)
+NODES: dict[str, Bound] = {
+    "gke": Bound(0, 15000, "GKE: 15,000 nodes per Standard cluster, from GKE's quotas page"),
+    "eks": Bound(0, 450, "Amazon EKS quotas: 450 nodes per managed node group"),
+    "oke": Bound(0, 1000, "OKE: 1,000 worker nodes per basic cluster (unconfirmed)"),
+    "existing": Bound(0, 5000, "Kubernetes' largest supported cluster: 5,000 nodes"),
+}
+DISK_GB: dict[str, Bound] = {
+    "gke": Bound(10, 65536, "GKE boot disks: 10 GB to 64 TB"),
+    "eks": Bound(1, 16384, "Amazon EBS gp3: at most 16 TiB"),
+    "oke": Bound(50, 32768, "OCI boot volumes: 50 GB to 32 TB"),
+    "existing": Bound(1, 65536, "the largest boot disk of the clouds here (64 TB)"),
+}
+DISK_GB_MINIMUM = 50
+"""The project's own floor: GPU images, the driver and engine images need tens of GB."""
+MAX_PODS = Bound(1, 1000, "sanity: above every cloud's per-node limit (at most 737 on EKS)")
+SYSTEM_PODS = Bound(0, 1000, "sanity: at most MAX_PODS")
+MAX_UNAVAILABLE = Bound(1, 5000, "at most the nodes of a cluster (5,000)")
+TOKENS = Bound(1, 10_000_000, "sanity: the longest context windows published are 10M tokens")
+CONCURRENCY = Bound(1, 1_000_000, "sanity: sequences in flight per replica")
+LAYERS = Bound(1, 1024, "sanity: published models have at most a few hundred layers")
+HEADS = Bound(1, 1024, "sanity: attention heads per layer")
+HEAD_DIM = Bound(1, 4096, "sanity: attention head width")
+PARAMS_BILLION = Bound(0, 100_000, "sanity: 100 trillion parameters", exclusive_minimum=True)
+OVERHEAD_GIB = Bound(0, 1024, "sanity: GiB per replica beside weights and KV cache")
+MEMORY_GIB = Bound(0, 1024, "sanity: no device holds more", exclusive_minimum=True)
+REQUESTS_PER_SECOND = Bound(
+    1e-6, 1e9, "sanity: one request in 11.6 days to a billion a second", exclusive_minimum=False
+)
+LATENCY_MS = Bound(0, 3_600_000, "sanity: an hour", exclusive_minimum=True)
+PROMPTS = Bound(1, 1_000_000, "sanity: prompts per profiling run")
