@@ -68,10 +68,16 @@ class Bound:
         low_ok = value > self.minimum if self.exclusive_minimum else value >= self.minimum
         if not low_ok:
             sign = ">" if self.exclusive_minimum else ">="
-            return f"must be {sign} {self.minimum:g}, got {value:g}"
+            return f"must be {sign} {_number(self.minimum)} ({self.source}), got {_number(value)}"
         if value > self.maximum:
-            return f"must be <= {self.maximum:,g} ({self.source}), got {value:g}"
+            return f"must be <= {_number(self.maximum)} ({self.source}), got {_number(value)}"
         return None
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int) or (float(value).is_integer() and abs(value) < 1e21):
+        return f"{int(value):,}"
+    return f"{value:g}"
 
 
 _NAME63 = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"

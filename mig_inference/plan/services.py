@@ -119,7 +119,9 @@ def _place_demand(pools: Sequence[PoolPlan], service: ServiceSpec, path: str) ->
         raise MigError(
             f"no pool offers a slice its throughput table rates ({rated}, unshared){need}; pools "
             f"offer {_offer_names(candidates)}",
-            f"{path}.throughput",
+            f"{path}.throughput"
+            if service.demand.source == "the stack file"
+            else f"{path}.throughputFile",
         )
     if len(served) > 1:
         names = ", ".join(pool.name for pool in served)

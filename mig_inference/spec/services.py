@@ -215,6 +215,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         "maxModelLen": lambda value: value.integer(bound=formats.TOKENS),
         "maxNumSeqs": lambda value: value.integer(bound=formats.CONCURRENCY),
     }
+
     def key_check(key: str, value: ConfigNode) -> object:
         return checks[key](value)
 
