@@ -1,0 +1,267 @@
+"""Property tests: stack files generated from the schema (the shipped stacks, with keys of the
+schema added, replaced, removed or given trap values, written as YAML that Pulumi may read
+otherwise than it looks), and for each one: `plan` exits 0 or 1, never with a traceback; every
+error names a key the file has (or the missing key of a mapping it has); and an accepted file
+renders Kubernetes objects that the Kubernetes schema accepts (a bounded sample: rendering runs
+the whole program)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mig_inference.cli import main
+from mig_inference.errors import MigError
+from mig_inference.pulumi_config import project_values, read_stack_config
+from mig_inference.render import run_program
+from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
+from mig_inference.spec.monitoring import MONITORING_KEYS
+from mig_inference.spec.operator import OPERATOR_KEYS
+from mig_inference.spec.pools import POOL_KEYS
+from mig_inference.spec.services import SERVICE_KEYS
+from mig_inference.spec.stack import TOP_KEYS
+from mig_inference.stackfile import stack_names, stack_path
+from mig_inference.yamlfile import parse_text
+from tests.test_stacks import CUSTOM_RESOURCE_GROUPS, KUBERNETES_VERSION
+
+
+def _shipped(name: str) -> tuple[dict[str, Any], frozenset[str]]:
+    engine = read_stack_config(stack_path(name))
+    return project_values(engine.values, engine.secret_keys.__contains__)
+
+
+STACKS = {name: _shipped(name) for name in stack_names()}
+SEEN: dict[str, list[Any]] = {}
+"""Every value the shipped stacks give each key name: plausible replacements."""
+SCHEMA_KEYS = {
+    "pools": POOL_KEYS,
+    "services": SERVICE_KEYS,
+    "cluster": tuple(
+        sorted({k for keys in CLUSTER_KEYS.values() for k in keys} | set(ACCESS_KEYS))
+    ),
+}
+TRAPS = ["yes", "no", "on", "off", "1e3", "0o17", "017", "0x1F", "~", "null", "2024-01-02",
+         ".inf", ".nan", "1_000", "08", "1.0e-309", "100000000000000000000", "🚀",
+         "../../etc/passwd", "GPU_Node_01", "kube prometheus stack", "-tp", "2g.20g", ""]  # fmt: skip
+scalars = st.one_of(
+    st.sampled_from(TRAPS),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=12),
+)
+values = st.one_of(
+    scalars,
+    scalars,
+    scalars,
+    st.lists(scalars, max_size=3),
+    st.dictionaries(st.text(max_size=8), scalars, max_size=3),
+)
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes every string it can unquoted: Pulumi's reader then decides what it is."""
+
+
+_PlainDumper.yaml_implicit_resolvers = {}
+
+
+def _collect(value: Any) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            SEEN.setdefault(key, [])
+            if item not in SEEN[key]:
+                SEEN[key].append(item)
+            _collect(item)
+    elif isinstance(value, list):
+        for item in value:
+            _collect(item)
+
+
+for _values, _secrets in STACKS.values():
+    _collect(_values)
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _paths(item, (*path, index))
+    return found
+
+
+def _schema_mutation(draw: st.DrawFn, stack: dict[str, Any]) -> None:
+    """A key of the schema, in one section of the stack, set to a plausible or a trap value, or
+    removed."""
+    section = draw(st.sampled_from(sorted(SCHEMA_KEYS)))
+    target = stack.setdefault(section, [{}] if section in ("pools", "services") else {})
+    if isinstance(target, list):
+        if not target or not all(isinstance(item, dict) for item in target):
+            return
+        target = target[draw(st.integers(0, len(target) - 1))]
+    if not isinstance(target, dict):
+        return
+    key = draw(st.sampled_from(SCHEMA_KEYS[section]))
+    choice = draw(st.sampled_from(["seen", "value", "remove"]))
+    if choice == "remove":
+        target.pop(key, None)
+    elif choice == "seen" and SEEN.get(key):
+        target[key] = copy.deepcopy(draw(st.sampled_from(SEEN[key])))
+    else:
+        target[key] = draw(values)
+
+
+@st.composite
+def stack_files(draw: st.DrawFn) -> tuple[dict[str, Any], frozenset[str]]:
+    """A shipped stack's values (and its secret keys), mutated a few times."""
+    values_of, secrets = STACKS[draw(st.sampled_from(sorted(STACKS)))]
+    stack = copy.deepcopy(values_of)
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.booleans()):
+            _schema_mutation(draw, stack)
+            continue
+        paths = [p for p in _paths(stack) if p]
+        path = draw(st.sampled_from(paths))
+        parent: Any = stack
+        for part in path[:-1]:
+            parent = parent[part]
+        action = draw(st.sampled_from(["swap", "swap", "replace", "remove", "add", "duplicate"]))
+        if action == "swap" and isinstance(path[-1], str) and SEEN.get(path[-1]):
+            parent[path[-1]] = copy.deepcopy(draw(st.sampled_from(SEEN[path[-1]])))
+        elif action == "replace":
+            parent[path[-1]] = draw(values)
+        elif action == "remove" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif action == "duplicate" and isinstance(parent, list):
+            parent.append(copy.deepcopy(parent[path[-1]]))
+        elif action == "add" and isinstance(parent, dict):
+            section = next((p for p in path if isinstance(p, str) and p in SCHEMA_KEYS), None)
+            keys = SCHEMA_KEYS.get(section or "", TOP_KEYS)
+            parent[draw(st.sampled_from(keys))] = draw(values)
+    return stack, secrets
+
+
+def write(tmp: Path, generated: tuple[dict[str, Any], frozenset[str]], plain: bool) -> Path:
+    stack, secrets = generated
+    path = tmp / "Pulumi.prop.yaml"
+    body = {"config": {f"mig-inference:{k}": v for k, v in stack.items()}}
+    body["config"].update({f"mig-inference:{k}": {"secure": "v1:test"} for k in secrets})
+    dumper = _PlainDumper if plain else yaml.SafeDumper
+    path.write_text(yaml.dump(body, Dumper=dumper, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def _resolves(values: Any, rest: str) -> bool:
+    """Whether a key path (after `mig-inference:`) names a value of `values`, or a key missing
+    from a mapping it names."""
+    if not rest:
+        return True
+    if rest.startswith("["):
+        found = re.match(r"\[(\d+)\]", rest)
+        return (
+            found is not None
+            and isinstance(values, list)
+            and int(found.group(1)) < len(values)
+            and _resolves(values[int(found.group(1))], rest[found.end() :])
+        )
+    rest = rest.removeprefix(".")
+    if not isinstance(values, dict):
+        return False
+    # Keys may hold dots (labels): try every key the path starts with, then a missing one.
+    for key in sorted(values, key=len, reverse=True):
+        if rest == key or rest.startswith((f"{key}.", f"{key}[")):
+            if _resolves(values[key], rest[len(key) :]):
+                return True
+    return re.fullmatch(r"[A-Za-z0-9_]+", rest) is not None
+
+
+def check_plan(path: Path, capsys: pytest.CaptureFixture[str]) -> int:
+    code = main(["plan", "--stack-file", str(path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)
+    if code == 1:
+        assert out["errors"]
+        try:
+            engine = read_stack_config(path)
+            file_values = project_values(engine.values, engine.secret_keys.__contains__)[0]
+        except MigError:  # refused while reading: its errors name the file or a value of it
+            try:
+                raw = parse_text(path.read_text(), str(path), go_times=True).value or {}
+            except MigError:
+                raw = {}  # not YAML Pulumi reads: every error names the file
+            file_values = {k.partition(":")[2]: v for k, v in (raw.get("config") or {}).items()}
+        for error in out["errors"]:
+            key = error["key"]
+            assert key, error
+            if key.startswith(str(path)):
+                continue
+            assert key.startswith("mig-inference:"), error
+            assert _resolves(file_values, key.removeprefix("mig-inference:")), (error, file_values)
+    return code
+
+
+FAST = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@FAST
+@given(stack=stack_files(), plain=st.booleans())
+def test_plan_never_crashes_and_names_keys_the_file_has(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    stack: tuple[dict[str, Any], frozenset[str]],
+    plain: bool,
+) -> None:
+    check_plan(write(tmp_path, stack, plain), capsys)
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(stack=stack_files(), plain=st.booleans())
+def test_accepted_files_render_objects_kubernetes_accepts(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    stack: tuple[dict[str, Any], frozenset[str]],
+    plain: bool,
+) -> None:
+    path = write(tmp_path, stack, plain)
+    if check_plan(path, capsys) != 0:
+        return
+    rendering = run_program("prop", path)
+    assert rendering.error is None, rendering.error
+    for obj in rendering.kubernetes_objects():
+        if obj["apiVersion"].split("/")[0] in CUSTOM_RESOURCE_GROUPS:
+            continue
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(stack=stack_files(), plain=st.booleans())
+def test_the_installed_command_exits_0_or_1_without_a_traceback(
+    tmp_path: Path, stack: tuple[dict[str, Any], frozenset[str]], plain: bool
+) -> None:
+    path = write(tmp_path, stack, plain)
+    done = subprocess.run(
+        [sys.executable, "-m", "mig_inference", "plan", "--stack-file", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
