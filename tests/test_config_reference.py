@@ -1,0 +1,39 @@
+"""The README's configuration reference documents every key the spec reader takes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
+from mig_inference.spec.demand import DEMAND_KEYS, POINT_KEYS, PROFILING_KEYS
+from mig_inference.spec.monitoring import MONITORING_KEYS
+from mig_inference.spec.operator import OPERATOR_KEYS
+from mig_inference.spec.pools import POOL_KEYS
+from mig_inference.spec.services import SERVICE_KEYS
+from mig_inference.spec.stack import TOP_KEYS
+
+README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+REFERENCE = README[
+    README.index("## Configuration reference") : README.index("## The `python -m mig` command")
+]
+SECTIONS = {
+    "top": TOP_KEYS,
+    "cluster": ("name", "create", "protect", *ACCESS_KEYS,
+                *sorted({k for keys in CLUSTER_KEYS.values() for k in keys})),
+    "pools[]": POOL_KEYS,
+    "gpuOperator": OPERATOR_KEYS,
+    "monitoring": MONITORING_KEYS,
+    "services[]": SERVICE_KEYS + DEMAND_KEYS,
+    "profiling": PROFILING_KEYS,
+    "throughput[]": tuple(k for k in POINT_KEYS if k not in ("batch", "measured")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("section", sorted(SECTIONS))
+def test_every_key_is_in_the_configuration_reference(section: str) -> None:
+    documented = set(re.findall(r"`([A-Za-z][A-Za-z0-9]*)`", REFERENCE))
+    missing = [key for key in SECTIONS[section] if key not in documented]
+    assert not missing, f"{section}: {missing}"
