@@ -99,9 +99,10 @@ class _Resolver(BaseResolver):
     """Leaves untagged plain scalars for yaml.v3's rules; quoted ones are strings."""
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
-        if kind is ScalarNode and implicit[0]:
-            return _PLAIN
-        return str(super().resolve(kind, value, implicit))
+        del value  # decided later, by resolve_plain
+        if kind is ScalarNode:
+            return _PLAIN if implicit[0] else _STR
+        return f"{_TAG}seq" if kind is SequenceNode else f"{_TAG}map"
 
 
 class _Composer(Reader, Scanner, Parser, Composer, _Resolver):

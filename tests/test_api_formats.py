@@ -22,7 +22,7 @@ EKS: dict[str, Any] = {
     "services": [{"name": "chat", "model": "Qwen/Qwen2.5-1.5B-Instruct", "memoryGiB": 3,
                   "replicas": 2, "maxNumSeqs": 8}],
 }  # fmt: skip
-DEMAND = {"name": "chat", "model": "m", "memoryGiB": 3, "requestsPerSecond": 20,
+DEMAND: dict[str, Any] = {"name": "chat", "model": "m", "memoryGiB": 3, "requestsPerSecond": 20,
           "throughput": [{"profile": "1g.10gb", "requestsPerSecond": 9},
                          {"profile": "2g.20gb", "requestsPerSecond": 16}]}  # fmt: skip
 

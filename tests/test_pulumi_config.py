@@ -61,7 +61,7 @@ def test_engine_config_is_what_pulumi_passes(name: str) -> None:
 def test_the_program_reads_the_same_values_as_the_command_line(name: str) -> None:
     """The program's path: the engine's strings (from Go) in the SDK's runtime config, read by
     `components.program` as `pulumi up` runs it; the command line's: the stack file."""
-    from mig_inference.components import program
+    from components import program
 
     expected = GO[name]
     if name in DIVERGES:

@@ -26,8 +26,6 @@ from mig_inference.errors import MigError
 from mig_inference.pulumi_config import project_values, read_stack_config
 from mig_inference.render import run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
-from mig_inference.spec.monitoring import MONITORING_KEYS
-from mig_inference.spec.operator import OPERATOR_KEYS
 from mig_inference.spec.pools import POOL_KEYS
 from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
@@ -184,9 +182,9 @@ def _resolves(values: Any, rest: str) -> bool:
         return False
     # Keys may hold dots (labels): try every key the path starts with, then a missing one.
     for key in sorted(values, key=len, reverse=True):
-        if rest == key or rest.startswith((f"{key}.", f"{key}[")):
-            if _resolves(values[key], rest[len(key) :]):
-                return True
+        starts = rest == key or rest.startswith((f"{key}.", f"{key}["))
+        if starts and _resolves(values[key], rest[len(key) :]):
+            return True
     return re.fullmatch(r"[A-Za-z0-9_]+", rest) is not None
 
 

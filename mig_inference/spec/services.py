@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mig_inference import formats
 from mig_inference.errors import MigError
 from mig_inference.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
@@ -208,7 +210,7 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
             None,
         )
     args = node.child("args").texts(formats.ARGUMENT)
-    checks = {
+    checks: dict[str, Callable[[ConfigNode], object]] = {
         "model": lambda value: value.text(MODEL_FORMATS.get(engine, formats.HF_MODEL)),
         "port": lambda value: value.integer(bound=formats.PORT),
         "gpuMemoryUtilization": _utilization,
