@@ -63,12 +63,15 @@ class Bound:
     maximum: float
     source: str
     exclusive_minimum: bool = False
+    minimum_source: str = ""
+    """Why the minimum, when it comes from a limit too (ports below 1024)."""
 
     def problem(self, value: float) -> str | None:
         low_ok = value > self.minimum if self.exclusive_minimum else value >= self.minimum
         if not low_ok:
             sign = ">" if self.exclusive_minimum else ">="
-            return f"must be {sign} {_number(self.minimum)} ({self.source}), got {_number(value)}"
+            why = f" ({self.minimum_source})" if self.minimum_source else ""
+            return f"must be {sign} {_number(self.minimum)}{why}, got {_number(value)}"
         if value > self.maximum:
             return f"must be <= {_number(self.maximum)} ({self.source}), got {_number(value)}"
         return None
@@ -232,8 +235,9 @@ REPLICAS = Bound(1, INT32, _K8S_INT32)
 PORT = Bound(
     1024,
     65535,
-    "inference pods run as a non-root user without NET_BIND_SERVICE, "
-    "so they cannot listen below 1024",
+    "a TCP port",
+    minimum_source="inference pods run as a non-root user without NET_BIND_SERVICE, so they "
+    "cannot listen below 1024",
 )
 NODES: dict[str, Bound] = {
     "gke": Bound(0, 15000, "GKE: 15,000 nodes per Standard cluster, from GKE's quotas page"),
