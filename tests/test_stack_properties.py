@@ -18,7 +18,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from mig_inference.cli import main
@@ -230,7 +230,7 @@ def test_plan_never_crashes_and_names_keys_the_file_has(
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(stack=stack_files(), plain=st.booleans())
 def test_accepted_files_render_objects_kubernetes_accepts(
@@ -240,8 +240,8 @@ def test_accepted_files_render_objects_kubernetes_accepts(
     plain: bool,
 ) -> None:
     path = write(tmp_path, stack, plain)
-    if check_plan(path, capsys) != 0:
-        return
+    # Only accepted files count: Hypothesis fails the test if it finds too few of them.
+    assume(check_plan(path, capsys) == 0)
     rendering = run_program("prop", path)
     assert rendering.error is None, rendering.error
     for obj in rendering.kubernetes_objects():
