@@ -2,7 +2,8 @@
 bound, each with where it comes from. The spec reader checks each stack key against one of them,
 and the engine-argument check holds engine arguments to the same bounds as the keys that set them.
 
-Sources (read 2026-08):
+Sources (from each vendor's documentation as cited; not re-read online when this was written,
+so the three node quotas below are marked unconfirmed):
 - Kubernetes "Object Names and IDs" (DNS-1123 labels: 63 characters of `a-z0-9-`; subdomains:
   253 characters of `a-z0-9-.`, the format of Node names) and "Labels and Selectors" (keys: an
   optional DNS subdomain prefix of 253 characters and `/`, then a name of 63 of `A-Za-z0-9-_.`
@@ -240,8 +241,8 @@ PORT = Bound(
     "cannot listen below 1024",
 )
 NODES: dict[str, Bound] = {
-    "gke": Bound(0, 15000, "GKE: 15,000 nodes per Standard cluster, from GKE's quotas page"),
-    "eks": Bound(0, 450, "Amazon EKS quotas: 450 nodes per managed node group"),
+    "gke": Bound(0, 15000, "GKE: 15,000 nodes per Standard cluster (GKE quotas; unconfirmed)"),
+    "eks": Bound(0, 450, "Amazon EKS quotas: 450 nodes per managed node group (unconfirmed)"),
     "oke": Bound(0, 1000, "OKE: 1,000 worker nodes per basic cluster (unconfirmed)"),
     "existing": Bound(0, 5000, "Kubernetes' largest supported cluster: 5,000 nodes"),
 }
