@@ -334,7 +334,7 @@ class Stack(TypedDict):
 
 NOT_STACK_FILE_KEYS = ("secrets", "stack_name")
 """Stack fields that are not keys of the stack file."""
-CLUSTER_REFERENCES = {"name": "joined-cluster", "cluster_id": "ocid1.cluster.joined"}
+CLUSTER_REFERENCES = {"name": "joined-cluster", "cluster_id": "ocid1.cluster.oc1..joined"}
 """Cluster fields that may be Outputs of other resources, and what the plan reads for one: the
 planner decides nothing from them, it only checks they are given."""
 

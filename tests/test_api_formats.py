@@ -203,3 +203,11 @@ def test_absurd_model_shapes_are_named_at_the_bad_value(
 def test_bounds_say_where_they_come_from() -> None:
     assert "int32" in str(REPLICAS.problem(2**40))
     assert Bound(1, 2, "x").problem(1.5) is None
+
+
+def test_what_the_plan_reads_for_a_cluster_given_as_an_output_passes_the_formats() -> None:
+    from components.stack_args import CLUSTER_REFERENCES
+    from mig_inference.formats import CLUSTER_NAME, ocid
+
+    assert CLUSTER_NAME.problem(CLUSTER_REFERENCES["name"]) is None
+    assert ocid("cluster").problem(CLUSTER_REFERENCES["cluster_id"]) is None
