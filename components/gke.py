@@ -192,7 +192,7 @@ class GkeGpuPool(pulumi.ComponentResource):
             name=pool.physical_name,
             cluster=args["cluster"],
             location=cluster.get("location"),
-            node_locations=list(pool.zones),
+            node_locations=sorted(pool.zones),  # a set to GKE: the order is no change
             # GKE counts per zone; the plan converted the stack file's totals.
             node_count=None if pool.autoscaled else pool.nodes_per_zone,
             initial_node_count=pool.nodes_per_zone if pool.autoscaled else None,

@@ -22,7 +22,7 @@ from .monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
 from .planning import planned, secret_value
 from .profiling import ProfilingJobs, ProfilingJobsArgs
 from .repartition import InPlaceRepartition, InPlaceRepartitionArgs
-from .stack_args import Stack
+from .stack_args import Stack, stack_values_of
 
 RESTRICTED_NAMESPACE_LABELS = {
     # Inference pods meet the restricted Pod Security Standard.
@@ -170,7 +170,9 @@ class MigInference(pulumi.ComponentResource):
         self.kubeconfig = (
             joined.kubeconfig if joined.kubeconfig is not None else pulumi.Output.secret("")
         )
-        self.plan = pulumi.Output.from_input(plan_record(plan))
+        self.plan = pulumi.Output.from_input(
+            plan_record(plan, stack_values_of(args), args.get("secrets") or {})
+        )
         self.pools = pulumi.Output.from_input(
             {
                 pool.name: {

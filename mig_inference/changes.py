@@ -1,11 +1,13 @@
 """The change plan: what applying the stack as it is now does to a deployed one.
 
-`diff_records(deployed, current)` compares two plan records (`mig.record`) and says, per pool,
-whether it is unchanged, updated in place, re-partitioned node by node, or needs new nodes (and
-which keys cause it); per service, whether it moves, is rescheduled, scaled or unaffected; and
-what the transition costs: replicas evicted, slices out of service at once, and GPUs needed at
-the peak, when both generations of a pool run. Changes Pulumi would refuse (a protected pool
-that must be replaced) are reported with the ways forward.
+`change_plan(deployed, current, outcome)` says, per pool, whether it is unchanged, updated in
+place, re-partitioned node by node, or needs new nodes (and which stack keys cause it), and per
+service whether it moves, is rescheduled, scaled or unaffected; the numbers are what the rollout
+simulator observed (`mig_inference.rollout`): replicas serving at the worst moment and for how
+long fewer served, replicas evicted, nodes created, drained, deleted and left cordoned, GPUs at
+the peak. Changes Pulumi would refuse, and the step a `pulumi up` would fail at, are reported with
+the ways forward. `diff_records` alone compares two plan records field by field (what the keys
+changed), with no simulation.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from mig_inference.errors import MigError
 from mig_inference.record import RECORD_FORMAT, plan_record
+from mig_inference.rollout.simulator import Outcome
 from mig_inference.yamlfile import load_yaml
 
 PROJECT = "mig-inference"
@@ -32,6 +35,7 @@ class PoolChange(StrEnum):
     IN_PLACE = "updated in place"
     REPARTITIONED = "re-partitioned node by node"
     NEW_NODES = "new nodes needed"
+    NODES_REPLACED = "nodes replaced in place"
     ADDED = "added"
     REMOVED = "removed"
 
@@ -41,6 +45,8 @@ class ServiceChange(StrEnum):
     SCALED = "scaled"
     RESCHEDULED = "rescheduled"
     MOVED = "moved"
+    DISRUPTED = "fewer replicas for a while"
+    DOWN = "down"
     ADDED = "added"
     REMOVED = "removed"
 
@@ -67,6 +73,12 @@ class PoolDiff:
     """Slices out of service at once while the pool re-partitions."""
     refusal: str | None = None
     """Why Pulumi would refuse this change, and the ways forward."""
+    nodes_created: int = 0
+    nodes_replaced: int = 0
+    """Nodes deleted by the change (a new generation's predecessors, a zone that left...)."""
+    nodes_drained: int = 0
+    nodes_relabelled: int = 0
+    nodes_left_cordoned: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -74,12 +86,25 @@ class ServiceDiff:
     name: str
     change: ServiceChange
     reason: str = ""
+    serving_before: int | None = None
+    min_serving: int | None = None
+    serving_after: int | None = None
+    window_seconds: float = 0.0
+    """How long fewer replicas served than the smaller of before and after (estimated)."""
+    down_seconds: float = 0.0
+    pending_at_end: int = 0
 
 
 @dataclass
 class ChangePlan:
     pools: list[PoolDiff]
     services: list[ServiceDiff]
+    failure: str | None = None
+    """The step a `pulumi up` would fail at, and why."""
+    other_refusals: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    """How long the simulated `pulumi up` took (from assumed durations: an estimate)."""
+    simulated: bool = False
 
     @property
     def replicas_evicted(self) -> int:
@@ -95,7 +120,7 @@ class ChangePlan:
 
     @property
     def refusals(self) -> list[str]:
-        return [p.refusal for p in self.pools if p.refusal]
+        return [p.refusal for p in self.pools if p.refusal] + self.other_refusals
 
     @property
     def changed(self) -> bool:
@@ -219,6 +244,114 @@ def diff_records(deployed: dict[str, Any], current: dict[str, Any]) -> ChangePla
     return ChangePlan(list(pools.values()), services)
 
 
+def _minutes(seconds: float) -> str:
+    return f"~{max(1, round(seconds / 60))} min" if seconds else "0 min"
+
+
+def _eks_minimum_refusals(deployed: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """EKS refuses a node group whose minimum exceeds its desired size. Pulumi sends the desired
+    size the state holds (what the group was created with: the autoscaler owns it since), so
+    raising the minimum of an autoscaled group above it fails at EKS."""
+    if current["cloud"] != "eks":
+        return []
+    found = []
+    for name, new in current["pools"].items():
+        old = deployed["pools"].get(name)
+        if old is None or old["generation"] != new["generation"]:
+            continue
+        held = old["nodes"]["min"]
+        if new["nodes"]["min"] > held and new["nodes"]["min"] != new["nodes"]["max"]:
+            found.append(
+                f"pool {name}: EKS refuses nodes.min {new['nodes']['min']} above the desired size "
+                f"the Pulumi state holds ({held}: the autoscaler owns it, so Pulumi sends the old "
+                f"value). Way forward: one `pulumi up` with a fixed `nodes: {new['nodes']['min']}` "
+                f"(it sets the desired size), then `nodes: {{min: {new['nodes']['min']}, max: "
+                f"{new['nodes']['max']}}}` (switching between fixed and autoscaled keeps the group)"
+            )
+    return found
+
+
+def _pool_refusal(pool: PoolDiff, urn: str, message: str) -> str:
+    keys = ", ".join(f.key for f in pool.fields) or "the change"
+    ways = [f"`pulumi state unprotect '{urn}'`, then `pulumi up`"]
+    if pool.change is PoolChange.REMOVED:
+        ways.append("or keep the pool in the stack")
+    else:
+        if any(f.key == "mig" for f in pool.fields):
+            ways.append("or `rollout: in-place` for the layout change (node by node, no new pool)")
+        ways.append(f"or undo the change of {keys}")
+    what = "removing" if pool.change is PoolChange.REMOVED else f"{keys} needs new nodes, and"
+    return f"pool {pool.name}: {what} Pulumi refuses ({message}). Ways forward: {'; '.join(ways)}"
+
+
+def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outcome) -> ChangePlan:
+    """The change plan of two plan records, with what the simulation of the `pulumi up` between
+    them observed."""
+    changes = diff_records(deployed, current)
+    changes.simulated = True
+    changes.failure = outcome.failure
+    changes.seconds = outcome.seconds
+    refused = {r.key[1]: r for r in outcome.plan.refusals}
+    for pool in changes.pools:
+        observed = outcome.pools.get(pool.name)
+        if observed is not None:
+            pool.nodes_created = observed.nodes_created
+            pool.nodes_replaced = observed.nodes_deleted
+            pool.nodes_drained = observed.nodes_drained
+            pool.nodes_relabelled = observed.nodes_relabelled
+            pool.nodes_left_cordoned = sorted(observed.left_cordoned)
+            pool.extra_gpus = observed.extra_gpus
+            pool.replicas_evicted = observed.evicted
+            pool.slices_unavailable = observed.most_devices_down
+            replaced = observed.nodes_deleted and pool.change in (
+                PoolChange.UNCHANGED, PoolChange.IN_PLACE,
+            )  # fmt: skip
+            if replaced:
+                pool.change = PoolChange.NODES_REPLACED
+        refusal = next(
+            (
+                r
+                for key, r in refused.items()
+                if pool.name == key or key.startswith(f"{pool.name}-")
+            ),
+            None,
+        )
+        pool.refusal = (
+            None if refusal is None else _pool_refusal(pool, refusal.urn, refusal.message)
+        )
+    listed = {p.name for p in changes.pools}
+    changes.other_refusals += [
+        f"{r.message}. Way forward: `pulumi state unprotect '{r.urn}'`, then `pulumi up`"
+        for r in outcome.plan.refusals
+        if not any(r.key[1] == n or r.key[1].startswith(f"{n}-") for n in listed)
+    ]
+    changes.other_refusals += _eks_minimum_refusals(deployed, current)
+    groups = {
+        name: _group(record, name)
+        for records in (deployed["services"], current["services"])
+        for name, record in records.items()
+    }
+    for service in changes.services:
+        served = outcome.services.get(groups.get(service.name, service.name))
+        if served is None:
+            continue
+        service.serving_before, service.min_serving = served.before, served.least
+        service.serving_after, service.pending_at_end = served.after, served.pending_at_end
+        service.window_seconds, service.down_seconds = served.below_seconds, served.down_seconds
+        if served.down_seconds and service.change is not ServiceChange.REMOVED:
+            service.change = ServiceChange.DOWN
+            service.reason = f"no replica serves for {_minutes(served.down_seconds)}" + (
+                f"; {service.reason}" if service.reason else ""
+            )
+        elif served.below_seconds and service.change is ServiceChange.UNAFFECTED:
+            service.change = ServiceChange.DISRUPTED
+            service.reason = (
+                f"{served.least} of {served.before} replicas serve at the worst moment, fewer than "
+                f"before for {_minutes(served.below_seconds)}"
+            )
+    return changes
+
+
 def _group(service: dict[str, Any], name: str) -> str:
     """The Service a Deployment serves (records before groups: its own name)."""
     return str(service.get("group") or name)
@@ -263,6 +396,25 @@ def change_warnings(changes: ChangePlan) -> list[str]:
                 f"pool {pool.name}: re-partitioned in place, node by node: {pool.replicas_evicted} "
                 f"replica(s) evicted, up to {pool.slices_unavailable} slices out of service at once"
             )
+        elif pool.change is PoolChange.NODES_REPLACED:
+            warnings.append(
+                f"pool {pool.name}: {pool.nodes_replaced} node(s) replaced in place, "
+                f"{pool.replicas_evicted} replica(s) evicted"
+            )
+        if pool.nodes_left_cordoned:
+            warnings.append(
+                f"pool {pool.name}: left cordoned: {', '.join(pool.nodes_left_cordoned)}"
+            )
+    for service in changes.services:
+        if service.change in (ServiceChange.DOWN, ServiceChange.DISRUPTED):
+            warnings.append(f"service {service.name}: {service.change.value}: {service.reason}")
+        if service.pending_at_end:
+            warnings.append(
+                f"service {service.name}: {service.pending_at_end} replica(s) stay Pending after "
+                "the update"
+            )
+    if changes.failure:
+        warnings.append(f"pulumi up would fail: {changes.failure}")
     return warnings
 
 
@@ -277,11 +429,27 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "replicas_evicted": p.replicas_evicted,
                 "slices_unavailable": p.slices_unavailable,
                 "refusal": p.refusal,
+                "nodes_created": p.nodes_created,
+                "nodes_replaced": p.nodes_replaced,
+                "nodes_drained": p.nodes_drained,
+                "nodes_relabelled": p.nodes_relabelled,
+                "nodes_left_cordoned": p.nodes_left_cordoned,
             }
             for p in changes.pools
         ],
         "services": [
-            {"name": s.name, "change": s.change.value, "reason": s.reason} for s in changes.services
+            {
+                "name": s.name,
+                "change": s.change.value,
+                "reason": s.reason,
+                "serving_before": s.serving_before,
+                "min_serving": s.min_serving,
+                "serving_after": s.serving_after,
+                "window_seconds": s.window_seconds,
+                "down_seconds": s.down_seconds,
+                "pending_at_end": s.pending_at_end,
+            }
+            for s in changes.services
         ],
         "cost": {
             "replicas_evicted": changes.replicas_evicted,
@@ -289,6 +457,9 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
             "extra_gpus_at_peak": changes.extra_gpus,
         },
         "refusals": changes.refusals,
+        "failure": changes.failure,
+        "simulated": changes.simulated,
+        "seconds": changes.seconds,
     }
 
 
@@ -297,16 +468,45 @@ def change_plan_text(changes: ChangePlan) -> str:
     for pool in changes.pools:
         detail = "; ".join(str(f) for f in pool.fields)
         lines.append(f"  {pool.name}: {pool.change.value}" + (f" ({detail})" if detail else ""))
+        nodes = [
+            f"{count} {what}"
+            for count, what in (
+                (pool.nodes_created, "created"),
+                (pool.nodes_replaced, "deleted"),
+                (pool.nodes_drained, "drained"),
+                (pool.nodes_relabelled, "relabelled"),
+            )
+            if count
+        ]
+        if nodes:
+            lines.append(f"    nodes: {', '.join(nodes)}")
+        if pool.nodes_left_cordoned:
+            lines.append(f"    left cordoned: {', '.join(pool.nodes_left_cordoned)}")
     lines.append("services:")
     for service in changes.services:
         reason = f" ({service.reason})" if service.reason else ""
         lines.append(f"  {service.name}: {service.change.value}{reason}")
+        if service.min_serving is not None and service.serving_before:
+            lines.append(
+                f"    serving: {service.serving_before} before, {service.min_serving} at the worst "
+                f"moment, {service.serving_after} after"
+                + (f", {service.pending_at_end} pending" if service.pending_at_end else "")
+            )
     lines += [
         "transition:",
         f"  replicas evicted: {changes.replicas_evicted}",
         f"  slices out of service at once: {changes.slices_unavailable}",
         f"  extra GPUs at the peak (both generations running): {changes.extra_gpus}",
     ]
+    if changes.simulated and changes.refusals:
+        lines.append("  simulated `pulumi up`: refused at preview, nothing changes")
+    elif changes.simulated:
+        lines.append(
+            f"  simulated `pulumi up`: {_minutes(changes.seconds)} (estimated from assumed node "
+            "boot, MIG apply and model load times)"
+        )
+    if changes.failure:
+        lines.append(f"pulumi up would fail: {changes.failure}")
     lines += [f"refused: {refusal}" for refusal in changes.refusals]
     return "\n".join(lines)
 

@@ -329,14 +329,9 @@ def _plan(args: argparse.Namespace) -> int:
 
     plan = plan_stack(_load_stack(args))
     if args.deployed:
-        from mig_inference.changes import change_warnings, diff_records, load_deployed
-        from mig_inference.record import plan_record
+        from mig_inference.changes import change_warnings
 
-        changes = diff_records(
-            _same_cloud(load_deployed(Path(args.deployed)), plan_record(plan), args.deployed),
-            plan_record(plan),
-        )
-        plan.warnings.extend(change_warnings(changes))
+        plan.warnings.extend(change_warnings(_change_plan(args, _current_version(args))))
     if args.svg:
         from mig_inference.picture import layouts_svg
 
@@ -394,28 +389,44 @@ def _same_cloud(deployed: dict[str, Any], current: dict[str, Any], path: str) ->
     return deployed
 
 
-def _diff(args: argparse.Namespace) -> int:
+def _current_version(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
-    from mig_inference.changes import (
-        change_plan_json,
-        change_plan_text,
-        diff_records,
-        load_deployed,
-    )
-    from mig_inference.plan import plan_stack
-    from mig_inference.record import plan_record
+    from mig_inference.stackfile import stack_path
+    from mig_inference.transition import version_of_stack_file
 
-    current = plan_record(plan_stack(_load_stack(args)))
-    deployed = _same_cloud(load_deployed(Path(args.deployed)), current, args.deployed)
-    changes = diff_records(deployed, current)
+    path = Path(args.stack_file) if args.stack_file else stack_path(args.stack)
+    _load_stack(args)  # the stack file's own errors first, as `plan` reports them
+    return version_of_stack_file(path, args.stack)
+
+
+def _change_plan(args: argparse.Namespace, current: Any) -> Any:
+    """The change from the deployed version (`--deployed`) to `current`, simulated."""
+    from pathlib import Path
+
+    from mig_inference.changes import change_plan
+    from mig_inference.record import plan_record
+    from mig_inference.transition import load_version, simulate_transition
+
+    deployed = load_version(Path(args.deployed), current)
+    records = [plan_record(v.plan, v.values, v.secret_keys) for v in (deployed, current)]
+    _same_cloud(records[0], records[1], args.deployed)
+    return change_plan(records[0], records[1], simulate_transition(deployed, current))
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from mig_inference.changes import change_plan_json, change_plan_text
+
+    changes = _change_plan(args, _current_version(args))
     if args.json:
         _print_json(change_plan_json(changes))
     else:
         print(change_plan_text(changes))
     for refusal in changes.refusals:
         print(f"error: {refusal}", file=sys.stderr)
-    return 1 if changes.refusals else 0
+    if changes.failure:
+        print(f"error: pulumi up would fail: {changes.failure}", file=sys.stderr)
+    return 1 if changes.refusals or changes.failure else 0
 
 
 def _render(args: argparse.Namespace) -> int:

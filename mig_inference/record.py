@@ -8,6 +8,7 @@ rollout; per service, its pool, generation, profile, replicas and a fingerprint 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mig_inference.digest import short_hash
@@ -15,7 +16,8 @@ from mig_inference.engines import engine_container
 from mig_inference.plan import PoolPlan, ServicePlan, StackPlan, layout_of
 from mig_inference.plan.sharing import sharing_text
 
-RECORD_FORMAT = "mig-inference/plan/v1"
+RECORD_FORMAT = "mig-inference/plan/v2"
+"""v2 adds the stack's own values, so `diff` can run the deployed version again."""
 
 
 def _in_place_inputs(pool: PoolPlan) -> dict[str, str]:
@@ -87,12 +89,19 @@ def service_record(service: ServicePlan) -> dict[str, Any]:
     }
 
 
-def plan_record(plan: StackPlan) -> dict[str, Any]:
-    """The JSON-ready record of a stack's plan, as the program exports it."""
+def plan_record(
+    plan: StackPlan,
+    values: Mapping[str, Any] | None = None,
+    secret_keys: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The JSON-ready record of a stack's plan, as the program exports it, with the stack-file
+    values it was planned from (secret keys by name only: their values never leave Pulumi)."""
     return {
         "format": RECORD_FORMAT,
         "stack": plan.spec.stack,
         "cloud": plan.spec.cloud.value,
+        "values": dict(values) if values is not None else None,
+        "secret_keys": sorted(secret_keys),
         "pools": {pool.name: pool_record(pool, plan.spec.cluster.protect) for pool in plan.pools},
         "services": {service.name: service_record(service) for service in plan.services},
     }

@@ -50,7 +50,8 @@ def stack(cloud: str = "gke", **pool: Any) -> dict[str, Any]:
 
 def record(config: dict[str, Any]) -> dict[str, Any]:
     return plan_record(
-        plan_stack(parse_stack("test", config, pinned_operator_version=GPU_OPERATOR_VERSION))
+        plan_stack(parse_stack("test", config, pinned_operator_version=GPU_OPERATOR_VERSION)),
+        config,
     )
 
 
@@ -343,7 +344,13 @@ def test_diff_refuses_protected_replacement_with_exit_1(
     v1["cluster"]["protect"] = v2["cluster"]["protect"] = True
     old, new = write(tmp_path / "Pulumi.old.yaml", v1), write(tmp_path / "Pulumi.test.yaml", v2)
     assert main(["diff", "--deployed", str(old), "--stack-file", str(new)]) == 1
-    assert "error: pool h100 is protected" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error: pool h100: maxPods needs new nodes, and Pulumi refuses" in err
+    # The URN carries the real parent chain, so the command given works as printed.
+    assert (
+        "pulumi state unprotect 'urn:pulumi:test::mig-inference::mig-inference:index:MigInference"
+        "$mig-inference:index:GkeGpuPool$gcp:container/nodePool:NodePool::h100'" in err
+    )
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,9 @@ class Cluster:
     events: list[Event] = field(default_factory=list)
     with_reboot: bool = True
     pod_counter: int = 0
+    evicted: dict[str, int] = field(default_factory=dict)
+    """Replicas taken off a node against their will (drains, evictions, NoExecute taints,
+    deleted nodes), per pool."""
 
     # -- bookkeeping -----------------------------------------------------------------------
     def log(self, text: str) -> None:
@@ -134,6 +137,8 @@ class Cluster:
         node.gone = True
         node.devices = {}
         for pod in [p for p in self.pods if p.node == name]:
+            if pod.active:
+                self.evicted[node.pool or ""] = self.evicted.get(node.pool or "", 0) + 1
             self.pods.remove(pod)
         self.drains.pop(name, None)
         self.log(f"node {name} deleted ({why})")
@@ -177,7 +182,10 @@ class Cluster:
         # Evicting a healthy replica takes one from `healthy`; an unhealthy one takes none.
         return healthy - (1 if pod.ready(self.now) else 0) >= desired_healthy
 
-    def terminate(self, pod: Pod, why: str) -> None:
+    def terminate(self, pod: Pod, why: str, *, evicted: bool = False) -> None:
+        if evicted and pod.node is not None and pod.terminating_until is None:
+            pool = self.nodes[pod.node].pool or ""
+            self.evicted[pool] = self.evicted.get(pool, 0) + 1
         if pod.terminating_until is None:
             pod.terminating_until = self.now + self.timings.pod_grace
             if pod.node is None:
@@ -263,7 +271,7 @@ class Cluster:
                 t for t in node.taints if t.effect == "NoExecute" and not pod.template.tolerates(t)
             ]
             if bad:
-                self.terminate(pod, f"NoExecute taint {bad[0]} on node {node.name}")
+                self.terminate(pod, f"NoExecute taint {bad[0]} on node {node.name}", evicted=True)
 
     def _pods(self) -> None:
         for pod in list(self.pods):
@@ -275,7 +283,7 @@ class Cluster:
             on_node = [p for p in self.pods if p.node == name and p.active]
             for pod in on_node:
                 if not drain.respect_budgets or self.eviction_allowed(pod):
-                    self.terminate(pod, f"drained from {name}")
+                    self.terminate(pod, f"drained from {name}", evicted=True)
             still = [p for p in self.pods if p.node == name]
             if not still and drain.delete:
                 self.remove_node(name, drain.reason)

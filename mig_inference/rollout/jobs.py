@@ -135,7 +135,7 @@ class RepartitionRun(JobRun):
             held = [p for name in self.batch for p in self._holders(cluster, name)]
             for pod in held:
                 if pod.active and cluster.eviction_allowed(pod):
-                    cluster.terminate(pod, "evicted by the re-partitioning Job")
+                    cluster.terminate(pod, "evicted by the re-partitioning Job", evicted=True)
             if any(self._holders(cluster, name) for name in self.batch):
                 if cluster.now >= self.deadline:
                     for name in self.batch:

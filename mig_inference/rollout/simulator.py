@@ -80,6 +80,15 @@ class PoolOutcome:
     peak_gpus: int = 0
     gpus_before: int = 0
     gpus_after: int = 0
+    evicted: int = 0
+    """Replicas taken off its nodes against their will (not rolling updates or scale-downs)."""
+    most_devices_down: int = 0
+    """The most devices its live nodes did not advertise at one time (layouts being applied)."""
+
+    @property
+    def extra_gpus(self) -> int:
+        """GPUs beyond the larger of before and after, at the peak (both generations up)."""
+        return max(0, self.peak_gpus - max(self.gpus_before, self.gpus_after))
 
 
 @dataclass
@@ -139,6 +148,8 @@ class Rollout:
         self.jobs: dict[Key, JobRun] = {}
         self.shapes: dict[str, PoolShape] = {}
         """Current shape of every cloud pool, by physical name."""
+        self.initial_nodes: set[str] = set()
+        """The nodes of the deployed version (their devices served before the update)."""
 
     # -- facts -------------------------------------------------------------------------------
     def _devices(self, node: Node, config: str) -> dict[str, int]:
@@ -178,6 +189,10 @@ class Rollout:
             pod.ready_at = 0.0 if pod.node is not None else None
         for service, count in self.cluster.serving().items():
             self.served[service] = Served(count, 0, count)
+        self.initial_nodes = set(self.cluster.nodes)
+        self._track_gpus()
+        for outcome in self.pools.values():
+            outcome.gpus_before = outcome.peak_gpus
 
     def _steady_size(self, resource: Resource) -> int:
         """Nodes a deployed pool runs: its size, or for an autoscaled one what its replicas need
@@ -384,12 +399,28 @@ class Rollout:
             if step.op is Op.UPDATE:
                 old = pool_shape(step.old) if step.old else new
                 self._update_pool(old, new, rolled=self._launch_template_changed(new))
+            elif step.op is Op.REPLACE and step.delete_first and step.old is not None:
+                # Delete-before-replace: the old pool is gone (drained, deleted) before the new
+                # one is even asked for.
+                old_shape = pool_shape(step.old)
+                self._delete_pool(old_shape, step.old)
+                cluster.log(
+                    f"{resource.name}: replaced delete-before-replace: the old pool goes first"
+                )
+                created: list[bool] = []
+
+                def deleted_then_created(new: PoolShape = new) -> str | None:
+                    if not created:
+                        if self._pool_nodes(old_shape.physical):
+                            return None
+                        self._create_nodes(new, new.nodes)
+                        created.append(True)
+                    return self._pool_settled(new)
+
+                task.check = deleted_then_created
+                task.deadline = cluster.now + 6 * 3600
+                return
             else:
-                if step.op is Op.REPLACE and step.delete_first and step.old is not None:
-                    self._delete_pool(pool_shape(step.old), step.old)
-                    cluster.log(
-                        f"{resource.name}: replaced delete-before-replace: the old pool goes first"
-                    )
                 self._create_nodes(new, new.nodes)
             task.check = lambda: self._pool_settled(new)
             task.deadline = cluster.now + 3 * 3600
@@ -577,7 +608,29 @@ class Rollout:
         )
         return not pods_starting and not nodes_busy
 
+    def _autoscale(self) -> None:
+        """The cluster autoscaler: an autoscaled pool grows by a node while replicas are pending
+        that a new node of it would take (EKS's Cluster Autoscaler, GKE's, OKE's add-on)."""
+        pending = [
+            p for p in self.cluster.pods if p.node is None and p.active and p.template.resource
+        ]
+        if not pending:
+            return
+        for shape in list(self.shapes.values()):
+            if shape.min_nodes == shape.max_nodes:
+                continue
+            nodes = self._pool_nodes(shape.physical)
+            if len(nodes) >= shape.max_nodes or any(not n.ready(self.cluster.now) for n in nodes):
+                continue
+            template = Node("template", dict(shape.labels), list(shape.taints))
+            offered = self._devices(template, template.config or "")
+            if any(p.template.admits(template) and offered.get(p.template.resource or "", 0) > 0
+                   for p in pending):  # fmt: skip
+                self._create_nodes(shape, 1)
+                self.cluster.log(f"autoscaler: pool {shape.physical} grows for pending replicas")
+
     def _tick(self) -> None:
+        self._autoscale()
         self.cluster.tick()
         for service, count in self.cluster.serving().items():
             served = self.served.setdefault(service, Served(0, 0, count))
@@ -596,14 +649,30 @@ class Rollout:
             if d.service == service and not d.deleted
         )
 
-    def _track_gpus(self) -> None:
+    def _gpus(self) -> dict[str, int]:
         totals: dict[str, int] = {}
         for node in self.cluster.live_nodes():
             if node.pool:
                 totals[node.pool] = totals.get(node.pool, 0) + node.gpus
-        for pool, gpus in totals.items():
+        return totals
+
+    def _track_gpus(self) -> None:
+        for pool, gpus in self._gpus().items():
             outcome = self.pools.setdefault(pool, PoolOutcome())
             outcome.peak_gpus = max(outcome.peak_gpus, gpus)
+        down: dict[str, int] = {}
+        for node in self.cluster.live_nodes():
+            facts = self.facts.get(node.pool or "")
+            serving_before = node.name in self.initial_nodes
+            if facts is None or not serving_before or not node.ready(self.cluster.now):
+                continue
+            planned = sum(self._devices(node, node.config or "").values())
+            missing = planned - sum(node.devices.values())
+            if missing > 0:
+                down[node.pool or ""] = down.get(node.pool or "", 0) + missing
+        for pool, count in down.items():
+            outcome = self.pools.setdefault(pool, PoolOutcome())
+            outcome.most_devices_down = max(outcome.most_devices_down, count)
 
     def _result(self, failure: str | None) -> Outcome:
         cluster = self.cluster
@@ -617,6 +686,10 @@ class Rollout:
         for node in cluster.live_nodes():
             if node.unschedulable and node.pool:
                 self.pools.setdefault(node.pool, PoolOutcome()).left_cordoned.append(node.name)
+        for pool, gpus in self._gpus().items():
+            self.pools.setdefault(pool, PoolOutcome()).gpus_after = gpus
+        for pool, count in cluster.evicted.items():
+            self.pools.setdefault(pool, PoolOutcome()).evicted = count
         return Outcome(
             self.plan, self.served, self.pools, failure, cluster.now,
             [(e.time, e.text) for e in cluster.events],

@@ -125,7 +125,8 @@ def plan_steps(before: Program, after: Program, stack: str, project: str) -> Ste
             Step(Op.CREATE, resource.key, None, resource) if old is None else _diff(old, resource)
         )
         forward.append(step)
-        if step.op is Op.REPLACE and old is not None and old.protect:
+        # Unprotecting and replacing in one update is allowed: both must be protected.
+        if step.op is Op.REPLACE and old is not None and old.protect and resource.protect:
             urn = before.urn(resource.key, stack, project)
             refusals.append(
                 Refusal(

@@ -1,0 +1,209 @@
+"""Day 2 through the rollout simulator: every shipped stack applied to itself, and transitions that
+once cost capacity (each runs the real program twice under mocks, then simulates `pulumi up`)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mig_inference.changes import ChangePlan, PoolChange, ServiceChange, change_plan
+from mig_inference.plan import plan_stack
+from mig_inference.record import plan_record
+from mig_inference.rollout.facts import config_names, pool_facts
+from mig_inference.rollout.rendered import program_of
+from mig_inference.rollout.resources import Program
+from mig_inference.rollout.simulator import Outcome, simulate
+from mig_inference.rollout.steps import Op
+from mig_inference.stackfile import load_stack, stack_names
+from mig_inference.transition import StackVersion, simulate_transition
+from tests.mocked import render_config, stack_rendering
+from tests.test_day2 import CLUSTERS, MACHINES
+
+GKE_POOL = "gcp:container/nodePool:NodePool"
+
+
+def stack(
+    cloud: str = "gke", replicas: int = 4, protect: bool = False, **pool: Any
+) -> dict[str, Any]:
+    base = {"name": "h100", "gpu": "H100-80GB", "machineType": MACHINES[cloud], "nodes": 1,
+            "mig": "all-3g.40gb", "maxPods": 90}  # fmt: skip
+    if cloud == "oke":
+        base["imageId"] = "ocid1.image.oc1..gpu"
+    return {
+        "cloud": cloud,
+        "cluster": dict(CLUSTERS[cloud], protect=protect),
+        "pools": [{**base, **pool}],
+        "services": [
+            {"name": "chat", "model": "m", "memoryGiB": 8, "replicas": replicas, "pool": "h100"}
+        ],
+    }
+
+
+@cache
+def _simulated(v1: str, v2: str) -> tuple[Outcome, ChangePlan]:
+    before, after = (StackVersion("test", json.loads(v), frozenset()) for v in (v1, v2))
+    outcome = simulate_transition(before, after)
+    records = [plan_record(v.plan, v.values) for v in (before, after)]
+    return outcome, change_plan(records[0], records[1], outcome)
+
+
+def transition(v1: dict[str, Any], v2: dict[str, Any]) -> tuple[Outcome, ChangePlan]:
+    return _simulated(json.dumps(v1, sort_keys=True), json.dumps(v2, sort_keys=True))
+
+
+@pytest.mark.parametrize("name", stack_names())
+def test_a_stack_applied_to_itself_changes_nothing(name: str) -> None:
+    plan = plan_stack(load_stack(name))
+    program = program_of(stack_rendering(name))
+    outcome = simulate(program, program, pool_facts(plan), stack=name, project="mig-inference",
+                       configs=(config_names(plan), config_names(plan)))  # fmt: skip
+    assert not outcome.plan.changed() and not outcome.plan.refusals and outcome.failure is None
+    assert outcome.services, name
+    for service, served in outcome.services.items():
+        assert served.least == served.before == served.after, (service, served)
+        assert served.pending_at_end == 0
+    for pool in outcome.pools.values():
+        assert (pool.nodes_created, pool.nodes_deleted, pool.nodes_drained, pool.evicted) == (
+            0,
+            0,
+            0,
+            0,
+        )
+        assert pool.left_cordoned == [] and pool.extra_gpus == 0
+
+
+@pytest.mark.parametrize("cloud", ["gke", "eks", "oke"])
+def test_a_new_generation_comes_up_before_the_old_one_goes(cloud: str) -> None:
+    outcome, changes = transition(stack(cloud), stack(cloud, mig="all-1g.10gb"))
+    [pool_step] = [
+        s
+        for s in outcome.plan.forward
+        if s.key[0].endswith(("nodePool:NodePool", "nodeGroup:NodeGroup"))
+    ]
+    assert pool_step.op is Op.REPLACE and not pool_step.delete_first
+    served = outcome.services["chat"]
+    assert served.least == served.before - 1 and served.after == 4  # one replica at a time
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NEW_NODES and pool.extra_gpus == 8
+    assert (pool.nodes_created, pool.nodes_replaced, pool.replicas_evicted) == (1, 1, 0)
+    assert pool.nodes_left_cordoned == [] and outcome.failure is None
+
+
+def test_a_pool_replaced_delete_before_replace_would_lose_every_replica(tmp_path: Path) -> None:
+    """What 0.2 did: the pool's name set, the option unset, so the bridged provider deleted the
+    old generation first. The simulator sees the outage."""
+    configs = (stack(), stack(mig="all-1g.10gb"))
+    before, after = (program_of(render_config(tmp_path, config)) for config in configs)
+    unset = Program()
+    for resource in after:
+        unset.add(
+            replace(resource, delete_before_replace=None) if resource.type == GKE_POOL else resource
+        )
+    plans = [StackVersion("test", config, frozenset()).plan for config in configs]
+    outcome = simulate(before, unset, pool_facts(*plans), stack="test", project="mig-inference",
+                       configs=(config_names(plans[0]), config_names(plans[1])))  # fmt: skip
+    [pool_step] = [s for s in outcome.plan.forward if s.key[0] == GKE_POOL]
+    assert pool_step.op is Op.REPLACE and pool_step.delete_first
+    assert outcome.services["chat"].least == 0 and outcome.services["chat"].down_seconds > 0
+
+
+@pytest.mark.parametrize("cloud", ["gke", "eks"])
+def test_a_new_no_execute_taint_evicts_no_replica(cloud: str) -> None:
+    taint = {"key": "dedicated", "value": "ml", "effect": "NoExecute"}
+    outcome, changes = transition(stack(cloud), stack(cloud, taints=[taint]))
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NEW_NODES and pool.replicas_evicted == 0
+    assert outcome.services["chat"].least >= 3
+
+
+def test_a_no_execute_value_or_effect_change_stays_in_place_and_evicts_nothing() -> None:
+    before = stack(taints=[{"key": "dedicated", "value": "ml", "effect": "NoExecute"}])
+    after = stack(taints=[{"key": "dedicated", "value": "llm", "effect": "NoExecute"}])
+    outcome, changes = transition(before, after)
+    [pool] = changes.pools
+    assert pool.change is PoolChange.IN_PLACE and pool.replicas_evicted == 0
+    assert outcome.services["chat"].least == 4
+
+
+def test_a_gke_zone_move_is_a_new_generation_the_gate_waits_for() -> None:
+    outcome, changes = transition(stack(zones=["us-central1-c"]), stack(zones=["us-central1-b"]))
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NEW_NODES and [f.key for f in pool.fields] == ["zones"]
+    gate = [s for s in outcome.plan.forward if s.key[1].endswith("mig-ready-job")]
+    assert gate and gate[0].op is Op.REPLACE
+    assert outcome.services["chat"].least == 3 and pool.replicas_evicted == 0
+
+
+def test_zone_order_is_no_change() -> None:
+    zones = ["us-central1-b", "us-central1-c"]
+    cluster = {**CLUSTERS["gke"], "location": "us-central1"}
+    v1, v2 = stack(zones=zones, nodes=2), stack(zones=zones[::-1], nodes=2)
+    v1["cluster"] = v2["cluster"] = dict(cluster, protect=False)
+    outcome, changes = transition(v1, v2)
+    assert not outcome.plan.changed()
+    assert [p.change for p in changes.pools] == [PoolChange.UNCHANGED]
+
+
+def test_an_in_place_layout_change_on_one_node_is_down_for_the_window() -> None:
+    v1 = stack(rollout="in-place")
+    v2 = stack(rollout="in-place", mig="all-1g.10gb")
+    v2["services"][0]["profile"] = "1g.10gb"
+    outcome, changes = transition(v1, v2)
+    [service] = changes.services
+    assert service.change is ServiceChange.DOWN and service.min_serving == 0
+    assert service.down_seconds > 0 and "no replica serves for" in service.reason
+    assert outcome.failure is None and changes.pools[0].nodes_left_cordoned == []
+
+
+def test_moving_a_service_to_another_namespace_in_a_full_pool_fails_naming_the_pending() -> None:
+    v1 = stack(replicas=16, nodes=1)  # 16 slices of 3g.40gb: every one in use
+    v2 = copy.deepcopy(v1)
+    v2["services"][0]["namespace"] = "other"
+    _, changes = transition(v1, v2)
+    assert changes.failure is not None and "Pending" in changes.failure
+    assert "other/chat" in changes.failure
+
+
+def test_shrinking_a_pool_with_its_services_evicts_before_the_scale_down() -> None:
+    v2 = stack("eks", replicas=2)
+    _, changes = transition(stack("eks", nodes=2), v2)
+    [pool] = changes.pools
+    assert pool.replicas_evicted > 0 and pool.nodes_replaced == 1
+
+
+def test_renaming_a_protected_pool_is_refused_with_its_urn() -> None:
+    v1 = stack(protect=True)
+    v2 = stack(protect=True)
+    v2["pools"][0]["name"] = "h100-b"
+    v2["services"][0]["pool"] = "h100-b"
+    outcome, changes = transition(v1, v2)
+    assert outcome.refused
+    urn = (
+        "urn:pulumi:test::mig-inference::mig-inference:index:MigInference$"
+        "mig-inference:index:GkeGpuPool$gcp:container/nodePool:NodePool::h100"
+    )
+    assert any(urn in refusal for refusal in changes.refusals), changes.refusals
+
+
+def test_raising_an_eks_minimum_above_the_state_desired_size_is_refused_with_the_way_forward() -> (
+    None
+):
+    v1 = stack("eks", nodes={"min": 1, "max": 3})
+    v2 = stack("eks", nodes={"min": 2, "max": 3})
+    _, changes = transition(v1, v2)
+    [refusal] = changes.refusals
+    assert "EKS refuses nodes.min 2" in refusal and "`nodes: 2`" in refusal
+
+
+def test_autoscaled_pools_report_the_gpus_of_both_generations() -> None:
+    v1 = stack("eks", nodes={"min": 0, "max": 2}, replicas=8)
+    v2 = stack("eks", nodes={"min": 0, "max": 2}, replicas=8, mig="all-balanced")
+    _, changes = transition(v1, v2)
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NEW_NODES and pool.extra_gpus > 0
