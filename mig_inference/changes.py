@@ -154,6 +154,11 @@ def _pool_diff(
     if old["generation"] != new["generation"]:
         fields = _field_changes(old["replacement_inputs"], new["replacement_inputs"])
         if old["rollout"] != new["rollout"]:
+            # The layout joins (or leaves) the generation's inputs with the rollout: it is a
+            # change only when the config itself changes.
+            fields = [f for f in fields if f.key != "mig"]
+            if old["config"] != new["config"]:
+                fields.append(FieldChange("mig", old["config"], new["config"]))
             fields.append(FieldChange("rollout", old["rollout"], new["rollout"]))
         diff = PoolDiff(
             name,
@@ -184,6 +189,14 @@ def _pool_diff(
             * _slices_per_node(old),
         )
     fields = _field_changes(old["in_place_inputs"], new["in_place_inputs"])
+    if old["rollout"] == "in-place" and old.get("max_unavailable") != new.get("max_unavailable"):
+        # The re-partitioning Job carries it: a new value is a new Job, which runs again (and
+        # finds every node already on its layout).
+        fields.append(
+            FieldChange(
+                "maxUnavailable", str(old.get("max_unavailable")), str(new.get("max_unavailable"))
+            )
+        )
     return PoolDiff(name, PoolChange.IN_PLACE if fields else PoolChange.UNCHANGED, fields)
 
 
@@ -277,8 +290,7 @@ def _pool_refusal(pool: PoolDiff, urn: str, message: str) -> str:
     if pool.change is PoolChange.REMOVED:
         ways.append("or keep the pool in the stack")
     else:
-        if any(f.key == "mig" for f in pool.fields):
-            ways.append("or `rollout: in-place` for the layout change (node by node, no new pool)")
+        # Not `rollout: in-place`: switching the rollout is itself a new generation.
         ways.append(f"or undo the change of {keys}")
     what = "removing" if pool.change is PoolChange.REMOVED else f"{keys} needs new nodes, and"
     return f"pool {pool.name}: {what} Pulumi refuses ({message}). Ways forward: {'; '.join(ways)}"
@@ -303,7 +315,7 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
             pool.extra_gpus = observed.extra_gpus
             pool.replicas_evicted = observed.evicted
             pool.slices_unavailable = observed.most_devices_down
-            replaced = observed.nodes_deleted and pool.change in (
+            replaced = observed.nodes_deleted and observed.nodes_created and pool.change in (
                 PoolChange.UNCHANGED, PoolChange.IN_PLACE,
             )  # fmt: skip
             if replaced:
@@ -396,10 +408,19 @@ def change_warnings(changes: ChangePlan) -> list[str]:
                 f"pool {pool.name}: re-partitioned in place, node by node: {pool.replicas_evicted} "
                 f"replica(s) evicted, up to {pool.slices_unavailable} slices out of service at once"
             )
-        elif pool.change is PoolChange.NODES_REPLACED:
+        elif pool.change is PoolChange.NODES_REPLACED or (
+            pool.change is PoolChange.IN_PLACE and pool.replicas_evicted
+        ):
             warnings.append(
-                f"pool {pool.name}: {pool.nodes_replaced} node(s) replaced in place, "
-                f"{pool.replicas_evicted} replica(s) evicted"
+                f"pool {pool.name}: {pool.nodes_replaced} node(s) taken away in place, "
+                f"{pool.replicas_evicted} replica(s) evicted before their Deployments scale down "
+                "(nodes go first: pools come before services). To avoid it, lower the services' "
+                "replicas in one `pulumi up` and the pool in the next"
+            )
+        if any(f.key == "maxUnavailable" for f in pool.fields):
+            warnings.append(
+                f"pool {pool.name}: maxUnavailable changed: the re-partitioning Job runs again "
+                "(nodes already on their layout are left alone)"
             )
         if pool.nodes_left_cordoned:
             warnings.append(

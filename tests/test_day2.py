@@ -234,7 +234,8 @@ def test_a_protected_pool_that_must_be_replaced_is_refused_with_ways_forward() -
     switched["cluster"]["protect"] = True
     [pool] = diff_records(record(v1), record(switched)).pools
     assert pool.change is PoolChange.NEW_NODES
-    assert {f.key for f in pool.fields} == {"mig", "rollout"}
+    # The layout itself did not change: only the rollout is named (never `mig: X -> (unset)`).
+    assert [str(f) for f in pool.fields] == ["rollout: blue-green -> in-place"]
 
 
 def test_subnet_order_does_not_replace_an_eks_group_but_oke_placement_does() -> None:

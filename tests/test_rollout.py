@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from mig_inference.changes import ChangePlan, PoolChange, ServiceChange, change_plan
+from mig_inference.changes import (
+    ChangePlan,
+    PoolChange,
+    ServiceChange,
+    change_plan,
+    change_warnings,
+)
 from mig_inference.plan import plan_stack
 from mig_inference.record import plan_record
 from mig_inference.rollout.facts import config_names, pool_facts
@@ -174,7 +180,28 @@ def test_shrinking_a_pool_with_its_services_evicts_before_the_scale_down() -> No
     v2 = stack("eks", replicas=2)
     _, changes = transition(stack("eks", nodes=2), v2)
     [pool] = changes.pools
+    assert pool.change is PoolChange.IN_PLACE and [str(f) for f in pool.fields] == ["nodes: 2 -> 1"]
     assert pool.replicas_evicted > 0 and pool.nodes_replaced == 1
+    assert any("evicted before their Deployments scale down" in w for w in change_warnings(changes))
+
+
+def test_switching_rollout_names_the_rollout_not_an_unset_layout() -> None:
+    _, changes = transition(stack(), stack(rollout="in-place"))
+    [pool] = changes.pools
+    assert [str(f) for f in pool.fields] == ["rollout: blue-green -> in-place"]
+
+
+def test_a_new_max_unavailable_reruns_the_job_and_diff_says_so() -> None:
+    outcome, changes = transition(
+        stack(nodes=2, rollout="in-place"), stack(nodes=2, rollout="in-place", maxUnavailable=2)
+    )
+    [job] = [
+        s for s in outcome.plan.forward if "repartition" in s.key[1] and s.key[0].endswith("Job")
+    ]
+    assert job.op is Op.REPLACE
+    [pool] = changes.pools
+    assert pool.change is PoolChange.IN_PLACE and [f.key for f in pool.fields] == ["maxUnavailable"]
+    assert any("runs again" in w for w in change_warnings(changes))
 
 
 def test_renaming_a_protected_pool_is_refused_with_its_urn() -> None:
