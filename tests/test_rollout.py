@@ -195,10 +195,8 @@ def test_a_new_max_unavailable_reruns_the_job_and_diff_says_so() -> None:
     outcome, changes = transition(
         stack(nodes=2, rollout="in-place"), stack(nodes=2, rollout="in-place", maxUnavailable=2)
     )
-    [job] = [
-        s for s in outcome.plan.forward if "repartition" in s.key[1] and s.key[0].endswith("Job")
-    ]
-    assert job.op is Op.REPLACE
+    [job] = outcome.plan.changed()
+    assert job.key == ("kubernetes:batch/v1:Job", "repartition-h100-job") and job.op is Op.REPLACE
     [pool] = changes.pools
     assert pool.change is PoolChange.IN_PLACE and [f.key for f in pool.fields] == ["maxUnavailable"]
     assert any("runs again" in w for w in change_warnings(changes))
