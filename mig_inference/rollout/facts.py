@@ -3,10 +3,31 @@ devices a node advertises with each layout either version gives it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from mig_inference.labels import MIG_CONFIG_LABEL
 from mig_inference.operator_values import mig_parted_configs
 from mig_inference.plan import StackPlan
-from mig_inference.rollout.simulator import PoolFacts
+
+WHOLE_GPU = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What the plans say about one pool: its GPUs per node and what a node offers per layout."""
+
+    gpus_per_node: int
+    devices: Mapping[str, Mapping[str, int]]
+    """Per config name (empty: no MIG manager) what the device plugin advertises on a node."""
+
+    def devices_with(self, config: str) -> dict[str, int]:
+        """What a node advertises with `config` applied (whole GPUs with MIG disabled)."""
+        if config in self.devices:
+            return dict(self.devices[config])
+        if config == "all-disabled" or (config == "" and "" not in self.devices):
+            return {WHOLE_GPU: self.gpus_per_node} if self.gpus_per_node else {}
+        return {}
 
 
 def pool_facts(*plans: StackPlan) -> dict[str, PoolFacts]:

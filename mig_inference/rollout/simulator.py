@@ -11,23 +11,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.rollout.cloud_pools import CloudPools
 from mig_inference.rollout.cluster import TICK, Cluster, Timings
+from mig_inference.rollout.facts import PoolFacts
 from mig_inference.rollout.jobs import GateRun, JobRun, RepartitionRun, job_env
 from mig_inference.rollout.model import Deployment, Node, Taint, pod_template
-from mig_inference.rollout.node_pools import (
-    EKS_GROUP,
-    EKS_LAUNCH_TEMPLATE,
-    GKE_POOL,
-    OKE_POOL,
-    POOL_TYPES,
-    PoolShape,
-    pool_shape,
-)
+from mig_inference.rollout.node_pools import EKS_LAUNCH_TEMPLATE, POOL_TYPES, PoolShape, pool_shape
+from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
 from mig_inference.rollout.resources import Key, Program, Resource
-from mig_inference.rollout.steps import Op, Step, StepPlan, plan_steps
+from mig_inference.rollout.steps import Op, Step, plan_steps
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
@@ -36,76 +31,10 @@ NODE_PATCH = "kubernetes:core/v1:NodePatch"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SERVICE_LABEL = "app.kubernetes.io/instance"
-EKS_DELETE_DRAIN = 300.0
-"""EKS drains a deleted node group's nodes for "a few minutes" before terminating them."""
-EKS_EVICTION_LIMIT = 900.0
-"""An EKS rolling update fails (`PodEvictionFailure`) when pods have not left in 15 minutes."""
 SETTLE = 7200.0
 """How long the cluster is watched after the last step, for replicas still starting."""
 HORIZON = 6 * 3600.0 * 4
 """No transition runs longer than this (a guard against a step that never ends)."""
-
-
-@dataclass(frozen=True)
-class PoolFacts:
-    """What the plans say about one pool: its GPUs per node and what a node offers per layout."""
-
-    gpus_per_node: int
-    devices: Mapping[str, Mapping[str, int]]
-    """Per config name (empty: no MIG manager) what the device plugin advertises on a node."""
-
-
-@dataclass
-class Served:
-    """One service over the transition."""
-
-    before: int
-    after: int
-    least: int
-    least_at: float = 0.0
-    below_seconds: float = 0.0
-    """Time with fewer Ready replicas than the smaller of before and after."""
-    down_seconds: float = 0.0
-    """Time with no Ready replica at all (services that had some before)."""
-    pending_at_end: int = 0
-
-
-@dataclass
-class PoolOutcome:
-    nodes_created: int = 0
-    nodes_deleted: int = 0
-    nodes_drained: int = 0
-    nodes_relabelled: int = 0
-    left_cordoned: list[str] = field(default_factory=list)
-    peak_gpus: int = 0
-    gpus_before: int = 0
-    gpus_after: int = 0
-    evicted: int = 0
-    """Replicas taken off its nodes against their will (not rolling updates or scale-downs)."""
-    most_devices_down: int = 0
-    """The most devices its live nodes did not advertise at one time (layouts being applied)."""
-
-    @property
-    def extra_gpus(self) -> int:
-        """GPUs beyond the larger of before and after, at the peak (both generations up)."""
-        return max(0, self.peak_gpus - max(self.gpus_before, self.gpus_after))
-
-
-@dataclass
-class Outcome:
-    """What one `pulumi up` does, as the simulation observed it."""
-
-    plan: StepPlan
-    services: dict[str, Served]
-    pools: dict[str, PoolOutcome]
-    failure: str | None
-    """The step Pulumi failed at, and why (None when the update finished)."""
-    seconds: float
-    events: list[tuple[float, str]]
-
-    @property
-    def refused(self) -> bool:
-        return bool(self.plan.refusals)
 
 
 @dataclass
@@ -146,21 +75,14 @@ class Rollout:
         self.pools: dict[str, PoolOutcome] = {}
         self.served: dict[str, Served] = {}
         self.jobs: dict[Key, JobRun] = {}
-        self.shapes: dict[str, PoolShape] = {}
-        """Current shape of every cloud pool, by physical name."""
+        self.clouds = CloudPools(self.cluster, facts, self.timings, self._outcome)
         self.initial_nodes: set[str] = set()
         """The nodes of the deployed version (their devices served before the update)."""
 
     # -- facts -------------------------------------------------------------------------------
     def _devices(self, node: Node, config: str) -> dict[str, int]:
         facts = self.facts.get(node.pool or "")
-        if facts is None:
-            return {}
-        if config in facts.devices:
-            return dict(facts.devices[config])
-        if config == "all-disabled" or (config == "" and "" not in facts.devices):
-            return {"nvidia.com/gpu": facts.gpus_per_node} if facts.gpus_per_node else {}
-        return {}
+        return facts.devices_with(config) if facts else {}
 
     def _known(self, config: str) -> bool:
         return not self.known or config in self.known or config == "all-disabled"
@@ -169,7 +91,9 @@ class Rollout:
     def _deployed(self) -> None:
         for resource in self.before:
             if resource.type in POOL_TYPES:
-                self._create_nodes(pool_shape(resource), self._steady_size(resource), running=True)
+                shape = pool_shape(resource)
+                size = self.clouds.steady_size(shape, self._replicas_on(shape))
+                self.clouds.create(shape, size, running=True)
             elif resource.type == NODE_PATCH:
                 self._patch_node(resource, running=True)
         for resource in self.after:
@@ -194,134 +118,20 @@ class Rollout:
         for outcome in self.pools.values():
             outcome.gpus_before = outcome.peak_gpus
 
-    def _steady_size(self, resource: Resource) -> int:
-        """Nodes a deployed pool runs: its size, or for an autoscaled one what its replicas need
-        (within its bounds)."""
-        shape = pool_shape(resource)
-        if shape.min_nodes == shape.max_nodes:
-            return shape.nodes
+    def _replicas_on(self, shape: PoolShape) -> int:
+        """Replicas the deployed version runs on the pool (its Deployments' counts)."""
         pool = shape.labels.get(POOL_LABEL, "")
-        facts = self.facts.get(pool)
-        config = shape.labels.get(MIG_CONFIG_LABEL, "")
-        per_node = sum((facts.devices.get(config) or {}).values()) if facts else 0
         wanted = 0
         for deployment in self.before.of_type(DEPLOYMENT):
             spec = deployment.inputs.get("spec", {})
             template = pod_template(spec.get("template", {}).get("spec", {}))
-            if any(k == POOL_LABEL and pool in v for k, _, v in template.affinity):
+            if any(key == POOL_LABEL and pool in values for key, _, values in template.affinity):
                 wanted += int(spec.get("replicas", 0))
-        needed = math.ceil(wanted / per_node) if per_node else 0
-        return max(shape.min_nodes, min(shape.max_nodes, needed))
+        return wanted
 
     # -- nodes ---------------------------------------------------------------------------------
     def _outcome(self, labels: Mapping[str, str]) -> PoolOutcome:
         return self.pools.setdefault(labels.get(POOL_LABEL, "(no pool)"), PoolOutcome())
-
-    def _create_nodes(self, shape: PoolShape, count: int, *, running: bool = False) -> list[Node]:
-        self.shapes[shape.physical] = shape
-        pool = shape.labels.get(POOL_LABEL, "")
-        facts = self.facts.get(pool)
-        made = []
-        existing = [n for n in self.cluster.nodes.values() if n.source == shape.physical]
-        for index in range(len(existing), len(existing) + count):
-            zone = shape.zones[index % len(shape.zones)] if shape.zones else ""
-            node = Node(
-                f"{shape.physical}-{index}",
-                dict(shape.labels),
-                list(shape.taints),
-                zone=zone,
-                source=shape.physical,
-                gpus=facts.gpus_per_node if facts else 0,
-                up_at=self.cluster.now if running else self.cluster.now + self.timings.node_boot,
-            )
-            config = node.config
-            self.cluster.add_node(node, applied=config if running and config else None)
-            if running:
-                node.labels.setdefault(MIG_STATE_LABEL, "success") if config else None
-            else:
-                self._outcome(node.labels).nodes_created += 1
-                self.cluster.log(f"node {node.name} created ({shape.cloud} pool {shape.physical})")
-            made.append(node)
-        return made
-
-    def _pool_nodes(self, physical: str) -> list[Node]:
-        return [n for n in self.cluster.live_nodes() if n.source == physical]
-
-    def _take_away(self, node: Node, why: str, *, respect_budgets: bool, timeout: float) -> None:
-        outcome = self._outcome(node.labels)
-        outcome.nodes_drained += 1
-        outcome.nodes_deleted += 1
-        self.cluster.drain(
-            node.name, why, delete=True, respect_budgets=respect_budgets, timeout=timeout
-        )
-
-    def _delete_pool(self, shape: PoolShape, resource: Resource) -> None:
-        """What deleting a cloud pool does to its nodes (each cloud's documented drain)."""
-        if shape.type == GKE_POOL:
-            drain = resource.inputs.get("nodeDrainConfigs") or [{}]
-            respect = bool(drain[0].get("respectPdbDuringNodePoolDeletion"))
-            timeout = self.timings.drain_timeout
-        elif shape.type == EKS_GROUP:
-            respect, timeout = True, EKS_DELETE_DRAIN
-        else:
-            settings = resource.inputs.get("nodeEvictionNodePoolSettings") or {}
-            respect = settings.get("evictionGraceDuration") != "PT0M"
-            timeout = self.timings.drain_timeout
-        for node in self._pool_nodes(shape.physical):
-            self._take_away(
-                node, f"pool {shape.physical} deleted", respect_budgets=respect, timeout=timeout
-            )
-
-    def _update_pool(self, old: PoolShape, new: PoolShape, rolled: bool) -> None:
-        """An in-place update of a cloud pool: what reaches its running nodes."""
-        self.shapes[new.physical] = new
-        nodes = self._pool_nodes(new.physical)
-        if new.type in (GKE_POOL, EKS_GROUP):
-            for node in nodes:  # labels and taints reach running nodes
-                for key in set(old.labels) - set(new.labels):
-                    node.labels.pop(key, None)
-                node.labels.update(new.labels)
-                node.taints = [t for t in node.taints if t not in old.taints] + [
-                    t for t in new.taints if t not in node.taints
-                ]
-        if new.type == GKE_POOL and set(old.zones) != set(new.zones):
-            for node in nodes:
-                if node.zone not in new.zones:
-                    node.replaced = True
-                    self._take_away(
-                        node, "its zone left the pool", respect_budgets=False, timeout=0.0
-                    )
-            per_zone = new.nodes // max(len(new.zones), 1)
-            for zone in new.zones:
-                have = [n for n in nodes if n.zone == zone]
-                if len(have) < per_zone:
-                    self._create_in_zone(new, zone, per_zone - len(have))
-            return
-        live = [n for n in nodes if not n.draining]
-        if rolled:
-            for node in live:  # EKS recycles every node for a new launch template version
-                node.replaced = True
-                self._create_nodes(new, 1)
-                self._take_away(node, "rolling update of its node group", respect_budgets=True,
-                                timeout=EKS_EVICTION_LIMIT)  # fmt: skip
-            return
-        if new.nodes > len(live):
-            self._create_nodes(new, new.nodes - len(live))
-        elif new.nodes < len(live) and new.min_nodes == new.max_nodes:
-            respect = new.type == OKE_POOL  # EKS and GKE scale in without budgets
-            for node in sorted(live, key=lambda n: n.name)[new.nodes :]:
-                self._take_away(
-                    node,
-                    "the pool shrank",
-                    respect_budgets=respect,
-                    timeout=0.0 if not respect else self.timings.drain_timeout,
-                )
-
-    def _create_in_zone(self, shape: PoolShape, zone: str, count: int) -> None:
-        single = PoolShape(shape.type, shape.physical, shape.labels, shape.taints, (zone,),
-                           count, count, count)  # fmt: skip
-        self._create_nodes(single, count)
-        self.shapes[shape.physical] = shape
 
     def _patch_node(
         self, resource: Resource, *, running: bool = False, remove: bool = False
@@ -398,12 +208,12 @@ class Rollout:
             new = pool_shape(resource)
             if step.op is Op.UPDATE:
                 old = pool_shape(step.old) if step.old else new
-                self._update_pool(old, new, rolled=self._launch_template_changed(new))
+                self.clouds.update(old, new, recycled=self._launch_template_changed(new))
             elif step.op is Op.REPLACE and step.delete_first and step.old is not None:
                 # Delete-before-replace: the old pool is gone (drained, deleted) before the new
                 # one is even asked for.
                 old_shape = pool_shape(step.old)
-                self._delete_pool(old_shape, step.old)
+                self.clouds.delete(old_shape, step.old)
                 cluster.log(
                     f"{resource.name}: replaced delete-before-replace: the old pool goes first"
                 )
@@ -411,18 +221,18 @@ class Rollout:
 
                 def deleted_then_created(new: PoolShape = new) -> str | None:
                     if not created:
-                        if self._pool_nodes(old_shape.physical):
+                        if self.clouds.nodes(old_shape.physical):
                             return None
-                        self._create_nodes(new, new.nodes)
+                        self.clouds.create(new, new.nodes)
                         created.append(True)
-                    return self._pool_settled(new)
+                    return "" if self.clouds.settled(new) else None
 
                 task.check = deleted_then_created
                 task.deadline = cluster.now + 6 * 3600
                 return
             else:
-                self._create_nodes(new, new.nodes)
-            task.check = lambda: self._pool_settled(new)
+                self.clouds.create(new, new.nodes)
+            task.check = lambda: "" if self.clouds.settled(new) else None
             task.deadline = cluster.now + 3 * 3600
         elif resource.type == NODE_PATCH:
             self._patch_node(resource)
@@ -488,23 +298,14 @@ class Rollout:
         step = self.plan.step((EKS_LAUNCH_TEMPLATE, shape.launch_template))
         return step is not None and step.op is Op.UPDATE
 
-    def _pool_settled(self, shape: PoolShape) -> str | None:
-        nodes = self._pool_nodes(shape.physical)
-        busy = any(not n.ready(self.cluster.now) for n in nodes) or any(
-            n.name in self.cluster.drains
-            for n in self.cluster.nodes.values()
-            if n.source == shape.physical
-        )
-        return None if busy else ""
-
     def _start_delete(self, task: _Task) -> None:
         resource, cluster = task.step.resource, self.cluster
         if resource.type in POOL_TYPES:
             shape = pool_shape(resource)
-            self._delete_pool(shape, resource)
+            self.clouds.delete(shape, resource)
 
             def gone() -> str | None:
-                return "" if not self._pool_nodes(shape.physical) else None
+                return "" if not self.clouds.nodes(shape.physical) else None
 
             task.check = gone
         elif resource.type == NODE_PATCH:
@@ -608,29 +409,8 @@ class Rollout:
         )
         return not pods_starting and not nodes_busy
 
-    def _autoscale(self) -> None:
-        """The cluster autoscaler: an autoscaled pool grows by a node while replicas are pending
-        that a new node of it would take (EKS's Cluster Autoscaler, GKE's, OKE's add-on)."""
-        pending = [
-            p for p in self.cluster.pods if p.node is None and p.active and p.template.resource
-        ]
-        if not pending:
-            return
-        for shape in list(self.shapes.values()):
-            if shape.min_nodes == shape.max_nodes:
-                continue
-            nodes = self._pool_nodes(shape.physical)
-            if len(nodes) >= shape.max_nodes or any(not n.ready(self.cluster.now) for n in nodes):
-                continue
-            template = Node("template", dict(shape.labels), list(shape.taints))
-            offered = self._devices(template, template.config or "")
-            if any(p.template.admits(template) and offered.get(p.template.resource or "", 0) > 0
-                   for p in pending):  # fmt: skip
-                self._create_nodes(shape, 1)
-                self.cluster.log(f"autoscaler: pool {shape.physical} grows for pending replicas")
-
     def _tick(self) -> None:
-        self._autoscale()
+        self.clouds.autoscale()
         self.cluster.tick()
         for service, count in self.cluster.serving().items():
             served = self.served.setdefault(service, Served(0, 0, count))

@@ -1,0 +1,60 @@
+"""What the simulation of one `pulumi up` observed: per service, per pool, and overall."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mig_inference.rollout.steps import StepPlan
+
+
+@dataclass
+class Served:
+    """One service over the transition."""
+
+    before: int
+    after: int
+    least: int
+    least_at: float = 0.0
+    below_seconds: float = 0.0
+    """Time with fewer Ready replicas than the smaller of before and after."""
+    down_seconds: float = 0.0
+    """Time with no Ready replica at all (services that had some before)."""
+    pending_at_end: int = 0
+
+
+@dataclass
+class PoolOutcome:
+    nodes_created: int = 0
+    nodes_deleted: int = 0
+    nodes_drained: int = 0
+    nodes_relabelled: int = 0
+    left_cordoned: list[str] = field(default_factory=list)
+    peak_gpus: int = 0
+    gpus_before: int = 0
+    gpus_after: int = 0
+    evicted: int = 0
+    """Replicas taken off its nodes against their will (not rolling updates or scale-downs)."""
+    most_devices_down: int = 0
+    """The most devices its live nodes did not advertise at one time (layouts being applied)."""
+
+    @property
+    def extra_gpus(self) -> int:
+        """GPUs beyond the larger of before and after, at the peak (both generations up)."""
+        return max(0, self.peak_gpus - max(self.gpus_before, self.gpus_after))
+
+
+@dataclass
+class Outcome:
+    """What one `pulumi up` does, as the simulation observed it."""
+
+    plan: StepPlan
+    services: dict[str, Served]
+    pools: dict[str, PoolOutcome]
+    failure: str | None
+    """The step Pulumi failed at, and why (None when the update finished)."""
+    seconds: float
+    events: list[tuple[float, str]]
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.plan.refusals)
