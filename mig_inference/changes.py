@@ -19,7 +19,7 @@ from typing import Any
 
 from mig_inference.errors import MigError
 from mig_inference.record import RECORD_FORMAT, plan_record
-from mig_inference.rollout.simulator import Outcome
+from mig_inference.rollout.outcome import Outcome
 from mig_inference.yamlfile import load_yaml
 
 PROJECT = "mig-inference"

@@ -17,7 +17,7 @@ from mig_inference.plan import StackPlan, plan_stack
 from mig_inference.pulumi_config import project_values, read_stack_config
 from mig_inference.record import RECORD_FORMAT
 from mig_inference.rollout.cluster import Timings
-from mig_inference.rollout.simulator import Outcome
+from mig_inference.rollout.outcome import Outcome
 from mig_inference.spec import NAMESPACE, SECRET_MARKER, parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from mig_inference.yamlfile import load_yaml

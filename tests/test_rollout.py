@@ -22,9 +22,10 @@ from mig_inference.changes import (
 from mig_inference.plan import plan_stack
 from mig_inference.record import plan_record
 from mig_inference.rollout.facts import config_names, pool_facts
+from mig_inference.rollout.outcome import Outcome
 from mig_inference.rollout.rendered import program_of
 from mig_inference.rollout.resources import Program
-from mig_inference.rollout.simulator import Outcome, simulate
+from mig_inference.rollout.simulator import simulate
 from mig_inference.rollout.steps import Op
 from mig_inference.stackfile import load_stack, stack_names
 from mig_inference.transition import StackVersion, simulate_transition
