@@ -100,7 +100,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
     require_cloud_sdk(spec.cloud)
     provider = _cloud_provider(plan, children)
     if settings.create and spec.cloud is Cloud.GKE:
-        from .gke import GKE_MASTER_CIDR, GKE_RELEASE_CHANNEL, GkeCluster, GkeClusterArgs
+        from .gke import GKE_RELEASE_CHANNEL, GkeCluster, GkeClusterArgs
 
         gke = GkeCluster(
             children.name(settings.name),
@@ -109,7 +109,9 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 location=settings.get("location"),
                 network=settings.get("network"),
                 subnetwork=settings.get("subnetwork"),
-                master_ipv4_cidr_block=settings.get("masterIpv4CidrBlock") or GKE_MASTER_CIDR,
+                # The spec chose one by the cluster's name when the stack names none.
+                master_ipv4_cidr_block=settings.get("masterIpv4CidrBlock"),
+                authorized_networks=list(settings.get("authorizedNetworks")),
                 release_channel=settings.get("releaseChannel") or GKE_RELEASE_CHANNEL,
                 protect=settings.protect,
                 cloud_nat=settings.get("cloudNat"),

@@ -9,6 +9,7 @@ import pulumi_aws as aws
 
 from mig_inference.bootstrap import eks_user_data
 from mig_inference.clouds import cloud_taint_effect
+from mig_inference.clouds.capacity import RESERVED, Capacity
 from mig_inference.digest import short_hash
 from mig_inference.plan.autoscaling import node_template_tags
 
@@ -26,6 +27,16 @@ NODE_POLICIES = (
 )
 """The managed policies EKS worker nodes need, and no more."""
 CLUSTER_POLICIES = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
+CAPACITY_TYPES = {
+    Capacity.ON_DEMAND: "ON_DEMAND",
+    Capacity.SPOT: "SPOT",
+    Capacity.RESERVATION: "ON_DEMAND",
+    Capacity.CAPACITY_BLOCK: "CAPACITY_BLOCK",
+}
+"""The node group's capacity type per choice: an On-Demand Capacity Reservation is consumed by
+on-demand instances the launch template targets at it (EKS "Capacity Blocks for ML with managed
+node groups"; EC2 "On-Demand Capacity Reservations")."""
+CAPACITY_BLOCK_MARKET = "capacity-block"
 
 
 def _autoscaling_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
@@ -178,10 +189,25 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         cluster = planned(args["stack"]).spec.cluster
         assert pool.machine is not None
         role, role_policies = _role(f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self)
+        capacity = pool.spec.capacity
+        reserved = capacity in RESERVED
         template = aws.ec2.LaunchTemplate(
             name,
             description=f"mig-inference GPU pool {pool.name}",
             user_data=eks_user_data(pool.max_pods),
+            # A reservation or Capacity Block: new instances go only to it.
+            capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                    capacity_reservation_id=pool.spec.reservation
+                )
+            )
+            if reserved
+            else None,
+            instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+                market_type=CAPACITY_BLOCK_MARKET
+            )
+            if capacity is Capacity.CAPACITY_BLOCK
+            else None,
             block_device_mappings=[
                 aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
                     device_name="/dev/xvda",
@@ -209,7 +235,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             subnet_ids=list(cluster.get("subnetIds")),
             ami_type=GPU_AMI,
             instance_types=[pool.machine.name],
-            capacity_type="SPOT" if pool.spec.spot else "ON_DEMAND",
+            capacity_type=CAPACITY_TYPES[capacity],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=pool.min_nodes, min_size=pool.min_nodes, max_size=pool.max_nodes
             ),

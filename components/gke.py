@@ -6,6 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from mig_inference.clouds import cloud_taint_effect
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.plan.zones import gke_region
 from mig_inference.spec import MigManager, SharingStrategy
 
@@ -16,9 +17,17 @@ from .stack_args import Stack
 SYSTEM_MACHINE = "e2-standard-4"
 GKE_MANAGED_DRIVER = "LATEST"
 DRIVER_LEFT_TO_OPERATOR = "INSTALLATION_DISABLED"
-GKE_MASTER_CIDR = "172.16.0.32/28"
 GKE_RELEASE_CHANNEL = "REGULAR"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+NAT_MIN_PORTS = 1024
+NAT_MAX_PORTS = 65536
+"""Cloud NAT ports per VM ("Ports and addresses": 64 by default; with dynamic port allocation a
+power of two from 32 to 65,536, endpoint-independent mapping off). The minimum is a choice for
+nodes with many pods downloading at once, not a documented figure."""
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+"""GKE's key of a specific reservation (GKE "Consuming reserved zonal resources")."""
+GKE_METADATA = "GKE_METADATA"
+"""Pods reach the GKE metadata server (Workload Identity), not the node's."""
 GKE_SHARING = {SharingStrategy.TIME_SLICING: "TIME_SHARING", SharingStrategy.MPS: "MPS"}
 """GKE's names for the sharing strategies (`gpu_sharing_config.gpu_sharing_strategy`)."""
 
@@ -32,8 +41,12 @@ class GkeClusterArgs(TypedDict):
     """VPC network (name or self link)."""
     subnetwork: str
     """Subnetwork for nodes; pod and service ranges are allocated automatically (VPC-native)."""
-    master_ipv4_cidr_block: NotRequired[str]
-    """Control plane range of the private cluster (172.16.0.32/28)."""
+    master_ipv4_cidr_block: str
+    """Control plane range of the private cluster (a /28; the stack's spec picks one of
+    172.16.0.0/16 by the cluster's name when the stack file names none)."""
+    authorized_networks: list[str]
+    """CIDR blocks allowed to reach the public control-plane endpoint (master authorized
+    networks); nothing else reaches it."""
     release_channel: NotRequired[str]
     """GKE release channel (REGULAR)."""
     protect: NotRequired[bool]
@@ -45,10 +58,15 @@ class GkeClusterArgs(TypedDict):
     """Project of the subnetwork (the provider's when not given)."""
 
 
+def _workload_pool(project: str) -> str:
+    return f"{project}.svc.id.goog"
+
+
 class GkeCluster(pulumi.ComponentResource):
-    """A minimal private, VPC-native GKE cluster with a small CPU system pool, and Cloud NAT so
-    its private nodes reach the registries their images come from. The API endpoint stays
-    public, so `pulumi up` from a laptop reaches it."""
+    """A minimal private, VPC-native GKE cluster with Workload Identity, a small CPU system
+    pool, and Cloud NAT so its private nodes reach the registries their images come from. The
+    API endpoint stays public for the authorized networks only, so `pulumi up` from a listed
+    network reaches it."""
 
     kubeconfig: pulumi.Output[str]
     """Kubeconfig reaching the cluster's public endpoint through gke-gcloud-auth-plugin (a
@@ -62,6 +80,11 @@ class GkeCluster(pulumi.ComponentResource):
         super().__init__("mig-inference:index:GkeCluster", name, None, opts)
         protect_cluster = args.get("protect", True)
         protect = pulumi.ResourceOptions(parent=self, protect=protect_cluster)
+        project = args.get("project") or (
+            gcp.organizations.get_client_config_output(
+                opts=pulumi.InvokeOutputOptions(parent=self)
+            ).project
+        )
         cluster = gcp.container.Cluster(
             name,
             name=args["name"],
@@ -73,7 +96,20 @@ class GkeCluster(pulumi.ComponentResource):
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
                 enable_private_nodes=True,
                 enable_private_endpoint=False,
-                master_ipv4_cidr_block=args.get("master_ipv4_cidr_block", GKE_MASTER_CIDR),
+                master_ipv4_cidr_block=args["master_ipv4_cidr_block"],
+            ),
+            master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+                cidr_blocks=[
+                    gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                        cidr_block=block, display_name=f"mig-inference {index}"
+                    )
+                    for index, block in enumerate(args["authorized_networks"])
+                ],
+            ),
+            # Workload Identity: pods get Google credentials only through their Kubernetes
+            # service account, never the node's.
+            workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+                workload_pool=pulumi.Output.from_input(project).apply(_workload_pool)
             ),
             release_channel=gcp.container.ClusterReleaseChannelArgs(
                 channel=args.get("release_channel", GKE_RELEASE_CHANNEL)
@@ -98,6 +134,9 @@ class GkeCluster(pulumi.ComponentResource):
                 oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                     enable_secure_boot=True, enable_integrity_monitoring=True
+                ),
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                    mode=GKE_METADATA
                 ),
             ),
             opts=protect,
@@ -130,6 +169,13 @@ class GkeCluster(pulumi.ComponentResource):
             router=router.name,
             region=region,
             nat_ip_allocate_option="AUTO_ONLY",
+            # Cloud NAT's default keeps 64 source ports per VM, shared by every pod of the node
+            # (up to 256 on GPU pools) pulling images and weights at once; dynamic allocation
+            # starts each VM at NAT_MIN_PORTS and grows it to NAT_MAX_PORTS under load.
+            enable_dynamic_port_allocation=True,
+            enable_endpoint_independent_mapping=False,
+            min_ports_per_vm=NAT_MIN_PORTS,
+            max_ports_per_vm=NAT_MAX_PORTS,
             # Only the cluster's subnetwork (nodes and pods), so a NAT the network already has
             # for other subnetworks is left alone.
             source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
@@ -140,6 +186,23 @@ class GkeCluster(pulumi.ComponentResource):
             ],
             opts=opts,
         )
+
+
+def _reservation_affinity(
+    capacity: Capacity, reservation: str | None
+) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs | None:
+    """A named reservation's nodes; flex-start consumes none (GKE requires it so)."""
+    if capacity is Capacity.RESERVATION:
+        return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="SPECIFIC_RESERVATION",
+            key=RESERVATION_KEY,
+            values=[reservation] if reservation else None,
+        )
+    if capacity is Capacity.FLEX_START:
+        return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="NO_RESERVATION"
+        )
+    return None
 
 
 class GkeGpuPoolArgs(TypedDict):
@@ -185,6 +248,8 @@ class GkeGpuPool(pulumi.ComponentResource):
                 gpu_driver_version=GKE_MANAGED_DRIVER if native else DRIVER_LEFT_TO_OPERATOR
             ),
         )
+        capacity = pool.spec.capacity
+        flex_start = capacity is Capacity.FLEX_START
         node_pool = gcp.container.NodePool(
             name,
             # The generation in the name: a change that needs new nodes creates the new pool
@@ -197,7 +262,10 @@ class GkeGpuPool(pulumi.ComponentResource):
             node_count=None if pool.autoscaled else pool.nodes_per_zone,
             initial_node_count=pool.nodes_per_zone if pool.autoscaled else None,
             autoscaling=gcp.container.NodePoolAutoscalingArgs(
-                total_min_node_count=pool.min_nodes, total_max_node_count=pool.max_nodes
+                total_min_node_count=pool.min_nodes,
+                total_max_node_count=pool.max_nodes,
+                # Flex-start: the autoscaler takes capacity in whichever zone has it.
+                location_policy="ANY" if flex_start else None,
             )
             if pool.autoscaled
             else None,
@@ -208,12 +276,25 @@ class GkeGpuPool(pulumi.ComponentResource):
                 )
             ],
             max_pods_per_node=pool.max_pods,
-            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            # Flex-start nodes are not repaired (GKE's flex-start pools turn auto-repair off).
+            management=gcp.container.NodePoolManagementArgs(
+                auto_repair=not flex_start, auto_upgrade=True
+            ),
             node_config=gcp.container.NodePoolNodeConfigArgs(
                 machine_type=pool.machine.name,
                 image_type="COS_CONTAINERD",
                 disk_size_gb=pool.spec.disk_size_gb,
-                spot=pool.spec.spot,
+                # The boot disk type the machine boots from (A3 Ultra and A4: Hyperdisk only).
+                disk_type=pool.boot_disk,
+                spot=capacity is Capacity.SPOT,
+                flex_start=True if flex_start else None,
+                reservation_affinity=_reservation_affinity(capacity, pool.spec.reservation),
+                # Workload Identity on the clusters this stack creates (enabled there).
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+                    mode=GKE_METADATA
+                )
+                if cluster.create
+                else None,
                 labels=dict(pool.node_labels),
                 taints=[
                     gcp.container.NodePoolNodeConfigTaintArgs(

@@ -142,6 +142,8 @@ class OkeGpuPool(pulumi.ComponentResource):
             oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigArgs(
                 availability_domain=domain,
                 subnet_id=subnet_ids[index % len(subnet_ids)],
+                # A capacity reservation is per availability domain; the pool names its domain.
+                capacity_reservation_id=pool.spec.reservation,
                 preemptible_node_config=oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigPreemptibleNodeConfigArgs(
                     preemption_action=oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigPreemptibleNodeConfigPreemptionActionArgs(
                         type="TERMINATE", is_preserve_boot_volume=False

@@ -45,6 +45,9 @@ class Cluster(TypedDict):
     """GKE, creating: the release channel (REGULAR)."""
     cloud_nat: NotRequired[bool]
     """GKE, creating: a Cloud Router and NAT for the private nodes (true)."""
+    authorized_networks: NotRequired[list[str]]
+    """GKE, creating (required): the CIDR blocks allowed to the public control-plane
+    endpoint."""
     region: NotRequired[str]
     """EKS: the AWS region."""
     subnet_ids: NotRequired[list[str]]
@@ -56,7 +59,8 @@ class Cluster(TypedDict):
     endpoint_public_access: NotRequired[bool]
     """EKS and OKE, creating: a public API endpoint as well (true)."""
     public_access_cidrs: NotRequired[list[str]]
-    """EKS, creating: the ranges allowed to the public endpoint."""
+    """EKS, creating: the ranges allowed to the public endpoint (required while it is
+    public)."""
     compartment_id: NotRequired[str]
     """OKE: the compartment OCID."""
     cluster_id: NotRequired[pulumi.Input[str]]
@@ -126,7 +130,13 @@ class Pool(TypedDict):
     max_pods: NotRequired[int]
     """Pods per node; checked against MIG devices, operator pods and the cloud's limits."""
     spot: NotRequired[bool]
-    """Spot / preemptible nodes."""
+    """Spot / preemptible nodes (the same as `capacity: spot`)."""
+    capacity: NotRequired[str]
+    """How the nodes are bought: on-demand (default), spot, reservation, capacity-block (EKS)
+    or flex-start (GKE), as the machine type is sold."""
+    reservation: NotRequired[str]
+    """The reservation a `reservation` or `capacity-block` pool consumes: a GCP reservation
+    name, an EC2 Capacity Reservation ID or an OCI capacity reservation OCID."""
     labels: NotRequired[dict[str, str]]
     """Extra node labels."""
     taints: NotRequired[list[Taint]]

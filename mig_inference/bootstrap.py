@@ -1,4 +1,20 @@
-"""Node bootstrap user data: EKS AL2023 nodeadm NodeConfig and OKE cloud-init."""
+"""Node bootstrap user data: EKS AL2023 nodeadm NodeConfig and OKE cloud-init.
+
+Which max pods an EKS node's kubelet gets (read from awslabs/amazon-eks-ami at 81fec2e8):
+nodeadm merges every `application/node.eks.aws` part of the user data in document order, a
+later value overriding an earlier one (`nodeadm/internal/configprovider/mime.go`,
+`internal/api/merge.go`: mergo `WithOverride`), and EKS appends its own NodeConfig to a managed
+node group's user data after the launch template's, one that sets `maxPods` (eksctl-io/eksctl
+#8037; EKS's documented cap of 110 or 250). So a NodeConfig in the user data alone loses to
+EKS's value. `nodeadm-run.service` then reads a second source, `file:///etc/eks/nodeadm.d/`,
+merged over the user data (`templates/al2023/runtime/rootfs/etc/systemd/system/
+nodeadm-run.service`, `internal/configprovider/chain.go`; nodeadm README and doc/examples.md
+"Overriding configuration with drop-in files"; AMI releases from v20251023, PR #2427), after
+cloud-init has run (`After=cloud-final.service`). The user data therefore also carries a
+cloud-config part that writes the same NodeConfig there: the plan's number is the one nodeadm
+writes into the kubelet's configuration drop-in (`40-nodeadm.conf`, which the kubelet reads over
+nodeadm's generated defaults).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +27,8 @@ from email.mime.text import MIMEText
 import yaml
 
 NODEADM_CONTENT_TYPE = "application/node.eks.aws"
+NODEADM_DROP_IN = "/etc/eks/nodeadm.d/50-mig-inference-max-pods.yaml"
+"""nodeadm merges this file over every NodeConfig of the user data, EKS's own included."""
 OKE_INIT_SCRIPT_URL = "http://169.254.169.254/opc/v2/instance/metadata/oke_init_script"
 
 
@@ -26,14 +44,32 @@ def nodeadm_node_config(max_pods: int) -> str:
     )
 
 
+def nodeadm_drop_in(max_pods: int) -> str:
+    """cloud-config writing the max-pods NodeConfig where nodeadm reads it last."""
+    document = {
+        "write_files": [
+            {
+                "path": NODEADM_DROP_IN,
+                "owner": "root:root",
+                "permissions": "0644",
+                "content": nodeadm_node_config(max_pods),
+            }
+        ]
+    }
+    return "#cloud-config\n" + yaml.safe_dump(document, sort_keys=False)
+
+
 def eks_user_data(max_pods: int) -> str:
-    """Base64 MIME multipart user data for an EKS launch template (AL2023 + nodeadm)."""
+    """Base64 MIME multipart user data for an EKS launch template (AL2023 + nodeadm): the
+    max-pods NodeConfig, and the cloud-config that writes it as a nodeadm drop-in (see the
+    module's docstring for why both)."""
     message = MIMEMultipart(boundary="MIGINFERENCE")
-    # 7-bit text, not base64: nodeadm reads parts with Go's mime/multipart, which does not
-    # decode a base64 transfer encoding.
+    # 7-bit text parts: plain to read in the launch template, and what nodeadm and cloud-init
+    # both take.
     part = MIMEText(nodeadm_node_config(max_pods), "node.eks.aws", "us-ascii")
     part.replace_header("Content-Type", f'{NODEADM_CONTENT_TYPE}; charset="us-ascii"')
     message.attach(part)
+    message.attach(MIMEText(nodeadm_drop_in(max_pods), "cloud-config", "us-ascii"))
     return base64.b64encode(message.as_bytes()).decode("ascii")
 
 

@@ -16,6 +16,10 @@ so the three node quotas below are marked unconfirmed):
   like `us-central1`, zones like `us-central1-a`); "Creating a zonal cluster" (cluster names:
   up to 40 lowercase letters, digits or hyphens, starting with a letter); Compute Engine naming
   (networks and subnetworks: RFC 1035, 63 characters); persistent disks: at most 64 TB.
+- Compute Engine reservations: a reservation's name is a Compute Engine name (RFC 1035, 63
+  characters); GKE names a shared reservation `projects/<project>/reservations/<name>` (GKE
+  "Consuming reserved zonal resources"). Amazon EC2 Capacity Reservation IDs: `cr-` and 17
+  hexadecimal characters (EC2 "Resource IDs"; Capacity Blocks for ML are Capacity Reservations).
 - AWS "Regions and Zones" (`us-east-1`, `eu-west-1`, `us-gov-west-1`, `cn-north-1`); Amazon
   EC2 "Resource IDs" (`subnet-`, `vpc-`, `sg-` and 8 or 17 hexadecimal characters); Amazon EBS
   volumes: at most 16 TiB (gp2/gp3); Amazon EKS quotas: 450 nodes per managed node group.
@@ -215,6 +219,20 @@ IMAGE = Format(
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?",
     512,
     "vllm/vllm-openai:v0.33.0",
+)
+GCP_RESERVATION = Format(
+    "a Compute Engine reservation name (RFC 1035, 63 characters) or a shared one as "
+    "projects/<project>/reservations/<name>",
+    r"(projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?",
+    128,
+    "h100-reservation",
+)
+AWS_CAPACITY_RESERVATION = Format(
+    "an EC2 Capacity Reservation ID (cr- and 17 hexadecimal digits; Capacity Blocks are "
+    "Capacity Reservations too)",
+    r"cr-[0-9a-f]{17}",
+    20,
+    "cr-0a1b2c3d4e5f60718",
 )
 GKE_MACHINE = Format(
     "a Compute Engine machine type", r"[a-z][a-z0-9]*-[a-z0-9-]+", 63, "a3-highgpu-8g"

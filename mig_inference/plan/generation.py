@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.digest import short_hash
 from mig_inference.plan.sharing import sharing_text
 from mig_inference.spec import MigManager, PoolSpec, Rollout, StackSpec
@@ -27,6 +28,12 @@ GENERATION_LENGTH = 6
 # A NoExecute taint key new on running nodes would evict the replicas already there before their
 # Deployment tolerates it (pools come before services), so a change of those keys brings new nodes
 # on GKE and EKS too; replicas tolerate any value and effect of their pool's keys (plan.pools).
+# Capacity: GKE's reservation affinity and flex-start are fixed when a pool is created
+# (ForceNew, like spot); EKS's capacity type forces a new node group, and a reservation or
+# Capacity Block lives in the launch template, read only when a node boots; OKE applies a
+# placement's capacity reservation only to nodes it creates later. So a capacity change needs
+# new nodes everywhere. `spot` keeps carrying on-demand <-> spot, and `capacity` joins the
+# inputs only for the other choices, so pools deployed before it existed keep their generation.
 # GKE's node locations: a zone that leaves the pool takes its nodes with it, and nodes are counted
 # per zone, so a change of zones replaces nodes either way: a new generation does it before the
 # old nodes go, and the gate waits for them.
@@ -84,6 +91,9 @@ def replacement_inputs(
         "cluster.availabilityDomains": sorted(spec.cluster.get("availabilityDomains", ())),
     }
     keys = list(_PER_CLOUD[spec.cloud])
+    if keys and pool.capacity not in (Capacity.ON_DEMAND, Capacity.SPOT):
+        keys.append("capacity")
+        values["capacity"] = f"{pool.capacity}:{pool.reservation or ''}"
     if spec.cloud is Cloud.GKE and pool.mig_manager is MigManager.GKE:
         keys.append("sharing")  # gpu_sharing_config is fixed when GKE creates the pool
     if keys and (pool.rollout is Rollout.BLUE_GREEN or pool.mig_manager is MigManager.GKE):

@@ -90,6 +90,8 @@ class PoolPlan:
     generation: str | None = None
     """Hash of `replacement_inputs`; part of the physical pool name (None: existing nodes)."""
     pack_plan: PackPlan | None = None
+    boot_disk: str | None = None
+    """GKE: the boot disk type the machine boots from (per-machine facts); None elsewhere."""
     """The planner's answer for `mig: auto` pools."""
 
     @property

@@ -36,6 +36,7 @@ from mig_inference.layout import Layout
 from mig_inference.migparted import ALL_DISABLED, resolve_config
 from mig_inference.packing import PackPlan, Workload, pack
 from mig_inference.plan.autoscaling import check_scale_from_zero
+from mig_inference.plan.capacity import check_capacity, check_oke_domains
 from mig_inference.plan.generation import generation_of, replacement_inputs
 from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan
 from mig_inference.plan.sharing import device_plugin_config_key, shared_offers
@@ -266,6 +267,8 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         )
     config_name, layouts, builtin, planned = _layouts(spec, pool, gpus_per_node, path)
     zones = pool_zones(spec, pool, path)
+    check_oke_domains(spec, pool, machine, path)
+    bought = check_capacity(spec, pool, machine, path)
     min_nodes, max_nodes = pool.nodes.min, pool.nodes.max
     if planned is not None:
         needed = planned.node_count
@@ -353,6 +356,7 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         replacement_inputs=inputs,
         generation=generation,
         pack_plan=planned,
+        boot_disk=bought.boot_disk,
     )
     check_scale_from_zero(planned_pool, path)
     return planned_pool

@@ -10,9 +10,11 @@ from dataclasses import replace
 
 from mig_inference.digest import short_hash
 from mig_inference.errors import MigError
-from mig_inference.plan.model import Offer
+from mig_inference.plan.model import WHOLE_GPU, Offer
 from mig_inference.spec import AUTO, MigManager, PoolSpec, SharingSpec, SharingStrategy
 
+GKE_TIME_SHARING = "https://cloud.google.com/kubernetes-engine/docs/how-to/timesharing-gpus"
+GKE_MPS = "https://cloud.google.com/kubernetes-engine/docs/how-to/nvidia-mps-gpus"
 SHARED_SUFFIX = ".shared"
 """What the device plugin appends to a resource's name with `renameByDefault`."""
 DEFAULT_UTILIZATION = 0.9
@@ -37,6 +39,19 @@ def shared_offers(pool: PoolSpec, offers: Sequence[Offer], path: str) -> list[Of
             "MPS is not available on GPU Operator pools here: the operator runs the device "
             "plugin with the `mixed` MIG strategy, under which NVIDIA's plugin refuses MPS (and "
             "MPS does not work on MIG devices); use timeSlicing, or GKE's MPS (migManager: gke)",
+            f"{where}.{strategy}",
+            allowed=[SharingStrategy.TIME_SLICING.value],
+        )
+    if (
+        sharing.strategy is SharingStrategy.MPS
+        and pool.mig_manager is MigManager.GKE
+        and any(o.profile != WHOLE_GPU for o in offers)
+    ):
+        raise MigError(
+            'GKE documents sharing MIG partitions by time-sharing only (GKE "Share GPUs with '
+            f'multiple workloads using time-sharing", with multi-instance GPUs: {GKE_TIME_SHARING}'
+            f"); its MPS page ({GKE_MPS}) documents MPS on whole GPUs, not on partitions. Use "
+            "timeSlicing, or whole GPUs (leave mig out) for MPS",
             f"{where}.{strategy}",
             allowed=[SharingStrategy.TIME_SLICING.value],
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 from mig_inference import formats
 from mig_inference.clouds import Cloud
+from mig_inference.digest import short_hash
 from mig_inference.formats import Format
 from mig_inference.spec.model import ClusterSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
@@ -16,7 +17,7 @@ ACCESS_KEYS = ("context", "kubeconfig")
 kubeconfig stored as a secret config key, instead of the cluster's own endpoint."""
 CLUSTER_KEYS: dict[Cloud, tuple[str, ...]] = {
     Cloud.GKE: ("project", "location", "network", "subnetwork", "masterIpv4CidrBlock",
-                "releaseChannel", "cloudNat"),
+                "releaseChannel", "cloudNat", "authorizedNetworks"),
     Cloud.EKS: ("region", "subnetIds", "vpcId", "version", "endpointPublicAccess",
                 "publicAccessCidrs"),
     Cloud.OKE: ("compartmentId", "clusterId", "vcnId", "subnetIds", "podSubnetIds",
@@ -24,7 +25,13 @@ CLUSTER_KEYS: dict[Cloud, tuple[str, ...]] = {
                 "endpointPublicAccess"),
     Cloud.EXISTING: (),
 }  # fmt: skip
-LIST_KEYS = ("subnetIds", "podSubnetIds", "availabilityDomains", "publicAccessCidrs")
+LIST_KEYS = (
+    "subnetIds",
+    "podSubnetIds",
+    "availabilityDomains",
+    "publicAccessCidrs",
+    "authorizedNetworks",
+)
 BOOLEAN_KEYS = {"endpointPublicAccess": True, "cloudNat": True}
 """Switches and their defaults: created clusters answer on a public endpoint (so `pulumi up`
 from a laptop reaches the API it just created) and GKE's private nodes get a Cloud NAT."""
@@ -35,7 +42,7 @@ CLUSTER_REQUIRED: dict[Cloud, tuple[str, ...]] = {
     Cloud.EXISTING: (),
 }
 CLUSTER_REQUIRED_WHEN_CREATING: dict[Cloud, tuple[str, ...]] = {
-    Cloud.GKE: ("network", "subnetwork"),
+    Cloud.GKE: ("network", "subnetwork", "authorizedNetworks"),
     Cloud.EKS: ("vpcId", "version"),
     Cloud.OKE: ("vcnId", "endpointSubnetId", "podSubnetIds", "kubernetesVersion", "systemImageId"),
     Cloud.EXISTING: (),
@@ -44,12 +51,12 @@ CLUSTER_REQUIRED_WHEN_JOINING: dict[Cloud, tuple[str, ...]] = {
     Cloud.OKE: ("clusterId",),
 }
 ONLY_WHEN_CREATING = ("network", "subnetwork", "masterIpv4CidrBlock", "releaseChannel",
-                      "cloudNat", "vpcId", "version", "endpointPublicAccess", "publicAccessCidrs",
+                      "cloudNat", "authorizedNetworks", "vpcId", "version", "endpointPublicAccess", "publicAccessCidrs",
                       "vcnId", "endpointSubnetId", "systemImageId")  # fmt: skip
 KEY_FORMATS: dict[Cloud, dict[str, Format]] = {
     Cloud.GKE: {"project": formats.GCP_PROJECT, "location": formats.GCP_LOCATION,
                 "network": formats.GCP_RESOURCE, "subnetwork": formats.GCP_RESOURCE,
-                "masterIpv4CidrBlock": formats.IPV4_CIDR,
+                "masterIpv4CidrBlock": formats.IPV4_CIDR, "authorizedNetworks": formats.IPV4_CIDR,
                 "releaseChannel": formats.GKE_RELEASE_CHANNEL},
     Cloud.EKS: {"region": formats.AWS_REGION, "subnetIds": formats.AWS_SUBNET,
                 "vpcId": formats.AWS_VPC, "version": formats.EKS_VERSION,
@@ -62,6 +69,18 @@ KEY_FORMATS: dict[Cloud, dict[str, Format]] = {
     Cloud.EXISTING: {},
 }  # fmt: skip
 """The format of every string key of the cluster, per cloud (see mig_inference.formats)."""
+GKE_MASTER_RANGE = (172, 16)
+"""Control-plane /28 blocks of created GKE clusters are taken from 172.16.0.0/16 (4,096 blocks),
+one per cluster name, so two ephemeral clusters in one VPC do not collide (unless two names
+hash alike, or the VPC uses that range: then set masterIpv4CidrBlock)."""
+
+
+def gke_master_cidr(cluster_name: str) -> str:
+    """The control-plane block of a created GKE cluster that names none: a /28 of
+    172.16.0.0/16 chosen by the cluster's name."""
+    index = int(short_hash(cluster_name, 6), 16) % 4096
+    first, second = GKE_MASTER_RANGE
+    return f"{first}.{second}.{index // 16}.{index % 16 * 16}/28"
 
 
 def cluster_spec(node: ConfigNode, cloud: Cloud, secret_keys: frozenset[str]) -> ClusterSpec:
@@ -117,8 +136,23 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secret_keys: frozenset[str]) ->
         node.child("masterIpv4CidrBlock").problem(
             "must be a /28 block: GKE gives the control plane exactly 16 addresses", None
         )
+    name = dns_label(node.child("name"))
+    if cloud is Cloud.GKE and create and not cidr:
+        settings["masterIpv4CidrBlock"] = gke_master_cidr(name)
+    if (
+        cloud is Cloud.EKS
+        and create
+        and settings.get("endpointPublicAccess")
+        and not settings.get("publicAccessCidrs")
+    ):
+        node.child("publicAccessCidrs").problem(
+            "is required when the created cluster's endpoint is public (endpointPublicAccess, "
+            "true by default): the networks allowed to reach the API (EKS's default would be "
+            "0.0.0.0/0, everywhere); or set endpointPublicAccess: false and run from the VPC",
+            None,
+        )
     return ClusterSpec(
-        name=dns_label(node.child("name")),
+        name=name,
         create=create,
         protect=node.child("protect").boolean(True),
         settings=settings,

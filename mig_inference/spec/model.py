@@ -9,6 +9,7 @@ from typing import Any
 
 from mig_inference.catalog import GpuModel
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.sizing import ModelShape
 
 AUTO = "auto"
@@ -128,6 +129,11 @@ class PoolSpec:
     """In-place re-partitioning: nodes re-partitioned at once."""
     sharing: SharingSpec | None = None
     """Time-slicing or MPS of the pool's devices (whole GPUs or MIG slices)."""
+    capacity: Capacity = Capacity.ON_DEMAND
+    """How the pool's nodes are bought (`spot: true` is `capacity: spot`)."""
+    reservation: str | None = None
+    """The reservation a `reservation` or `capacity-block` pool consumes (GCP reservation name,
+    EC2 Capacity Reservation ID, OCI capacity reservation OCID)."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from mig_inference import formats
 from mig_inference.catalog import resolve_gpu
 from mig_inference.clouds import K8S_TAINT_EFFECTS, Cloud
+from mig_inference.clouds.capacity import CLOUD_CAPACITY, RESERVED, Capacity
 from mig_inference.errors import AlreadyReported, MigError
 from mig_inference.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
@@ -34,7 +35,8 @@ from mig_inference.spec.reader import ConfigNode, dns_label, label_key_problem
 POOL_NAME_MAX = 32
 POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
              "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
-             "imageId", "rollout", "maxUnavailable", "sharing")  # fmt: skip
+             "imageId", "rollout", "maxUnavailable", "sharing", "capacity",
+             "reservation")  # fmt: skip
 MAX_SHARING_REPLICAS = 48
 """The most clients NVIDIA's MPS server (and so the device plugin) takes per GPU; the same cap
 holds for time-slicing here, where more clients only thin each one's memory further."""
@@ -47,6 +49,9 @@ RESERVED_LABEL_PREFIXES = ("mig-inference.io/", "kubernetes.io/", "k8s.io/")
 kubernetes.io and k8s.io namespaces, Kubernetes "Well-Known Labels")."""
 MACHINE_FORMATS = {Cloud.GKE: formats.GKE_MACHINE, Cloud.EKS: formats.EC2_INSTANCE,
                    Cloud.OKE: formats.OKE_SHAPE}  # fmt: skip
+RESERVATION_FORMATS = {Cloud.GKE: formats.GCP_RESERVATION,
+                       Cloud.EKS: formats.AWS_CAPACITY_RESERVATION,
+                       Cloud.OKE: formats.ocid("capacityreservation")}  # fmt: skip
 
 
 def _nodes(node: ConfigNode, cloud: Cloud) -> NodeCount:
@@ -121,6 +126,50 @@ def _zones(node: ConfigNode, cloud: Cloud) -> tuple[str, ...]:
     if cloud is Cloud.EXISTING:
         return node.problem("does not apply to existing nodes: they are where they are", ())
     return node.texts(formats.GCP_ZONE if cloud is Cloud.GKE else formats.AVAILABILITY_DOMAIN)
+
+
+def _capacity(node: ConfigNode, cloud: Cloud) -> tuple[Capacity, str | None]:
+    """`capacity` (a closed set per cloud), `spot` (the older spelling of `capacity: spot`)
+    and the `reservation` a reserved choice consumes. Which choices a machine type has is
+    the planner's check (it knows the machine)."""
+    raw = node.value if isinstance(node.value, dict) else {}
+    spot = node.child("spot").boolean(False)
+    allowed = [str(c) for c in CLOUD_CAPACITY[cloud.value]]
+    given = node.child("capacity").string()
+    capacity = Capacity.SPOT if spot else Capacity.ON_DEMAND
+    if given is not None and cloud is Cloud.EXISTING:
+        node.child("capacity").problem(
+            "does not apply to existing nodes: they are bought already", None
+        )
+    elif given is not None and given not in allowed:
+        node.child("capacity").problem(
+            f"{given!r} is not a capacity choice on {cloud.value}; allowed: {', '.join(allowed)}",
+            None,
+            allowed,
+        )
+    elif given is not None:
+        capacity = Capacity(given)
+        if raw.get("spot") is not None and spot != (capacity is Capacity.SPOT):
+            node.child("spot").problem(
+                f"spot: {str(spot).lower()} contradicts capacity: {given} (spot: true is "
+                "capacity: spot; give one of them)",
+                None,
+            )
+    reservation = (
+        node.child("reservation").text(RESERVATION_FORMATS[cloud])
+        if cloud in RESERVATION_FORMATS
+        else None
+    )
+    if capacity in RESERVED and reservation is None and raw.get("reservation") is None:
+        node.child("reservation").problem(
+            f"is required with capacity: {capacity}: the reservation the nodes consume", None
+        )
+    elif capacity not in RESERVED and raw.get("reservation") is not None:
+        node.child("reservation").problem(
+            f"only applies to capacity: {' or '.join(RESERVED)} (capacity is {capacity})", None
+        )
+        reservation = None
+    return capacity, reservation
 
 
 def _mig(node: ConfigNode) -> str | Mapping[str, int]:
@@ -252,7 +301,7 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     # Every value is read (and its errors recorded) before a missing GPU ends the pool.
     gpus_per_node = node.child("gpusPerNode").integer(minimum=1, maximum=16)
     max_pods = node.child("maxPods").integer(bound=formats.MAX_PODS)
-    spot = node.child("spot").boolean(False)
+    capacity, reservation = _capacity(node, cloud)
     labels = _labels(node.child("labels"))
     no_taints: tuple[Taint, ...] = ()
     taints = node.attempt(lambda: _taints(node.child("taints")), no_taints)
@@ -280,11 +329,13 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         max_unavailable=max_unavailable,
         gpus_per_node=gpus_per_node,
         max_pods=max_pods,
-        spot=spot,
+        spot=capacity is Capacity.SPOT,
         labels=labels,
         taints=taints,
         system_pods=system_pods,
         zones=zones,
         image_id=image_id,
         sharing=sharing,
+        capacity=capacity,
+        reservation=reservation,
     )

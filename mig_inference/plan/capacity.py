@@ -1,0 +1,98 @@
+"""A pool's capacity choice checked against its machine type, and where its nodes may be.
+
+The per-machine facts (mig_inference.clouds.capacity) say which choices a machine type is sold
+with and which disks it boots from; a choice the machine lacks is refused at `capacity` (`spot: true` is
+`capacity: spot`), naming the machine's choices. OKE bare-metal GPU shapes
+are usually offered in one availability domain: a pool of one must name it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mig_inference.clouds import Cloud, MachineShape
+from mig_inference.clouds.capacity import (
+    CLOUD_CAPACITY,
+    GKE_FLEX_START,
+    Capacity,
+    MachineFacts,
+    machine_facts,
+)
+from mig_inference.errors import MigError
+from mig_inference.spec import PoolSpec, StackSpec
+
+OKE_BARE_METAL_PREFIX = "BM."
+OKE_SINGLE_DOMAIN_SOURCE = (
+    "https://docs.oracle.com/en-us/iaas/Content/Compute/References/computeshapes.htm "
+    "(bare-metal GPU shapes are offered per availability domain, often in one; unconfirmed)"
+)
+
+
+@dataclass(frozen=True)
+class PoolCapacity:
+    """What a pool's nodes are bought as, and what they boot from."""
+
+    capacity: Capacity
+    reservation: str | None
+    boot_disk: str | None
+    """The boot disk type the pool sets (None: the cloud's default)."""
+    facts: MachineFacts | None
+    """The machine's facts (None for a machine type the project does not know)."""
+
+
+def check_capacity(
+    spec: StackSpec, pool: PoolSpec, machine: MachineShape | None, path: str
+) -> PoolCapacity:
+    cloud = spec.cloud
+    if cloud is Cloud.EXISTING or machine is None:
+        return PoolCapacity(pool.capacity, None, None, None)
+    facts = machine_facts(cloud.value, machine.name)
+    choices = facts.capacity if facts else CLOUD_CAPACITY[cloud.value]
+    if pool.capacity not in choices:
+        allowed = [str(c) for c in choices]
+        source = f" ({facts.capacity_source})" if facts else ""
+        raise MigError(
+            f"{machine.name} is not sold as {pool.capacity} capacity; its choices: "
+            f"{', '.join(allowed)}{source}",
+            f"{path}.capacity",
+            value=str(pool.capacity),
+            allowed=allowed,
+        )
+    if pool.capacity is Capacity.FLEX_START and pool.nodes.fixed:
+        raise MigError(
+            "flex-start nodes come from GKE's cluster autoscaler (Dynamic Workload Scheduler): "
+            f"give nodes as {{min, max}} ({GKE_FLEX_START})",
+            f"{path}.nodes",
+        )
+    if cloud is Cloud.OKE and pool.capacity is Capacity.RESERVATION:
+        domains = pool.zones or tuple(spec.cluster.get("availabilityDomains") or ())
+        if len(domains) != 1:
+            raise MigError(
+                "an OCI capacity reservation holds capacity in one availability domain: give "
+                f"the pool that one domain in zones (it would place nodes in {len(domains)})",
+                f"{path}.zones",
+                allowed=list(domains),
+            )
+    boot_disk = facts.boot_disks[0] if facts and cloud is Cloud.GKE else None
+    return PoolCapacity(pool.capacity, pool.reservation, boot_disk, facts)
+
+
+def check_oke_domains(
+    spec: StackSpec, pool: PoolSpec, machine: MachineShape | None, path: str
+) -> None:
+    """A bare-metal GPU pool without `zones` would spread over every availability domain of
+    the cluster and fail for capacity in those where the shape is not offered."""
+    if spec.cloud is not Cloud.OKE or machine is None or pool.zones:
+        return
+    if not machine.name.startswith(OKE_BARE_METAL_PREFIX):
+        return
+    domains = tuple(spec.cluster.get("availabilityDomains") or ())
+    if len(domains) > 1:
+        raise MigError(
+            f"is required for {machine.name} when the cluster has {len(domains)} availability "
+            f"domains ({', '.join(domains)}): bare-metal GPU shapes are usually offered in one, "
+            f"and the pool would place nodes in each ({OKE_SINGLE_DOMAIN_SOURCE}); name the "
+            "domain of your capacity",
+            f"{path}.zones",
+            allowed=list(domains),
+        )

@@ -1,0 +1,228 @@
+"""GPU capacity as each cloud sells it: the `capacity` key checked per machine type, its mapping
+to each cloud's mechanism on the rendered inputs (under Pulumi mocks), the pools that would never
+get a node, OKE's availability domains, and the generation a capacity change brings."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mig_inference.changes import PoolChange
+from mig_inference.clouds import MACHINES, MAX_PODS_RANGE, Cloud
+from mig_inference.clouds.capacity import FACTS, Capacity, machine_facts
+from mig_inference.errors import MigError
+from mig_inference.plan import plan_stack
+from mig_inference.spec import parse_stack
+from mig_inference.versions import GPU_OPERATOR_VERSION
+from tests.mocked import one, render_config
+from tests.test_day2 import EKS_GROUP, GKE_POOL, OKE_POOL
+from tests.test_rollout import stack, transition
+
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+
+
+def _plan(config: dict[str, Any]) -> Any:
+    return plan_stack(parse_stack("t", config, pinned_operator_version=GPU_OPERATOR_VERSION))
+
+
+def _errors(config: dict[str, Any]) -> list[MigError]:
+    with pytest.raises(MigError) as caught:
+        _plan(config)
+    return list(caught.value.errors)
+
+
+def gke(machine: str, gpu: str = "H100-80GB", **pool: Any) -> dict[str, Any]:
+    return stack("gke", replicas=1, machineType=machine, gpu=gpu, **pool)
+
+
+def test_every_known_gpu_machine_has_its_capacity_disks_and_max_pods_with_sources() -> None:
+    for cloud, machines in MACHINES.items():
+        for name, shape in machines.items():
+            facts = machine_facts(cloud.value, name)
+            assert facts is not None, name
+            assert facts.capacity and facts.boot_disks and facts.max_pods > 0
+            assert facts.capacity_source and facts.boot_disk_source and facts.max_pods_source
+            if cloud is Cloud.EKS:
+                # Confirmed against the EKS AMI's instance-info.jsonl: the planner's ceiling.
+                assert facts.max_pods == shape.default_max_pods and "max_pods" not in (
+                    facts.unconfirmed
+                )
+            else:
+                assert facts.max_pods == MAX_PODS_RANGE[cloud][1]
+    assert set(FACTS) == {"gke", "eks", "oke"}
+
+
+@pytest.mark.parametrize("machine", ["a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g"])
+def test_small_a3_high_is_refused_on_demand(machine: str) -> None:
+    [error] = _errors(gke(machine))
+    assert error.path == "mig-inference:pools[0].capacity"
+    assert f"{machine} is not sold as on-demand capacity" in error.message
+    assert error.allowed == ["spot", "flex-start"]
+    [error] = _errors(gke(machine, spot=False))
+    assert error.allowed == ["spot", "flex-start"]
+    assert _plan(gke(machine, spot=True)).pools[0].spec.capacity is Capacity.SPOT
+
+
+@pytest.mark.parametrize(
+    ("machine", "gpu"), [("a3-ultragpu-8g", "H200-141GB"), ("a4-highgpu-8g", "B200-180GB")]
+)
+def test_a3_ultra_and_a4_need_a_reservation_spot_or_flex_start_and_boot_from_hyperdisk(
+    tmp_path: Path, machine: str, gpu: str
+) -> None:
+    [error] = _errors(gke(machine, gpu, mig="all-disabled"))
+    assert error.allowed == ["reservation", "spot", "flex-start"]
+    config = gke(machine, gpu, mig="all-disabled", capacity="reservation",
+                 reservation="projects/my-project/reservations/h200-block")  # fmt: skip
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None, rendering.error
+    node_config = one(rendering, GKE_POOL).inputs["nodeConfig"]
+    assert node_config["diskType"] == "hyperdisk-balanced"
+    assert node_config["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["projects/my-project/reservations/h200-block"],
+    }
+    assert node_config["spot"] is False and "flexStart" not in node_config
+
+
+def test_gke_flex_start_autoscales_without_reservation_or_repair(tmp_path: Path) -> None:
+    [error] = _errors(gke("a3-highgpu-1g", capacity="flex-start", migManager="gke"))
+    assert error.path == "mig-inference:pools[0].nodes" and "{min, max}" in error.message
+    config = gke(
+        "a3-highgpu-1g", capacity="flex-start", migManager="gke", nodes={"min": 0, "max": 2}
+    )
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None, rendering.error
+    pool = one(rendering, GKE_POOL).inputs
+    assert pool["nodeConfig"]["flexStart"] is True
+    assert pool["nodeConfig"]["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert pool["autoscaling"]["locationPolicy"] == "ANY"
+    assert pool["management"]["autoRepair"] is False
+    assert pool["nodeConfig"]["diskType"] == "pd-balanced"
+
+
+def test_gke_on_demand_pool_keeps_its_inputs(tmp_path: Path) -> None:
+    rendering = render_config(tmp_path, stack("gke"))
+    node_config = one(rendering, GKE_POOL).inputs["nodeConfig"]
+    assert "reservationAffinity" not in node_config and "flexStart" not in node_config
+    assert node_config["spot"] is False and node_config["diskType"] == "pd-balanced"
+
+
+@pytest.mark.parametrize(
+    ("cloud", "pool", "path", "message"),
+    [
+        ("gke", {"capacity": "capacity-block"}, "capacity",
+         "'capacity-block' is not a capacity choice on gke; allowed: on-demand, spot, reservation, flex-start"),
+        ("oke", {"capacity": "flex-start"}, "capacity", "allowed: on-demand, reservation, spot"),
+        ("eks", {"capacity": "reservation"}, "reservation", "is required with capacity: reservation"),
+        ("eks", {"reservation": "cr-0a1b2c3d4e5f60718"}, "reservation",
+         "only applies to capacity: reservation or capacity-block (capacity is on-demand)"),
+        ("eks", {"capacity": "reservation", "reservation": "cr-123"}, "reservation",
+         "is not an EC2 Capacity Reservation ID"),
+        ("gke", {"capacity": "reservation", "reservation": "Bad_Name"}, "reservation",
+         "is not a Compute Engine reservation name"),
+        ("oke", {"capacity": "reservation", "reservation": "ocid1.image.oc1..x"}, "reservation",
+         "is not an OCI capacityreservation OCID"),
+        ("gke", {"capacity": "reservation", "reservation": "r1", "spot": True}, "spot",
+         "spot: true contradicts capacity: reservation"),
+    ],
+)  # fmt: skip
+def test_bad_capacity_is_one_error_at_its_key(
+    cloud: str, pool: dict[str, Any], path: str, message: str
+) -> None:
+    errors = _errors(stack(cloud, **pool))
+    assert [e.path for e in errors] == [f"mig-inference:pools[0].{path}"]
+    assert message in errors[0].message
+
+
+def test_capacity_blocks_only_where_aws_sells_them() -> None:
+    [error] = _errors(
+        stack("eks", machineType="p4de.24xlarge", gpu="A100-80GB", mig="all-balanced",
+              capacity="capacity-block", reservation="cr-0a1b2c3d4e5f60718")
+    )  # fmt: skip
+    assert error.path == "mig-inference:pools[0].capacity"
+    assert error.allowed == ["on-demand", "spot", "reservation"]
+
+
+def test_eks_reservation_and_capacity_block_reach_the_launch_template(tmp_path: Path) -> None:
+    reserved = render_config(
+        tmp_path, stack("eks", capacity="reservation", reservation="cr-0a1b2c3d4e5f60718")
+    )
+    assert reserved.error is None, reserved.error
+    assert one(reserved, EKS_GROUP).inputs["capacityType"] == "ON_DEMAND"
+    template = one(reserved, LAUNCH_TEMPLATE).inputs
+    assert template["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": "cr-0a1b2c3d4e5f60718"}
+    }
+    assert "instanceMarketOptions" not in template
+    (tmp_path / "b").mkdir()
+    block = render_config(
+        tmp_path / "b",
+        stack("eks", capacity="capacity-block", reservation="cr-0a1b2c3d4e5f60719"),
+    )
+    assert block.error is None, block.error
+    assert one(block, EKS_GROUP).inputs["capacityType"] == "CAPACITY_BLOCK"
+    template = one(block, LAUNCH_TEMPLATE).inputs
+    assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert template["capacityReservationSpecification"]["capacityReservationTarget"] == {
+        "capacityReservationId": "cr-0a1b2c3d4e5f60719"
+    }
+
+
+def test_oke_reservation_reaches_the_placement_of_its_one_domain(tmp_path: Path) -> None:
+    reservation = "ocid1.capacityreservation.oc1.us-chicago-1.aaaaaaaaexample"
+    rendering = render_config(
+        tmp_path, stack("oke", capacity="reservation", reservation=reservation)
+    )
+    assert rendering.error is None, rendering.error
+    [placement] = one(rendering, OKE_POOL).inputs["nodeConfigDetails"]["placementConfigs"]
+    assert placement["capacityReservationId"] == reservation
+    config = stack("oke", capacity="reservation", reservation=reservation)
+    config["cluster"]["availabilityDomains"] = ["Uocm:US-CHICAGO-1-AD-1", "Uocm:US-CHICAGO-1-AD-2"]
+    config["pools"][0]["zones"] = config["cluster"]["availabilityDomains"]
+    [error] = _errors(config)
+    assert (
+        error.path == "mig-inference:pools[0].zones" and "one availability domain" in error.message
+    )
+
+
+def test_oke_bare_metal_pool_names_its_domain_when_the_cluster_has_several() -> None:
+    config = stack("oke")
+    domains = ["Uocm:US-CHICAGO-1-AD-1", "Uocm:US-CHICAGO-1-AD-2", "Uocm:US-CHICAGO-1-AD-3"]
+    config["cluster"]["availabilityDomains"] = domains
+    [error] = _errors(config)
+    assert error.path == "mig-inference:pools[0].zones"
+    assert "BM.GPU.H100.8" in error.message and error.allowed == domains
+    config["pools"][0]["zones"] = ["Uocm:US-CHICAGO-1-AD-2"]
+    assert _plan(config).pools[0].zones == ("Uocm:US-CHICAGO-1-AD-2",)
+
+
+def test_capacity_joins_the_generation_only_beyond_on_demand_and_spot() -> None:
+    on_demand, spot = _plan(stack("eks")).pools[0], _plan(stack("eks", spot=True)).pools[0]
+    assert "capacity" not in on_demand.replacement_inputs
+    assert "capacity" not in spot.replacement_inputs
+    assert _plan(stack("eks", capacity="on-demand")).pools[0].generation == on_demand.generation
+    reserved = _plan(stack("eks", capacity="reservation", reservation="cr-0a1b2c3d4e5f60718"))
+    assert reserved.pools[0].replacement_inputs["capacity"] == "reservation:cr-0a1b2c3d4e5f60718"
+    assert reserved.pools[0].generation != on_demand.generation
+
+
+@pytest.mark.parametrize("cloud", ["gke", "eks", "oke"])
+def test_a_move_to_reserved_capacity_is_a_new_generation_in_the_simulator(cloud: str) -> None:
+    reservation = {
+        "gke": "h100-reservation",
+        "eks": "cr-0a1b2c3d4e5f60718",
+        "oke": "ocid1.capacityreservation.oc1.us-chicago-1.aaaaaaaaexample",
+    }[cloud]
+    before = stack(cloud)
+    after = copy.deepcopy(before)
+    after["pools"][0].update(capacity="reservation", reservation=reservation)
+    outcome, changes = transition(before, after)
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NEW_NODES
+    assert any(field.key == "capacity" for field in pool.fields)
+    assert (pool.nodes_created, pool.replicas_evicted) == (1, 0)
+    assert outcome.services["chat"].after == 4 and outcome.failure is None
