@@ -1,9 +1,9 @@
 """A pool's capacity choice checked against its machine type, and where its nodes may be.
 
 The per-machine facts (mig_inference.clouds.capacity) say which choices a machine type is sold
-with and which disks it boots from; a choice the machine lacks is refused at `capacity` (`spot: true` is
-`capacity: spot`), naming the machine's choices. OKE bare-metal GPU shapes
-are usually offered in one availability domain: a pool of one must name it.
+with and which disks it boots from; a choice the machine lacks is refused at `capacity`
+(`spot: true` is `capacity: spot`), naming the machine's choices. OKE bare-metal GPU shapes are
+usually offered in one availability domain: a pool of one must name it.
 """
 
 from __future__ import annotations

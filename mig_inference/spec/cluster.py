@@ -51,7 +51,8 @@ CLUSTER_REQUIRED_WHEN_JOINING: dict[Cloud, tuple[str, ...]] = {
     Cloud.OKE: ("clusterId",),
 }
 ONLY_WHEN_CREATING = ("network", "subnetwork", "masterIpv4CidrBlock", "releaseChannel",
-                      "cloudNat", "authorizedNetworks", "vpcId", "version", "endpointPublicAccess", "publicAccessCidrs",
+                      "cloudNat", "authorizedNetworks", "vpcId", "version",
+                      "endpointPublicAccess", "publicAccessCidrs",
                       "vcnId", "endpointSubnetId", "systemImageId")  # fmt: skip
 KEY_FORMATS: dict[Cloud, dict[str, Format]] = {
     Cloud.GKE: {"project": formats.GCP_PROJECT, "location": formats.GCP_LOCATION,
