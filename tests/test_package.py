@@ -342,6 +342,7 @@ def eks_stack(cluster_name: Any, create: bool = False) -> Stack:
     }
     if create:
         cluster["create"], cluster["vpc_id"], cluster["version"] = True, "vpc-0000000a", "1.33"
+        cluster["public_access_cidrs"] = ["203.0.113.0/24"]
     return {
         "cloud": "eks",
         "cluster": cluster,

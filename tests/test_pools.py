@@ -99,7 +99,8 @@ def _gke(pool: dict[str, Any]) -> dict[str, Any]:
     [
         ({"migManager": "gke", "mig": "all-balanced"}, "one profile; allowed for H100-80GB: all-1g.10gb, all-1g.20gb"),
         ({"migManager": "gke", "mig": "all-1g.10gb.me"}, r"does not accept partition size 1g.10gb\+me"),
-        ({"gpu": "B200-180GB", "machineType": "a4-highgpu-8g", "migManager": "gke", "mig": "all-1g.23gb"},
+        ({"gpu": "B200-180GB", "machineType": "a4-highgpu-8g", "migManager": "gke", "mig": "all-1g.23gb",
+          "spot": True},
          "native MIG does not support B200-180GB"),
         ({"machineType": "n1-standard-8"}, "unknown gke machine type 'n1-standard-8'; known: a2-highgpu-1g"),
         ({"machineType": "a2-highgpu-8g"}, "a2-highgpu-8g carries A100-40GB, not H100-80GB"),
@@ -142,7 +143,13 @@ def test_gke_autoscaling_and_cluster_creation() -> None:
 def test_protect_reaches_cluster_and_pools(tmp_path: Path) -> None:
     config = _gke({"mig": "all-3g.40gb"})
     config["cluster"].update(
-        {"create": True, "protect": True, "network": "gpu-vpc", "subnetwork": "gpu-subnet"}
+        {
+            "create": True,
+            "protect": True,
+            "network": "gpu-vpc",
+            "subnetwork": "gpu-subnet",
+            "authorizedNetworks": ["203.0.113.0/24"],
+        }
     )
     rendering = render_config(tmp_path, config)
     assert rendering.error is None
@@ -163,8 +170,9 @@ def test_eks_node_group_seed_003() -> None:
     template = one(rendering, "aws:ec2/launchTemplate:LaunchTemplate").inputs
     message = email.message_from_string(b64(template["userData"]))
     assert message.is_multipart()
-    [part] = list(message.walk())[1:]
+    part, drop_in = list(message.walk())[1:]
     assert part.get_content_type() == "application/node.eks.aws"
+    assert drop_in.get_content_type() == "text/cloud-config"  # tests/test_max_pods.py
     assert part["Content-Transfer-Encoding"] == "7bit"
     node_config = yaml.safe_load(str(part.get_payload()))
     assert node_config == {
@@ -195,7 +203,7 @@ def test_eks_taints_and_spot(tmp_path: Path) -> None:
     config = {
         "cloud": "eks",
         "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000001"], "create": True,
-                    "vpcId": "vpc-0123456789abcdef0", "version": "1.33"},
+                    "vpcId": "vpc-0123456789abcdef0", "version": "1.33", "publicAccessCidrs": ["203.0.113.0/24"]},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": {"min": 0, "max": 3},
                    "mig": "all-balanced", "spot": True}],
     }  # fmt: skip

@@ -125,7 +125,7 @@ def test_eks_cluster_and_node_groups_wait_for_their_iam_policies(tmp_path: Path)
     config = {
         "cloud": "eks",
         "cluster": {"name": "c", "region": "us-east-1", "subnetIds": ["subnet-00000001"], "create": True,
-                    "vpcId": "vpc-0123456789abcdef0", "version": "1.33"},
+                    "vpcId": "vpc-0123456789abcdef0", "version": "1.33", "publicAccessCidrs": ["203.0.113.0/24"]},
         "pools": [{"name": "p", "gpu": "h100", "machineType": "p5.48xlarge", "nodes": 1,
                    "mig": "all-balanced"}],
     }  # fmt: skip

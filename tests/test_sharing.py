@@ -142,7 +142,8 @@ def test_renamed_shared_resources(tmp_path: Path) -> None:
     assert limits["nvidia.com/gpu.shared"] == "1"
 
 
-def test_gke_mps_with_mig_partitions() -> None:
+def test_gke_mps_on_mig_partitions_is_refused_time_sharing_is_not() -> None:
+    """GKE documents time-sharing on MIG partitions, and MPS only on whole GPUs (issue 27)."""
     config = {
         "cloud": "gke",
         "cluster": {"name": "c", "project": "my-project", "location": "us-central1-c"},
@@ -150,9 +151,16 @@ def test_gke_mps_with_mig_partitions() -> None:
                    "migManager": "gke", "mig": "all-3g.40gb", "maxPods": 64,
                    "sharing": {"mps": {"replicas": 2}}}],
     }  # fmt: skip
+    with pytest.raises(MigError, match="GKE documents sharing MIG partitions by time-sharing") as e:
+        _plan(config)
+    assert e.value.path == "mig-inference:pools[0].sharing.mps"
+    assert e.value.allowed == ["timeSlicing"]
+    config["pools"][0]["sharing"] = {"timeSlicing": {"replicas": 2}}
     pool = _plan(config).pools[0]
     assert pool.capacity_per_node() == {"nvidia.com/gpu": 32}
     assert pool.node_selector["cloud.google.com/gke-gpu-partition-size"] == "3g.40gb"
+    config["pools"][0].update(mig="all-disabled", sharing={"mps": {"replicas": 2}})
+    assert _plan(config).pools[0].capacity_per_node() == {"nvidia.com/gpu": 16}
 
 
 @pytest.mark.parametrize(
