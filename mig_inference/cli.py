@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mig_inference.catalog import GpuModel, load_catalog, resolve_gpu
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError
 from mig_inference.fleet import load_fleet
 from mig_inference.layout import parse_custom_layout, place, slot_bar
@@ -251,7 +252,12 @@ def _pack(args: argparse.Namespace) -> int:
 
     if args.gpu is None:
         return _pack_cheapest(args)
-    for flag, given in (("--spot", args.spot), ("--prices", args.prices is not None)):
+    given_flags = (
+        ("--spot", args.spot),
+        ("--capacity", args.capacity is not None),
+        ("--prices", args.prices is not None),
+    )
+    for flag, given in given_flags:
         if given:
             raise MigError(
                 "prices compare machine types: use it with --machines or --cloud, not --gpu", flag
@@ -264,6 +270,24 @@ def _pack(args: argparse.Namespace) -> int:
     else:
         print(pack_text(plan))
     return 0
+
+
+def _capacity_flag(given: str | None, spot: bool) -> Capacity | None:
+    if given is None:
+        return None
+    allowed = [str(c) for c in Capacity]
+    if given not in allowed:
+        raise MigError(
+            f"{given!r} is not a capacity choice; allowed: {', '.join(allowed)}",
+            "--capacity",
+            value=given,
+            allowed=allowed,
+        )
+    if spot and given != Capacity.SPOT:
+        raise MigError(
+            f"--spot is --capacity spot; it contradicts --capacity {given}", "--spot", value=True
+        )
+    return Capacity(given)
 
 
 def _pack_cheapest(args: argparse.Namespace) -> int:
@@ -289,6 +313,7 @@ def _pack_cheapest(args: argparse.Namespace) -> int:
         cloud=args.cloud,
         spot=args.spot,
         uniform_nodes=args.uniform_nodes,
+        capacity=_capacity_flag(args.capacity, args.spot),
     )
     error = None
     if result.choice is None:
@@ -550,6 +575,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_argument(
         "--spot", action="store_true", help="with --machines/--cloud: compare spot prices"
+    )
+    sub.add_argument(
+        "--capacity",
+        metavar="CHOICE",
+        help="with --machines/--cloud: compare prices of on-demand (default), spot, "
+        "reservation, capacity-block or flex-start capacity; machines not sold so are skipped",
     )
     sub.add_argument(
         "--prices",

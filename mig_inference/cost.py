@@ -4,8 +4,9 @@ and compare nodes x $/hour.
 Candidates are machine types named by the user, or every priced machine of one cloud. Each is
 packed with the planner (`packing.pack`) for its GPU model with its GPU count per node; a
 machine whose GPU model cannot hold some workload (no such profile, no slice large enough, no
-MIG) is reported infeasible with the reason, and a machine without a price for the asked kind
-(on-demand or spot) is skipped with a note.
+MIG) is reported infeasible with the reason, and a machine not sold as the asked capacity
+(on-demand, spot, reservation, capacity block, flex-start: the per-machine facts), or without a
+price for it, is skipped with a note.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from dataclasses import dataclass, field
 
 from mig_inference.catalog import resolve_gpu
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.capacity import Capacity, machine_facts
 from mig_inference.errors import MigError
 from mig_inference.packing import PackPlan, Workload, check_unique_names, pack
-from mig_inference.prices import MachinePrice, known_machines
+from mig_inference.prices import MachinePrice, known_machines, why_not_priced
 
 PRICED_CLOUDS = (Cloud.GKE, Cloud.EKS, Cloud.OKE)
 
@@ -94,6 +96,8 @@ class CostChoice:
     spot: bool
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    capacity: Capacity = Capacity.ON_DEMAND
+    """The capacity choice priced."""
 
     @property
     def choice(self) -> Candidate | None:
@@ -173,12 +177,6 @@ def select_machines(
     return list(chosen.values())
 
 
-def _why_no_price(price: MachinePrice, spot: bool) -> str:
-    kind = "spot" if spot else "on-demand"
-    said = f"{price.note}; " if price.note else ""
-    return f"no {kind} price ({said}source: {price.source}); give one with --prices FILE"
-
-
 def cheapest_machine(
     workloads: Sequence[Workload],
     prices: Mapping[str, MachinePrice],
@@ -187,9 +185,12 @@ def cheapest_machine(
     cloud: Cloud | str | None = None,
     spot: bool = False,
     uniform_nodes: bool = False,
+    capacity: Capacity | None = None,
 ) -> CostChoice:
     """Pack `workloads` onto whole nodes of every candidate machine and rank them by
-    nodes x $/hour (spot prices with `spot`)."""
+    nodes x $/hour bought as `capacity` (default on-demand; `spot` is `capacity=SPOT`)."""
+    kind = capacity if capacity is not None else Capacity.SPOT if spot else Capacity.ON_DEMAND
+    spot = kind is Capacity.SPOT
     if not workloads:
         raise MigError("no workloads to place")
     check_unique_names(workloads)
@@ -199,17 +200,22 @@ def cheapest_machine(
     for entry in selected:
         if isinstance(entry, Skipped):
             continue
-        per_node = entry.price(spot)
+        facts = machine_facts(entry.cloud.value, entry.machine)
+        if facts is not None and kind not in facts.capacity:
+            choices = ", ".join(facts.capacity)
+            skipped.append(Skipped(entry.machine, f"not sold as {kind} (its choices: {choices})"))
+            continue
+        per_node = entry.price_of(kind)
         if per_node is None:
-            skipped.append(Skipped(entry.machine, _why_no_price(entry, spot)))
+            skipped.append(Skipped(entry.machine, why_not_priced(entry.machine, kind, entry)))
         else:
             priced.append((entry, per_node))
     if not priced:
-        kind = "spot" if spot else "on-demand"
         names = ", ".join(s.machine for s in skipped)
+        flag = "--spot" if spot and capacity is None else "--capacity" if capacity else "--prices"
         raise MigError(
             f"no {kind} price for any candidate machine ({names}); give prices with --prices FILE",
-            "--spot" if spot else "--prices",
+            flag,
         )
     plans: dict[tuple[str, int], PackPlan | MigError] = {}
     candidates = []
@@ -223,7 +229,7 @@ def cheapest_machine(
         else:
             candidates.append(Candidate(price, per_node, spot, plan))
     candidates.sort(key=rank_key)
-    result = CostChoice(candidates, spot, skipped)
+    result = CostChoice(candidates, spot, skipped, capacity=kind)
     result.notes.extend(_notes(result))
     return result
 
@@ -279,7 +285,7 @@ def _money(value: float) -> str:
 def cost_text(result: CostChoice, layouts_command: str = "pack FLEET") -> str:
     """The candidates table, cheapest first, the choice, the price sources and notes;
     `layouts_command` is how to see the chosen plan's layouts (the machine's flags follow)."""
-    kind = "spot" if result.spot else "on-demand"
+    kind = str(result.capacity)
     width = max([len("machine"), *(len(c.machine) for c in result.candidates)])
     header = (
         f"{'machine':<{width}}  cloud  {'gpu':<11} {'gpus/node':>9} {'nodes':>5} {'gpus':>5} "
@@ -345,6 +351,7 @@ def cost_json(result: CostChoice) -> dict[str, object]:
     return {
         "choice": choice.machine if choice is not None else None,
         "spot": result.spot,
+        "capacity": str(result.capacity),
         "proven": result.proven,
         "candidates": [
             {
@@ -371,6 +378,9 @@ def cost_json(result: CostChoice) -> dict[str, object]:
             p.machine: {
                 "on_demand": p.on_demand,
                 "spot": p.spot,
+                "reservation": p.reservation,
+                "capacity_block": p.capacity_block,
+                "flex_start": p.flex_start,
                 "region": p.region,
                 "date": p.date,
                 "source": p.source,

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from mig_inference.clouds import MACHINES, Cloud, MachineShape
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.yamlfile import load_yaml
 
@@ -32,6 +33,9 @@ ENTRY_KEYS = (
     "gpus",
     "on_demand",
     "spot",
+    "reservation",
+    "capacity_block",
+    "flex_start",
     "region",
     "date",
     "source",
@@ -65,10 +69,55 @@ class MachinePrice:
     note: str | None = None
     overridden: bool = False
     """The entry comes from the user's override file, not the shipped table."""
+    reservation: float | None = None
+    """$/hour of the whole machine in a reservation (None: no sourced price)."""
+    capacity_block: float | None = None
+    """$/hour of the whole machine in an EC2 Capacity Block (None: no sourced price)."""
+    flex_start: float | None = None
+    """$/hour of the whole machine as a GKE flex-start VM (None: no sourced price)."""
 
     def price(self, spot: bool) -> float | None:
         """$/hour of the whole machine at on-demand or spot prices (None: not known)."""
         return self.spot if spot else self.on_demand
+
+    def price_of(self, capacity: Capacity) -> float | None:
+        """$/hour of the whole machine bought as `capacity` (None: not in the table)."""
+        return {
+            Capacity.ON_DEMAND: self.on_demand,
+            Capacity.SPOT: self.spot,
+            Capacity.RESERVATION: self.reservation,
+            Capacity.CAPACITY_BLOCK: self.capacity_block,
+            Capacity.FLEX_START: self.flex_start,
+        }[capacity]
+
+
+PRICE_KEYS: dict[Capacity, str] = {
+    Capacity.ON_DEMAND: "on_demand",
+    Capacity.SPOT: "spot",
+    Capacity.RESERVATION: "reservation",
+    Capacity.CAPACITY_BLOCK: "capacity_block",
+    Capacity.FLEX_START: "flex_start",
+}
+"""The price table's key of each capacity choice."""
+
+
+def why_not_priced(machine: str, capacity: Capacity, price: MachinePrice | None) -> str:
+    """Why a machine bought as `capacity` has no price, and how to give one."""
+    key = PRICE_KEYS[capacity]
+    if price is None:
+        return f"{machine} is not in the price table; give its {key} price with --prices FILE"
+    said = (
+        f"{price.note}; " if price.note and capacity in (Capacity.ON_DEMAND, Capacity.SPOT) else ""
+    )
+    if capacity in (Capacity.ON_DEMAND, Capacity.SPOT):
+        return (
+            f"no {capacity} price for {machine} ({said}source: {price.source}); give one with "
+            f"--prices FILE ({key}:)"
+        )
+    return (
+        f"no {capacity} price for {machine}: the price sources (shared/reference/gpu-prices.md) "
+        f"list none; give one with --prices FILE ({key}:)"
+    )
 
 
 def known_machines() -> dict[str, tuple[Cloud, MachineShape]]:
@@ -153,6 +202,9 @@ def _entry(machine: Any, raw: Any, where: str, overridden: bool) -> MachinePrice
         gpus=shape.gpus,
         on_demand=_price_value(raw["on_demand"], f"{path}.on_demand"),
         spot=_price_value(raw.get("spot"), f"{path}.spot"),
+        reservation=_price_value(raw.get("reservation"), f"{path}.reservation"),
+        capacity_block=_price_value(raw.get("capacity_block"), f"{path}.capacity_block"),
+        flex_start=_price_value(raw.get("flex_start"), f"{path}.flex_start"),
         date=date,
         source=source,
         region=region,

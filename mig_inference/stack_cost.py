@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan, ServicePlan, StackPlan
-from mig_inference.prices import MachinePrice
+from mig_inference.prices import MachinePrice, why_not_priced
 
 
 @dataclass(frozen=True)
@@ -14,6 +15,7 @@ class PoolCost:
     pool: str
     machine: str
     spot: bool
+    capacity: Capacity
     node_per_hour: float
     min_per_hour: float
     """At the pool's fewest nodes (its size when fixed)."""
@@ -47,16 +49,17 @@ def stack_cost(plan: StackPlan, prices: dict[str, MachinePrice]) -> StackCost:
     for pool in plan.pools:
         machine = pool.machine.name if pool.machine is not None else None
         price = prices.get(machine) if machine else None
-        per_node = price.price(pool.spec.spot) if price else None
-        if machine is None or price is None or per_node is None:
-            kind = "spot" if pool.spec.spot else "on-demand"
+        capacity = pool.spec.capacity
+        per_node = price.price_of(capacity) if price else None
+        if machine is None or per_node is None:
             why = "existing nodes have no machine type to price" if machine is None else (
-                f"no {kind} price for {machine} in the price table (give one with --prices FILE)"
+                why_not_priced(machine, capacity, price)
             )  # fmt: skip
             unpriced.append(f"{pool.name}: {why}")
             continue
+        assert price is not None
         pools.append(
-            PoolCost(pool.name, machine, pool.spec.spot, per_node,
+            PoolCost(pool.name, machine, pool.spec.spot, capacity, per_node,
                      per_node * pool.min_nodes, per_node * pool.max_nodes, price)
         )  # fmt: skip
         slices[pool.name] = {o.resource: slice_per_hour(pool, o, per_node) for o in pool.offers}
@@ -82,7 +85,7 @@ def _money(value: float) -> str:
 def cost_text(cost: StackCost) -> str:
     lines = ["cost per hour (whole nodes; a slice is its share of its GPU's compute):"]
     for pool in cost.pools:
-        kind = "spot" if pool.spot else "on-demand"
+        kind = str(pool.capacity)
         size = (
             _money(pool.min_per_hour)
             if pool.min_per_hour == pool.max_per_hour
@@ -111,6 +114,7 @@ def cost_json(cost: StackCost) -> dict[str, object]:
                 "pool": p.pool,
                 "machine": p.machine,
                 "spot": p.spot,
+                "capacity": str(p.capacity),
                 "node_per_hour": p.node_per_hour,
                 "min_per_hour": p.min_per_hour,
                 "max_per_hour": p.max_per_hour,

@@ -5,6 +5,9 @@ get a node, OKE's availability domains, and the generation a capacity change bri
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,9 @@ from mig_inference.clouds import MACHINES, MAX_PODS_RANGE, Cloud
 from mig_inference.clouds.capacity import FACTS, Capacity, machine_facts
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
+from mig_inference.prices import load_prices
 from mig_inference.spec import parse_stack
+from mig_inference.stack_cost import stack_cost
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import one, render_config
 from tests.test_day2 import EKS_GROUP, GKE_POOL, OKE_POOL
@@ -226,3 +231,55 @@ def test_a_move_to_reserved_capacity_is_a_new_generation_in_the_simulator(cloud:
     assert any(field.key == "capacity" for field in pool.fields)
     assert (pool.nodes_created, pool.replicas_evicted) == (1, 0)
     assert outcome.services["chat"].after == 4 and outcome.failure is None
+
+
+def test_plan_prices_the_capacity_choice_or_says_why_not(tmp_path: Path) -> None:
+    reserved = _plan(stack("eks", capacity="reservation", reservation="cr-0a1b2c3d4e5f60718"))
+    cost = stack_cost(reserved, load_prices())
+    assert cost.pools == ()
+    [why] = cost.unpriced
+    assert why.startswith("h100: no reservation price for p5.48xlarge: the price sources")
+    assert "--prices FILE (reservation:)" in why
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(
+        "machines:\n  p5.48xlarge: {on_demand: 55.04, reservation: 41.5, date: '2026-11-01',"
+        " source: our ODCR}\n"
+    )
+    [pool] = stack_cost(reserved, load_prices(prices)).pools
+    assert (pool.capacity, pool.node_per_hour) == (Capacity.RESERVATION, 41.5)
+    [pool] = stack_cost(_plan(stack("eks")), load_prices(prices)).pools
+    assert (pool.capacity, pool.node_per_hour) == (Capacity.ON_DEMAND, 55.04)
+
+
+def test_pack_compares_a_capacity_choice_as_users_run_it(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("workloads:\n  - {name: chat, replicas: 8, profile: 3g.40gb}\n")
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(
+        "machines:\n  a3-highgpu-8g: {on_demand: 88.0, reservation: 60.0, date: '2026-11-01',"
+        " source: our reservation}\n"
+    )
+
+    def pack(*flags: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "mig_inference", "pack", str(fleet), "--cloud", "gke"]
+        return subprocess.run([*command, *flags], capture_output=True, text=True, check=False)
+
+    done = pack("--capacity", "reservation", "--prices", str(prices), "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert (answer["choice"], answer["capacity"]) == ("a3-highgpu-8g", "reservation")
+    assert answer["candidates"][0]["price_per_hour"] == 60.0
+    on_demand = json.loads(pack("--json").stdout)
+    skipped = {s["machine"]: s["reason"] for s in on_demand["skipped"]}
+    assert skipped["a3-ultragpu-8g"] == (
+        "not sold as on-demand (its choices: reservation, spot, flex-start)"
+    )
+    refused = pack("--capacity", "capacity-block")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("error: --capacity: no capacity-block price")
+    bad = pack("--capacity", "reserved")
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == (
+        "error: --capacity: 'reserved' is not a capacity choice; allowed: on-demand, spot, "
+        "reservation, capacity-block, flex-start"
+    )

@@ -228,9 +228,9 @@ def _expected(
         nodes[machine] = None if needed is None else math.ceil(needed / price.gpus)
     costs = []
     for machine, count in nodes.items():
-        on_demand = prices[machine].on_demand
-        if count is not None and on_demand is not None:
-            costs.append((round(count * on_demand, 6), count, machine))
+        spot = prices[machine].spot
+        if count is not None and spot is not None:
+            costs.append((round(count * spot, 6), count, machine))
     return (min(costs)[2] if costs else None), nodes
 
 
@@ -242,7 +242,10 @@ def _random_prices(rng: random.Random, tmp_path: Path) -> dict[str, MachinePrice
         )
         # Few distinct per-GPU rates, so ties between machine types happen.
         per_gpu = rng.choice([2.0, 3.0, 4.0])
-        lines.append(f"  {machine}: {{on_demand: {per_gpu * gpus}, date: t, source: test}}")
+        # Spot: every machine here is sold so (A3 High under 8 GPUs is not sold on-demand).
+        lines.append(
+            f"  {machine}: {{on_demand: null, spot: {per_gpu * gpus}, date: t, source: test}}"
+        )
     return load_prices(write(tmp_path, "prices.yaml", "\n".join(lines) + "\n"))
 
 
@@ -255,7 +258,7 @@ def test_choice_is_the_brute_force_argmin(seed: int, tmp_path: Path) -> None:
     ]
     prices = _random_prices(rng, tmp_path)
     machines = rng.sample(BRUTE_MACHINES, 5)
-    result = cheapest_machine(fleet, prices, machines=machines)
+    result = cheapest_machine(fleet, prices, machines=machines, spot=True)
     choice, nodes = _expected(fleet, prices, machines)
     assert result.choice is not None and result.choice.machine == choice
     assert {c.machine: c.nodes for c in result.candidates} == nodes
@@ -263,7 +266,7 @@ def test_choice_is_the_brute_force_argmin(seed: int, tmp_path: Path) -> None:
         assert c.optimal is not False
         if c.nodes is not None:
             assert c.total_per_hour == pytest.approx(c.nodes * c.per_node)
-            assert c.per_node == prices[c.machine].on_demand
+            assert c.per_node == prices[c.machine].spot
     totals = [c.total_per_hour for c in result.candidates if c.total_per_hour is not None]
     assert totals == sorted(totals)
     assert result.proven

@@ -40,8 +40,9 @@ def test_spot_pools_are_priced_at_spot_and_existing_nodes_are_not_priced() -> No
 def test_autoscaled_pools_are_priced_from_fewest_to_most_nodes() -> None:
     plan = plan_stack(load_stack("eks-p5-from-zero"))  # a spot pool: no sourced spot price
     assert stack_cost(plan, load_prices()).unpriced == (
-        "h100-burst: no spot price for p5.48xlarge in the price table (give one with --prices "
-        "FILE)",
+        "h100-burst: no spot price for p5.48xlarge (no sourced spot price found; source: "
+        "aws/karpenter-provider-aws `pkg/providers/pricing/zz_generated.pricing_aws.go`, "
+        "generated 2026-07-20); give one with --prices FILE (spot:)",
     )
     prices = load_prices()
     prices["p5.48xlarge"] = replace(prices["p5.48xlarge"], spot=20.0)
