@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from mig_inference.clouds import Cloud
 from mig_inference.plan import StackPlan
+from mig_inference.spec import key_path
 
 from .cloud_sdk import require_cloud_sdk
 from .existing import ExistingNodePool, ExistingNodePoolArgs
@@ -64,6 +65,8 @@ class JoinedCluster:
     """Kubeconfig of a cluster this stack created (a secret)."""
     kubernetes_version: pulumi.Input[str] | None = None
     """OKE: the version node pools run (the cluster's unless the stack names one)."""
+    cluster_type: pulumi.Input[str] | None = None
+    """OKE: BASIC_CLUSTER or ENHANCED_CLUSTER (add-ons need an enhanced one)."""
     created: list[pulumi.Resource] = field(default_factory=list)
     """The cluster component when this stack created it."""
 
@@ -169,13 +172,14 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
 
         cluster_id = cluster_reference(stack, "cluster_id")
         assert cluster_id is not None  # the planner requires it when joining
-        version = settings.get("kubernetesVersion") or (
-            oci.containerengine.get_cluster_output(
-                cluster_id=cluster_id,
-                opts=pulumi.InvokeOutputOptions(parent=children.parent, provider=provider),
-            ).kubernetes_version
+        found = oci.containerengine.get_cluster_output(
+            cluster_id=cluster_id,
+            opts=pulumi.InvokeOutputOptions(parent=children.parent, provider=provider),
         )
-        return JoinedCluster(provider, cluster_id, kubernetes_version=version)
+        version = settings.get("kubernetesVersion") or found.kubernetes_version
+        return JoinedCluster(
+            provider, cluster_id, kubernetes_version=version, cluster_type=found.type
+        )
     assert name is not None
     return JoinedCluster(provider, name)
 
@@ -256,24 +260,53 @@ def cluster_autoscaler(
         return None
     opts = children.opts([joined.cloud_provider, kubernetes], [*joined.created, *pools])
     if spec.cloud is Cloud.EKS:
+        import pulumi_aws as aws
+
         from .eks_autoscaler import EksClusterAutoscaler, EksClusterAutoscalerArgs
 
+        version: pulumi.Input[str] = (
+            spec.cluster.get("version")
+            if spec.cluster.create
+            else aws.eks.get_cluster_output(
+                name=joined.ref,
+                opts=pulumi.InvokeOutputOptions(
+                    parent=children.parent, provider=joined.cloud_provider
+                ),
+            ).version
+        )
         return EksClusterAutoscaler(
             children.name("cluster-autoscaler"),
             EksClusterAutoscalerArgs(
                 cluster_name=joined.ref,
                 region=spec.cluster.get("region"),
+                kubernetes_version=version,
                 install_pod_identity_agent=spec.cluster.create,
             ),
             opts,
         )
     if spec.cloud is Cloud.OKE:
-        from .oke_autoscaler import AutoscaledPool, OkeClusterAutoscaler, OkeClusterAutoscalerArgs
+        from .oke_autoscaler import (
+            AutoscaledPool,
+            OkeClusterAutoscaler,
+            OkeClusterAutoscalerArgs,
+            enhanced_only,
+        )
 
+        autoscaled_paths = [
+            f"{key_path('pools')}[{index}].nodes"
+            for index, pool in enumerate(plan.pools)
+            if pool.autoscaled
+        ]
+        cluster_id = joined.ref
+        if joined.cluster_type is not None:
+            # A joined cluster: the add-on exists only on enhanced clusters.
+            cluster_id = pulumi.Output.all(joined.ref, joined.cluster_type).apply(
+                lambda found: enhanced_only(str(found[0]), str(found[1]), autoscaled_paths)
+            )
         return OkeClusterAutoscaler(
             children.name("cluster-autoscaler"),
             OkeClusterAutoscalerArgs(
-                cluster_id=joined.ref,
+                cluster_id=cluster_id,
                 pools=[
                     AutoscaledPool(
                         min=pool.min_nodes,

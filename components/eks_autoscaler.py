@@ -2,6 +2,7 @@
 EKS Pod Identity."""
 
 import json
+import re
 from typing import NotRequired, TypedDict
 
 import pulumi
@@ -57,8 +58,25 @@ def autoscaler_policy(cluster_name: str) -> str:
     )
 
 
-def autoscaler_values(cluster_name: pulumi.Input[str], region: str) -> dict[str, object]:
+def autoscaler_image_tag(kubernetes_version: str) -> str:
+    """The Cluster Autoscaler release of the cluster's minor version: its README asks for the
+    version "meant for" the control plane, and since Kubernetes 1.12 CA's minor matches
+    Kubernetes' exactly (kubernetes/autoscaler `cluster-autoscaler/README.md`, "Releases");
+    `v1.N.0` is the first release of each minor (a later patch is not known offline)."""
+    found = re.fullmatch(r"v?1\.(\d+)(\.\d+)?(-.*)?", kubernetes_version.strip())
+    if found is None:
+        raise pulumi.RunError(
+            f"mig-inference:cluster.version: {kubernetes_version!r} is not a Kubernetes version "
+            "(1.N): the Cluster Autoscaler's image follows it"
+        )
+    return f"v1.{int(found.group(1))}.0"
+
+
+def autoscaler_values(
+    cluster_name: pulumi.Input[str], region: str, kubernetes_version: pulumi.Input[str]
+) -> dict[str, object]:
     return {
+        "image": {"tag": pulumi.Output.from_input(kubernetes_version).apply(autoscaler_image_tag)},
         "cloudProvider": "aws",
         "awsRegion": region,
         "autoDiscovery": {"clusterName": cluster_name},
@@ -73,6 +91,9 @@ class EksClusterAutoscalerArgs(TypedDict):
     """The EKS cluster whose managed node groups it grows and shrinks."""
     region: str
     """AWS region of the cluster."""
+    kubernetes_version: pulumi.Input[str]
+    """The cluster's Kubernetes version (1.N): the autoscaler's image is the release of that
+    minor."""
     install_pod_identity_agent: NotRequired[bool]
     """Install EKS's Pod Identity agent add-on (false; true for a cluster created alongside)."""
 
@@ -141,7 +162,9 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
                 version=CLUSTER_AUTOSCALER_VERSION,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=CLUSTER_AUTOSCALER_REPO),
                 namespace=NAMESPACE,
-                values=autoscaler_values(args["cluster_name"], args["region"]),
+                values=autoscaler_values(
+                    args["cluster_name"], args["region"], args["kubernetes_version"]
+                ),
             ),
             # The Kubernetes provider comes from this component's `providers`.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[association]),

@@ -1,9 +1,28 @@
 """OKE's Cluster Autoscaler add-on."""
 
+from collections.abc import Sequence
 from typing import TypedDict
 
 import pulumi
 import pulumi_oci as oci
+
+ENHANCED_CLUSTER = "ENHANCED_CLUSTER"
+ADDONS_NEED_ENHANCED = (
+    "https://docs.oracle.com/en-us/iaas/Content/ContEng/Tasks/contengconfiguringclusteraddons.htm"
+)
+
+
+def enhanced_only(cluster_id: str, cluster_type: str, autoscaled: Sequence[str]) -> str:
+    """The cluster's OCID when it is an enhanced cluster; otherwise the reason the add-on
+    cannot be installed (Oracle: cluster add-ons are available on enhanced clusters only)."""
+    if cluster_type == ENHANCED_CLUSTER:
+        return cluster_id
+    raise pulumi.RunError(
+        f"{', '.join(autoscaled)}: OKE's Cluster Autoscaler add-on needs an enhanced cluster, "
+        f"and cluster {cluster_id} is {cluster_type or 'of an unknown type'} (add-ons are "
+        f"available on enhanced clusters only: {ADDONS_NEED_ENHANCED}); upgrade the cluster to "
+        "an enhanced cluster, or give these pools a fixed node count"
+    )
 
 
 class AutoscaledPool(TypedDict):

@@ -53,9 +53,11 @@ _FAKE_CALLS: dict[str, dict[str, Any]] = {
     "aws:eks/getCluster:getCluster": {
         "endpoint": "https://joined.example.eks.amazonaws.com",
         "certificateAuthorities": [{"data": _CA}],
+        "version": "1.33",
     },
     "oci:ContainerEngine/getCluster:getCluster": {
         "kubernetesVersion": "v1.33.1",
+        "type": "ENHANCED_CLUSTER",
         "endpoints": [{"publicEndpoint": "203.0.113.30:6443", "privateEndpoint": "10.0.0.3:6443"}],
     },
     "oci:ContainerEngine/getClusterKubeConfig:getClusterKubeConfig": {

@@ -9,14 +9,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.eks_autoscaler import READ_ACTIONS, SCALE_ACTIONS
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
+from mig_inference.render import _FAKE_CALLS
 from mig_inference.spec import parse_stack
-from mig_inference.stackfile import load_stack
+from mig_inference.stackfile import load_stack, stack_path
 from mig_inference.versions import CLUSTER_AUTOSCALER_VERSION, GPU_OPERATOR_VERSION
 from tests.mocked import named, one, render_config, stack_rendering
+
+OKE_GET_CLUSTER = "oci:ContainerEngine/getCluster:getCluster"
+
+
+def load_stack_config(name: str) -> dict[str, Any]:
+    """A shipped stack file's keys without the project's namespace."""
+    config = yaml.safe_load(stack_path(name).read_text())["config"]
+    return {key.removeprefix("mig-inference:"): value for key, value in config.items()}
+
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 TAG = "aws:autoscaling/tag:Tag"
@@ -89,6 +100,42 @@ def test_oke_autoscaled_pools_get_the_addon(tmp_path: Path) -> None:
         addon["addonName"] == "ClusterAutoscaler" and addon["clusterId"] == "ocid1.cluster.oc1..k"
     )
     assert addon["configurations"] == [{"key": "nodes", "value": "0:3:a10-id"}]
+
+
+def test_oke_addon_only_on_an_enhanced_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = {
+        "cloud": "oke",
+        "cluster": {"name": "c", "compartmentId": "ocid1.compartment.oc1..o", "clusterId": "ocid1.cluster.oc1..k",
+                    "subnetIds": ["ocid1.subnet.oc1..s"], "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"]},
+        "pools": [{"name": "a10", "gpu": "a10", "machineType": "VM.GPU.A10.1",
+                   "nodes": {"min": 0, "max": 3}, "imageId": "ocid1.image.oc1..gpuimage"}],
+    }  # fmt: skip
+    monkeypatch.setitem(_FAKE_CALLS[OKE_GET_CLUSTER], "type", "BASIC_CLUSTER")
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is not None
+    assert "mig-inference:pools[0].nodes: OKE's Cluster Autoscaler add-on needs an enhanced " in (
+        rendering.error
+    )
+    assert "ocid1.cluster.oc1..k is BASIC_CLUSTER" in rendering.error
+    assert not rendering.of_type("oci:ContainerEngine/addon:Addon")
+
+
+@pytest.mark.parametrize(("version", "tag"), [(None, "v1.33.0"), ("1.31", "v1.31.0")])
+def test_eks_autoscaler_image_follows_the_cluster_minor(
+    tmp_path: Path, version: str | None, tag: str
+) -> None:
+    if version is None:  # joined: the version EKS reports (the mocked data source says 1.33)
+        rendering = stack_rendering("eks-p5-from-zero")
+    else:
+        config = load_stack_config("eks-p5-from-zero")
+        config["cluster"].update(create=True, vpcId="vpc-0123456789abcdef0", version=version,
+                                 publicAccessCidrs=["203.0.113.0/24"])  # fmt: skip
+        rendering = render_config(tmp_path, config)
+        assert rendering.error is None, rendering.error
+    [chart] = [r for r in rendering.of_type(RELEASE) if r.inputs["chart"] == "cluster-autoscaler"]
+    assert chart.inputs["values"]["image"] == {"tag": tag}
 
 
 def test_no_autoscaler_without_autoscaled_pools() -> None:
