@@ -8,6 +8,7 @@ import pulumi_gcp as gcp
 from mig_inference.clouds import cloud_taint_effect
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.plan.zones import gke_region
+from mig_inference.spec.cluster import gke_master_cidr
 from mig_inference.spec import MigManager, SharingStrategy
 
 from .kubeconfig import gke_kubeconfig
@@ -41,9 +42,9 @@ class GkeClusterArgs(TypedDict):
     """VPC network (name or self link)."""
     subnetwork: str
     """Subnetwork for nodes; pod and service ranges are allocated automatically (VPC-native)."""
-    master_ipv4_cidr_block: str
-    """Control plane range of the private cluster (a /28; the stack's spec picks one of
-    172.16.0.0/16 by the cluster's name when the stack file names none)."""
+    master_ipv4_cidr_block: NotRequired[str]
+    """Control plane range of the private cluster (a /28; default: one of 172.16.0.0/16 chosen
+    by the cluster's name, so two clusters in one VPC do not collide)."""
     authorized_networks: list[str]
     """CIDR blocks allowed to reach the public control-plane endpoint (master authorized
     networks); nothing else reaches it."""
@@ -96,7 +97,8 @@ class GkeCluster(pulumi.ComponentResource):
             private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
                 enable_private_nodes=True,
                 enable_private_endpoint=False,
-                master_ipv4_cidr_block=args["master_ipv4_cidr_block"],
+                master_ipv4_cidr_block=args.get("master_ipv4_cidr_block")
+                or pulumi.Output.from_input(args["name"]).apply(gke_master_cidr),
             ),
             master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
                 cidr_blocks=[

@@ -270,7 +270,8 @@ def test_pool_components_plan_their_pool_from_the_stack(
 @pytest.mark.parametrize(
     ("component", "inputs", "resource_type", "count"),
     [
-        ("GkeCluster", {"name": "c", "location": "europe-west4", "network": "gpu-vpc", "subnetwork": "gpu-subnet"},
+        ("GkeCluster", {"name": "c", "location": "europe-west4", "network": "gpu-vpc", "subnetwork": "gpu-subnet",
+                        "authorizedNetworks": ["203.0.113.0/24"]},
          "gcp:container/cluster:Cluster", 1),
         ("EksCluster", {"name": "c", "region": "us-east-1", "version": "1.33", "subnetIds": ["subnet-0000000a"]},
          "aws:eks/cluster:Cluster", 1),
@@ -278,7 +279,7 @@ def test_pool_components_plan_their_pool_from_the_stack(
                         "kubernetesVersion": "v1.33.1", "nodeSubnetId": "n", "podSubnetIds": ["ocid1.subnet.oc1..p"],
                         "availabilityDomain": "AD-1", "systemImageId": "ocid1.image.oc1..sys"},
          "oci:ContainerEngine/cluster:Cluster", 1),
-        ("EksClusterAutoscaler", {"clusterName": "c", "region": "us-east-1"},
+        ("EksClusterAutoscaler", {"clusterName": "c", "region": "us-east-1", "kubernetesVersion": "1.33"},
          "kubernetes:helm.sh/v3:Release", 1),
         ("OkeClusterAutoscaler", {"clusterId": "ocid1.cluster.oc1..c", "pools": [{"min": 0.0, "max": 4.0,
                                                                "nodePoolId": "p"}]},
