@@ -8,8 +8,8 @@ import pulumi_gcp as gcp
 from mig_inference.clouds import cloud_taint_effect
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.plan.zones import gke_region
-from mig_inference.spec.cluster import gke_master_cidr
 from mig_inference.spec import MigManager, SharingStrategy
+from mig_inference.spec.cluster import gke_master_cidr
 
 from .kubeconfig import gke_kubeconfig
 from .planning import planned, planned_pool
@@ -81,8 +81,9 @@ class GkeCluster(pulumi.ComponentResource):
         super().__init__("mig-inference:index:GkeCluster", name, None, opts)
         protect_cluster = args.get("protect", True)
         protect = pulumi.ResourceOptions(parent=self, protect=protect_cluster)
-        project = args.get("project") or (
-            gcp.organizations.get_client_config_output(
+        project: pulumi.Output[str] = pulumi.Output.from_input(
+            args.get("project")
+            or gcp.organizations.get_client_config_output(
                 opts=pulumi.InvokeOutputOptions(parent=self)
             ).project
         )
@@ -111,7 +112,7 @@ class GkeCluster(pulumi.ComponentResource):
             # Workload Identity: pods get Google credentials only through their Kubernetes
             # service account, never the node's.
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
-                workload_pool=pulumi.Output.from_input(project).apply(_workload_pool)
+                workload_pool=project.apply(_workload_pool)
             ),
             release_channel=gcp.container.ClusterReleaseChannelArgs(
                 channel=args.get("release_channel", GKE_RELEASE_CHANNEL)

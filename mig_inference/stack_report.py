@@ -20,6 +20,9 @@ def _pool_json(pool: PoolPlan) -> dict[str, Any]:
         "nodes": {"min": pool.min_nodes, "max": pool.max_nodes},
         "zones": list(pool.zones),
         "nodes_per_zone": pool.nodes_per_zone if pool.cloud is Cloud.GKE else None,
+        "bought_as": str(pool.spec.capacity) if pool.cloud is not Cloud.EXISTING else None,
+        "reservation": pool.spec.reservation,
+        "boot_disk": pool.boot_disk,
         "generation": pool.generation,
         "physical_name": pool.physical_name,
         "rollout": pool.rollout.value,
@@ -155,6 +158,10 @@ def plan_text(plan: StackPlan) -> str:
         lines.append(
             f"pool {pool.name}: {nodes} node(s) x {pool.gpus_per_node} {pool.gpu.name}{shape}"
         )
+        if pool.cloud is not Cloud.EXISTING:
+            reserved = f" {pool.spec.reservation}" if pool.spec.reservation else ""
+            disk = f"; boots from {pool.boot_disk}" if pool.boot_disk else ""
+            lines.append(f"  capacity: {pool.spec.capacity}{reserved}{disk}")
         if pool.cloud is Cloud.GKE:
             lines.append(f"  zones: {', '.join(pool.zones)} ({_per_zone(pool)} per zone)")
         if pool.generation:

@@ -144,7 +144,7 @@ def test_renamed_shared_resources(tmp_path: Path) -> None:
 
 def test_gke_mps_on_mig_partitions_is_refused_time_sharing_is_not() -> None:
     """GKE documents time-sharing on MIG partitions, and MPS only on whole GPUs (issue 27)."""
-    config = {
+    config: dict[str, Any] = {
         "cloud": "gke",
         "cluster": {"name": "c", "project": "my-project", "location": "us-central1-c"},
         "pools": [{"name": "h", "gpu": "h100", "machineType": "a3-highgpu-8g", "nodes": 1,
