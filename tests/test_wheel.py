@@ -68,6 +68,20 @@ def test_wheel_installs_one_import_root_with_its_data_files(built_wheel: Path) -
         "mig_inference/components/provider.py",
     ):
         assert needed in names
+    # Every module of the source is in the wheel (a subpackage missing from pyproject's list
+    # would install a package that fails on import).
+    tracked = subprocess.run(
+        ["git", "ls-files", "mig_inference", "components"], cwd=ROOT, check=True,
+        capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    modules = {
+        "mig_inference/" + name.removeprefix("mig_inference/")
+        if name.startswith("mig_inference/")
+        else "mig_inference/" + name
+        for name in tracked
+        if name.endswith(".py")
+    }
+    assert modules - set(names) == set()
     [entry_points] = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
     assert (
         "mig-inference = mig_inference.cli:main"
