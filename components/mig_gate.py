@@ -24,9 +24,10 @@ class MigReadyGateArgs(TypedDict):
 
 
 class MigReadyGate(pulumi.ComponentResource):
-    """Waits until every gated pool's current nodes carry their intended MIG config and report
-    `nvidia.com/mig.config.state=success`; it may read nodes and nothing else. Inference
-    services depend on this component."""
+    """Waits until every gated pool's current nodes carry their intended MIG config, report
+    `nvidia.com/mig.config.state=success` and advertise the planned devices; it may read nodes
+    and nothing else, and runs off the stack's GPU nodes. Inference services depend on this
+    component."""
 
     job_name: pulumi.Output[str]
     """Name of the Job that waits."""
@@ -52,6 +53,7 @@ class MigReadyGate(pulumi.ComponentResource):
                 },
                 rules=[READ_NODES],
                 timeout_seconds=timeout,
+                avoid_nodes=[node for pool in plan.pools for node in pool.spec.node_names],
             ),
             pulumi.ResourceOptions(parent=self),
         )

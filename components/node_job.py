@@ -1,6 +1,8 @@
 """A Job that runs one of the project's shell scripts with kubectl against the cluster's nodes:
-its ServiceAccount, a ClusterRole holding only the rules it needs, the binding, and a NetworkPolicy
-that lets no pod connect to it. The MIG-ready gate and in-place re-partitioning are built on it."""
+its ServiceAccount, a ClusterRole holding only the rules it needs (and a Role for what it may do in
+its own namespace only), the bindings, node affinity keeping it off the stack's GPU nodes, and a
+NetworkPolicy that lets no pod connect to it. The MIG-ready gate and in-place re-partitioning are
+built on it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from mig_inference.labels import POOL_LABEL
 from mig_inference.versions import GATE_IMAGE
 
 NOBODY = 65534
@@ -34,6 +37,13 @@ class NodeJobArgs:
     """What the script may do through the API, and nothing more."""
     timeout_seconds: int
     """How long the script may run; `pulumi up` waits for it that long."""
+    namespace_rules: Sequence[k8s.rbac.v1.PolicyRuleArgs] = ()
+    """What the script may do in `namespace` only (a Role, not the ClusterRole)."""
+    avoid_nodes: Sequence[str] = ()
+    """Nodes the Job's pod must not run on, by name (the stack's `existing` pools, whose
+    nodes may lack the pool label until the first `pulumi up`); nodes with the pool label are
+    always avoided. The re-partitioning Job may reboot a node of its pool, the gate waits for
+    them."""
 
 
 class NodeJob(pulumi.ComponentResource):
@@ -75,6 +85,35 @@ class NodeJob(pulumi.ComponentResource):
             ],
             opts=child,
         )
+        bindings: list[pulumi.Resource] = [binding]
+        if args.namespace_rules:
+            local = k8s.rbac.v1.Role(
+                f"{name}-local-role",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=args.app, namespace=args.namespace, labels=labels
+                ),
+                rules=list(args.namespace_rules),
+                opts=child,
+            )
+            bindings.append(
+                k8s.rbac.v1.RoleBinding(
+                    f"{name}-local-binding",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=args.app, namespace=args.namespace, labels=labels
+                    ),
+                    role_ref=k8s.rbac.v1.RoleRefArgs(
+                        api_group="rbac.authorization.k8s.io", kind="Role", name=local.metadata.name
+                    ),
+                    subjects=[
+                        k8s.rbac.v1.SubjectArgs(
+                            kind="ServiceAccount",
+                            name=account.metadata.name,
+                            namespace=args.namespace,
+                        )
+                    ],
+                    opts=child,
+                )
+            )
         job = k8s.batch.v1.Job(
             f"{name}-job",
             metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -95,7 +134,7 @@ class NodeJob(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[binding],
+                depends_on=bindings,
                 # `pulumi up` waits for the Job to complete; give it the script's full budget.
                 custom_timeouts=pulumi.CustomTimeouts(
                     create=f"{args.timeout_seconds + 120}s", update=f"{args.timeout_seconds + 120}s"
@@ -127,6 +166,7 @@ class NodeJob(pulumi.ComponentResource):
             # The token is the Job's only credential, bound to `rules` and nothing else.
             automount_service_account_token=True,
             restart_policy="Never",
+            affinity=_off_gpu_nodes(args.avoid_nodes),
             security_context=k8s.core.v1.PodSecurityContextArgs(
                 run_as_non_root=True,
                 run_as_user=NOBODY,
@@ -161,3 +201,27 @@ class NodeJob(pulumi.ComponentResource):
                 )
             ],
         )
+
+
+def _off_gpu_nodes(names: Sequence[str]) -> k8s.core.v1.AffinityArgs:
+    """Only nodes without the pool label and not named by an `existing` pool (by name, through
+    `matchFields`: the `kubernetes.io/hostname` label need not equal the node's name)."""
+    term = k8s.core.v1.NodeSelectorTermArgs(
+        match_expressions=[
+            k8s.core.v1.NodeSelectorRequirementArgs(key=POOL_LABEL, operator="DoesNotExist")
+        ],
+        match_fields=[
+            k8s.core.v1.NodeSelectorRequirementArgs(
+                key="metadata.name", operator="NotIn", values=sorted(names)
+            )
+        ]
+        if names
+        else None,
+    )
+    return k8s.core.v1.AffinityArgs(
+        node_affinity=k8s.core.v1.NodeAffinityArgs(
+            required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
+                node_selector_terms=[term]
+            )
+        )
+    )

@@ -20,19 +20,27 @@ RULES = [
     k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["list"]),
     k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods/eviction"], verbs=["create"]),
 ]
+OPERATOR_NAMESPACE_RULES = [
+    # Restart a node's MIG manager (NVIDIA's re-trigger for a label that already names the
+    # target): its pods live in the operator's namespace, the Job's own.
+    k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["delete"]),
+]
 
 
 class InPlaceRepartitionArgs(TypedDict):
     stack: Stack
     """The stack the pool belongs to: the planner gives the pool's nodes, the config they move
-    to and how many at once; one batch may take `gpuOperator.gateTimeoutSeconds`."""
+    to, the devices a node then advertises and how many nodes at once; a batch's drain and its
+    reconfiguration may take `gpuOperator.gateTimeoutSeconds` each."""
     pool: str
     """Name of the pool in `stack.pools` (one whose layout changes in place)."""
 
 
 class InPlaceRepartition(pulumi.ComponentResource):
-    """Cordon, evict GPU pods (PodDisruptionBudgets honoured), relabel, wait for `success` with
-    the new config, uncordon: node by node. Stops at the first node that does not get there."""
+    """Cordon (marked as its own), evict GPU pods (PodDisruptionBudgets honoured), relabel (or
+    restart the MIG manager when the label is the target already), wait for `success` with the
+    new config and the planned devices, uncordon: batch by batch. Stops at the first node that
+    does not get there; a run after a stop resumes it."""
 
     job_name: pulumi.Output[str]
     """Name of the re-partitioning Job."""
@@ -46,7 +54,8 @@ class InPlaceRepartition(pulumi.ComponentResource):
         if not found:
             raise pulumi.RunError(f"pool {args['pool']!r} does not change its layout in place")
         target = found[0]
-        node_timeout = plan.spec.gpu_operator.gate_timeout_seconds
+        timeout = plan.spec.gpu_operator.gate_timeout_seconds
+        namespace = plan.spec.gpu_operator.namespace
         app = f"mig-repartition-{target.pool}"
         job = NodeJob(
             name,
@@ -54,11 +63,13 @@ class InPlaceRepartition(pulumi.ComponentResource):
                 app=app,
                 job_name=f"{app}-{target.fingerprint}",
                 cluster_role_name=stack_scoped(stack_name(args["stack"]), app),
-                namespace=plan.spec.gpu_operator.namespace,
+                namespace=namespace,
                 script=repartition_script(),
-                env=target.env(node_timeout),
+                env=target.env(timeout, namespace),
                 rules=RULES,
-                timeout_seconds=target.budget_seconds(node_timeout),
+                timeout_seconds=target.budget_seconds(timeout),
+                namespace_rules=OPERATOR_NAMESPACE_RULES,
+                avoid_nodes=[node for pool in plan.pools for node in pool.spec.node_names],
             ),
             pulumi.ResourceOptions(parent=self),
         )

@@ -19,3 +19,12 @@ DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 """Which entry of the device plugin's config ConfigMap a node uses (its sharing)."""
 GKE_SHARED_CLIENTS_LABEL = "cloud.google.com/gke-max-shared-clients-per-gpu"
 """GKE's label on nodes whose GPUs it shares: how many pods share one."""
+GPU_DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
+"""The GPU Operator's per-operand node labels (`...device-plugin`, `...dcgm`...): `true` runs the
+operand on the node; the MIG manager sets them to `paused-for-mig-change` while it works."""
+PAUSED_FOR_MIG_CHANGE = "paused-for-mig-change"
+MIG_MANAGER_POD_SELECTOR = "app=nvidia-mig-manager"
+"""The GPU Operator's MIG manager pods (assets/state-mig-manager/0600_daemonset.yaml, v26.7.0)."""
+CORDONED_FOR_ANNOTATION = "mig-inference.io/cordoned-for"
+"""On a node the re-partitioning Job cordoned: the config it moves the node to. A later run
+resumes such a node; a cordon without it is someone else's and is left in place."""

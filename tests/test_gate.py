@@ -1,4 +1,5 @@
-"""The gate Job's wait loop, run for real with /bin/sh against a fake kubectl."""
+"""The gate Job's wait loop: the real script, run with /bin/sh and the real kubectl against the
+fake API server (tests/fake_apiserver.py), whose nodes run the model of NVIDIA's MIG manager."""
 
 from __future__ import annotations
 
@@ -7,74 +8,149 @@ from pathlib import Path
 from typing import Any
 
 from mig_inference.gate import GateTarget, gate_script, gate_targets_value
-from tests.scripts import run_script
+from mig_inference.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
+from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, PAUSED
+from tests.fake_apiserver import FakeCluster, run_script
 
-POOL = "mig-inference.io/pool"
-GEN = "mig-inference.io/generation"
-CONFIG = "nvidia.com/mig.config"
-STATE = "nvidia.com/mig.config.state"
+SEVEN = ("1g.10gb",) * 7
+TWO = ("3g.40gb", "3g.40gb")
+CONFIGS = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN)}
+DEVICES = {"all-3g.40gb": {"nvidia.com/mig-3g.40gb": 4},
+           "all-1g.10gb": {"nvidia.com/mig-1g.10gb": 14}}  # fmt: skip
 
 
-def node(pool: str, config: str, state: str, generation: str = "g1") -> dict[str, Any]:
-    return {"labels": {POOL: pool, GEN: generation, CONFIG: config, STATE: state}}
-
-
-def run_gate(
-    tmp_path: Path, nodes: dict[str, Any], targets: list[GateTarget], timeout: int = 30
-) -> subprocess.CompletedProcess[str]:
-    env = {"GATE_TARGETS": gate_targets_value(targets), "GATE_TIMEOUT_SECONDS": str(timeout),
-           "GATE_POLL_SECONDS": "0"}  # fmt: skip
-    result, _ = run_script(tmp_path, gate_script(), {"nodes": nodes}, env)
-    return result
+def node(cluster: FakeCluster, name: str, pool: str, config: str, state: str = "success",
+         generation: str = "g1", **options: Any) -> None:  # fmt: skip
+    labels = {POOL_LABEL: pool, GENERATION_LABEL: generation}
+    cluster.add_node(name, config, state=state, labels=labels, **options)
 
 
 def target(pool: str, config: str, count: int, generation: str = "g1") -> GateTarget:
-    return GateTarget(pool, f"{POOL}={pool},{GEN}={generation}", config, count)
+    selector = f"{GENERATION_LABEL}={generation},{POOL_LABEL}={pool}"
+    return GateTarget(pool, selector, config, count, DEVICES[config])
 
 
-def test_succeeds_when_every_pool_reports_success(tmp_path: Path) -> None:
-    nodes = {"n1": node("a", "all-balanced", "success"), "n2": node("a", "all-balanced", "success"),
-             "n3": node("b", "all-1g.10gb", "success")}  # fmt: skip
+def run_gate(
+    cluster: FakeCluster, tmp_path: Path, targets: list[GateTarget], timeout: int = 30
+) -> subprocess.CompletedProcess[str]:
+    env = {"GATE_TARGETS": gate_targets_value(targets), "GATE_TIMEOUT_SECONDS": str(timeout),
+           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s"}  # fmt: skip
+    return run_script(cluster, tmp_path, gate_script(), env)
+
+
+def test_succeeds_when_every_pool_reports_success_with_its_devices(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb")
+    node(cluster, "n2", "a", "all-3g.40gb")
+    node(cluster, "n3", "b", "all-1g.10gb")
     result = run_gate(
-        tmp_path, nodes, [target("a", "all-balanced", 2), target("b", "all-1g.10gb", 1)]
+        cluster, tmp_path, [target("a", "all-3g.40gb", 2), target("b", "all-1g.10gb", 1)]
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "MIG ready: a:2/2 b:1/1" in result.stdout
 
 
-def test_fails_fast_naming_the_failed_node(tmp_path: Path) -> None:
-    nodes = {"n1": node("a", "all-balanced", "success"), "n2": node("a", "all-balanced", "failed")}
-    result = run_gate(tmp_path, nodes, [target("a", "all-balanced", 2)])
+def test_fails_fast_naming_a_failed_node_that_carries_the_config(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb")
+    node(cluster, "n2", "a", "all-3g.40gb", state="failed")
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 2)])
     assert result.returncode == 1
     assert (
-        "MIG config failed on node n2 (config all-balanced) (pool a): "
-        "nvidia.com/mig.config.state=failed" in result.stdout
+        "MIG config all-3g.40gb failed on node n2 (pool a): nvidia.com/mig.config.state=failed "
+        "with nvidia.com/mig.config=all-3g.40gb" in result.stdout
     )
 
 
+def test_a_failed_left_by_an_older_layout_does_not_fail_the_gate(tmp_path: Path) -> None:
+    # Today's gate failed at once on any `failed`, whatever config the node carried.
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-1g.10gb", state="failed")
+    node(cluster, "n2", "a", "all-3g.40gb")
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)])
+    assert result.returncode == 0, result.stdout
+    assert "MIG ready: a:1/1" in result.stdout
+
+
 def test_a_stale_success_of_the_old_config_never_passes(tmp_path: Path) -> None:
-    nodes = {"n1": node("a", "all-1g.10gb", "success")}
-    result = run_gate(tmp_path, nodes, [target("a", "all-balanced", 1)], timeout=0)
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-1g.10gb")
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
     assert result.returncode == 1
-    assert "a:0/1(1 not yet all-balanced)" in result.stdout
+    assert "a:0/1" in result.stdout
+    assert "node n1 (pool a): nvidia.com/mig.config=all-1g.10gb" in result.stdout
+
+
+def test_success_counts_only_with_the_planned_devices(tmp_path: Path) -> None:
+    # The label names the config, the state says success, but the GPUs still have the old layout
+    # (a success written for an earlier value): today's gate counted it.
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb", hardware=CONFIGS["all-1g.10gb"])
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
+    assert result.returncode == 1
+    assert (
+        "node n1 (pool a): nvidia.com/mig.config.state=success, advertises "
+        "'nvidia.com/mig-1g.10gb=14' (planned: 'nvidia.com/mig-3g.40gb=4')" in result.stdout
+    )
+
+
+def test_success_with_paused_operands_does_not_count(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb")
+    cluster.relabel("n1", {DEVICE_PLUGIN_LABEL: PAUSED})
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
+    assert result.returncode == 1
+    assert "advertises 'no GPU devices'" in result.stdout
+    assert f"operands paused: {DEVICE_PLUGIN_LABEL}" in result.stdout
+
+
+def test_waits_for_a_node_that_is_being_reconfigured(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-1g.10gb")
+    cluster.relabel("n1", {MIG_CONFIG_LABEL: "all-3g.40gb"})
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)])
+    assert result.returncode == 0, result.stdout
+    assert "nvidia.com/mig.config.state=pending" in result.stdout
 
 
 def test_only_nodes_of_the_current_generation_count(tmp_path: Path) -> None:
-    nodes = {"old": node("a", "all-balanced", "success", generation="g0")}
-    result = run_gate(tmp_path, nodes, [target("a", "all-balanced", 1)], timeout=0)
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "old", "a", "all-3g.40gb", generation="g0")
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
     assert result.returncode == 1 and "a:0/1" in result.stdout
 
 
 def test_times_out_when_nodes_stay_pending(tmp_path: Path) -> None:
-    nodes = {"n1": node("a", "all-balanced", "pending")}
-    result = run_gate(tmp_path, nodes, [target("a", "all-balanced", 1)], timeout=0)
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb", state="pending")
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
     assert result.returncode == 1
     assert (
-        "timed out waiting for nvidia.com/mig.config and nvidia.com/mig.config.state=success: "
-        "a:0/1" in result.stdout
+        "timed out waiting for nvidia.com/mig.config, nvidia.com/mig.config.state=success and the "
+        "planned devices: a:0/1" in result.stdout
     )
 
 
+def test_api_errors_are_retried_until_the_deadline_never_read_as_nodes(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb")
+    cluster.fail("GET", "/api/v1/nodes", times=2)
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)])
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.count("reading its nodes failed (retried until the deadline)") == 2
+    assert "MIG ready: a:1/1" in result.stdout
+
+
+def test_an_api_that_never_answers_times_the_gate_out(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb")
+    cluster.fail("GET", "/api/v1/nodes", times=-1)
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
+    assert result.returncode == 1
+    assert "a:?/1" in result.stdout and "injected API error" in result.stdout
+
+
 def test_keeps_waiting_while_no_node_exists_yet(tmp_path: Path) -> None:
-    result = run_gate(tmp_path, {}, [target("a", "all-balanced", 1)], timeout=0)
+    cluster = FakeCluster(CONFIGS)
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
     assert result.returncode == 1 and "a:0/1" in result.stdout

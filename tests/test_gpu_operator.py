@@ -197,7 +197,7 @@ def test_gate_objects() -> None:
     generation = plan_stack(load_stack("gke-h100")).pool("h100-mig").generation
     assert env["GATE_TARGETS"] == (
         f"h100-mig mig-inference.io/generation={generation},mig-inference.io/pool=h100-mig "
-        "all-3g.40gb 1"
+        "all-3g.40gb 1 nvidia.com/mig-3g.40gb=16"  # 8 H100s x 2
     )
     assert job["spec"]["backoffLimit"] == 0
     role = one(rendering, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").inputs

@@ -181,7 +181,7 @@ def test_with_reboot_a_mode_change_reboots_the_node() -> None:
     assert m.labels[DEVICE_PLUGIN_LABEL] == PAUSED  # stays paused across the reboot
     later = m.advance(200)
     assert states(later) == ["pending", "success"]
-    assert [e.time for e in later if isinstance(e, Write)][0] == 23 + 10 + 1  # up, pod, checks
+    assert next(e.time for e in later if isinstance(e, Write)) == 23 + 10 + 1  # up, pod, checks
     assert m.hardware == CONFIGS["all-1g.10gb"]
 
 

