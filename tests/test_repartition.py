@@ -5,7 +5,9 @@ environment) are checked on the program's rendering at the end."""
 
 from __future__ import annotations
 
+import re
 import subprocess
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, OPERAND_LABEL
 from mig_inference.stackfile import load_stack
 from tests.fake_apiserver import FakeCluster, run_script
 from tests.mocked import stack_rendering
+from tests.reference import ROOT
 
 SEVEN = ("1g.10gb",) * 7
 TWO = ("3g.40gb", "3g.40gb")
@@ -524,3 +527,27 @@ def test_the_mig_manager_restart_is_allowed_only_in_the_operator_namespace() -> 
     gate_roles = [r for r in rendering.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
                   if "gate" in r.inputs["metadata"]["name"]]  # fmt: skip
     assert gate_roles == []
+
+
+# -- the README's way back ------------------------------------------------------------------------
+def readme_block(containing: str) -> str:
+    """The README's ```sh block that contains `containing` (its commands, unindented)."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"^( *)```sh\n(.*?)^\1```", text, re.MULTILINE | re.DOTALL)
+    [block] = [textwrap.dedent(body) for _, body in blocks if containing in body]
+    return block
+
+
+def test_the_readme_s_commands_re_apply_a_failed_node(tmp_path: Path) -> None:
+    # The README said `kubectl label node NODE nvidia.com/mig.config=<config> --overwrite`: the
+    # value does not change, so NVIDIA's MIG manager never runs again.
+    commands = readme_block("nvidia.com/mig.config.state-").replace("NODE", "n1")
+    cluster = FakeCluster(CONFIGS)
+    cluster.add_node("n1", TARGET, state="failed", hardware=CONFIGS[OLD])
+    result = run_script(cluster, tmp_path, f"set -e\n{commands}", {})
+    assert result.returncode == 0, output(result)
+    cluster.settle(100)
+    labels = cluster.node_labels("n1")
+    assert labels[MIG_STATE_LABEL] == "success" and labels[MIG_CONFIG_LABEL] == TARGET
+    manager = cluster.nodes["n1"].manager
+    assert manager is not None and manager.advertised() == PLANNED
