@@ -79,6 +79,8 @@ class PoolDiff:
     nodes_drained: int = 0
     nodes_relabelled: int = 0
     nodes_left_cordoned: list[str] = field(default_factory=list)
+    nodes_released: list[str] = field(default_factory=list)
+    """Nodes an existing pool no longer names: their GPU pods moved, the pool's labels removed."""
 
 
 @dataclass
@@ -312,6 +314,7 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
             pool.nodes_drained = observed.nodes_drained
             pool.nodes_relabelled = observed.nodes_relabelled
             pool.nodes_left_cordoned = sorted(observed.left_cordoned)
+            pool.nodes_released = sorted(observed.released)
             pool.extra_gpus = observed.extra_gpus
             pool.replicas_evicted = observed.evicted
             pool.slices_unavailable = observed.most_devices_down
@@ -426,6 +429,13 @@ def change_warnings(changes: ChangePlan) -> list[str]:
             warnings.append(
                 f"pool {pool.name}: left cordoned: {', '.join(pool.nodes_left_cordoned)}"
             )
+        if pool.nodes_released:
+            warnings.append(
+                f"pool {pool.name}: {', '.join(pool.nodes_released)} leave(s) the pool: the "
+                f"re-partitioning Job evicts their GPU pods ({pool.replicas_evicted} replica(s)) "
+                "onto the pool's nodes, then removes the pool label; Pulumi removes the layout "
+                "and taints last"
+            )
     for service in changes.services:
         if service.change in (ServiceChange.DOWN, ServiceChange.DISRUPTED):
             warnings.append(f"service {service.name}: {service.change.value}: {service.reason}")
@@ -455,6 +465,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "nodes_drained": p.nodes_drained,
                 "nodes_relabelled": p.nodes_relabelled,
                 "nodes_left_cordoned": p.nodes_left_cordoned,
+                "nodes_released": p.nodes_released,
             }
             for p in changes.pools
         ],
@@ -503,6 +514,8 @@ def change_plan_text(changes: ChangePlan) -> str:
             lines.append(f"    nodes: {', '.join(nodes)}")
         if pool.nodes_left_cordoned:
             lines.append(f"    left cordoned: {', '.join(pool.nodes_left_cordoned)}")
+        if pool.nodes_released:
+            lines.append(f"    released: {', '.join(pool.nodes_released)}")
     lines.append("services:")
     for service in changes.services:
         reason = f" ({service.reason})" if service.reason else ""

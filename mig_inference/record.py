@@ -33,6 +33,8 @@ def _in_place_inputs(pool: PoolPlan) -> dict[str, str]:
         "mig": pool.config_name,
         "sharing": sharing_text(spec.sharing),
     }
+    if spec.node_names:
+        values["nodeNames"] = ",".join(spec.node_names)
     return {k: v for k, v in values.items() if k not in pool.replacement_inputs}
 
 

@@ -18,6 +18,12 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
 - waits, until the reconfiguration deadline, for `success` while the label still names the target
   and for the node to advertise the plan's devices (hardware evidence), then uncordons.
 
+On an `existing` pool, a node on the target gets the pool's label from the Job (Pulumi's patch
+applies it after the Job), and nodes that still carry the pool's label but are no longer named by
+`pools[i].nodeNames` are released last: cordoned, their GPU pods evicted (they move to the pool's
+nodes), the pool label removed, uncordoned. Pulumi deletes their patches (the layout and taint
+labels) at the end of the update, once no pod holds their GPUs.
+
 It stops at `failed`, a `pending` that does not move, or a deadline, naming the node (which stays
 cordoned, with the way back) and the nodes left untouched. Every API read fails closed: a read
 that fails after its retries stops the Job before any change to that node.
@@ -71,6 +77,7 @@ class RepartitionTarget:
             "REPARTITION_SELECTOR": self.selector or "",
             "REPARTITION_NODES": " ".join(self.node_names),
             "REPARTITION_NODES_KEY": self.node_names_key,
+            "NAMED_POOL": self.pool if self.node_names else "",
             "TARGET_CONFIG": self.config,
             "CAPACITY_PER_NODE": devices_value(self.capacity),
             "MAX_UNAVAILABLE": str(self.max_unavailable),

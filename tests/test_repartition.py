@@ -446,6 +446,38 @@ def test_existing_pools_repartition_by_node_name(tmp_path: Path) -> None:
     assert on_target(cluster, "n1") and on_target(cluster, "n2")
 
 
+def test_a_node_swapped_out_of_an_existing_pool_is_released_after_its_pods_move(
+    tmp_path: Path,
+) -> None:
+    # nodeNames [n1, n2] -> [n1, n3]: Pulumi deletes n2's patches last, stripping the pool's
+    # labels while the service's replicas still ran there (and the GPU Operator's fallback layout
+    # then met busy GPUs). The Job moves them first.
+    cluster = pool("n1", "n2")
+    cluster.add_node("n3", OLD)
+    cluster.add_pod("inference", "llm-on-n2", "n2")
+    result = run(cluster, tmp_path, named=("n1", "n3"))
+    assert result.returncode == 0, output(result)
+    assert on_target(cluster, "n1") and on_target(cluster, "n3")
+    assert cluster.changes[-3:] == [
+        f"patch n2 {CORDON}", "evict inference/llm-on-n2",
+        f"patch n2 {POOL_LABEL}- @{CORDONED_FOR_ANNOTATION}- uncordon",
+    ]  # fmt: skip
+    assert POOL_LABEL not in cluster.node_labels("n2") and not cluster.cordoned("n2")
+    assert cluster.node_labels("n2")[MIG_CONFIG_LABEL] == OLD  # Pulumi's delete removes it
+    assert "released from the pool (no longer in pools[2].nodeNames): n2" in result.stdout
+    assert result.stdout.rstrip().endswith("; released: n2")
+
+
+def test_a_release_whose_drain_cannot_finish_keeps_the_node_in_the_pool(tmp_path: Path) -> None:
+    cluster = pool("n1", "n2")
+    cluster.add_pod("team-b", "trainer", "n2", budget="trainer-pdb", refusals=-1)
+    result = run(cluster, tmp_path, named=("n1",), drain=0)
+    assert result.returncode == 1
+    assert "STOPPED at the drain of n2" in result.stdout
+    assert cluster.node_labels("n2")[POOL_LABEL] == "p" and not cluster.cordoned("n2")
+    assert on_target(cluster, "n1")
+
+
 def test_a_node_that_joins_during_the_roll_out_is_repartitioned_too(tmp_path: Path) -> None:
     cluster = pool("n1")
     cluster.after_change(lambda change: change.startswith("patch n1") and change.endswith("uncordon"),

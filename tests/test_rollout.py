@@ -233,3 +233,29 @@ def test_autoscaled_pools_report_the_gpus_of_both_generations() -> None:
     _, changes = transition(v1, v2)
     [pool] = changes.pools
     assert pool.change is PoolChange.NEW_NODES and pool.extra_gpus > 0
+
+
+def test_swapping_a_node_of_an_existing_pool_moves_its_replicas_before_the_node_leaves() -> None:
+    # nodeNames [a, b] -> [a, c] was "unchanged": Pulumi stripped b's pool labels, layout and taint
+    # last, with the service's replicas still running there.
+    v1 = {"cloud": "existing", "cluster": {"name": "lab", "context": "lab"},
+          "pools": [{"name": "lab", "gpu": "H100-80GB", "gpusPerNode": 1, "nodeNames": ["a", "b"],
+                     "mig": "all-3g.40gb", "maxPods": 110}],
+          "services": [{"name": "chat", "model": "m", "memoryGiB": 8, "replicas": 4,
+                        "pool": "lab"}]}  # fmt: skip
+    v2 = copy.deepcopy(v1)
+    v2["pools"][0]["nodeNames"] = ["a", "c"]
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None
+    [pool] = changes.pools
+    assert pool.change is PoolChange.IN_PLACE and [str(f) for f in pool.fields] == [
+        "nodeNames: a,b -> a,c"
+    ]
+    assert pool.nodes_released == ["b"] and pool.replicas_evicted == 2
+    assert pool.nodes_left_cordoned == []
+    [chat] = changes.services
+    assert (chat.serving_before, chat.min_serving, chat.serving_after) == (4, 2, 4)
+    assert chat.change is ServiceChange.DISRUPTED and chat.pending_at_end == 0
+    assert any("b leave(s) the pool" in w for w in change_warnings(changes))
+    # Every replica runs on the pool's nodes at the end, none on the released one.
+    assert "re-partitioning Job: released b" in [text for _, text in outcome.events]

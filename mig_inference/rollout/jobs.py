@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
 from mig_inference.rollout.cluster import Cluster
 from mig_inference.rollout.model import Node
 
@@ -77,7 +77,8 @@ class GateRun(JobRun):
 @dataclass
 class RepartitionRun(JobRun):
     """Batch by batch: cordon (marked as ours), evict the pods holding devices (budgets decide),
-    relabel (clearing the state), wait for success on the target, uncordon."""
+    relabel (clearing the state), wait for success on the target, uncordon; then release the
+    nodes an existing pool no longer names."""
 
     target: str = ""
     selector: str = ""
@@ -85,10 +86,15 @@ class RepartitionRun(JobRun):
     max_unavailable: int = 1
     drain_timeout: float = 1800.0
     reconfigure_timeout: float = 1800.0
+    named_pool: str = ""
+    """Existing pools: a node on the target gets the pool's label; nodes carrying it that `names`
+    no longer holds are released once the pool is done (cordoned, drained, the pool label
+    removed, uncordoned)."""
     batch: list[str] = field(default_factory=list)
     phase: str = "pick"
     deadline: float = 0.0
     done: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, env: Mapping[str, str]) -> RepartitionRun:
@@ -100,6 +106,7 @@ class RepartitionRun(JobRun):
             max_unavailable=int(env.get("MAX_UNAVAILABLE", "1")),
             drain_timeout=float(env.get("DRAIN_TIMEOUT_SECONDS", node_timeout)),
             reconfigure_timeout=float(env.get("RECONFIGURE_TIMEOUT_SECONDS", node_timeout)),
+            named_pool=env.get("NAMED_POOL", ""),
         )
 
     def _pool(self, cluster: Cluster) -> list[Node]:
@@ -117,21 +124,24 @@ class RepartitionRun(JobRun):
 
     def advance(self, cluster: Cluster) -> None:
         if self.phase == "pick":
+            for node in self._pool(cluster):
+                if self._on_target(node):
+                    self._join(cluster, node.name)
             todo = [
                 n for n in self._pool(cluster) if n.name not in self.done and not self._on_target(n)
             ]  # fmt: skip
             if not todo:
-                self.outcome = "complete"
-                return
-            self.batch = [n.name for n in todo[: self.max_unavailable]]
-            for name in self.batch:
-                node = cluster.nodes[name]
-                if not node.unschedulable:
-                    node.unschedulable = True
-                    node.annotations[CORDONED_FOR] = self.target
-            cluster.log(f"re-partitioning Job: cordoned {', '.join(self.batch)}")
-            self.phase, self.deadline = "drain", cluster.now + self.drain_timeout
-        if self.phase == "drain":
+                leaving = self._leaving(cluster)
+                if not leaving:
+                    self.outcome = "complete"
+                    return
+                self.batch, self.phase = leaving, "release"
+            else:
+                self.batch = [n.name for n in todo[: self.max_unavailable]]
+                self.phase = "drain"
+            self._cordon(cluster)
+            self.deadline = cluster.now + self.drain_timeout
+        if self.phase in ("drain", "release"):
             held = [p for name in self.batch for p in self._holders(cluster, name)]
             for pod in held:
                 if pod.active and cluster.eviction_allowed(pod):
@@ -142,8 +152,17 @@ class RepartitionRun(JobRun):
                         self._uncordon(cluster, name)
                     self.outcome = (
                         f"failed: drain of {', '.join(self.batch)} did not finish (a "
-                        "PodDisruptionBudget refused the evictions); uncordoned, not relabelled"
+                        "PodDisruptionBudget refused the evictions); uncordoned, not "
+                        + ("released" if self.phase == "release" else "relabelled")
                     )
+                return
+            if self.phase == "release":
+                for name in self.batch:
+                    cluster.set_labels(name, {POOL_LABEL: None})
+                    self._uncordon(cluster, name)
+                    self.released.append(name)
+                cluster.log(f"re-partitioning Job: released {', '.join(self.batch)}")
+                self.outcome = "complete"
                 return
             for name in self.batch:
                 node = cluster.nodes[name]
@@ -172,10 +191,32 @@ class RepartitionRun(JobRun):
                     )
                 return
             for name in self.batch:
+                self._join(cluster, name)
                 self._uncordon(cluster, name)
                 self.done.append(name)
             cluster.log(f"re-partitioning Job: {', '.join(self.batch)} on {self.target}")
             self.phase = "pick"
+
+    def _leaving(self, cluster: Cluster) -> list[str]:
+        if not self.named_pool:
+            return []
+        return sorted(
+            n.name
+            for n in cluster.live_nodes()
+            if n.pool == self.named_pool and n.name not in self.names
+        )
+
+    def _join(self, cluster: Cluster, name: str) -> None:
+        if self.named_pool:
+            cluster.set_labels(name, {POOL_LABEL: self.named_pool})
+
+    def _cordon(self, cluster: Cluster) -> None:
+        for name in self.batch:
+            node = cluster.nodes[name]
+            if not node.unschedulable:
+                node.unschedulable = True
+                node.annotations[CORDONED_FOR] = self.target
+        cluster.log(f"re-partitioning Job: cordoned {', '.join(self.batch)}")
 
     def _on_target(self, node: Node) -> bool:
         return (

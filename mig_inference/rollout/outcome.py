@@ -29,6 +29,8 @@ class PoolOutcome:
     nodes_drained: int = 0
     nodes_relabelled: int = 0
     left_cordoned: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    """Nodes an existing pool no longer names, moved out of it by the re-partitioning Job."""
     peak_gpus: int = 0
     gpus_before: int = 0
     gpus_after: int = 0

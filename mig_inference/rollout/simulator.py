@@ -76,12 +76,20 @@ class Rollout:
         self.served: dict[str, Served] = {}
         self.jobs: dict[Key, JobRun] = {}
         self.clouds = CloudPools(self.cluster, facts, self.timings, self._outcome)
+        self.named_nodes = {
+            patch.inputs["metadata"]["name"]: patch.inputs["metadata"]["labels"][POOL_LABEL]
+            for program in (before, after)
+            for patch in program.of_type(NODE_PATCH)
+            if POOL_LABEL in (patch.inputs.get("metadata", {}).get("labels") or {})
+        }
+        """The nodes existing pools name, and their pools."""
         self.initial_nodes: set[str] = set()
         """The nodes of the deployed version (their devices served before the update)."""
 
     # -- facts -------------------------------------------------------------------------------
     def _devices(self, node: Node, config: str) -> dict[str, int]:
-        facts = self.facts.get(node.pool or "")
+        # A node an existing pool names has that pool's GPUs before it carries the pool's label.
+        facts = self.facts.get(node.pool or self.named_nodes.get(node.name, ""))
         return facts.devices_with(config) if facts else {}
 
     def _known(self, config: str) -> bool:
@@ -258,6 +266,9 @@ class Rollout:
                 run.advance(cluster)
                 if run.outcome is None:
                     return None
+                if isinstance(run, RepartitionRun) and run.released:
+                    self._outcome({POOL_LABEL: run.named_pool}).released.extend(run.released)
+                    run.released = []
                 return "" if run.outcome == "complete" else f"Job {resource.name} {run.outcome}"
 
             task.check = job_check

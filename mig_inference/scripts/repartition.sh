@@ -4,7 +4,8 @@
 # in the Job's image). Per batch: look for GPU pods no eviction can move, cordon (marked with
 # CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, relabel (or restart the MIG
 # manager when the label is already the target), wait for success with the target config and
-# the planned devices advertised, uncordon.
+# the planned devices advertised, uncordon. Then, on existing pools, release the nodes the pool
+# no longer names.
 set -euf
 POLL=${REPARTITION_POLL_SECONDS:-10}
 # shellcheck source=mig_inference/scripts/kube.sh
@@ -16,6 +17,9 @@ CORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":"'$TARGET_CONFIG'"}},"sp
 UNCORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":null}},"spec":{"unschedulable":null}}'
 RELABEL='{"metadata":{"labels":{"CONFIG_LABEL":"'$TARGET_CONFIG'","STATE_LABEL":null}}}'
 CLEAR_STATE='{"metadata":{"labels":{"STATE_LABEL":null}}}'
+RELEASE='{"metadata":{"labels":{"POOL_LABEL":null}}}'
+JOIN='{"metadata":{"labels":{"POOL_LABEL":"'${NAMED_POOL:-}'"}}}'
+RELEASE_AND_UNCORDON='{"metadata":{"labels":{"POOL_LABEL":null},"annotations":{"CORDON_ANNOTATION":null}},"spec":{"unschedulable":null}}'
 
 pool=""        # the pool's nodes, as last listed
 batch=""       # the nodes being re-partitioned now
@@ -24,6 +28,7 @@ foreign=""     # nodes of the batch someone else cordoned: they stay cordoned
 keep=""        # nodes whose label or MIG manager was changed: a stop leaves them cordoned
 done_nodes=""  # on the target, finished
 gone=""        # vanished from the cluster
+released=""    # no longer named by the pool: moved out of it
 
 # read_node NODE: node_found (empty when the node does not exist), node_config, node_state,
 # node_mark (CORDON_ANNOTATION), node_cordoned, node_paused, node_devices. A read that fails
@@ -36,6 +41,10 @@ read_node() {
 $out
 EOF
   node_paused=$(paused_labels "$node_labels")
+  node_joined=""
+  case " $(entries "$node_labels" | tr '\n' ' ') " in
+    *" POOL_LABEL=${NAMED_POOL:-} "*) node_joined=true ;;
+  esac
   node_devices=$(gpu_devices "$node_alloc")
 }
 
@@ -148,8 +157,19 @@ stop() {
   exit 1
 }
 
+# join_pool NODE: on an existing pool, a node on the target carries the pool's label (Pulumi's
+# patch applies it only after this Job, so the replicas of a node being released can move there
+# now).
+join_pool() {
+  if [ -n "${NAMED_POOL:-}" ] && [ -z "$node_joined" ]; then
+    patch_node "$1" "$JOIN"
+    echo "node $1: POOL_LABEL=$NAMED_POOL"
+  fi
+}
+
 # finish NODE: the node last read is on the target: lift our cordon.
 finish() {
+  join_pool "$1"
   if is_in "$1" "$foreign"; then
     echo "node $1: $TARGET_CONFIG applied ($node_devices); left cordoned as it was (cordoned by someone else)"
   elif [ -n "$node_mark" ]; then
@@ -185,6 +205,7 @@ pick() {
       finish "$node"
     elif on_target; then
       echo "node $node: already on $TARGET_CONFIG ($node_devices)${node_cordoned:+; cordoned by someone else, left so}"
+      join_pool "$node"
       done_nodes="$done_nodes $node"
     elif [ -n "$node_mark" ]; then
       resumed="$resumed $node"
@@ -367,6 +388,43 @@ wait_batch() {
   done
 }
 
+# release: nodes that carry the pool's label but are no longer named by REPARTITION_NODES_KEY (a
+# node swapped out of an existing pool). Their GPU pods are evicted while the pool's label still
+# keeps other workloads' replicas off, so the pool's replicas move to the pool's nodes; then the
+# pool label goes and the Job's cordon is lifted. Pulumi removes the node's other labels and taints
+# when it deletes its patches, last in the update: by then no pod holds its GPUs, so the layout
+# the GPU Operator falls back to is applied to idle GPUs.
+release() {
+  [ -n "${NAMED_POOL:-}" ] || return 0
+  kc get nodes -l "POOL_LABEL=$NAMED_POOL" -o 'jsonpath={.items[*].metadata.name}' \
+    || stop "the pool" "listing the nodes that carry its label (POOL_LABEL=$NAMED_POOL) failed after $KUBE_TRIES tries: $err"
+  outgoing=""
+  for node in $out; do
+    is_in "$node" "$REPARTITION_NODES" || outgoing="$outgoing $node"
+  done
+  [ -n "$outgoing" ] || return 0
+  echo "released from the pool (no longer in $REPARTITION_NODES_KEY):$outgoing"
+  no_pinned_pods "$outgoing"
+  batch=$outgoing
+  ours=""
+  foreign=""
+  keep=""
+  cordon_batch
+  drain_batch
+  for node in $batch; do
+    is_in "$node" "$gone" && continue
+    if is_in "$node" "$ours"; then
+      patch_node "$node" "$RELEASE_AND_UNCORDON"
+      echo "node $node: its GPU pods moved; POOL_LABEL removed; uncordoned"
+    else
+      patch_node "$node" "$RELEASE"
+      echo "node $node: its GPU pods moved; POOL_LABEL removed; left cordoned as it was (cordoned by someone else)"
+    fi
+    released="$released $node"
+  done
+  batch=""
+}
+
 if [ -z "$REPARTITION_SELECTOR" ]; then
   missing=""
   for node in $REPARTITION_NODES; do
@@ -390,4 +448,5 @@ while :; do
   trigger_batch
   wait_batch
 done
-echo "re-partitioned to $TARGET_CONFIG:${done_nodes:- no node}${gone:+ (gone, skipped:$gone)}"
+release
+echo "re-partitioned to $TARGET_CONFIG:${done_nodes:- no node}${gone:+ (gone, skipped:$gone)}${released:+; released:$released}"
