@@ -238,7 +238,7 @@ def test_autoscaled_pools_report_the_gpus_of_both_generations() -> None:
 def test_swapping_a_node_of_an_existing_pool_moves_its_replicas_before_the_node_leaves() -> None:
     # nodeNames [a, b] -> [a, c] was "unchanged": Pulumi stripped b's pool labels, layout and taint
     # last, with the service's replicas still running there.
-    v1 = {"cloud": "existing", "cluster": {"name": "lab", "context": "lab"},
+    v1: dict[str, Any] = {"cloud": "existing", "cluster": {"name": "lab", "context": "lab"},
           "pools": [{"name": "lab", "gpu": "H100-80GB", "gpusPerNode": 1, "nodeNames": ["a", "b"],
                      "mig": "all-3g.40gb", "maxPods": 110}],
           "services": [{"name": "chat", "model": "m", "memoryGiB": 8, "replicas": 4,

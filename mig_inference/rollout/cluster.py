@@ -1,5 +1,6 @@
 """A running cluster, advanced tick by tick: nodes boot, drain and go; NVIDIA's MIG manager
-applies the layout a node's label names; the scheduler binds replicas to nodes that admit them and
+(`mig_manager`, the model read from NVIDIA's source) applies the layout a node's label names; the
+scheduler binds replicas to nodes that admit them and
 still have a free device; Deployments replace replicas one at a time; evictions ask the
 PodDisruptionBudget; a NoExecute taint evicts the pods that do not tolerate it.
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.rollout.mig_manager import Durations, MigManager, NodeLayout, Reboot, Write
 from mig_inference.rollout.model import Deployment, Node, Pod, Taint, device_counts
 
 TICK = 10.0
@@ -25,10 +27,8 @@ class Timings:
 
     node_boot: float = 600.0
     """A GPU node created, joined and its drivers ready."""
-    mig_apply: float = 120.0
-    """The MIG manager pausing its operands, applying a layout and restarting them."""
-    mig_reboot: float = 300.0
-    """A node rebooting for a MIG mode change (`WITH_REBOOT`)."""
+    mig_manager: Durations = field(default_factory=Durations)
+    """The MIG manager's steps (its pod starting, operands stopping, applying, rebooting)."""
     pod_grace: float = 60.0
     """A replica terminating (the engines' termination grace period)."""
     drain_timeout: float = 3600.0
@@ -48,24 +48,6 @@ class Event:
 
 
 @dataclass
-class MigManager:
-    """One node's MIG manager (NVIDIA k8s-mig-manager v0.15.0): it applies the value of
-    `nvidia.com/mig.config` when the value changes, and once when its pod starts; it writes only
-    `nvidia.com/mig.config.state`, which names no config."""
-
-    seen: str | None = None
-    """The label value its informer last saw."""
-    queued: str | None = None
-    running: str | None = None
-    done_at: float = 0.0
-    outcome: str = ""
-    rebooting_until: float | None = None
-    full_runs: int = 0
-    """Layouts this pod applied in full. After one, v0.15.0 leaves its operands paused when a
-    later run fails (process-wide flags it never resets), until the pod restarts."""
-
-
-@dataclass
 class Drain:
     """A node the cloud (or a Job) takes away: cordoned, emptied, then deleted."""
 
@@ -82,8 +64,10 @@ class Cluster:
     timings: Timings
     devices_of: Callable[[Node, str], dict[str, int]]
     """What the device plugin advertises on a node with this MIG config applied."""
-    known_configs: Callable[[str], bool]
-    """Whether a config name is in the mig-parted config the MIG manager reads."""
+    configs_of: Callable[[Node], dict[str, NodeLayout]]
+    """The configs the MIG manager finds in the mig-parted config now, as the node's layouts."""
+    config_of: Callable[[Node, NodeLayout], str | None]
+    """The config whose layout a node's GPUs have."""
     now: float = 0.0
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: list[Pod] = field(default_factory=list)
@@ -123,14 +107,19 @@ class Cluster:
 
     # -- nodes -----------------------------------------------------------------------------
     def add_node(self, node: Node, applied: str | None = None) -> None:
-        """A node joins; with `applied`, its GPUs already have that layout (a running node)."""
+        """A node joins; with `applied`, its GPUs already have that layout and its MIG manager
+        runs (a running node); without, its GPUs have MIG disabled and its MIG manager starts
+        once the node is up."""
         self.nodes[node.name] = node
-        self.managers[node.name] = MigManager(seen=node.config if applied else None)
-        if applied is not None:
-            node.applied = applied
-            node.devices = self.devices_of(node, applied)
-        elif node.config is None:
-            node.devices = self.devices_of(node, "")
+        configs = self.configs_of(node)
+        hardware = configs.get(applied or "all-disabled") or (None,) * node.gpus
+        node.applied = applied
+        self.managers[node.name] = MigManager(
+            configs=configs, hardware=hardware, labels=node.labels, now=max(self.now, node.up_at),
+            durations=self.timings.mig_manager, with_reboot=self.with_reboot,
+            running=applied is not None,
+        )  # fmt: skip
+        node.devices = self.devices_of(node, applied or "")
 
     def remove_node(self, name: str, why: str) -> None:
         node = self.nodes[name]
@@ -155,11 +144,8 @@ class Cluster:
         self.nodes[name].taints = list(taints)
 
     def restart_mig_manager(self, name: str) -> None:
-        """A new MIG manager pod applies the label's value once, whatever it was before."""
-        self.managers[name] = MigManager()
-        node = self.nodes[name]
-        if node.applied is not None and not node.devices:
-            node.devices = self.devices_of(node, node.applied)
+        """Its pod deleted: the DaemonSet's new pod applies the label's value once."""
+        self.managers[name].restart()
 
     def drain(self, name: str, why: str, *, delete: bool, respect_budgets: bool = True,
               timeout: float | None = None) -> None:  # fmt: skip
@@ -205,62 +191,40 @@ class Cluster:
     def _mig_managers(self) -> None:
         for name, manager in self.managers.items():
             node = self.nodes[name]
-            if node.gone or not node.ready(self.now):
+            if node.gone or self.now < node.up_at:
                 continue
-            if manager.rebooting_until is not None:
-                if self.now < manager.rebooting_until:
-                    continue
-                manager.rebooting_until = None
-                manager.seen = None  # the pod starts again: it re-applies the label's value
-            value = node.config
-            if value != manager.seen:
-                manager.seen = value
-                if value:
-                    manager.queued = value
-            if manager.running is None and manager.queued is not None:
-                self._start_mig_run(node, manager, manager.queued)
-                manager.queued = None
-            elif manager.running is not None and self.now >= manager.done_at:
-                self._finish_mig_run(node, manager)
+            manager.configs = self.configs_of(node)
+            manager.observe(node.labels)
+            for event in manager.advance(self.now, self._busy_gpus(node, manager.hardware)):
+                if isinstance(event, Write):
+                    self.set_labels(name, dict(event.labels))
+                    state = event.labels.get(MIG_STATE_LABEL)
+                    if state:
+                        self.log(f"node {name}: {MIG_STATE_LABEL}={state} ({node.config})")
+                elif isinstance(event, Reboot):
+                    self.log(f"node {name}: rebooting for a MIG mode change")
+                    for pod in [p for p in self.pods if p.node == name and p.active]:
+                        self.terminate(pod, f"node {name} rebooted", evicted=True)
+            node.applied = self.config_of(node, manager.hardware)
+            node.devices = self.devices_of(node, node.applied or "") if manager.advertised() else {}
 
-    def _start_mig_run(self, node: Node, manager: MigManager, value: str) -> None:
-        if not self.known_configs(value):
-            node.labels[MIG_STATE_LABEL] = "failed"
-            self.log(f"node {node.name}: MIG config {value} not found: failed")
-            return
-        if node.applied == value:
-            node.labels[MIG_STATE_LABEL] = "success"
-            return
-        held = device_counts(self.pods, node.name)
-        node.labels[MIG_STATE_LABEL] = "pending"
-        node.devices = {}  # its operands (the device plugin among them) are paused
-        manager.running = value
-        manager.outcome = "failed" if held else "success"
-        mode_change = (node.applied in (None, "all-disabled")) != (value == "all-disabled")
-        manager.done_at = self.now + self.timings.mig_apply
-        if mode_change and self.with_reboot and not held and node.applied is not None:
-            node.labels[MIG_STATE_LABEL] = "rebooting"
-            manager.rebooting_until = self.now + self.timings.mig_reboot
-            manager.done_at = manager.rebooting_until + self.timings.mig_apply
-        self.log(
-            f"node {node.name}: MIG manager applies {value}"
-            + (f" while pods hold its devices ({held})" if held else "")
-        )
-
-    def _finish_mig_run(self, node: Node, manager: MigManager) -> None:
-        value, manager.running = manager.running, None
-        assert value is not None
-        if manager.outcome == "success":
-            node.applied = value
-            node.labels[MIG_STATE_LABEL] = "success"
-            node.devices = self.devices_of(node, value)
-            manager.full_runs += 1
-            self.log(f"node {node.name}: {value} applied (success)")
-        else:
-            node.labels[MIG_STATE_LABEL] = "failed"
-            if node.applied is not None and manager.full_runs == 0:
-                node.devices = self.devices_of(node, node.applied)
-            self.log(f"node {node.name}: {value} failed: its devices were in use")
+    def _busy_gpus(self, node: Node, hardware: NodeLayout) -> set[int]:
+        """The GPUs a pod on the node holds an instance (or the whole GPU) of: its held devices
+        taken from the GPUs in index order."""
+        busy: set[int] = set()
+        for resource, count in device_counts(self.pods, node.name).items():
+            for index, gpu in enumerate(hardware):
+                if count <= 0:
+                    break
+                held = (
+                    (1 if resource.startswith("nvidia.com/gpu") else 0)
+                    if gpu is None
+                    else sum(1 for p in gpu if resource.startswith(f"nvidia.com/mig-{p}"))
+                )
+                if held:
+                    busy.add(index)
+                    count -= held
+        return busy
 
     def _no_execute(self) -> None:
         for pod in self.pods:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from mig_inference.labels import MIG_CONFIG_LABEL
 from mig_inference.operator_values import mig_parted_configs
-from mig_inference.plan import StackPlan
+from mig_inference.plan import PoolPlan, StackPlan
+from mig_inference.rollout.mig_manager import NodeLayout
 
 WHOLE_GPU = "nvidia.com/gpu"
 
@@ -20,6 +21,22 @@ class PoolFacts:
     gpus_per_node: int
     devices: Mapping[str, Mapping[str, int]]
     """Per config name (empty: no MIG manager) what the device plugin advertises on a node."""
+    layouts: Mapping[str, NodeLayout]
+    """Per config name, the MIG instances of each GPU of a node (None: MIG disabled)."""
+
+    def layout_of(self, config: str) -> NodeLayout | None:
+        """The GPUs' layout a config gives a node (None: a config this pool never has)."""
+        if config in self.layouts:
+            return self.layouts[config]
+        if config == "all-disabled":
+            return (None,) * self.gpus_per_node
+        return None
+
+    def config_of(self, layout: NodeLayout) -> str | None:
+        """The config whose layout the GPUs have."""
+        if layout == (None,) * self.gpus_per_node:
+            return "all-disabled"
+        return next((c for c, known in self.layouts.items() if known == layout), None)
 
     def devices_with(self, config: str) -> dict[str, int]:
         """What a node advertises with `config` applied (whole GPUs with MIG disabled)."""
@@ -32,13 +49,22 @@ class PoolFacts:
 
 def pool_facts(*plans: StackPlan) -> dict[str, PoolFacts]:
     devices: dict[str, dict[str, dict[str, int]]] = {}
+    layouts: dict[str, dict[str, NodeLayout]] = {}
     gpus: dict[str, int] = {}
     for plan in plans:
         for pool in plan.pools:
             config = pool.node_labels.get(MIG_CONFIG_LABEL, "")
             devices.setdefault(pool.name, {})[config] = pool.capacity_per_node()
+            layouts.setdefault(pool.name, {})[config] = _node_layout(pool)
             gpus[pool.name] = pool.gpus_per_node
-    return {name: PoolFacts(gpus[name], devices[name]) for name in devices}
+    return {name: PoolFacts(gpus[name], devices[name], layouts[name]) for name in devices}
+
+
+def _node_layout(pool: PoolPlan) -> NodeLayout:
+    return tuple(
+        None if layout is None else tuple(p for p, n in layout.counts for _ in range(n))
+        for layout in pool.per_gpu_layouts
+    )
 
 
 def config_names(plan: StackPlan) -> frozenset[str]:

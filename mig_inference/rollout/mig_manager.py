@@ -28,6 +28,9 @@ is inferred from the code rather than read in it says so.
   state write: `pending` forever, operands paused (gpu-operator #2833, fixed after v0.15.0 by
   mig-parted PR #484). Both end with a pod restart, which re-applies the label's value.
 
+The rollout simulator (`rollout/cluster.py`) runs this model on every node, and the Jobs' tests run
+it behind a fake API server: one model of the MIG manager.
+
 Durations are assumptions (`Durations`), not measurements. The API: `advance(now)` runs the
 manager up to time `now` and returns the label writes (and reboots) it made, in order;
 `observe(labels)` hands it the node's labels after someone changed them (a watch event);

@@ -18,6 +18,7 @@ from mig_inference.rollout.cloud_pools import CloudPools
 from mig_inference.rollout.cluster import TICK, Cluster, Timings
 from mig_inference.rollout.facts import PoolFacts
 from mig_inference.rollout.jobs import GateRun, JobRun, RepartitionRun, job_env
+from mig_inference.rollout.mig_manager import NodeLayout
 from mig_inference.rollout.model import Deployment, Node, Taint, pod_template
 from mig_inference.rollout.node_pools import EKS_LAUNCH_TEMPLATE, POOL_TYPES, PoolShape, pool_shape
 from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
@@ -71,7 +72,7 @@ class Rollout:
         """The config names of the mig-parted config before and after the GPU Operator's
         release is updated (empty: any name is known)."""
         self.known = configs[0]
-        self.cluster = Cluster(self.timings, self._devices, self._known)
+        self.cluster = Cluster(self.timings, self._devices, self._configs, self._config_of)
         self.pools: dict[str, PoolOutcome] = {}
         self.served: dict[str, Served] = {}
         self.jobs: dict[Key, JobRun] = {}
@@ -88,12 +89,26 @@ class Rollout:
 
     # -- facts -------------------------------------------------------------------------------
     def _devices(self, node: Node, config: str) -> dict[str, int]:
-        # A node an existing pool names has that pool's GPUs before it carries the pool's label.
-        facts = self.facts.get(node.pool or self.named_nodes.get(node.name, ""))
+        facts = self._facts_of(node)
         return facts.devices_with(config) if facts else {}
 
-    def _known(self, config: str) -> bool:
-        return not self.known or config in self.known or config == "all-disabled"
+    def _facts_of(self, node: Node) -> PoolFacts | None:
+        # A node an existing pool names has that pool's GPUs before it carries the pool's label.
+        return self.facts.get(node.pool or self.named_nodes.get(node.name, ""))
+
+    def _configs(self, node: Node) -> dict[str, NodeLayout]:
+        """The configs of the mig-parted config the operator's release holds now, as this node's
+        layouts (every config either version names is one of the pool's)."""
+        facts = self._facts_of(node)
+        if facts is None:
+            return {"all-disabled": (None,) * node.gpus}
+        names = {*facts.layouts, "all-disabled"} - {""}
+        known = {n for n in names if not self.known or n in self.known or n == "all-disabled"}
+        return {n: layout for n in sorted(known) if (layout := facts.layout_of(n)) is not None}
+
+    def _config_of(self, node: Node, layout: NodeLayout) -> str | None:
+        facts = self._facts_of(node)
+        return facts.config_of(layout) if facts else None
 
     # -- the deployed state --------------------------------------------------------------------
     def _deployed(self) -> None:
@@ -160,10 +175,8 @@ class Rollout:
             return
         if running and labels.get(MIG_CONFIG_LABEL):
             node.labels.update(labels)
-            node.applied = labels[MIG_CONFIG_LABEL]
             node.labels[MIG_STATE_LABEL] = "success"
-            node.devices = self._devices(node, node.applied)
-            self.cluster.managers[name].seen = node.applied
+            self.cluster.add_node(node, applied=labels[MIG_CONFIG_LABEL])
         else:
             if labels.get(MIG_CONFIG_LABEL) and labels[MIG_CONFIG_LABEL] != node.config:
                 self._outcome(labels).nodes_relabelled += 1
