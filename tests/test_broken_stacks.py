@@ -65,3 +65,13 @@ def test_no_traceback_from_a_real_process(verb: str, tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
     assert expected(path) in result.stderr
+
+
+def test_a_missing_cluster_is_required_not_none(tmp_path: Path) -> None:
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.s.yaml").write_text("config:\n  mig-inference:cloud: gke\n")
+    result = subprocess.run([sys.executable, "-m", "mig_inference", "plan", "--stack", "s"],
+                            cwd=tmp_path, capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 1
+    assert "error: mig-inference:cluster: is required: a mapping with keys name, " in result.stderr
+    assert "None" not in result.stderr

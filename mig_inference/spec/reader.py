@@ -68,6 +68,8 @@ class ConfigNode:
             return placeholder
 
     def mapping(self, allowed: tuple[str, ...]) -> dict[str, Any]:
+        if self.value is None:
+            raise self.error(f"is required: a mapping with keys {', '.join(allowed)}", allowed)
         if not isinstance(self.value, dict):
             raise self.error(
                 f"must be a mapping with keys {', '.join(allowed)}; got {self.value!r}", allowed
