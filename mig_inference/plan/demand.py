@@ -13,11 +13,6 @@ from mig_inference.plan.model import Offer, PoolPlan, ServicePlan
 from mig_inference.spec import ServiceSpec, key_path
 
 
-def part_name(service: str, profile: str) -> str:
-    """The Deployment serving `service` on `profile`: `chat-1g-10gb`."""
-    return f"{service}-{profile.replace('.', '-').replace('+', '-')}"
-
-
 def unknown_profiles(pool: PoolPlan, service: ServiceSpec, index: int) -> list[MigError]:
     """Throughput points naming a profile the pool's GPU does not have (a typo, or another
     GPU's table), named at the key the table came from."""

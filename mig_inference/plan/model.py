@@ -4,20 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from mig_inference.catalog import GpuModel
 from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
 from mig_inference.layout import Layout
 from mig_inference.migparted import config_entries
 from mig_inference.packing import PackPlan
-from mig_inference.spec import MigManager, PoolSpec, Rollout, ServiceSpec, StackSpec
+from mig_inference.spec import (
+    MigManager,
+    PoolSpec,
+    ProfilingSpec,
+    Rollout,
+    ServiceSpec,
+    StackSpec,
+)
 
 WHOLE_GPU = "gpu"
 """The profile name services use for a whole GPU on a pool with MIG disabled."""
+DEFAULT_PROFILING_CONCURRENCY = 16
+"""Requests a profiling run keeps in flight when neither it nor the engine says."""
 
-if TYPE_CHECKING:
-    from mig_inference.plan.profiling import ProfilingRun
+
+def part_name(service: str, profile: str) -> str:
+    """The Deployment serving `service` on `profile`: `chat-1g-10gb`."""
+    return f"{service}-{profile.replace('.', '-').replace('+', '-')}"
 
 
 @dataclass(frozen=True)
@@ -188,6 +198,29 @@ class ServicePlan:
     def endpoint(self) -> str:
         return (
             f"http://{self.service_name}.{self.spec.namespace}.svc.cluster.local:{self.spec.port}"
+        )
+
+
+@dataclass(frozen=True)
+class ProfilingRun:
+    """One Job: the service's engine on one slice of `profile`, driven by vLLM's benchmark."""
+
+    service: str
+    profile: str
+    engine: ServicePlan
+    """The engine as it would serve on that slice (one replica, sized for the slice)."""
+    settings: ProfilingSpec
+
+    @property
+    def name(self) -> str:
+        return part_name(f"{self.service}-profile", self.profile)
+
+    @property
+    def max_concurrency(self) -> int:
+        return (
+            self.settings.max_concurrency
+            or self.engine.sizing.max_num_seqs
+            or DEFAULT_PROFILING_CONCURRENCY
         )
 
 

@@ -4,37 +4,13 @@ would run on that slice of the service's pool, measured by a Job."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from mig_inference.errors import MigError, MigErrors
-from mig_inference.plan.demand import part_name
-from mig_inference.plan.model import ServicePlan
+from mig_inference.plan.model import ProfilingRun, ServicePlan
 from mig_inference.plan.services import engine_sizing, replica_requests
 from mig_inference.plan.sharing import utilization
-from mig_inference.spec import ProfilingSpec, StackSpec, key_path
-
-DEFAULT_CONCURRENCY = 16
-
-
-@dataclass(frozen=True)
-class ProfilingRun:
-    """One Job: the service's engine on one slice of `profile`, driven by vLLM's benchmark."""
-
-    service: str
-    profile: str
-    engine: ServicePlan
-    """The engine as it would serve on that slice (one replica, sized for the slice)."""
-    settings: ProfilingSpec
-
-    @property
-    def name(self) -> str:
-        return part_name(f"{self.service}-profile", self.profile)
-
-    @property
-    def max_concurrency(self) -> int:
-        return (
-            self.settings.max_concurrency or self.engine.sizing.max_num_seqs or DEFAULT_CONCURRENCY
-        )
+from mig_inference.spec import StackSpec, key_path
 
 
 def profiling_runs(spec: StackSpec, services: Sequence[ServicePlan]) -> list[ProfilingRun]:

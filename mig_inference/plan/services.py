@@ -10,11 +10,17 @@ from mig_inference.clouds import NODE_ALLOCATABLE_FRACTION
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.plan.demand import (
     demand_replicas,
-    part_name,
     serving_offers,
     unknown_profiles,
 )
-from mig_inference.plan.model import WHOLE_GPU, EngineSizing, Offer, PoolPlan, ServicePlan
+from mig_inference.plan.model import (
+    WHOLE_GPU,
+    EngineSizing,
+    Offer,
+    PoolPlan,
+    ServicePlan,
+    part_name,
+)
 from mig_inference.plan.sharing import utilization
 from mig_inference.sizing import MIB, profiles_holding
 from mig_inference.spec import AUTO, FILL, Engine, ServiceSpec, StackSpec, key_path
