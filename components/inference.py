@@ -5,7 +5,7 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.engines import HOME, engine_container
+from mig_inference.engines import HOME, engine_container, engine_image
 from mig_inference.monitoring import (
     SCRAPED_ENGINES,
     queue_query,
@@ -14,6 +14,7 @@ from mig_inference.monitoring import (
 )
 from mig_inference.plan import ServicePlan
 
+from .model_cache import CACHE_ACCOUNT, ModelFill, fill_lead, reader_volumes, uses_cache_account
 from .planning import planned, planned_service, secret_value
 from .stack_args import Stack
 
@@ -63,10 +64,12 @@ def engine_pod(
     container: k8s.core.v1.ContainerArgs,
     selector: dict[str, str],
     restart_policy: str | None = None,
+    volumes: list[k8s.core.v1.VolumeArgs] | None = None,
+    service_account: str | None = None,
 ) -> k8s.core.v1.PodSpecArgs:
     """The pod an engine runs in: on its pool's current nodes, tolerating the pool's taints,
     restricted (non-root, read-only root filesystem, no capabilities), with scratch volumes
-    for shared memory, the model cache and /tmp."""
+    for shared memory, the hub's download cache and /tmp (and `volumes`: the model cache)."""
     cache_mib = max(20 * 1024, int(2 * plan.offer.memory_mib))
     affinity = k8s.core.v1.AffinityArgs(
         node_affinity=k8s.core.v1.NodeAffinityArgs(
@@ -101,6 +104,7 @@ def engine_pod(
                 label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
             )
         ],
+        service_account_name=service_account,
         automount_service_account_token=False,
         enable_service_links=False,
         termination_grace_period_seconds=60,
@@ -126,6 +130,7 @@ def engine_pod(
             k8s.core.v1.VolumeArgs(
                 name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="4Gi")
             ),
+            *(volumes or []),
         ],
     )
 
@@ -146,10 +151,14 @@ class InferenceService(pulumi.ComponentResource):
         stack = args["stack"]
         plan = planned_service(stack, args["service"])
         spec = plan.spec
-        monitoring = planned(stack).spec.monitoring
+        stack_plan = planned(stack)
+        monitoring = stack_plan.spec.monitoring
+        cache = stack_plan.model_cache
+        estimate = stack_plan.load[plan.name]
         hf_token = secret_value(stack, spec.hf_token_secret)
         api_key = secret_value(stack, spec.api_key_secret)
-        engine = engine_container(plan)
+        engine = engine_container(plan, cache)
+        fills = fill_lead(stack_plan, plan)
         scraped = spec.engine in SCRAPED_ENGINES
         autoscaled = spec.queue_autoscaling is not None or spec.hpa_max_replicas is not None
         namespace = spec.namespace
@@ -181,7 +190,8 @@ class InferenceService(pulumi.ComponentResource):
 
         env = [k8s.core.v1.EnvVarArgs(name=key, value=value) for key, value in engine.env]
         secret_data: dict[str, pulumi.Input[str]] = {}
-        if hf_token is not None and engine.hf_token_env:
+        if hf_token is not None and (engine.hf_token_env or fills):
+            # With the cache only the populate Job downloads: the replicas get no token.
             secret_data[HF_TOKEN_KEY] = hf_token
         if api_key is not None and engine.api_key_env:
             secret_data[API_KEY_KEY] = api_key
@@ -200,14 +210,32 @@ class InferenceService(pulumi.ComponentResource):
                 env += [secret_env(var, secret_name, HF_TOKEN_KEY) for var in engine.hf_token_env]
             if API_KEY_KEY in secret_data and engine.api_key_env:
                 env.append(secret_env(engine.api_key_env, secret_name, API_KEY_KEY))
-
+        if fills:
+            image = engine_image(plan)
+            assert image is not None
+            # Filled once, before this Deployment (and those reading the same model) roll.
+            depends.append(
+                ModelFill(
+                    f"{name}-fill",
+                    stack_plan,
+                    plan,
+                    image,
+                    (secret_name, HF_TOKEN_KEY) if HF_TOKEN_KEY in secret_data else None,
+                    pulumi.ResourceOptions(parent=self, depends_on=list(depends)),
+                )
+            )
+        cache_volumes, cache_mounts, cache_annotations = (
+            reader_volumes(cache, plan) if cache is not None else ([], [], {})
+        )
         device = {plan.resource: "1"}
         resources = k8s.core.v1.ResourceRequirementsArgs(
             requests={"cpu": f"{plan.cpu_millicores}m", "memory": f"{plan.memory_mib}Mi", **device},
             limits={"memory": f"{plan.memory_mib}Mi", **device},
         )
         http = k8s.core.v1.HTTPGetActionArgs(path=engine.health_path, port="http")
-        startup_failures = max(1, spec.startup_seconds // PROBE_PERIOD_SECONDS)
+        # Sized to the load: the model's bytes, where they are read from, every replica at once.
+        startup_seconds = estimate.startup_probe_seconds
+        startup_failures = max(1, -(-startup_seconds // PROBE_PERIOD_SECONDS))
         container = k8s.core.v1.ContainerArgs(
             name="engine",
             image=engine.image,
@@ -234,14 +262,18 @@ class InferenceService(pulumi.ComponentResource):
                 http_get=http, period_seconds=20, failure_threshold=3, timeout_seconds=5
             ),
             security_context=ENGINE_SECURITY,
-            volume_mounts=ENGINE_MOUNTS,
+            volume_mounts=[*ENGINE_MOUNTS, *cache_mounts],
         )
-        pod = engine_pod(plan, container, selector)
-        rollout_seconds = spec.startup_seconds + 600
+        pod = engine_pod(
+            plan, container, selector, volumes=cache_volumes,
+            service_account=CACHE_ACCOUNT if uses_cache_account(cache, plan) else None,
+        )  # fmt: skip
+        rollout_seconds = startup_seconds + 600
         annotations = {
             # The cluster autoscaler may move a replica to empty a node: its volumes are scratch.
             "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": ",".join(LOCAL_VOLUMES),
             **(scrape_annotations(spec.port) if monitoring.scrape_annotations and scraped else {}),
+            **cache_annotations,
         }
         deployment = k8s.apps.v1.Deployment(
             name,

@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 from mig_inference.digest import short_hash
 from mig_inference.engines import engine_container
+from mig_inference.plan.startup import PROBE_FLOOR_SECONDS, estimate
 from mig_inference.scripts import load
 
 from .inference import ENGINE_MOUNTS, ENGINE_SECURITY, HF_TOKEN_KEY, engine_pod, secret_env
@@ -39,6 +40,8 @@ class ProfilingJobs(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mig-inference:index:ProfilingJobs", name, None, opts)
         plan_of_stack = planned(args["stack"])
+        cache_spec = plan_of_stack.spec.model_cache
+        hub = cache_spec.hub_mb_per_s if cache_spec else None
         runs = [r for r in plan_of_stack.profiling if r.service == args["service"]]
         leading = next(
             s.name
@@ -50,6 +53,12 @@ class ProfilingJobs(pulumi.ComponentResource):
         for run in runs:
             plan = run.engine
             engine = engine_container(plan)
+            # A profiling run loads alone on its slice, from the hub.
+            startup_seconds = max(
+                plan.spec.startup_seconds or 0,
+                PROBE_FLOOR_SECONDS,
+                int(2 * estimate(plan, None, hub).replica_seconds),
+            )
             settings = run.settings
             env = [k8s.core.v1.EnvVarArgs(name=key, value=value) for key, value in engine.env]
             env += [
@@ -58,7 +67,7 @@ class ProfilingJobs(pulumi.ComponentResource):
                     ("MODEL", plan.spec.model),
                     ("PROFILE", run.profile),
                     ("PORT", plan.spec.port),
-                    ("STARTUP_SECONDS", plan.spec.startup_seconds),
+                    ("STARTUP_SECONDS", startup_seconds),
                     ("NUM_PROMPTS", settings.num_prompts),
                     ("INPUT_TOKENS", settings.input_tokens),
                     ("OUTPUT_TOKENS", settings.output_tokens),
@@ -110,7 +119,7 @@ class ProfilingJobs(pulumi.ComponentResource):
                 ),
                 spec=k8s.batch.v1.JobSpecArgs(
                     backoff_limit=0,
-                    active_deadline_seconds=plan.spec.startup_seconds + BENCHMARK_SECONDS,
+                    active_deadline_seconds=startup_seconds + BENCHMARK_SECONDS,
                     template=k8s.core.v1.PodTemplateSpecArgs(
                         metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
                         spec=engine_pod(plan, container, labels, restart_policy="Never"),

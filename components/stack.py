@@ -18,6 +18,7 @@ from .existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeTaintsAr
 from .gpu_operator import GpuOperator, GpuOperatorArgs
 from .inference import InferenceService, InferenceServiceArgs
 from .mig_gate import MigReadyGate, MigReadyGateArgs
+from .model_cache import ModelCache, ModelCacheArgs, fill_lead
 from .monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
 from .planning import planned, secret_value
 from .profiling import ProfilingJobs, ProfilingJobsArgs
@@ -137,14 +138,33 @@ class MigInference(pulumi.ComponentResource):
             if any(s.spec.queue_autoscaling for s in plan.services)
             else []
         )
-        deployed = {
-            service.name: InferenceService(
+        cache: list[pulumi.Resource] = []
+        if plan.model_cache is not None:
+            cache.append(
+                ModelCache(
+                    children.name("model-cache"),
+                    ModelCacheArgs(stack=args),
+                    in_cluster(*namespaces.values()),
+                )
+            )
+        deployed: dict[str, InferenceService] = {}
+        for service in plan.services:
+            # A service reading a model another one fills waits for that one's populate Job.
+            model = plan.model_cache.model_of(service.name) if plan.model_cache else None
+            fillers = [
+                deployed[other.name]
+                for other in plan.services
+                if model is not None
+                and other.name in model.services
+                and other.name in deployed
+                and other.spec.namespace == service.spec.namespace
+                and fill_lead(plan, other)
+            ]
+            deployed[service.name] = InferenceService(
                 children.name(service.name),
                 InferenceServiceArgs(stack=args, service=service.name),
-                in_cluster(*ready, *keda, namespaces[service.spec.namespace]),
+                in_cluster(*ready, *keda, namespaces[service.spec.namespace], *cache, *fillers),
             )
-            for service in plan.services
-        }
         # The taints of existing nodes come after the services that run there: their replicas
         # tolerate them before any of those nodes carries them.
         for pool, made in zip(plan.pools, pools, strict=True):

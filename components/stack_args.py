@@ -318,6 +318,40 @@ class Service(TypedDict):
     profiling: NotRequired[Profiling]
     """Measure the engine on candidate profiles (Jobs; `mig-inference throughput` reads
     their logs into a throughput file)."""
+    revision: NotRequired[str]
+    """The model's revision on the hub (main); a commit hash pins what the cache holds."""
+    weights_gi_b: NotRequired[float]
+    """The weights' size on disk, for the load estimate and the cache (default: params x
+    dtype, else memoryGiB)."""
+
+
+class ModelCache(TypedDict):
+    """A model cache per stack: filled once per model revision, read by every replica."""
+
+    enabled: NotRequired[bool]
+    """false keeps the settings and turns the cache off (true)."""
+    storage: NotRequired[str]
+    """gke: hyperdisk-ml (default) or gcs-fuse; eks: s3-mountpoint (default) or fsx-lustre;
+    oke: file-storage; any cloud: storage-class (the only one on existing)."""
+    storage_class: NotRequired[str]
+    """storage-class: a ReadWriteMany StorageClass of yours."""
+    bucket: NotRequired[str]
+    """gcs-fuse, s3-mountpoint: an existing bucket (default: the stack creates one)."""
+    size_gi_b: NotRequired[int]
+    """The volume's size (default: the models' bytes with headroom)."""
+    throughput_mi_bps: NotRequired[int]
+    """hyperdisk-ml: provisioned MiB/s (2400); fsx-lustre: MB/s per TiB (250)."""
+    security_group_ids: NotRequired[list[str]]
+    """fsx-lustre: the file system's security groups (required)."""
+    mount_target_subnet_id: NotRequired[str]
+    """file-storage: the mount target's subnet (default: the cluster's first subnet)."""
+    stream: NotRequired[bool]
+    """gcs-fuse, s3-mountpoint: vLLM streams the weights from the bucket (Run:ai Model
+    Streamer)."""
+    read_m_bps: NotRequired[float]
+    """Your measured read rate of the cache per node, MB/s (for the estimate)."""
+    hub_m_bps: NotRequired[float]
+    """Your measured download rate from the hub per node, MB/s (for the estimate)."""
 
 
 class Stack(TypedDict):
@@ -335,6 +369,8 @@ class Stack(TypedDict):
     """Inference services."""
     monitoring: NotRequired[MonitoringSettings]
     """Per-slice monitoring."""
+    model_cache: NotRequired[ModelCache]
+    """The model cache (default: every replica downloads from the hub)."""
     secrets: NotRequired[dict[str, pulumi.Input[str]]]
     """Secret values the stack names (hfTokenSecret, apiKeySecret, cluster.kubeconfig), each
     kept a Pulumi secret."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mig_inference.plan import ServicePlan
+from mig_inference.plan.model_cache import ModelCachePlan
 from mig_inference.spec import Engine
 from mig_inference.versions import TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
 
@@ -25,10 +26,10 @@ class EngineContainer:
     """Env var that receives the API key, when the engine checks one."""
 
 
-def _vllm(service: ServicePlan) -> tuple[str, ...]:
+def _vllm(service: ServicePlan, weights: str | None, streamed: bool) -> tuple[str, ...]:
     spec = service.spec
     args = [
-        "--model", spec.model,
+        "--model", weights or spec.model,
         "--host", "0.0.0.0",
         "--port", str(spec.port),
         "--tensor-parallel-size", "1",
@@ -38,13 +39,20 @@ def _vllm(service: ServicePlan) -> tuple[str, ...]:
         args += ["--max-model-len", str(service.sizing.max_model_len)]
     if service.sizing.max_num_seqs:
         args += ["--max-num-seqs", str(service.sizing.max_num_seqs)]
+    if weights:
+        # Clients keep asking for the hub's model id, whatever path the weights come from.
+        args += ["--served-model-name", spec.model]
+    if streamed:
+        # vLLM docs, "Loading models with Run:ai Model Streamer": safetensors streamed from
+        # s3:// or gs:// straight into GPU memory.
+        args += ["--load-format", "runai_streamer"]
     return tuple(args) + spec.args
 
 
-def _tgi(service: ServicePlan) -> tuple[str, ...]:
+def _tgi(service: ServicePlan, weights: str | None) -> tuple[str, ...]:
     spec = service.spec
     args = [
-        "--model-id", spec.model,
+        "--model-id", weights or spec.model,
         "--hostname", "0.0.0.0",
         "--port", str(spec.port),
         "--num-shard", "1",
@@ -74,22 +82,36 @@ def _triton(service: ServicePlan) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def engine_container(service: ServicePlan) -> EngineContainer:
+def engine_image(service: ServicePlan) -> str | None:
+    """The image the service's engine runs (its pinned default when the stack names none)."""
+    defaults = {Engine.VLLM: VLLM_IMAGE, Engine.TGI: TGI_IMAGE, Engine.TRITON: TRITON_IMAGE}
+    return service.spec.image or defaults.get(service.spec.engine)
+
+
+def engine_container(service: ServicePlan, cache: ModelCachePlan | None = None) -> EngineContainer:
+    """The engine's container. With the model cache, the engine starts from the cache (a read-
+    only local path, or the bucket vLLM streams from) with the hub switched off
+    (`HF_HUB_OFFLINE`), and receives no Hugging Face token."""
     spec = service.spec
-    env = (
+    env: tuple[tuple[str, str], ...] = (
         ("HOME", HOME),
         ("HF_HOME", f"{HOME}/.cache/huggingface"),
         ("XDG_CACHE_HOME", f"{HOME}/.cache"),
     )
+    weights = cache.weights_path(service) if cache is not None else None
+    if weights is not None:
+        env += (("HF_HUB_OFFLINE", "1"),)
+    streamed = cache is not None and cache.streamed(service)
     if spec.engine is Engine.VLLM:
         return EngineContainer(
-            spec.image or VLLM_IMAGE, spec.command, _vllm(service), "/health", env,
-            ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"), "VLLM_API_KEY",
+            spec.image or VLLM_IMAGE, spec.command, _vllm(service, weights, streamed), "/health",
+            env, () if weights else ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"), "VLLM_API_KEY",
         )  # fmt: skip
     if spec.engine is Engine.TGI:
         return EngineContainer(
-            spec.image or TGI_IMAGE, spec.command, _tgi(service), "/health",
-            (*env, ("HUGGINGFACE_HUB_CACHE", f"{HOME}/.cache/huggingface")), ("HF_TOKEN",), None,
+            spec.image or TGI_IMAGE, spec.command, _tgi(service, weights), "/health",
+            (*env, ("HUGGINGFACE_HUB_CACHE", f"{HOME}/.cache/huggingface")),
+            () if weights else ("HF_TOKEN",), None,
         )  # fmt: skip
     if spec.engine is Engine.TRITON:
         return EngineContainer(

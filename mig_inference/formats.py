@@ -31,6 +31,15 @@ so the three node quotas below are marked unconfirmed):
   or `.`.
 - Docker image references (distribution/reference grammar): `[registry[:port]/]path[:tag]
   [@sha256:digest]`, lowercase path components, tags of at most 128 characters.
+- Hugging Face revisions (`hf download --revision`): a branch, a tag or a commit hash, or a pull
+  request `refs/pr/<n>` (huggingface_hub's CLI examples); this project refuses `..` and other
+  characters so the revision names a directory on the model cache as it is.
+- Cloud Storage "Bucket naming rules": 3-63 characters of lowercase letters, digits, `-`, `_`
+  and `.`, starting and ending with a letter or digit (dotted names up to 222 are not taken
+  here). Amazon S3 "General purpose bucket naming rules": 3-63 characters of lowercase letters,
+  digits, `.` and `-`, starting and ending with a letter or digit.
+- Kubernetes StorageClass names are DNS subdomains (253). GCE Hyperdisk ML ("About Hyperdisk
+  ML"): 4 GiB to 64 TiB, 400 to 1,200,000 MiB/s of provisioned throughput.
 Bounds that no cloud or engine states (a model's layers, a throughput's smallest rate) are
 marked `sanity` in their description: wide enough for any real model or service, narrow enough
 that the arithmetic built on them stays exact.
@@ -240,6 +249,31 @@ GKE_MACHINE = Format(
 EC2_INSTANCE = Format("an EC2 instance type", r"[a-z][a-z0-9-]*\.[a-z0-9-]+", 63, "p4d.24xlarge")
 OKE_SHAPE = Format("an OCI shape", r"(BM|VM)\.[A-Za-z0-9.-]+", 63, "BM.GPU.H100.8")
 URL_PATH = Format("an HTTP path", r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*", 1024, "/health")
+HF_REVISION = Format(
+    "a Hugging Face revision (a branch, tag or commit hash, or refs/pr/<n>)",
+    r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]*|refs/pr/[0-9]+",
+    255,
+    "main",
+)
+GCS_BUCKET = Format(
+    "a Cloud Storage bucket name (3-63 lowercase letters, digits, '-', '_', '.')",
+    r"[a-z0-9][-a-z0-9_.]{1,61}[a-z0-9]",
+    63,
+    "my-models",
+)
+S3_BUCKET = Format(
+    "an S3 bucket name (3-63 lowercase letters, digits, '-', '.')",
+    r"(?!.*\.\.)[a-z0-9][-a-z0-9.]{1,61}[a-z0-9]",
+    63,
+    "my-models",
+)
+STORAGE_CLASS = Format("a StorageClass name (a DNS-1123 subdomain)", _SUBDOMAIN, 253, "nfs-rwx")
+AWS_SECURITY_GROUP = Format(
+    "an EC2 security group ID (sg- and 8 or 17 hexadecimal digits)",
+    r"sg-([0-9a-f]{8}|[0-9a-f]{17})",
+    20,
+    "sg-0a1b2c3d4e5f60718",
+)
 CONTEXT = Format("a kubeconfig context name", r"[^\s\x00-\x1f][^\x00-\x1f]*", 253, "lab-admin")
 ARGUMENT = Format(
     "an argument without control characters",
@@ -287,4 +321,15 @@ REQUESTS_PER_SECOND = Bound(
     1e-6, 1e9, "sanity: one request in 11.6 days to a billion a second", exclusive_minimum=False
 )
 LATENCY_MS = Bound(0, 3_600_000, "sanity: an hour", exclusive_minimum=True)
+CACHE_SIZE_GIB = Bound(1, 65536, "Hyperdisk ML holds at most 64 TiB; sanity for the other storage")
+HYPERDISK_ML_THROUGHPUT = Bound(
+    400,
+    1_200_000,
+    "Hyperdisk ML: at most 1,200,000 MiB/s per volume",
+    minimum_source="Hyperdisk ML: at least 400 MiB/s per volume",
+)
+FSX_PER_UNIT = (125, 250, 500, 1000)
+"""FSx for Lustre PERSISTENT_2 `perUnitStorageThroughput`, MB/s per TiB (aws-fsx-csi-driver)."""
+READ_MB_PER_S = Bound(0, 1_000_000, "sanity: a terabyte a second", exclusive_minimum=True)
+STARTUP_SECONDS = Bound(60, 24 * 3600, "sanity: a day for one replica to load its model")
 PROMPTS = Bound(1, 1_000_000, "sanity: prompts per profiling run")

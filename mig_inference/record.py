@@ -14,6 +14,7 @@ from typing import Any
 from mig_inference.digest import short_hash
 from mig_inference.engines import engine_container
 from mig_inference.plan import PoolPlan, ServicePlan, StackPlan, layout_of
+from mig_inference.plan.model_cache import ModelCachePlan
 from mig_inference.plan.sharing import sharing_text
 
 RECORD_FORMAT = "mig-inference/plan/v2"
@@ -59,10 +60,11 @@ def pool_record(pool: PoolPlan, protect: bool) -> dict[str, Any]:
     }
 
 
-def pod_fingerprint(service: ServicePlan) -> str:
-    """Changes whenever the service's pod template would: image, command line, requests,
-    placement. A change rolls the Deployment's replicas (one at a time)."""
-    engine = engine_container(service)
+def pod_fingerprint(service: ServicePlan, cache: ModelCachePlan | None = None) -> str:
+    """Changes whenever the service's pod template would: image, command line (where the
+    weights come from), requests, placement. A change rolls the Deployment's replicas (one at a
+    time)."""
+    engine = engine_container(service, cache)
     parts = {
         "image": engine.image,
         "command": engine.command,
@@ -78,7 +80,25 @@ def pod_fingerprint(service: ServicePlan) -> str:
     return short_hash(text, 12)
 
 
-def service_record(service: ServicePlan) -> dict[str, Any]:
+def weights_record(plan: StackPlan, service: ServicePlan) -> dict[str, Any]:
+    """Where the service's weights come from, and how many bytes: what `diff` counts hub
+    downloads from."""
+    load = plan.load[service.name]
+    cache = plan.model_cache
+    model = cache.model_of(service.name) if cache is not None else None
+    return {
+        "model": service.spec.model,
+        "revision": service.spec.revision,
+        "bytes": load.bytes_per_replica,
+        "source": load.source,
+        "cached": None
+        if model is None or cache is None
+        else f"{cache.storage.value}:{model.model}@{model.revision}",
+        "replica_seconds": round(load.replica_seconds),
+    }
+
+
+def service_record(service: ServicePlan, plan: StackPlan) -> dict[str, Any]:
     return {
         "pool": service.pool.name,
         "generation": service.pool.generation,
@@ -86,8 +106,9 @@ def service_record(service: ServicePlan) -> dict[str, Any]:
         "resource": service.resource,
         "replicas": service.replicas,
         "max_replicas": max(service.replicas, service.spec.autoscaled_max),
-        "pod": pod_fingerprint(service),
+        "pod": pod_fingerprint(service, plan.model_cache),
         "group": service.group,
+        "weights": weights_record(plan, service),
     }
 
 
@@ -105,5 +126,5 @@ def plan_record(
         "values": dict(values) if values is not None else None,
         "secret_keys": sorted(secret_keys),
         "pools": {pool.name: pool_record(pool, plan.spec.cluster.protect) for pool in plan.pools},
-        "services": {service.name: service_record(service) for service in plan.services},
+        "services": {service.name: service_record(service, plan) for service in plan.services},
     }

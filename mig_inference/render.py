@@ -46,6 +46,7 @@ _FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
 _CA = "Y2EtY2VydGlmaWNhdGU="
 # Data sources the program calls to find the cluster a stack joins (its arguments are echoed).
 _FAKE_CALLS: dict[str, dict[str, Any]] = {
+    "gcp:organizations/getProject:getProject": {"number": "123456789012"},
     "gcp:container/getCluster:getCluster": {
         "endpoint": "203.0.113.20",
         "masterAuths": [{"clusterCaCertificate": _CA}],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mig_inference.catalog import GpuModel
 from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
@@ -28,6 +29,11 @@ DEFAULT_PROFILING_CONCURRENCY = 16
 def part_name(service: str, profile: str) -> str:
     """The Deployment serving `service` on `profile`: `chat-1g-10gb`."""
     return f"{service}-{profile.replace('.', '-').replace('+', '-')}"
+
+
+if TYPE_CHECKING:
+    from mig_inference.plan.model_cache import ModelCachePlan
+    from mig_inference.plan.startup import LoadEstimate
 
 
 @dataclass(frozen=True)
@@ -232,6 +238,10 @@ class StackPlan:
     warnings: list[str] = field(default_factory=list)
     profiling: list[ProfilingRun] = field(default_factory=list)
     """Profiling Jobs the stack asks for (opt-in, per service)."""
+    model_cache: ModelCachePlan | None = None
+    """The model cache (None: every replica downloads from the hub)."""
+    load: Mapping[str, LoadEstimate] = field(default_factory=dict)
+    """Per service plan (Deployment): bytes read, from where, time to Ready, hub bytes."""
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)

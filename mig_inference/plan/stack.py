@@ -10,9 +10,11 @@ from mig_inference.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig_inference.layout import place
 from mig_inference.plan.autoscaling import waiting_for_scale_up
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan, StackPlan
+from mig_inference.plan.model_cache import ModelCachePlan, plan_model_cache
 from mig_inference.plan.pools import plan_pool
 from mig_inference.plan.profiling import profiling_runs
 from mig_inference.plan.services import plan_services
+from mig_inference.plan.startup import estimates
 from mig_inference.spec import Engine, SharingStrategy, StackSpec, key_path
 
 
@@ -82,8 +84,31 @@ def plan_stack(spec: StackSpec) -> StackPlan:
     _check_gke_modes(pools)
     services = plan_services(spec, pools)
     runs = profiling_runs(spec, services)
-    warnings = [*spec.warnings, *_warnings(pools, services), *_profiling_warnings(runs, services)]
-    return StackPlan(spec, pools, services, warnings, runs)
+    cache = plan_model_cache(spec, services)
+    hub = spec.model_cache.hub_mb_per_s if spec.model_cache else None
+    warnings = [
+        *spec.warnings,
+        *_warnings(pools, services),
+        *_profiling_warnings(runs, services),
+        *_cache_warnings(cache),
+    ]
+    return StackPlan(spec, pools, services, warnings, runs, cache, estimates(services, cache, hub))
+
+
+def _cache_warnings(cache: ModelCachePlan | None) -> list[str]:
+    if cache is None:
+        return []
+    warnings = [
+        f"service {name}: not cached ({why}); its replicas download from the hub"
+        for name, why in cache.uncached.items()
+    ]
+    for model in cache.models:
+        if model.revision == "main":
+            warnings.append(
+                f"model {model.model}: revision main is read into the cache once and not followed "
+                "afterwards; pin a commit hash with `revision` so a new one is a deliberate change"
+            )
+    return warnings
 
 
 def _profiling_warnings(runs: Sequence[ProfilingRun], services: Sequence[ServicePlan]) -> list[str]:

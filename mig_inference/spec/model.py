@@ -52,6 +52,58 @@ class SharingSpec:
     """MIG profiles whose slices are shared (default: every device of the pool)."""
 
 
+class CacheStorage(StrEnum):
+    """Where the model cache lives: cluster storage every node reads, never the nodes."""
+
+    HYPERDISK_ML = "hyperdisk-ml"
+    """GKE: a Hyperdisk ML volume per model revision, filled read-write, read by every node
+    read-only (a ReadOnlyMany clone)."""
+    GCS_FUSE = "gcs-fuse"
+    """GKE: a Cloud Storage bucket through the Cloud Storage FUSE CSI driver, with its file
+    cache."""
+    S3_MOUNTPOINT = "s3-mountpoint"
+    """EKS: an S3 bucket through the Mountpoint for Amazon S3 CSI driver."""
+    FSX_LUSTRE = "fsx-lustre"
+    """EKS: an FSx for Lustre file system the FSx CSI driver creates."""
+    FILE_STORAGE = "file-storage"
+    """OKE: an OCI File Storage file system the FSS CSI driver creates."""
+    STORAGE_CLASS = "storage-class"
+    """Any cluster: a ReadWriteMany StorageClass you name."""
+
+    @property
+    def object_storage(self) -> bool:
+        """A bucket: the engine may stream from it (vLLM's Run:ai Model Streamer)."""
+        return self in (CacheStorage.GCS_FUSE, CacheStorage.S3_MOUNTPOINT)
+
+
+@dataclass(frozen=True)
+class ModelCacheSpec:
+    """One cache per stack, filled once per model revision, read by every replica."""
+
+    storage: CacheStorage
+    storage_class: str | None = None
+    """storage-class: the StorageClass (ReadWriteMany) the cache's volume claims."""
+    bucket: str | None = None
+    """gcs-fuse, s3-mountpoint: an existing bucket; None: the stack creates one."""
+    size_gib: int | None = None
+    """The volume's size (per model revision on Hyperdisk ML); None: from the models' bytes."""
+    throughput_mib_per_s: int | None = None
+    """hyperdisk-ml: the volume's provisioned throughput; fsx-lustre: MB/s per TiB."""
+    security_group_ids: tuple[str, ...] = ()
+    """fsx-lustre: the security groups of the file system (they must allow Lustre from the
+    nodes)."""
+    mount_target_subnet_id: str | None = None
+    """file-storage: the subnet of the mount target (default: the cluster's first subnet)."""
+    stream: bool = False
+    """vLLM streams the weights from the bucket into GPU memory (Run:ai Model Streamer)."""
+    read_mb_per_s: float | None = None
+    """Your measured read rate of the cache, per node (overrides the shipped figure)."""
+    hub_mb_per_s: float | None = None
+    """Your measured download rate from the hub, per node (overrides the shipped figure)."""
+    enabled: bool = True
+    """False: settings kept, replicas download from the hub as without the key."""
+
+
 class Engine(StrEnum):
     VLLM = "vllm"
     TRITON = "triton"
@@ -266,8 +318,9 @@ class ServiceSpec:
     hpa_max_replicas: int | None = None
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
-    startup_seconds: int = 3600
-    """Startup probe budget: how long a replica may take to load its model."""
+    startup_seconds: int | None = None
+    """Startup probe budget: how long a replica may take to load its model (None: derived from
+    the model's bytes and where it reads them)."""
     health_path: str | None = None
     """HTTP health path (custom engines; the presets know theirs)."""
     queue_autoscaling: QueueAutoscaling | None = None
@@ -276,6 +329,10 @@ class ServiceSpec:
     """Serve this load: the planner chooses replicas per profile (`replicas` is then 0)."""
     profiling: ProfilingSpec | None = None
     """Measure the engine on these profiles (Jobs next to the service)."""
+    revision: str = "main"
+    """The model's revision on the hub (a commit hash pins it; a branch is read once)."""
+    weights_gib: float | None = None
+    """The weights' size on disk, when given (else from params x dtype, or memoryGiB)."""
 
     @property
     def autoscaled_max(self) -> int:
@@ -301,6 +358,8 @@ class StackSpec:
     monitoring: MonitoringSpec = field(default_factory=MonitoringSpec)
     warnings: tuple[str, ...] = ()
     """What the stack file's reading is worth a word about (a timestamp, an octal number)."""
+    model_cache: ModelCacheSpec | None = None
+    """The stack's model cache (None: every replica downloads from the hub)."""
 
     def pool(self, name: str) -> PoolSpec:
         return next(p for p in self.pools if p.name == name)

@@ -27,7 +27,8 @@ SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtyp
                 "pool", "hfTokenSecret", "apiKeySecret", "tensorParallelSize",
                 "gpuMemoryUtilization", "maxModelLen", "maxNumSeqs", "port", "namespace",
                 "clients", "hpaMaxReplicas", "command", "args", "startupSeconds",
-                "healthPath", "queueAutoscaling", *DEMAND_KEYS)  # fmt: skip
+                "healthPath", "queueAutoscaling", "revision", "weightsGiB",
+                *DEMAND_KEYS)  # fmt: skip
 
 
 _SHAPE_KEYS = {"params": "params", "layers": "layers", "kv_heads": "kvHeads",
@@ -249,7 +250,8 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         profiling=profiling_spec(node.child("profiling"), engine),
         command=command,
         args=args,
-        startup_seconds=node.child("startupSeconds").integer(3600, minimum=60, maximum=4 * 3600)
-        or 3600,
+        startup_seconds=node.child("startupSeconds").integer(bound=formats.STARTUP_SECONDS),
         health_path=health_path,
+        revision=node.child("revision").text(formats.HF_REVISION, "main") or "main",
+        weights_gib=node.child("weightsGiB").number(bound=formats.MEMORY_GIB),
     )

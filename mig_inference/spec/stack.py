@@ -11,13 +11,14 @@ from mig_inference.errors import AlreadyReported, MigError, MigErrors
 from mig_inference.pulumi_config import NAMESPACE
 from mig_inference.spec.cluster import cluster_spec
 from mig_inference.spec.model import StackSpec
+from mig_inference.spec.model_cache import model_cache_spec
 from mig_inference.spec.monitoring import monitoring_spec
 from mig_inference.spec.operator import gpu_operator_spec
 from mig_inference.spec.pools import pool_spec
 from mig_inference.spec.reader import ConfigNode
 from mig_inference.spec.services import service_spec
 
-TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services", "monitoring")
+TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services", "monitoring", "modelCache")
 T = TypeVar("T")
 
 
@@ -144,6 +145,7 @@ def parse_stack(
                 services_node.path, "service name", problems)  # fmt: skip
     monitoring_path = key_path("monitoring")
     monitoring = _attempt(problems, lambda: monitoring_spec(node("monitoring")))
+    cache = _attempt(problems, lambda: model_cache_spec(node("modelCache"), cloud))
     # A refused section or URL is reported at its own key, not again at each service.
     url_refused = any(
         p.path in (monitoring_path, f"{monitoring_path}.prometheusUrl") for p in problems
@@ -161,4 +163,7 @@ def parse_stack(
     if problems:
         raise MigErrors(problems)
     assert cluster is not None and operator is not None and monitoring is not None
-    return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring)
+    return StackSpec(
+        stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
+        model_cache=cache,
+    )  # fmt: skip

@@ -1,0 +1,657 @@
+"""The model cache: storage every node reads (never the nodes themselves), and a populate Job per
+model revision that fills it once with the engine image's own downloader.
+
+Per storage, what the stack renders, with the CSI driver's documented parameters:
+- hyperdisk-ml (GKE): a StorageClass of the Compute Engine Persistent Disk CSI driver
+  (`pd.csi.storage.gke.io`, `type: hyperdisk-ml`, `provisioned-throughput-on-create`;
+  kubernetes-sigs/gcp-compute-persistent-disk-csi-driver pkg/parameters/constants.go). Per model
+  revision a ReadWriteOnce claim the Job fills, then a ReadOnlyMany clone of it (GKE, "Using
+  persistent disks with multiple readers": populate a ReadWriteOnce volume, then clone it into a
+  ReadOnlyMany one; Kubernetes "CSI Volume Cloning": the source must not be in use) that every
+  replica mounts read-only.
+- gcs-fuse (GKE): a bucket (the stack's, or `bucket`), Workload Identity access for the cache's
+  ServiceAccount, and a PersistentVolume of the Cloud Storage FUSE CSI driver
+  (`gcsfuse.csi.storage.gke.io`, `volumeHandle` = the bucket, file cache and parallel downloads
+  as mount options); pods carry `gke-gcsfuse/volumes: "true"` for the driver's sidecar and a
+  `gke-gcsfuse-cache` volume for its file cache (GKE, "Cloud Storage FUSE CSI driver").
+- s3-mountpoint (EKS): a bucket (the stack's, or `bucket`) and a PersistentVolume of the
+  Mountpoint for Amazon S3 CSI driver (`s3.csi.aws.com`, static provisioning only,
+  `volumeAttributes.bucketName`, `uid`/`gid`/`allow-other` for a non-root pod;
+  awslabs/mountpoint-s3-csi-driver examples/kubernetes/static_provisioning).
+- fsx-lustre (EKS): a StorageClass of the FSx for Lustre CSI driver (`fsx.csi.aws.com`,
+  `subnetId`, `securityGroupIds`, `deploymentType`, `perUnitStorageThroughput`;
+  kubernetes-sigs/aws-fsx-csi-driver docs/options.md), one file system per namespace's claim.
+- file-storage (OKE): a StorageClass of the OCI File Storage CSI driver
+  (`fss.csi.oraclecloud.com`, `availabilityDomain`, `mountTargetSubnetOcid`,
+  `compartmentOcid`, `encryptInTransit`; Oracle, "Provisioning PVCs on the File Storage Service").
+- storage-class (any): a ReadWriteMany claim of the StorageClass you name.
+
+The populate Job runs as the restricted Pod Security Standard asks (non-root, no capabilities,
+read-only root file system, RuntimeDefault seccomp), reads the token only from the service's
+Secret, and a NetworkPolicy lets no pod reach it and lets it reach DNS and HTTPS only (and, with
+gcs-fuse, the GKE metadata server its FUSE sidecar gets its Workload Identity token from).
+"""
+
+from typing import Any, TypedDict
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from mig_inference.digest import short_hash
+from mig_inference.k8s_names import stack_scoped
+from mig_inference.plan import ServicePlan, StackPlan
+from mig_inference.plan.model_cache import CACHE_ROOT, CachedModel, ModelCachePlan
+from mig_inference.scripts import load
+from mig_inference.spec import CacheStorage
+
+from .planning import planned, stack_name
+from .stack_args import Stack
+
+CACHE_VOLUME = "model-cache"
+CACHE_ACCOUNT = "model-cache"
+"""The ServiceAccount of the populate Jobs (and, on object storage, of the readers): the cloud
+identity that reads and writes the bucket."""
+CLAIM = "model-cache"
+"""The namespace's claim on shared storage (every storage but hyperdisk-ml)."""
+FILL_COMPONENT = "model-cache"
+GCSFUSE_CACHE_VOLUME = "gke-gcsfuse-cache"
+GCSFUSE_ANNOTATION = {"gke-gcsfuse/volumes": "true"}
+RUN_AS = 10001
+FILL_LABELS = {
+    "app.kubernetes.io/name": "model-fill",
+    "app.kubernetes.io/component": FILL_COMPONENT,
+    "app.kubernetes.io/managed-by": "mig-inference",
+}
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+"""A claim that binds only when its first pod is scheduled (WaitForFirstConsumer, or a volume
+the driver provisions later): `pulumi up` does not wait for it to be Bound."""
+GKE_METADATA = (("169.254.169.254/32", 80), ("169.254.169.252/32", 988))
+"""Where the GKE metadata server answers Workload Identity token requests (GKE, "Use Workload
+Identity Federation for GKE": allow egress to it when a NetworkPolicy restricts a pod)."""
+GCSFUSE_MOUNT_OPTIONS = [
+    "implicit-dirs",
+    "file-cache:max-size-mb:-1",
+    "file-cache:enable-parallel-downloads:true",
+]
+"""Cloud Storage FUSE: directories without objects of their own; the file cache, as large as the
+`gke-gcsfuse-cache` volume, filled by parallel downloads (GKE, "Optimize Cloud Storage FUSE CSI
+driver for GKE performance")."""
+
+
+class ModelCacheArgs(TypedDict):
+    stack: Stack
+    """The stack whose `modelCache` this is: its storage, and the namespaces of the services
+    that read it."""
+
+
+def hyperdisk_claim(model: CachedModel, *, fill: bool) -> str:
+    return f"{CLAIM}-{model.key}-fill" if fill else f"{CLAIM}-{model.key}"
+
+
+def fill_job_name(cache: ModelCachePlan, model: CachedModel) -> str:
+    """A new revision, storage or bucket is a new Job (Jobs are immutable)."""
+    what = f"{model.model}@{model.revision}|{cache.storage.value}|{cache.bucket}|{cache.size_gib}"
+    return f"model-fill-{model.key}-{short_hash(what, 6)}"
+
+
+def _cache_pvc(
+    access: str, size_gib: int, **spec: Any
+) -> k8s.core.v1.PersistentVolumeClaimSpecArgs:
+    return k8s.core.v1.PersistentVolumeClaimSpecArgs(
+        access_modes=[access],
+        resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": f"{size_gib}Gi"}),
+        **spec,
+    )
+
+
+class ModelCache(pulumi.ComponentResource):
+    """The cache's storage and, per namespace that reads it, its claim (or bucket volume), the
+    ServiceAccount of its Jobs and their NetworkPolicy. The populate Jobs belong to the services
+    (`ModelFill`): they read the token from the service's Secret."""
+
+    storage_class: pulumi.Output[str]
+    """The StorageClass of the cache's claims (empty for a bucket)."""
+
+    def __init__(
+        self, name: str, args: ModelCacheArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("mig-inference:index:ModelCache", name, None, opts)
+        plan = planned(args["stack"])
+        cache = plan.model_cache
+        assert cache is not None
+        child = pulumi.ResourceOptions(parent=self)
+        stack = stack_name(args["stack"])
+        namespaces = sorted({ns for model in cache.models for ns in model.namespaces})
+        class_name = self._storage_class(name, plan, cache, stack, child)
+        members: list[pulumi.Resource] = []
+        if cache.storage is CacheStorage.GCS_FUSE:
+            members = self._gcs_bucket(name, plan, cache, namespaces, child)
+        elif cache.storage is CacheStorage.S3_MOUNTPOINT and cache.bucket_owned:
+            self._s3_bucket(name, cache, child)
+        for namespace in namespaces:
+            k8s.core.v1.ServiceAccount(
+                f"{name}-{namespace}-sa",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=CACHE_ACCOUNT, namespace=namespace, labels=FILL_LABELS
+                ),
+                automount_service_account_token=False,
+                opts=child,
+            )
+            self._network_policy(f"{name}-{namespace}", namespace, cache, child)
+            if cache.storage is CacheStorage.HYPERDISK_ML:
+                continue  # one claim per model revision, made with its Job
+            volume_name = None
+            if cache.storage.object_storage:
+                volume_name = stack_scoped(stack, f"{CLAIM}-{namespace}")
+                self._bucket_volume(name, namespace, volume_name, plan, cache, members)
+            k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-{namespace}-claim",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=CLAIM,
+                    namespace=namespace,
+                    labels=FILL_LABELS,
+                    annotations=None if volume_name else SKIP_AWAIT,
+                ),
+                spec=_cache_pvc(
+                    "ReadWriteMany",
+                    cache.size_gib,
+                    storage_class_name=class_name if volume_name is None else "",
+                    volume_name=volume_name,
+                ),
+                # A bucket's claim binds at once; a provisioned one (FSx, File Storage) only
+                # once its volume exists, which the Jobs that mount it wait for anyway.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=members or None),
+            )
+        self.storage_class = pulumi.Output.from_input(class_name or "")
+        self.register_outputs({"storage_class": self.storage_class})
+
+    def _storage_class(
+        self, name: str, plan: StackPlan, cache: ModelCachePlan, stack: str,
+        child: pulumi.ResourceOptions,
+    ) -> str | None:  # fmt: skip
+        spec = cache.spec
+        settings = plan.spec.cluster
+        if cache.storage is CacheStorage.STORAGE_CLASS:
+            return spec.storage_class
+        parameters: dict[str, str]
+        topologies = None
+        binding = "Immediate"
+        if cache.storage is CacheStorage.HYPERDISK_ML:
+            provisioner = "pd.csi.storage.gke.io"
+            throughput = spec.throughput_mib_per_s or 2400
+            parameters = {
+                "type": "hyperdisk-ml",
+                "provisioned-throughput-on-create": f"{throughput}Mi",
+            }
+            binding = "WaitForFirstConsumer"
+            if cache.zone:
+                topologies = [
+                    k8s.core.v1.TopologySelectorTermArgs(
+                        match_label_expressions=[
+                            k8s.core.v1.TopologySelectorLabelRequirementArgs(
+                                key="topology.gke.io/zone", values=[cache.zone]
+                            )
+                        ]
+                    )
+                ]
+        elif cache.storage is CacheStorage.FSX_LUSTRE:
+            provisioner = "fsx.csi.aws.com"
+            parameters = {
+                "subnetId": settings.get("subnetIds")[0],
+                "securityGroupIds": ",".join(spec.security_group_ids),
+                "deploymentType": "PERSISTENT_2",
+                "perUnitStorageThroughput": str(spec.throughput_mib_per_s or 250),
+            }
+        elif cache.storage is CacheStorage.FILE_STORAGE:
+            provisioner = "fss.csi.oraclecloud.com"
+            parameters = {
+                "availabilityDomain": settings.get("availabilityDomains")[0],
+                "mountTargetSubnetOcid": spec.mount_target_subnet_id
+                or settings.get("subnetIds")[0],
+                "compartmentOcid": settings.get("compartmentId"),
+                "encryptInTransit": "false",
+            }
+        else:
+            return None  # a bucket: static volumes, no class
+        class_name = stack_scoped(stack, CLAIM)
+        k8s.storage.v1.StorageClass(
+            f"{name}-class",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=class_name, labels=FILL_LABELS),
+            provisioner=provisioner,
+            parameters=parameters,
+            reclaim_policy="Delete",
+            volume_binding_mode=binding,
+            allow_volume_expansion=False,
+            allowed_topologies=topologies,
+            opts=child,
+        )
+        return class_name
+
+    def _gcs_bucket(
+        self, name: str, plan: StackPlan, cache: ModelCachePlan, namespaces: list[str],
+        child: pulumi.ResourceOptions,
+    ) -> list[pulumi.Resource]:  # fmt: skip
+        import pulumi_gcp as gcp
+
+        settings = plan.spec.cluster
+        project = settings.get("project")
+        bucket: pulumi.Input[str] = cache.bucket or ""
+        if cache.bucket_owned:
+            location = str(settings.get("location"))
+            region = location if location.count("-") == 1 else location.rsplit("-", 1)[0]
+            made = gcp.storage.Bucket(
+                f"{name}-bucket",
+                name=cache.bucket,
+                project=project,
+                location=region.upper(),
+                uniform_bucket_level_access=True,
+                public_access_prevention="enforced",
+                force_destroy=False,
+                opts=child,
+            )
+            bucket = made.name
+        number = gcp.organizations.get_project_output(
+            project_id=project, opts=pulumi.InvokeOutputOptions(parent=self)
+        ).number
+        members: list[pulumi.Resource] = []
+        for namespace in namespaces:
+            # Workload Identity Federation for GKE: the Kubernetes ServiceAccount itself is the
+            # principal; the Jobs write, the readers read.
+            principal = pulumi.Output.concat(
+                "principal://iam.googleapis.com/projects/",
+                number,
+                f"/locations/global/workloadIdentityPools/{project}.svc.id.goog/subject/ns/",
+                f"{namespace}/sa/{CACHE_ACCOUNT}",
+            )
+            members.append(
+                gcp.storage.BucketIAMMember(
+                    f"{name}-{namespace}-access",
+                    bucket=bucket,
+                    role="roles/storage.objectUser",
+                    member=principal,
+                    opts=child,
+                )
+            )
+        return members
+
+    def _s3_bucket(self, name: str, cache: ModelCachePlan, child: pulumi.ResourceOptions) -> None:
+        import pulumi_aws as aws
+
+        made = aws.s3.Bucket(f"{name}-bucket", bucket=cache.bucket, force_destroy=False, opts=child)
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-bucket-private",
+            bucket=made.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+
+    def _bucket_volume(
+        self, name: str, namespace: str, volume_name: str, plan: StackPlan,
+        cache: ModelCachePlan, after: list[pulumi.Resource],
+    ) -> None:  # fmt: skip
+        assert cache.bucket is not None
+        if cache.storage is CacheStorage.GCS_FUSE:
+            csi = k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                driver="gcsfuse.csi.storage.gke.io", volume_handle=cache.bucket
+            )
+            options = GCSFUSE_MOUNT_OPTIONS
+        else:
+            csi = k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                driver="s3.csi.aws.com",
+                volume_handle=f"{volume_name}-{cache.bucket}",
+                volume_attributes={"bucketName": cache.bucket},
+            )
+            # A non-root pod reads and writes through `allow-other` with its own uid and gid;
+            # the Job replaces an unfinished copy (`allow-delete`).
+            options = [
+                f"region {plan.spec.cluster.get('region')}",
+                f"uid={RUN_AS}",
+                f"gid={RUN_AS}",
+                "allow-other",
+                "allow-delete",
+            ]
+        k8s.core.v1.PersistentVolume(
+            f"{name}-{namespace}-volume",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=volume_name, labels=FILL_LABELS),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                capacity={"storage": f"{cache.size_gib}Gi"},
+                access_modes=["ReadWriteMany"],
+                persistent_volume_reclaim_policy="Retain",
+                storage_class_name="",
+                mount_options=options,
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=namespace, name=CLAIM),
+                csi=csi,
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after or None),
+        )
+
+    def _network_policy(
+        self, name: str, namespace: str, cache: ModelCachePlan, child: pulumi.ResourceOptions
+    ) -> None:
+        dns = [
+            k8s.networking.v1.NetworkPolicyPortArgs(port=53, protocol=protocol)
+            for protocol in ("UDP", "TCP")
+        ]
+        egress = [
+            k8s.networking.v1.NetworkPolicyEgressRuleArgs(ports=dns),
+            # The hub and its CDN (and a bucket's API) over HTTPS, outside the cluster.
+            k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+                to=[
+                    k8s.networking.v1.NetworkPolicyPeerArgs(
+                        ip_block=k8s.networking.v1.IPBlockArgs(cidr="0.0.0.0/0")
+                    )
+                ],
+                ports=[k8s.networking.v1.NetworkPolicyPortArgs(port=443, protocol="TCP")],
+            ),
+        ]
+        if cache.storage is CacheStorage.GCS_FUSE:
+            egress += [
+                k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+                    to=[
+                        k8s.networking.v1.NetworkPolicyPeerArgs(
+                            ip_block=k8s.networking.v1.IPBlockArgs(cidr=cidr)
+                        )
+                    ],
+                    ports=[k8s.networking.v1.NetworkPolicyPortArgs(port=port, protocol="TCP")],
+                )
+                for cidr, port in GKE_METADATA
+            ]
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-fill-policy",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name="model-fill", namespace=namespace, labels=FILL_LABELS
+            ),
+            spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(
+                    match_labels={"app.kubernetes.io/component": FILL_COMPONENT}
+                ),
+                policy_types=["Ingress", "Egress"],
+                egress=egress,
+            ),
+            opts=child,
+        )
+
+
+def cache_claim(cache: ModelCachePlan, model: CachedModel) -> str:
+    """The claim the replicas of `model` mount (read-only)."""
+    if cache.storage is CacheStorage.HYPERDISK_ML:
+        return hyperdisk_claim(model, fill=False)
+    return CLAIM
+
+
+def reader_volumes(
+    cache: ModelCachePlan, service: ServicePlan
+) -> tuple[list[k8s.core.v1.VolumeArgs], list[k8s.core.v1.VolumeMountArgs], dict[str, str]]:
+    """What a replica of `service` adds to its pod to read the cache: volumes, read-only mounts
+    and pod annotations (none when the service is not cached)."""
+    model = cache.model_of(service.name)
+    if model is None:
+        return [], [], {}
+    volumes = [
+        k8s.core.v1.VolumeArgs(
+            name=CACHE_VOLUME,
+            persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
+                claim_name=cache_claim(cache, model), read_only=True
+            ),
+        )
+    ]
+    mounts = [k8s.core.v1.VolumeMountArgs(name=CACHE_VOLUME, mount_path=CACHE_ROOT, read_only=True)]
+    annotations: dict[str, str] = {}
+    if cache.storage is CacheStorage.GCS_FUSE:
+        annotations.update(GCSFUSE_ANNOTATION)
+        volumes.append(_gcsfuse_cache(cache, model))
+    return volumes, mounts, annotations
+
+
+def _gcsfuse_cache(cache: ModelCachePlan, model: CachedModel) -> k8s.core.v1.VolumeArgs:
+    return k8s.core.v1.VolumeArgs(
+        name=GCSFUSE_CACHE_VOLUME,
+        empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit=f"{cache.size_of(model)}Gi"),
+    )
+
+
+def uses_cache_account(cache: ModelCachePlan | None, service: ServicePlan) -> bool:
+    """Replicas that read a bucket do it with the cache's ServiceAccount (its cloud identity)."""
+    return (
+        cache is not None
+        and cache.storage.object_storage
+        and cache.model_of(service.name) is not None
+    )
+
+
+def fill_lead(plan: StackPlan, service: ServicePlan) -> bool:
+    """This Deployment's component fills its model in its namespace (the first that reads it)."""
+    cache = plan.model_cache
+    if cache is None:
+        return False
+    model = cache.model_of(service.name)
+    if model is None:
+        return False
+    first = next(
+        s
+        for s in plan.services
+        if s.name in model.services and s.spec.namespace == service.spec.namespace
+    )
+    return first.name == service.name
+
+
+class ModelFill(pulumi.ComponentResource):
+    """One model revision filled into the cache in one namespace: the populate Job (and on
+    Hyperdisk ML its volume, then the read-only clone the replicas mount)."""
+
+    job_name: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        plan: StackPlan,
+        service: ServicePlan,
+        image: str,
+        token: tuple[str, str] | None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("mig-inference:index:ModelFill", name, None, opts)
+        cache = plan.model_cache
+        assert cache is not None
+        model = cache.model_of(service.name)
+        assert model is not None
+        namespace = service.spec.namespace
+        estimate = plan.load[service.name]
+        child = pulumi.ResourceOptions(parent=self)
+        hyperdisk = cache.storage is CacheStorage.HYPERDISK_ML
+        claim = hyperdisk_claim(model, fill=True) if hyperdisk else CLAIM
+        before: list[pulumi.Resource] = []
+        if hyperdisk:
+            before.append(
+                k8s.core.v1.PersistentVolumeClaim(
+                    f"{name}-volume",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=claim, namespace=namespace, labels=FILL_LABELS, annotations=SKIP_AWAIT
+                    ),
+                    spec=_cache_pvc(
+                        "ReadWriteOnce",
+                        cache.size_of(model),
+                        storage_class_name=stack_scoped(stack_name_of(plan), CLAIM),
+                    ),
+                    # WaitForFirstConsumer: it binds when the Job's pod is scheduled.
+                    opts=child,
+                )
+            )
+        target = f"{CACHE_ROOT}/{model.path}"
+        staging = "/staging/model" if cache.storage.object_storage else f"{target}.partial"
+        env = [
+            k8s.core.v1.EnvVarArgs(name=key, value=value)
+            for key, value in (
+                ("MODEL", model.model),
+                ("REVISION", model.revision),
+                ("TARGET", target),
+                ("STAGING", staging),
+                ("HOME", "/tmp"),
+                ("HF_HOME", "/tmp/huggingface"),
+            )
+        ]
+        if token is not None:
+            secret, key = token
+            env.append(
+                k8s.core.v1.EnvVarArgs(
+                    name="HF_TOKEN",
+                    value_from=k8s.core.v1.EnvVarSourceArgs(
+                        secret_key_ref=k8s.core.v1.SecretKeySelectorArgs(name=secret, key=key)
+                    ),
+                )
+            )
+        volumes = [
+            k8s.core.v1.VolumeArgs(
+                name=CACHE_VOLUME,
+                persistent_volume_claim=k8s.core.v1.PersistentVolumeClaimVolumeSourceArgs(
+                    claim_name=claim
+                ),
+            ),
+            k8s.core.v1.VolumeArgs(
+                name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="4Gi")
+            ),
+        ]
+        mounts = [
+            k8s.core.v1.VolumeMountArgs(name=CACHE_VOLUME, mount_path=CACHE_ROOT),
+            k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp"),
+        ]
+        annotations: dict[str, str] = {}
+        if cache.storage.object_storage:
+            volumes.append(
+                k8s.core.v1.VolumeArgs(
+                    name="staging",
+                    empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(
+                        size_limit=f"{cache.size_of(model)}Gi"
+                    ),
+                )
+            )
+            mounts.append(k8s.core.v1.VolumeMountArgs(name="staging", mount_path="/staging"))
+        if cache.storage is CacheStorage.GCS_FUSE:
+            annotations.update(GCSFUSE_ANNOTATION)
+            volumes.append(_gcsfuse_cache(cache, model))
+        # Hyperdisk ML attaches to the GPU machine series (not every machine type): the Job
+        # writes from a node of the pool that reads it, without asking for a GPU.
+        pool = service.pool
+        affinity = None
+        tolerations = None
+        if hyperdisk:
+            affinity = k8s.core.v1.AffinityArgs(
+                node_affinity=k8s.core.v1.NodeAffinityArgs(
+                    required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
+                        node_selector_terms=[
+                            k8s.core.v1.NodeSelectorTermArgs(
+                                match_expressions=[
+                                    k8s.core.v1.NodeSelectorRequirementArgs(
+                                        key=key, operator="In", values=[value]
+                                    )
+                                    for key, value in sorted(pool.node_selector.items())
+                                ]
+                            )
+                        ]
+                    )
+                )
+            )
+            tolerations = [
+                k8s.core.v1.TolerationArgs(
+                    key=t["key"],
+                    operator=t["operator"],
+                    value=t.get("value"),
+                    effect=t.get("effect"),
+                )
+                for t in pool.tolerations
+            ]
+        deadline = int(3 * estimate.populate_seconds) + 1800
+        job_name = fill_job_name(cache, model)
+        labels = {**FILL_LABELS, "mig-inference.io/model": model.key}
+        job = k8s.batch.v1.Job(
+            f"{name}-job",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=job_name,
+                namespace=namespace,
+                labels=labels,
+                # A Job that failed is replaced on the next `pulumi up` instead of awaited again.
+                annotations={"pulumi.com/replaceUnready": "true"},
+            ),
+            spec=k8s.batch.v1.JobSpecArgs(
+                backoff_limit=2,
+                active_deadline_seconds=deadline,
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels, annotations=annotations),
+                    spec=k8s.core.v1.PodSpecArgs(
+                        restart_policy="Never",
+                        service_account_name=CACHE_ACCOUNT,
+                        automount_service_account_token=False,
+                        enable_service_links=False,
+                        affinity=affinity,
+                        tolerations=tolerations,
+                        security_context=k8s.core.v1.PodSecurityContextArgs(
+                            run_as_non_root=True,
+                            run_as_user=RUN_AS,
+                            run_as_group=RUN_AS,
+                            fs_group=RUN_AS,
+                            fs_group_change_policy="OnRootMismatch",
+                            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+                        ),
+                        containers=[
+                            k8s.core.v1.ContainerArgs(
+                                name="fill",
+                                image=image,
+                                image_pull_policy="IfNotPresent",
+                                command=["/bin/sh", "-c", load("populate.sh")],
+                                env=env,
+                                resources=k8s.core.v1.ResourceRequirementsArgs(
+                                    requests={"cpu": "1", "memory": "2Gi"},
+                                    limits={"memory": "4Gi"},
+                                ),
+                                security_context=k8s.core.v1.SecurityContextArgs(
+                                    allow_privilege_escalation=False,
+                                    read_only_root_filesystem=True,
+                                    run_as_non_root=True,
+                                    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                                ),
+                                volume_mounts=mounts,
+                            )
+                        ],
+                        volumes=volumes,
+                    ),
+                ),
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=before or None,
+                # `pulumi up` waits for the download: the Deployments start from its result.
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=f"{deadline + 120}s", update=f"{deadline + 120}s"
+                ),
+                delete_before_replace=True,
+            ),
+        )
+        if hyperdisk:
+            # The clone every replica reads: made once the Job finished with its source.
+            k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-readers",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=hyperdisk_claim(model, fill=False),
+                    namespace=namespace,
+                    labels=FILL_LABELS,
+                    annotations=SKIP_AWAIT,
+                ),
+                spec=_cache_pvc(
+                    "ReadOnlyMany",
+                    cache.size_of(model),
+                    storage_class_name=stack_scoped(stack_name_of(plan), CLAIM),
+                    data_source=k8s.core.v1.TypedLocalObjectReferenceArgs(
+                        kind="PersistentVolumeClaim", name=claim
+                    ),
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[job]),
+            )
+        self.job_name = job.metadata.name
+        self.register_outputs({"job_name": self.job_name})
+
+
+def stack_name_of(plan: StackPlan) -> str:
+    return plan.spec.stack
