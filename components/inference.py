@@ -269,6 +269,8 @@ class InferenceService(pulumi.ComponentResource):
             service_account=CACHE_ACCOUNT if uses_cache_account(cache, plan) else None,
         )  # fmt: skip
         rollout_seconds = startup_seconds + 600
+        # An update replaces replicas one at a time: `pulumi up` waits for all of them.
+        update_seconds = max(rollout_seconds, estimate.rolling_update_seconds() + 600)
         annotations = {
             # The cluster autoscaler may move a replica to empty a node: its volumes are scratch.
             "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": ",".join(LOCAL_VOLUMES),
@@ -300,9 +302,10 @@ class InferenceService(pulumi.ComponentResource):
                 # An autoscaler owns the replica count once the service runs; the plan's count
                 # is its minimum, and a later `pulumi up` must not reset what it chose.
                 ignore_changes=["spec.replicas"] if autoscaled else None,
-                # Large models take long to download and load: `pulumi up` waits that long.
+                # Large models take long to download and load: `pulumi up` waits that long
+                # (every replica at once on create, one after the other on update).
                 custom_timeouts=pulumi.CustomTimeouts(
-                    create=f"{rollout_seconds}s", update=f"{rollout_seconds}s"
+                    create=f"{rollout_seconds}s", update=f"{update_seconds}s"
                 ),
             ),
         )

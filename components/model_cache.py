@@ -37,10 +37,9 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.digest import short_hash
 from mig_inference.k8s_names import stack_scoped
 from mig_inference.plan import ServicePlan, StackPlan
-from mig_inference.plan.model_cache import CACHE_ROOT, CachedModel, ModelCachePlan
+from mig_inference.plan.model_cache import CACHE_ROOT, CachedModel, ModelCachePlan, fill_job_name
 from mig_inference.scripts import load
 from mig_inference.spec import CacheStorage
 
@@ -86,12 +85,6 @@ class ModelCacheArgs(TypedDict):
 
 def hyperdisk_claim(model: CachedModel, *, fill: bool) -> str:
     return f"{CLAIM}-{model.key}-fill" if fill else f"{CLAIM}-{model.key}"
-
-
-def fill_job_name(cache: ModelCachePlan, model: CachedModel) -> str:
-    """A new revision, storage or bucket is a new Job (Jobs are immutable)."""
-    what = f"{model.model}@{model.revision}|{cache.storage.value}|{cache.bucket}|{cache.size_gib}"
-    return f"model-fill-{model.key}-{short_hash(what, 6)}"
 
 
 def _cache_pvc(

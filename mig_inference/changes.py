@@ -95,6 +95,15 @@ class ServiceDiff:
     """How long fewer replicas served than the smaller of before and after (estimated)."""
     down_seconds: float = 0.0
     pending_at_end: int = 0
+    source: str | None = None
+    """Where its replicas read the weights: `hub`, the model cache's storage, `runai-streamer`."""
+    replicas_started: int = 0
+    """Replicas that start (and load the model) during this `pulumi up` (simulated)."""
+    replica_seconds: float | None = None
+    """One replica's estimated start until Ready (what the simulation waited per replica)."""
+    hub_bytes: int | None = None
+    """Bytes this `pulumi up` downloads from the hub for it: every replica that starts, without
+    the cache; the model revision once when the cache does not hold it yet; else nothing."""
 
 
 @dataclass
@@ -119,6 +128,10 @@ class ChangePlan:
     @property
     def extra_gpus(self) -> int:
         return sum(p.extra_gpus for p in self.pools)
+
+    @property
+    def hub_bytes(self) -> int:
+        return sum(s.hub_bytes or 0 for s in self.services)
 
     @property
     def refusals(self) -> list[str]:
@@ -346,6 +359,7 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
         for records in (deployed["services"], current["services"])
         for name, record in records.items()
     }
+    _hub_bytes(changes, deployed, current, outcome)
     for service in changes.services:
         served = outcome.services.get(groups.get(service.name, service.name))
         if served is None:
@@ -365,6 +379,48 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
                 f"before for {_minutes(served.below_seconds)}"
             )
     return changes
+
+
+def _hub_bytes(
+    changes: ChangePlan, deployed: dict[str, Any], current: dict[str, Any], outcome: Outcome
+) -> None:
+    """Per service, what this `pulumi up` downloads from the hub: each replica start without
+    the cache (the simulation counts them: moves to a new generation, re-partitions, rolling
+    updates, scale-ups), and with it each model revision the cache did not hold before, once."""
+    filled = {
+        cached
+        for record in deployed["services"].values()
+        if (cached := (record.get("weights") or {}).get("cached"))
+    }
+    for service in changes.services:
+        record = current["services"].get(service.name)
+        weights = (record or {}).get("weights")
+        if record is None or not weights:
+            continue
+        service.source = weights["source"]
+        service.replica_seconds = weights["replica_seconds"]
+        service.replicas_started = outcome.started.get(
+            (_namespace(current, service.name), service.name), 0
+        )
+        size = weights["bytes"]
+        if size is None:
+            continue
+        cached = weights.get("cached")
+        if cached:
+            service.hub_bytes = 0 if cached in filled else size
+            filled.add(cached)
+        else:
+            service.hub_bytes = service.replicas_started * size
+
+
+def _namespace(record: dict[str, Any], service: str) -> str:
+    values = record.get("values") or {}
+    for item in values.get("services") or []:
+        if isinstance(item, dict) and item.get("name") == _group(
+            record["services"][service], service
+        ):
+            return str(item.get("namespace") or "inference")
+    return "inference"
 
 
 def _group(service: dict[str, Any], name: str) -> str:
@@ -480,6 +536,10 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "window_seconds": s.window_seconds,
                 "down_seconds": s.down_seconds,
                 "pending_at_end": s.pending_at_end,
+                "weights_source": s.source,
+                "replicas_started": s.replicas_started,
+                "replica_seconds": s.replica_seconds,
+                "hub_bytes": s.hub_bytes,
             }
             for s in changes.services
         ],
@@ -487,6 +547,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
             "replicas_evicted": changes.replicas_evicted,
             "slices_unavailable_at_once": changes.slices_unavailable,
             "extra_gpus_at_peak": changes.extra_gpus,
+            "hub_bytes": changes.hub_bytes,
         },
         "refusals": changes.refusals,
         "failure": changes.failure,
@@ -526,12 +587,16 @@ def change_plan_text(changes: ChangePlan) -> str:
                 f"moment, {service.serving_after} after"
                 + (f", {service.pending_at_end} pending" if service.pending_at_end else "")
             )
+        if changes.simulated and not changes.refusals and service.hub_bytes is not None:
+            lines.append(f"    weights: {_weights_line(service)}")
     lines += [
         "transition:",
         f"  replicas evicted: {changes.replicas_evicted}",
         f"  slices out of service at once: {changes.slices_unavailable}",
         f"  extra GPUs at the peak (both generations running): {changes.extra_gpus}",
     ]
+    if changes.simulated and not changes.refusals:
+        lines.append(f"  downloaded from the hub: {changes.hub_bytes / 1e9:,.1f} GB")
     if changes.simulated and changes.refusals:
         lines.append("  simulated `pulumi up`: refused at preview, nothing changes")
     elif changes.simulated:
@@ -543,6 +608,19 @@ def change_plan_text(changes: ChangePlan) -> str:
         lines.append(f"pulumi up would fail: {changes.failure}")
     lines += [f"refused: {refusal}" for refusal in changes.refusals]
     return "\n".join(lines)
+
+
+def _weights_line(service: ServiceDiff) -> str:
+    hub = f"{(service.hub_bytes or 0) / 1e9:,.1f} GB from the hub"
+    started = f"{service.replicas_started} replica(s) start"
+    each = (
+        f" (~{max(1, round(service.replica_seconds / 60))} min each)"
+        if service.replica_seconds
+        else ""
+    )
+    if service.source == "hub":
+        return f"{started}{each}, each downloading the model: {hub}"
+    return f"{started}{each}, reading {service.source}: {hub}"
 
 
 def load_deployed(path: Path) -> dict[str, Any]:

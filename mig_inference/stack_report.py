@@ -8,6 +8,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.layout import place, slot_bar
 from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
 from mig_inference.plan.demand import demand_served
+from mig_inference.plan.startup import LoadEstimate, estimate
 from mig_inference.spec import Rollout, SharingStrategy
 
 
@@ -50,6 +51,63 @@ def _pool_json(pool: PoolPlan) -> dict[str, Any]:
     }
 
 
+def _load_json(plan: StackPlan, name: str) -> dict[str, Any]:
+    load = plan.load[name]
+    hub = hub_alone(plan, name)
+    return {
+        "source": load.source,
+        "bytes_per_replica": load.bytes_per_replica,
+        "bytes_source": load.weights.source if load.weights else None,
+        "nodes": load.nodes,
+        "populate_seconds": round(load.populate_seconds),
+        "first_ready_seconds": round(load.first_ready_seconds),
+        "all_ready_seconds": round(load.all_ready_seconds),
+        "replica_seconds": round(load.replica_seconds),
+        "startup_probe_seconds": load.startup_probe_seconds,
+        "hub_bytes_per_start": load.hub_bytes_per_start,
+        "hub_bytes_fill": load.hub_bytes_fill,
+        "hub_bytes_first_up": load.hub_bytes_first_up(),
+        "without_cache": {
+            "all_ready_seconds": round(hub.all_ready_seconds),
+            "hub_bytes_first_up": hub.hub_bytes_first_up(),
+        },
+        "unconfirmed": list(load.unconfirmed),
+    }
+
+
+def hub_alone(plan: StackPlan, name: str) -> LoadEstimate:
+    """The same service's estimate with every replica downloading from the hub."""
+    service = next(s for s in plan.services if s.name == name)
+    cache = plan.spec.model_cache
+    return estimate(service, None, cache.hub_mb_per_s if cache else None)
+
+
+def _cache_json(plan: StackPlan) -> dict[str, Any] | None:
+    cache = plan.model_cache
+    if cache is None:
+        return None
+    return {
+        "storage": cache.storage.value,
+        "size_gib": cache.size_gib,
+        "bucket": cache.bucket,
+        "bucket_owned": cache.bucket_owned,
+        "zone": cache.zone,
+        "stream": cache.spec.stream,
+        "models": [
+            {
+                "model": m.model,
+                "revision": m.revision,
+                "bytes": m.weights.bytes,
+                "path": m.mount_path,
+                "namespaces": list(m.namespaces),
+                "services": list(m.services),
+            }
+            for m in cache.models
+        ],
+        "uncached": dict(cache.uncached),
+    }
+
+
 def plan_json(plan: StackPlan) -> dict[str, Any]:
     used = utilization(plan)
     return {
@@ -71,9 +129,11 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
                 "max_num_seqs": s.sizing.max_num_seqs,
                 "endpoint": s.endpoint,
                 "group": s.group,
+                "load": _load_json(plan, s.name),
             }
             for s in plan.services
         ],
+        "model_cache": _cache_json(plan),
         "profiling": [
             {
                 "name": run.name,
@@ -244,8 +304,68 @@ def plan_text(plan: StackPlan) -> str:
                 f"{d.served:g}/s; throughput from {d.source}"
             )
         lines.append("")
+    lines += load_text(plan)
     lines.append("utilization (slices used / offered at max size):")
     for name, (used, offered) in utilization(plan).items():
         share = f" ({used / offered:.0%})" if offered else ""
         lines.append(f"  {name}: {used}/{offered}{share}")
     return "\n".join(lines)
+
+
+def _gb(size: float) -> str:
+    return f"{size / 1e9:,.1f} GB"
+
+
+def _min(seconds: float) -> str:
+    return f"~{max(1, round(seconds / 60))} min"
+
+
+def load_text(plan: StackPlan) -> list[str]:
+    """Time to serving per service, and the bytes each `pulumi up` pulls from the hub."""
+    if not plan.services:
+        return []
+    cache = plan.model_cache
+    head = (
+        f"time to serving (estimated; model cache: {cache.storage.value}, {cache.size_gib} GiB"
+        + (f", bucket {cache.bucket}" if cache.bucket else "")
+        + "):"
+        if cache is not None
+        else "time to serving (estimated; no model cache: every replica downloads from the hub):"
+    )
+    lines = [head]
+    unconfirmed: dict[str, None] = {}
+    for s in plan.services:
+        load = plan.load[s.name]
+        unconfirmed.update(dict.fromkeys(load.unconfirmed))
+        if load.weights is None:
+            lines.append(f"  {s.name}: model size unknown (give weightsGiB or params and dtype)")
+            continue
+        size = load.weights.bytes
+        where = "the hub" if not load.cached else load.source
+        lines.append(
+            f"  {s.name}: {s.replicas} x {_gb(size)} from {where} ({load.weights.source}); first "
+            f"Ready {_min(load.first_ready_seconds)}, all {_min(load.all_ready_seconds)}; one "
+            f"replica alone {_min(load.replica_seconds)}; startup probe "
+            f"{load.startup_probe_seconds:,} s"
+        )
+        if load.cached:
+            hub = hub_alone(plan, s.name)
+            lines.append(
+                f"    hub: {_gb(load.hub_bytes_fill)} once per revision (the populate Job, "
+                f"{_min(load.populate_seconds)}), then none: new generations, re-partitions and "
+                f"scale-ups read the cache; without it {_gb(hub.hub_bytes_first_up())}, all Ready "
+                f"{_min(hub.all_ready_seconds)}"
+            )
+        else:
+            lines.append(
+                f"    hub: {_gb(load.hub_bytes_first_up())} this first `pulumi up`, and "
+                f"{_gb(size)} again for every replica that starts later (a new generation, a "
+                "re-partition, a scale-up)"
+            )
+    if unconfirmed:
+        lines.append(
+            f"  {len(unconfirmed)} figure(s) behind these are unconfirmed "
+            "(mig_inference/data/load_bandwidth.yaml); modelCache.hubMBps and readMBps take yours"
+        )
+    lines.append("")
+    return lines

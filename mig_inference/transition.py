@@ -98,7 +98,7 @@ def simulate_transition(
 ) -> Outcome:
     """`pulumi up` from `deployed` to `current`, simulated."""
     from mig_inference.render import run_program
-    from mig_inference.rollout.facts import config_names, pool_facts
+    from mig_inference.rollout.facts import config_names, load_facts, pool_facts
     from mig_inference.rollout.rendered import program_of
     from mig_inference.rollout.simulator import simulate
 
@@ -119,4 +119,5 @@ def simulate_transition(
         project=PROJECT,
         timings=timings,
         configs=(config_names(deployed.plan), config_names(current.plan)),
+        load=load_facts(deployed.plan, current.plan),
     )

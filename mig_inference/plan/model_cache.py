@@ -133,6 +133,13 @@ class ModelCachePlan:
         return f"{scheme}://{self.bucket}/{model.path}"
 
 
+def fill_job_name(cache: ModelCachePlan, model: CachedModel) -> str:
+    """The populate Job of a model revision: a new revision, storage or bucket is a new Job
+    (Jobs are immutable), which fills the cache before the Deployments that read it roll."""
+    what = f"{model.model}@{model.revision}|{cache.storage.value}|{cache.bucket}|{cache.size_gib}"
+    return f"model-fill-{model.key}-{short_hash(what, 6)}"
+
+
 def _gib(size: float) -> int:
     return max(4, math.ceil(size * HEADROOM / GIB))
 

@@ -157,6 +157,10 @@ class LoadEstimate:
     def bytes_per_replica(self) -> int | None:
         return self.weights.bytes if self.weights else None
 
+    def rolling_update_seconds(self) -> int:
+        """A rolling update, one replica at a time (maxSurge 0), with the probe's margin."""
+        return math.ceil(PROBE_MARGIN * max(self.replicas, 1) * self.replica_seconds)
+
     def hub_bytes_first_up(self) -> int:
         """Hub bytes of the `pulumi up` that creates the service (and fills its model)."""
         return self.hub_bytes_fill + self.hub_bytes_per_start * self.replicas

@@ -80,6 +80,8 @@ class Cluster:
     evicted: dict[str, int] = field(default_factory=dict)
     """Replicas taken off a node against their will (drains, evictions, NoExecute taints,
     deleted nodes), per pool."""
+    started: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Replicas bound to a node (each loads its model), per (namespace, Deployment)."""
 
     # -- bookkeeping -----------------------------------------------------------------------
     def log(self, text: str) -> None:
@@ -329,6 +331,7 @@ class Cluster:
             chosen = min(fits, key=lambda n: (peers[n.name], n.name))
             pod.node = chosen.name
             pod.ready_at = self.now + deployment.start_seconds
+            self.started[deployment.key] = self.started.get(deployment.key, 0) + 1
 
     # -- questions the steps ask -------------------------------------------------------------
     def rolled_out(self, deployment: Deployment) -> bool:

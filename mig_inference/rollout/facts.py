@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from mig_inference.labels import MIG_CONFIG_LABEL
 from mig_inference.operator_values import mig_parted_configs
 from mig_inference.plan import PoolPlan, StackPlan
+from mig_inference.plan.model_cache import fill_job_name
 from mig_inference.rollout.mig_manager import NodeLayout
 
 WHOLE_GPU = "nvidia.com/gpu"
@@ -70,3 +71,34 @@ def _node_layout(pool: PoolPlan) -> NodeLayout:
 def config_names(plan: StackPlan) -> frozenset[str]:
     """The configs the MIG manager finds in this version's mig-parted config."""
     return frozenset(mig_parted_configs(plan))
+
+
+@dataclass(frozen=True)
+class LoadFacts:
+    """How long the plans estimate replicas take to start and populate Jobs to fill the model
+    cache (`mig_inference.plan.startup`): what the simulator waits instead of a flat guess."""
+
+    start_seconds: Mapping[tuple[str, str], float]
+    """(namespace, Deployment) -> one replica starting alone until Ready."""
+    job_seconds: Mapping[str, float]
+    """Populate Job name -> its download (and upload) time."""
+    bytes_per_start: Mapping[tuple[str, str], int]
+    """(namespace, Deployment) -> bytes one replica start downloads from the hub (0 cached)."""
+
+
+def load_facts(*plans: StackPlan) -> LoadFacts:
+    """The estimates of every version (the later one wins for a Deployment in both)."""
+    starts: dict[tuple[str, str], float] = {}
+    jobs: dict[str, float] = {}
+    hub: dict[tuple[str, str], int] = {}
+    for plan in plans:
+        for service in plan.services:
+            load = plan.load[service.name]
+            key = (service.spec.namespace, service.name)
+            starts[key] = load.replica_seconds
+            hub[key] = load.hub_bytes_per_start
+            cache = plan.model_cache
+            model = cache.model_of(service.name) if cache is not None else None
+            if cache is not None and model is not None:
+                jobs[fill_job_name(cache, model)] = load.populate_seconds
+    return LoadFacts(starts, jobs, hub)

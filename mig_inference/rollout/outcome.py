@@ -56,6 +56,9 @@ class Outcome:
     """The step Pulumi failed at, and why (None when the update finished)."""
     seconds: float
     events: list[tuple[float, str]]
+    started: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Replicas that started (and loaded their model) during the update, per (namespace,
+    Deployment)."""
 
     @property
     def refused(self) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
 from mig_inference.rollout.cloud_pools import CloudPools
 from mig_inference.rollout.cluster import TICK, Cluster, Timings
-from mig_inference.rollout.facts import PoolFacts
+from mig_inference.rollout.facts import LoadFacts, PoolFacts
 from mig_inference.rollout.jobs import GateRun, JobRun, RepartitionRun, job_env
 from mig_inference.rollout.mig_manager import NodeLayout
 from mig_inference.rollout.model import Deployment, Node, Taint, pod_template
@@ -63,9 +63,13 @@ class Rollout:
         project: str,
         timings: Timings | None = None,
         configs: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+        load: LoadFacts | None = None,
     ) -> None:
         self.before, self.after = before, after
         self.facts = facts
+        self.load = load
+        """The plans' estimates: per Deployment its replicas' start, per populate Job its fill
+        (None: `Timings.replica_start` for every replica, populate Jobs done at once)."""
         self.timings = timings or Timings()
         self.plan = plan_steps(before, after, stack, project)
         self.configs = configs
@@ -136,6 +140,7 @@ class Rollout:
             pod.ready_at = 0.0 if pod.node is not None else None
         for service, count in self.cluster.serving().items():
             self.served[service] = Served(count, 0, count)
+        self.cluster.started.clear()  # the deployed replicas loaded before this update
         self.initial_nodes = set(self.cluster.nodes)
         self._track_gpus()
         for outcome in self.pools.values():
@@ -196,9 +201,11 @@ class Rollout:
         replicas = int(spec.get("replicas", 1))
         if existing is not None and keep_replicas:
             replicas = existing.replicas
+        start = self.load.start_seconds.get(key) if self.load is not None else None
         deployment = Deployment(
             key[0], key[1], service, replicas,
-            pod_template(template.get("spec", {})), self.timings.replica_start,
+            pod_template(template.get("spec", {})),
+            self.timings.replica_start if start is None else start,
             budget=existing.budget if existing else None, labels=dict(labels),
         )  # fmt: skip
         self.cluster.deployments[key] = deployment
@@ -271,7 +278,14 @@ class Rollout:
             elif "GATE_TARGETS" in env:
                 run = GateRun.of(env, cluster.now)
             else:
-                task.done = True
+                name = resource.inputs.get("metadata", {}).get("name", "")
+                fill = self.load.job_seconds.get(name) if self.load is not None else None
+                if fill is None:
+                    task.done = True
+                    return
+                # A populate Job: the model is downloaded into the cache before its readers.
+                filled = cluster.now + fill
+                task.check = lambda: "" if cluster.now >= filled else None
                 return
             self.jobs[step.key] = run
 
@@ -496,7 +510,7 @@ class Rollout:
             self.pools.setdefault(pool, PoolOutcome()).evicted = count
         return Outcome(
             self.plan, self.served, self.pools, failure, cluster.now,
-            [(e.time, e.text) for e in cluster.events],
+            [(e.time, e.text) for e in cluster.events], dict(cluster.started),
         )  # fmt: skip
 
 
@@ -509,7 +523,15 @@ def simulate(
     project: str,
     timings: Timings | None = None,
     configs: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+    load: LoadFacts | None = None,
 ) -> Outcome:
     return Rollout(
-        before, after, facts, stack=stack, project=project, timings=timings, configs=configs
+        before,
+        after,
+        facts,
+        stack=stack,
+        project=project,
+        timings=timings,
+        configs=configs,
+        load=load,
     ).run()
