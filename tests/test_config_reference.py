@@ -9,6 +9,7 @@ import pytest
 
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
 from mig_inference.spec.demand import DEMAND_KEYS, POINT_KEYS, PROFILING_KEYS
+from mig_inference.spec.model_cache import MODEL_CACHE_KEYS
 from mig_inference.spec.monitoring import MONITORING_KEYS
 from mig_inference.spec.operator import OPERATOR_KEYS
 from mig_inference.spec.pools import POOL_KEYS
@@ -26,6 +27,7 @@ SECTIONS = {
     "pools[]": POOL_KEYS,
     "gpuOperator": OPERATOR_KEYS,
     "monitoring": MONITORING_KEYS,
+    "modelCache": MODEL_CACHE_KEYS,
     "services[]": SERVICE_KEYS + DEMAND_KEYS,
     "profiling": PROFILING_KEYS,
     "throughput[]": tuple(k for k in POINT_KEYS if k not in ("batch", "measured")),

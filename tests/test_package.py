@@ -21,6 +21,7 @@ from components.stack import MigInference
 from components.stack_args import Cluster, Stack
 from mig_inference.render import Rendering, run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
+from mig_inference.spec.model_cache import MODEL_CACHE_KEYS
 from mig_inference.spec.monitoring import MONITORING_KEYS
 from mig_inference.spec.operator import OPERATOR_KEYS
 from mig_inference.spec.pools import POOL_KEYS
@@ -109,7 +110,7 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
             "Stack", "Cluster", "Pool", "Taint", "Sharing", "SharingMode",
             "GpuOperatorSettings", "MonitoringSettings", "Service",
             "NetworkClient", "QueueAutoscaling", "AutoscaledPool", "ThroughputPoint",
-            "Profiling",
+            "Profiling", "ModelCache",
         )
     }  # fmt: skip
     for token, typ in types.items():
@@ -126,6 +127,7 @@ def test_typed_args_mirror_every_stack_file_key() -> None:
     assert stack_keys("Service") == set(SERVICE_KEYS)
     assert stack_keys("GpuOperatorSettings") == set(OPERATOR_KEYS)
     assert stack_keys("MonitoringSettings") == set(MONITORING_KEYS)
+    assert stack_keys("ModelCache") == set(MODEL_CACHE_KEYS)
     assert stack_keys("Stack") == {*TOP_KEYS, "secrets", "stackName"}
 
 

@@ -100,7 +100,7 @@ def model_cache_spec(node: ConfigNode, cloud: Cloud) -> ModelCacheSpec | None:
     elif storage is CacheStorage.HYPERDISK_ML:
         throughput = throughput_node.integer(bound=formats.HYPERDISK_ML_THROUGHPUT)
     groups = node.child("securityGroupIds").texts(formats.AWS_SECURITY_GROUP)
-    if storage is CacheStorage.FSX_LUSTRE and not groups:
+    if storage is CacheStorage.FSX_LUSTRE and raw.get("securityGroupIds") is None:
         node.child("securityGroupIds").problem(
             "is required with fsx-lustre: the file system's security groups, which must let "
             "the nodes reach Lustre (TCP 988)",
