@@ -319,8 +319,10 @@ def test_diff_command_from_pulumi_stack_output(
     assert "extra GPUs at the peak (both generations running): 8" in out
     assert main(["diff", "--deployed", str(deployed), "--stack-file", str(new), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    # Every replica moves to the new generation and, without a model cache, downloads its
+    # model again (memoryGiB 8 stands for the weights: no weightsGiB, no params).
     assert report["cost"] == {"replicas_evicted": 0, "slices_unavailable_at_once": 0,
-                              "extra_gpus_at_peak": 8}  # fmt: skip
+                              "extra_gpus_at_peak": 8, "hub_bytes": 4 * 8 * 2**30}  # fmt: skip
     assert report["pools"][0]["change"] == "new nodes needed"
 
 

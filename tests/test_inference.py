@@ -68,8 +68,14 @@ def test_operator_pool_service_seed_004() -> None:
     )
     shm = next(v for v in pod["volumes"] if v["name"] == "dshm")
     assert shm["emptyDir"]["medium"] == "Memory"
+    # `pulumi up` waits as long as the load estimate says: every replica at once on create,
+    # one after the other on an update.
+    load = plan_stack(load_stack("gke-h100")).load["mistral-nemo"]
     options = stack_rendering("gke-h100").options[(DEPLOYMENT, "mistral-nemo")]
-    assert options.custom_timeouts == ("4200s", "4200s")
+    assert options.custom_timeouts == (
+        f"{load.startup_probe_seconds + 600}s",
+        f"{load.rolling_update_seconds() + 600}s",
+    )
 
 
 def test_gke_native_service_requests_a_gpu_on_the_partition() -> None:

@@ -26,7 +26,9 @@ PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 PV = "kubernetes:core/v1:PersistentVolume"
 STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
-STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in Path("stacks").glob("Pulumi.*.yaml"))
+STACKS = sorted(
+    p.name[len("Pulumi.") : -len(".yaml")] for p in Path("stacks").glob("Pulumi.*.yaml")
+)
 
 
 def _values(stack: str) -> tuple[dict[str, Any], frozenset[str]]:
@@ -40,7 +42,9 @@ def _values(stack: str) -> tuple[dict[str, Any], frozenset[str]]:
 def _plan(
     values: dict[str, Any], secrets: frozenset[str] = frozenset(), stack: str = "t"
 ) -> StackPlan:
-    spec = parse_stack(stack, values, secret_keys=secrets, pinned_operator_version=GPU_OPERATOR_VERSION)
+    spec = parse_stack(
+        stack, values, secret_keys=secrets, pinned_operator_version=GPU_OPERATOR_VERSION
+    )
     return plan_stack(spec)
 
 
@@ -300,7 +304,10 @@ def test_gcs_fuse_bucket_access_and_volume(tmp_path: Path) -> None:
     )
     [volume] = rendering.of_type(PV)
     spec = volume.inputs["spec"]
-    assert spec["csi"] == {"driver": "gcsfuse.csi.storage.gke.io", "volumeHandle": bucket.inputs["name"]}
+    assert spec["csi"] == {
+        "driver": "gcsfuse.csi.storage.gke.io",
+        "volumeHandle": bucket.inputs["name"],
+    }
     assert "file-cache:enable-parallel-downloads:true" in spec["mountOptions"]
     deployment = next(d.inputs for d in rendering.of_type(DEPLOYMENT))
     template = deployment["spec"]["template"]
@@ -310,13 +317,18 @@ def test_gcs_fuse_bucket_access_and_volume(tmp_path: Path) -> None:
 
 
 def test_vllm_streams_from_the_bucket_with_run_ai(tmp_path: Path) -> None:
-    rendering = _render(tmp_path, "gke-h100", {"storage": "gcs-fuse", "stream": True, "bucket": "team-models"})
+    rendering = _render(
+        tmp_path, "gke-h100", {"storage": "gcs-fuse", "stream": True, "bucket": "team-models"}
+    )
     assert not rendering.of_type("gcp:storage/bucket:Bucket")  # the bucket is the user's
     container = next(d.inputs for d in rendering.of_type(DEPLOYMENT))["spec"]["template"]["spec"][
         "containers"
     ][0]
     args = container["args"]
-    assert args[args.index("--model") + 1] == "gs://team-models/mistralai/Mistral-Nemo-Instruct-2407/main"
+    assert (
+        args[args.index("--model") + 1]
+        == "gs://team-models/mistralai/Mistral-Nemo-Instruct-2407/main"
+    )
     assert args[args.index("--load-format") + 1] == "runai_streamer"
 
 
@@ -326,14 +338,18 @@ def test_s3_mountpoint_volume_for_a_non_root_pod(tmp_path: Path) -> None:
     spec = volume.inputs["spec"]
     assert spec["csi"]["driver"] == "s3.csi.aws.com"
     assert spec["csi"]["volumeAttributes"]["bucketName"].startswith("mig-inference-models-")
-    assert {"uid=10001", "gid=10001", "allow-other", "region eu-west-1"} <= set(spec["mountOptions"])
+    assert {"uid=10001", "gid=10001", "allow-other", "region eu-west-1"} <= set(
+        spec["mountOptions"]
+    )
     assert spec["claimRef"] == {"namespace": "inference", "name": "model-cache"}
     [block] = rendering.of_type("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
     assert block.inputs["blockPublicPolicy"] is True
 
 
 def test_fsx_lustre_and_file_storage_classes(tmp_path: Path) -> None:
-    fsx = _render(tmp_path, "eks-p4d", {"storage": "fsx-lustre", "securityGroupIds": ["sg-0a1b2c3d"]})
+    fsx = _render(
+        tmp_path, "eks-p4d", {"storage": "fsx-lustre", "securityGroupIds": ["sg-0a1b2c3d"]}
+    )
     [storage_class] = fsx.of_type(STORAGE_CLASS)
     assert storage_class.inputs["provisioner"] == "fsx.csi.aws.com"
     assert storage_class.inputs["parameters"] == {
@@ -373,7 +389,9 @@ def test_the_populate_job_is_restricted_and_fenced(tmp_path: Path) -> None:
         "key": "hf-token",
     }
     assert env["REVISION"]["value"] == "main"
-    [policy] = [p.inputs for p in rendering.of_type(POLICY) if p.inputs["metadata"]["name"] == "model-fill"]
+    [policy] = [
+        p.inputs for p in rendering.of_type(POLICY) if p.inputs["metadata"]["name"] == "model-fill"
+    ]
     spec = policy["spec"]
     assert spec["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in spec
     assert spec["podSelector"]["matchLabels"] == {"app.kubernetes.io/component": "model-cache"}
@@ -403,7 +421,12 @@ def test_a_second_service_of_the_same_model_waits_for_the_first_ones_job(tmp_pat
     rendering = run_program("existing", path)
     assert rendering.error is None, rendering.error
     jobs = [j for j in rendering.of_type(JOB) if j.name.endswith("-fill-job")]
-    assert len(jobs) == len({(s["model"], s.get("revision", "main")) for s in document["config"]["mig-inference:services"]})
+    assert len(jobs) == len(
+        {
+            (s["model"], s.get("revision", "main"))
+            for s in document["config"]["mig-inference:services"]
+        }
+    )
     options = rendering.options[("mig-inference:index:InferenceService", "twin")]
     assert first["name"] in options.depends_on
 

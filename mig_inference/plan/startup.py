@@ -8,9 +8,10 @@ a Hyperdisk ML volume, an FSx for Lustre file system or a File Storage mount tar
 (and each node's own limit). Without the cache every replica downloads the whole model from the
 hub; with it, the populate Job downloads it once and the replicas wait for that Job.
 
-The startup probe of each replica is derived from the same numbers: the slowest replica's read
-and warm-up with every replica starting at once, times a margin, so a 70B model is not killed
-while it loads and a 0.5B one is not waited on for an hour.
+The startup probe of each replica is derived from the same numbers: the read and warm-up of a
+replica while every slice of its kind on the pool loads at once (the most that can), times a
+margin, so a 70B model is not killed while it loads and a 0.5B one is not waited on for an hour.
+It does not depend on the replica count, which would roll every replica on a scale-up.
 """
 
 from __future__ import annotations
@@ -221,8 +222,15 @@ def estimate(
     first = populate + image.value + read(fewest, replicas) + warmup.value
     last = populate + image.value + read(most, replicas) + warmup.value
     alone = image.value + read(1, 1) + warmup.value
+    # The probe is part of the pod template: it must not change with the replica count (a
+    # scale-up would roll every replica), so it covers the most replicas the pool could start
+    # at once: every device of this kind on a node, on every node.
+    on_node = max(1, service.offer.per_node)
     probe = service.spec.startup_seconds or max(
-        PROBE_FLOOR_SECONDS, math.ceil(PROBE_MARGIN * (read(most, replicas) + warmup.value))
+        PROBE_FLOOR_SECONDS,
+        math.ceil(
+            PROBE_MARGIN * (read(on_node, on_node * max(1, service.pool.max_nodes)) + warmup.value)
+        ),
     )
     return LoadEstimate(
         service.name, source, weights, service.replicas, nodes, populate, first, last, alone,
