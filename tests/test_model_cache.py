@@ -410,7 +410,7 @@ def test_the_secret_keeps_the_token_for_the_job_and_the_replicas_get_none(tmp_pa
 
 
 def test_a_second_service_of_the_same_model_waits_for_the_first_ones_job(tmp_path: Path) -> None:
-    values, secrets = _values("existing")
+    values, _ = _values("existing")
     first = values["services"][0]
     twin = {**first, "name": "twin", "replicas": 1}
     document = yaml.safe_load(stack_path("existing").read_text())

@@ -203,7 +203,7 @@ def test_fsx_lustre_throughput_is_its_size_times_the_per_unit_rate() -> None:
                             "throughputMiBps": 500}  # fmt: skip
     plan = _plan(values)
     assert plan.model_cache is not None and plan.model_cache.size_gib == 1200
-    name, load = next((n, l) for n, l in plan.load.items() if l.cached)
+    name, load = next((n, est) for n, est in plan.load.items() if est.cached)
     assert load.weights is not None
     service = next(s for s in plan.services if s.name == name)
     replicas = max(service.replicas, 1)

@@ -46,7 +46,7 @@ def simulated(v1: dict[str, Any], v2: dict[str, Any]) -> tuple[StackVersion, Out
 
 
 def test_a_new_generation_without_the_cache_downloads_once_per_replica() -> None:
-    after, outcome, changes = simulated(stack(None), stack(None, diskSizeGb=500))
+    after, _, changes = simulated(stack(None), stack(None, diskSizeGb=500))
     [chat] = changes.services
     assert chat.source == "hub"
     assert chat.replicas_started == 4
@@ -55,7 +55,7 @@ def test_a_new_generation_without_the_cache_downloads_once_per_replica() -> None
 
 
 def test_a_new_generation_with_the_cache_reads_nothing_from_the_hub() -> None:
-    _, outcome, changes = simulated(stack({}), stack({}, diskSizeGb=500))
+    _, _, changes = simulated(stack({}), stack({}, diskSizeGb=500))
     [chat] = changes.services
     assert chat.source == "hyperdisk-ml"
     assert chat.replicas_started == 4  # every replica moved to the new generation...
