@@ -234,3 +234,28 @@ def test_the_probe_does_not_change_with_the_replica_count() -> None:
         for count in (1, 4, 16)
     }
     assert len(probes) == 1
+
+
+def test_plan_says_how_long_as_users_run_it() -> None:
+    """`python -m mig plan` as a subprocess: the text and the JSON carry the estimate."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    run = [sys.executable, "-m", "mig", "plan", "--stack", "gke-h100-cache"]
+    text = subprocess.run(run, capture_output=True, text=True, cwd=root, check=False, timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert "time to serving (estimated; model cache: hyperdisk-ml, 28 GiB):" in text.stdout
+    assert "  mistral-nemo: 16 x 24.5 GB from hyperdisk-ml (weightsGiB)" in text.stdout
+    assert "hub: 24.5 GB once per revision" in text.stdout
+    assert "without it 391.7 GB" in text.stdout
+    out = subprocess.run([*run, "--json"], capture_output=True, text=True, cwd=root, check=False,
+                         timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    load = json.loads(out.stdout)["services"][0]["load"]
+    estimate = plan_stack(load_stack("gke-h100-cache")).load["mistral-nemo"]
+    assert load["hub_bytes_first_up"] == estimate.hub_bytes_first_up()
+    assert load["all_ready_seconds"] == round(estimate.all_ready_seconds)
+    assert load["without_cache"]["hub_bytes_first_up"] == 16 * estimate.hub_bytes_fill
