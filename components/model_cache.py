@@ -171,7 +171,7 @@ class ModelCache(pulumi.ComponentResource):
         binding = "Immediate"
         if cache.storage is CacheStorage.HYPERDISK_ML:
             provisioner = "pd.csi.storage.gke.io"
-            throughput = spec.throughput_mib_per_s or 2400
+            throughput = cache.throughput
             parameters = {
                 "type": "hyperdisk-ml",
                 "provisioned-throughput-on-create": f"{throughput}Mi",
@@ -193,7 +193,7 @@ class ModelCache(pulumi.ComponentResource):
                 "subnetId": settings.get("subnetIds")[0],
                 "securityGroupIds": ",".join(spec.security_group_ids),
                 "deploymentType": "PERSISTENT_2",
-                "perUnitStorageThroughput": str(spec.throughput_mib_per_s or 250),
+                "perUnitStorageThroughput": str(cache.throughput),
             }
         elif cache.storage is CacheStorage.FILE_STORAGE:
             provisioner = "fss.csi.oraclecloud.com"

@@ -33,6 +33,12 @@ CACHE_ROOT = "/models"
 HEADROOM = 1.2
 """Room on the volume beyond the weights (tokenizer, config, a second revision being filled)."""
 CACHED_ENGINES = (Engine.VLLM, Engine.TGI)
+HYPERDISK_ML_THROUGHPUT = 2400
+"""MiB/s a Hyperdisk ML volume is provisioned with unless `throughputMiBps` says: this
+project's choice, within Google's 400 to 1,200,000 MiB/s."""
+FSX_PER_UNIT = 250
+"""MB/s per TiB of an FSx for Lustre file system unless `throughputMiBps` says: this project's
+choice among the PERSISTENT_2 values (aws-fsx-csi-driver docs/options.md)."""
 """Engines that start from a local path and whose own downloader fills the cache."""
 
 
@@ -99,6 +105,13 @@ class ModelCachePlan:
     @property
     def storage(self) -> CacheStorage:
         return self.spec.storage
+
+    @property
+    def throughput(self) -> int:
+        """hyperdisk-ml: the volume's provisioned MiB/s; fsx-lustre: MB/s per TiB."""
+        if self.spec.throughput_mib_per_s is not None:
+            return self.spec.throughput_mib_per_s
+        return FSX_PER_UNIT if self.storage is CacheStorage.FSX_LUSTRE else HYPERDISK_ML_THROUGHPUT
 
     @property
     def bucket_owned(self) -> bool:

@@ -97,7 +97,7 @@ def cache_rate(cache_plan: ModelCachePlan) -> Rate:
             "hyperdisk-ml", "per_node_mib_per_s", source="per_node_source",
             flag="per_node_unconfirmed",
         )  # fmt: skip
-        provisioned = spec.throughput_mib_per_s or int(node.value)
+        provisioned = cache_plan.throughput
         volume = Figure(
             provisioned * MIB_BYTES / MB,
             f"modelCache.throughputMiBps, provisioned ({provisioned:,} MiB/s); "
@@ -107,7 +107,7 @@ def cache_rate(cache_plan: ModelCachePlan) -> Rate:
         return Rate(Figure(node.value * MIB_BYTES / MB, node.source, node.unconfirmed), volume)
     if storage is CacheStorage.FSX_LUSTRE:
         data = _data()["fsx-lustre"]
-        per_unit = spec.throughput_mib_per_s or int(data["default_per_unit"])
+        per_unit = cache_plan.throughput
         whole = Figure(
             per_unit * cache_plan.size_gib / 1024,
             f"{per_unit} MB/s per TiB x {cache_plan.size_gib:,} GiB; {str(data['source']).strip()}",

@@ -38,7 +38,8 @@ class Timings:
     cloud_update: float = 60.0
     """A cloud API update that touches no node (labels, sizes)."""
     replica_start: float = 300.0
-    """A replica bound to a node until Ready: its image pulled, its model loaded."""
+    """A replica bound to a node until Ready: its image pulled, its model loaded. Only when the
+    plan's load estimate has no figure for its Deployment (`rollout.facts.LoadFacts`)."""
 
 
 @dataclass(frozen=True)
