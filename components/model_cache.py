@@ -38,6 +38,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mig_inference.k8s_names import stack_scoped
+from mig_inference.labels import POOL_LABEL
 from mig_inference.plan import ServicePlan, StackPlan
 from mig_inference.plan.model_cache import CACHE_ROOT, CachedModel, ModelCachePlan, fill_job_name
 from mig_inference.scripts import load
@@ -536,11 +537,12 @@ class ModelFill(pulumi.ComponentResource):
                     required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
                         node_selector_terms=[
                             k8s.core.v1.NodeSelectorTermArgs(
+                                # The pool, not its generation: a new generation must
+                                # not make a new Job of a model already filled.
                                 match_expressions=[
                                     k8s.core.v1.NodeSelectorRequirementArgs(
-                                        key=key, operator="In", values=[value]
+                                        key=POOL_LABEL, operator="In", values=[pool.name]
                                     )
-                                    for key, value in sorted(pool.node_selector.items())
                                 ]
                             )
                         ]

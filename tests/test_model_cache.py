@@ -463,3 +463,25 @@ def test_every_shipped_vllm_or_tgi_stack_turns_the_cache_on_with_one_key(
         shipped = stack_rendering(stack)
         assert not [j for j in shipped.of_type(JOB) if j.name.endswith("-fill-job")]
         assert not shipped.of_type(PVC)
+
+
+def test_a_new_generation_keeps_the_populate_job(tmp_path: Path) -> None:
+    """The Job follows the pool, not its generation: a blue/green change of the pool does not
+    make a new Job (which would refill, or on Hyperdisk ML rewrite, the cache)."""
+    jobs = []
+    for disk in (None, 500):
+        document = yaml.safe_load(stack_path("gke-h100-cache").read_text())
+        if disk is not None:
+            document["config"]["mig-inference:pools"][0]["diskSizeGb"] = disk
+        folder = tmp_path / str(disk)
+        folder.mkdir()
+        path = folder / "Pulumi.gke-h100-cache.yaml"
+        path.write_text(yaml.safe_dump(document))
+        rendering = run_program("gke-h100-cache", path)
+        assert rendering.error is None, rendering.error
+        [job] = [j.inputs for j in rendering.of_type(JOB) if j.name.endswith("-fill-job")]
+        [pool] = rendering.of_type("gcp:container/nodePool:NodePool")
+        jobs.append((job, pool.inputs["name"]))
+    (first, first_pool), (second, second_pool) = jobs
+    assert first_pool != second_pool  # a new generation of the pool...
+    assert first == second  # ...and the same populate Job
