@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mig_inference.clouds.capacity import Capacity
-from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan, ServicePlan, StackPlan
+from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan, ServicePlan
+from mig_inference.plan.stack_plan import StackPlan
 from mig_inference.prices import MachinePrice, why_not_priced
 
 

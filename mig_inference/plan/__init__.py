@@ -12,9 +12,9 @@ from mig_inference.plan.model import (
     Offer,
     PoolPlan,
     ServicePlan,
-    StackPlan,
 )
 from mig_inference.plan.stack import layout_of, plan_stack, utilization
+from mig_inference.plan.stack_plan import StackPlan
 
 __all__ = [
     "WHOLE_GPU",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from mig_inference.catalog import GpuModel
 from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
@@ -17,7 +16,6 @@ from mig_inference.spec import (
     ProfilingSpec,
     Rollout,
     ServiceSpec,
-    StackSpec,
 )
 
 WHOLE_GPU = "gpu"
@@ -29,11 +27,6 @@ DEFAULT_PROFILING_CONCURRENCY = 16
 def part_name(service: str, profile: str) -> str:
     """The Deployment serving `service` on `profile`: `chat-1g-10gb`."""
     return f"{service}-{profile.replace('.', '-').replace('+', '-')}"
-
-
-if TYPE_CHECKING:
-    from mig_inference.plan.model_cache import ModelCachePlan
-    from mig_inference.plan.startup import LoadEstimate
 
 
 @dataclass(frozen=True)
@@ -228,24 +221,3 @@ class ProfilingRun:
             or self.engine.sizing.max_num_seqs
             or DEFAULT_PROFILING_CONCURRENCY
         )
-
-
-@dataclass
-class StackPlan:
-    spec: StackSpec
-    pools: list[PoolPlan]
-    services: list[ServicePlan]
-    warnings: list[str] = field(default_factory=list)
-    profiling: list[ProfilingRun] = field(default_factory=list)
-    """Profiling Jobs the stack asks for (opt-in, per service)."""
-    model_cache: ModelCachePlan | None = None
-    """The model cache (None: every replica downloads from the hub)."""
-    load: Mapping[str, LoadEstimate] = field(default_factory=dict)
-    """Per service plan (Deployment): bytes read, from where, time to Ready, hub bytes."""
-
-    def pool(self, name: str) -> PoolPlan:
-        return next(p for p in self.pools if p.name == name)
-
-    def pool_of(self, service: str) -> str:
-        """The pool a service's replicas land on."""
-        return next(s.pool.name for s in self.services if s.name == service)
