@@ -241,6 +241,23 @@ class Profiling(TypedDict):
     """Requests in flight (default: the engine's max-num-seqs, else 16)."""
 
 
+class ServiceVerifySettings(TypedDict):
+    """This service's serving check: a switch, and for a custom engine the request to send."""
+
+    enabled: NotRequired[bool]
+    """Check this service (default: the stack's `verify.enabled`)."""
+    path: NotRequired[str]
+    """Custom engines: the path of the request the check sends."""
+    method: NotRequired[str]
+    """Custom engines: GET (default) or POST."""
+    body: NotRequired[str]
+    """Custom engines: the POST body (sent as JSON when it parses as JSON)."""
+    status: NotRequired[int]
+    """Custom engines: the status the answer must have (200)."""
+    contains: NotRequired[str]
+    """Custom engines: text the answer's body must contain."""
+
+
 class Service(TypedDict):
     """An inference service on MIG slices (or shared or whole GPUs)."""
 
@@ -323,6 +340,8 @@ class Service(TypedDict):
     weights_gi_b: NotRequired[float]
     """The weights' size on disk, for the load estimate and the cache (default: params x
     dtype, else memoryGiB)."""
+    verify: NotRequired[ServiceVerifySettings]
+    """This service's serving check (on with the stack's `verify`)."""
 
 
 class ModelCache(TypedDict):
@@ -354,6 +373,30 @@ class ModelCache(TypedDict):
     """Your measured download rate from the hub per node, MB/s (for the estimate)."""
 
 
+class VerifySettings(TypedDict):
+    """The serving check: after its rollout, a Job per service sends the engine a real request
+    and checks the answer; every replica first checks it sees one device of its profile."""
+
+    enabled: NotRequired[bool]
+    """Check every service (default: true when the stack creates its cluster)."""
+    timeout_seconds: NotRequired[int]
+    """How long one service's check may wait for its answers (600)."""
+    prompt: NotRequired[str]
+    """The prompt of the short completion sent to vLLM and TGI."""
+    max_tokens: NotRequired[int]
+    """Tokens that completion asks for (8)."""
+
+
+class EphemeralSettings(TypedDict):
+    """An ephemeral test stack: `mig-inference ephemeral up` refuses it above its budget, tags
+    it with its expiry, and `ephemeral destroy --expired` removes it after that."""
+
+    ttl: NotRequired[str]
+    """How long it may live (`2h`, `90m`, `1d`; default 2h)."""
+    max_cost: float
+    """US dollars it may cost over its TTL, every pool at its largest."""
+
+
 class Stack(TypedDict):
     """Everything one stack file holds: cloud, cluster, pools, GPU Operator, services."""
 
@@ -371,6 +414,10 @@ class Stack(TypedDict):
     """Per-slice monitoring."""
     model_cache: NotRequired[ModelCache]
     """The model cache (default: every replica downloads from the hub)."""
+    verify: NotRequired[VerifySettings]
+    """The serving check after the rollout."""
+    ephemeral: NotRequired[EphemeralSettings]
+    """The budget and lifetime of an ephemeral test stack."""
     secrets: NotRequired[dict[str, pulumi.Input[str]]]
     """Secret values the stack names (hfTokenSecret, apiKeySecret, cluster.kubeconfig), each
     kept a Pulumi secret."""

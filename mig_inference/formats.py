@@ -333,3 +333,29 @@ FSX_PER_UNIT = (125, 250, 500, 1000)
 READ_MB_PER_S = Bound(0, 1_000_000, "sanity: a terabyte a second", exclusive_minimum=True)
 STARTUP_SECONDS = Bound(60, 24 * 3600, "sanity: a day for one replica to load its model")
 PROMPTS = Bound(1, 1_000_000, "sanity: prompts per profiling run")
+
+# The serving check (`verify`) and ephemeral stacks (`ephemeral`).
+DURATION = Format(
+    "a duration of days, hours and minutes (`90m`, `2h`, `1h30m`, `1d`)",
+    r"(?=[0-9])([0-9]+d)?([0-9]+h)?([0-9]+m)?",
+    16,
+    "2h",
+)
+TTL_MINUTES = Bound(
+    10, 7 * 24 * 60, "sanity: a test cluster lives between 10 minutes and 7 days"
+)
+MAX_COST_USD = Bound(
+    0, 1_000_000, "sanity: US dollars one test cluster may cost", exclusive_minimum=True
+)
+VERIFY_TIMEOUT_SECONDS = Bound(
+    30, 3600, "sanity: how long one service's check may wait for its answers"
+)
+VERIFY_MAX_TOKENS = Bound(1, 256, "sanity: tokens of the short completion the check asks for")
+HTTP_METHOD = Format("an HTTP method (GET or POST)", "GET|POST", 4, "GET")
+HTTP_STATUS = Bound(100, 599, "RFC 9110: HTTP status codes are 100 to 599")
+PROBE_TEXT = Format(
+    "text without control characters other than tabs and line breaks",
+    r"[^\x00-\x08\x0b\x0c\x0e-\x1f]*",
+    4096,
+    "Say hello.",
+)

@@ -27,6 +27,7 @@ from mig_inference.spec.operator import OPERATOR_KEYS
 from mig_inference.spec.pools import POOL_KEYS
 from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
+from mig_inference.spec.verify import EPHEMERAL_KEYS, SERVICE_VERIFY_KEYS, VERIFY_KEYS
 from mig_inference.stackfile import stack_path
 from tests.mocked import render_config, stack_rendering
 
@@ -110,7 +111,7 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
             "Stack", "Cluster", "Pool", "Taint", "Sharing", "SharingMode",
             "GpuOperatorSettings", "MonitoringSettings", "Service",
             "NetworkClient", "QueueAutoscaling", "AutoscaledPool", "ThroughputPoint",
-            "Profiling", "ModelCache",
+            "Profiling", "ModelCache", "VerifySettings", "ServiceVerifySettings", "EphemeralSettings",
         )
     }  # fmt: skip
     for token, typ in types.items():
@@ -128,6 +129,9 @@ def test_typed_args_mirror_every_stack_file_key() -> None:
     assert stack_keys("GpuOperatorSettings") == set(OPERATOR_KEYS)
     assert stack_keys("MonitoringSettings") == set(MONITORING_KEYS)
     assert stack_keys("ModelCache") == set(MODEL_CACHE_KEYS)
+    assert stack_keys("VerifySettings") == set(VERIFY_KEYS)
+    assert stack_keys("ServiceVerifySettings") == set(SERVICE_VERIFY_KEYS)
+    assert stack_keys("EphemeralSettings") == set(EPHEMERAL_KEYS)
     assert stack_keys("Stack") == {*TOP_KEYS, "secrets", "stackName"}
 
 

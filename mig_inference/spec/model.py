@@ -289,6 +289,57 @@ class ProfilingSpec:
     """Requests in flight (default: the engine's max-num-seqs, else 16)."""
 
 
+DEFAULT_VERIFY_PROMPT = "The capital of France is"
+"""The prompt of the serving check's short completion."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A custom engine's serving check: one HTTP request and what its answer must hold."""
+
+    path: str
+    method: str = "GET"
+    body: str | None = None
+    """Sent as is (with `Content-Type: application/json` when it parses as JSON)."""
+    status: int = 200
+    contains: str | None = None
+    """Text the answer's body must contain."""
+
+
+@dataclass(frozen=True)
+class ServiceVerify:
+    """`services[].verify`: whether this service is checked, and a custom engine's probe."""
+
+    enabled: bool | None = None
+    """None: as the stack's `verify.enabled`."""
+    probe: Probe | None = None
+
+
+@dataclass(frozen=True)
+class VerifySpec:
+    """`verify`: a Job per service, after its rollout, sends the engine a real request and
+    checks the answer; every replica first checks that it sees one device of its profile."""
+
+    enabled: bool
+    """Default: on for stacks that create their cluster (ephemeral test clusters)."""
+    timeout_seconds: int = 600
+    """How long one service's check may wait for its answers (the Service may still warm up)."""
+    prompt: str = DEFAULT_VERIFY_PROMPT
+    max_tokens: int = 8
+
+
+@dataclass(frozen=True)
+class EphemeralSpec:
+    """`ephemeral`: a test stack that `mig-inference ephemeral` brings up, checks and destroys;
+    it may live `ttl` and cost at most `max_cost` over that time."""
+
+    ttl: str
+    """As written (`2h`)."""
+    ttl_minutes: int
+    max_cost: float
+    """US dollars: the plan's $/hour (every pool at its largest) times the TTL must stay below."""
+
+
 @dataclass(frozen=True)
 class ServiceSpec:
     name: str
@@ -333,6 +384,8 @@ class ServiceSpec:
     """The model's revision on the hub (a commit hash pins it; a branch is read once)."""
     weights_gib: float | None = None
     """The weights' size on disk, when given (else from params x dtype, or memoryGiB)."""
+    verify: ServiceVerify = field(default_factory=ServiceVerify)
+    """The serving check of this service."""
 
     @property
     def autoscaled_max(self) -> int:
@@ -360,6 +413,13 @@ class StackSpec:
     """What the stack file's reading is worth a word about (a timestamp, an octal number)."""
     model_cache: ModelCacheSpec | None = None
     """The stack's model cache (None: every replica downloads from the hub)."""
+    verify: VerifySpec = field(default_factory=lambda: VerifySpec(enabled=False))
+    ephemeral: EphemeralSpec | None = None
+
+    def verified(self, service: ServiceSpec) -> bool:
+        """Whether the service gets the serving check: its own switch, else the stack's."""
+        own = service.verify.enabled
+        return self.verify.enabled if own is None else own
 
     def pool(self, name: str) -> PoolSpec:
         return next(p for p in self.pools if p.name == name)

@@ -18,6 +18,7 @@ from mig_inference.spec.model import (
     ServiceSpec,
 )
 from mig_inference.spec.reader import ConfigNode, dns_label
+from mig_inference.spec.verify import service_verify_spec
 
 MODEL_FORMATS = {Engine.TRITON: formats.MODEL_REPOSITORY}
 """The format of `model` per engine (a Hugging Face ID or path otherwise)."""
@@ -27,7 +28,7 @@ SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtyp
                 "pool", "hfTokenSecret", "apiKeySecret", "tensorParallelSize",
                 "gpuMemoryUtilization", "maxModelLen", "maxNumSeqs", "port", "namespace",
                 "clients", "hpaMaxReplicas", "command", "args", "startupSeconds",
-                "healthPath", "queueAutoscaling", "revision", "weightsGiB",
+                "healthPath", "queueAutoscaling", "revision", "weightsGiB", "verify",
                 *DEMAND_KEYS)  # fmt: skip
 
 
@@ -254,4 +255,5 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         health_path=health_path,
         revision=node.child("revision").text(formats.HF_REVISION, "main") or "main",
         weights_gib=node.child("weightsGiB").number(bound=formats.MEMORY_GIB),
+        verify=service_verify_spec(node.child("verify"), engine is Engine.CUSTOM),
     )

@@ -10,15 +10,17 @@ from mig_inference.clouds import Cloud
 from mig_inference.errors import AlreadyReported, MigError, MigErrors
 from mig_inference.pulumi_config import NAMESPACE
 from mig_inference.spec.cluster import cluster_spec
-from mig_inference.spec.model import StackSpec
+from mig_inference.spec.model import Engine, ServiceSpec, StackSpec
 from mig_inference.spec.model_cache import model_cache_spec
 from mig_inference.spec.monitoring import monitoring_spec
 from mig_inference.spec.operator import gpu_operator_spec
 from mig_inference.spec.pools import pool_spec
 from mig_inference.spec.reader import ConfigNode
 from mig_inference.spec.services import service_spec
+from mig_inference.spec.verify import ephemeral_spec, verify_spec
 
-TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services", "monitoring", "modelCache")
+TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services", "monitoring", "modelCache",
+            "verify", "ephemeral")
 T = TypeVar("T")
 
 
@@ -137,10 +139,11 @@ def parse_stack(
     operator = _attempt(problems, lambda: gpu_operator_spec(
         node("gpuOperator"), cloud, pinned_operator_version))  # fmt: skip
     services_node = node("services")
-    services = tuple(
-        service for item in services_node.items()
+    parsed_services = [
+        (index, service) for index, item in enumerate(services_node.items())
         if (service := _attempt(problems, partial(service_spec, item, named_keys))) is not None
-    )  # fmt: skip
+    ]  # fmt: skip
+    services = tuple(service for _index, service in parsed_services)
     _duplicates(services_node.value if isinstance(services_node.value, list) else [],
                 services_node.path, "service name", problems)  # fmt: skip
     monitoring_path = key_path("monitoring")
@@ -160,10 +163,34 @@ def parse_stack(
                 "needs monitoring.prometheusUrl: the Prometheus KEDA reads the queue from",
                 f"{services_node.path}[{index}].queueAutoscaling",
             ))  # fmt: skip
+    creates = cluster is not None and cluster.create
+    verify = _attempt(problems, lambda: verify_spec(node("verify"), creates))
+    ephemeral = _attempt(problems, lambda: ephemeral_spec(node("ephemeral")))
+    if ephemeral is not None and cluster is not None and cluster.protect:
+        problems.append(MigError(
+            "an ephemeral stack is destroyed by `mig-inference ephemeral destroy`, which "
+            "protected resources refuse: set protect: false",
+            f"{key_path('cluster')}.protect", value=True, allowed=["false"],
+        ))  # fmt: skip
+    if verify is not None:
+        for index, service in parsed_services:
+            problems.extend(_unverifiable(verify.enabled, service, f"{services_node.path}[{index}]"))
     if problems:
         raise MigErrors(problems)
     assert cluster is not None and operator is not None and monitoring is not None
-    return StackSpec(
-        stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
-        model_cache=cache,
-    )  # fmt: skip
+    assert verify is not None
+    return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
+                     model_cache=cache, verify=verify, ephemeral=ephemeral)  # fmt: skip
+
+
+def _unverifiable(stack_enabled: bool, service: ServiceSpec, path: str) -> list[MigError]:
+    """A custom engine checked without a probe: nothing says what its API answers."""
+    own = service.verify.enabled
+    enabled = stack_enabled if own is None else own
+    if service.engine is Engine.CUSTOM and enabled and service.verify.probe is None:
+        return [MigError(
+            "the serving check of a custom engine needs a request to send: give verify.path "
+            "(and method, body, status, contains), or verify.enabled: false",
+            f"{path}.verify",
+        )]  # fmt: skip
+    return []
