@@ -13,13 +13,21 @@ from mig_inference.monitoring import (
     scrape_annotations,
 )
 from mig_inference.plan import ServicePlan
+from mig_inference.verify.targets import (
+    API_KEY_KEY,
+    SLICE_CHECK_CONTAINER,
+    VERIFY_APP,
+    credentials_secret,
+    program_source,
+    slice_profile,
+)
+from mig_inference.versions import VERIFY_IMAGE
 
 from .model_cache import CACHE_ACCOUNT, ModelFill, fill_lead, reader_volumes, uses_cache_account
 from .planning import planned, planned_service, secret_value
 from .stack_args import Stack
 
 HF_TOKEN_KEY = "hf-token"
-API_KEY_KEY = "api-key"
 RUN_AS = 10001
 """A high UID, so the engine never shares a UID with a host account."""
 PROBE_PERIOD_SECONDS = 10
@@ -59,6 +67,33 @@ ENGINE_MOUNTS = [
 ]
 
 
+def slice_check(plan: ServicePlan) -> k8s.core.v1.ContainerArgs:
+    """The init container that fails the replica unless it sees exactly one device of the
+    planned profile; it asks for the engine's device, which the kubelet then gives the engine."""
+    device = {plan.resource: "1"}
+    return k8s.core.v1.ContainerArgs(
+        name=SLICE_CHECK_CONTAINER,
+        image=VERIFY_IMAGE,
+        image_pull_policy="IfNotPresent",
+        command=["python3", "-c", program_source("slice_check")],
+        env=[
+            k8s.core.v1.EnvVarArgs(name="MIG_EXPECT_PROFILE", value=slice_profile(plan)),
+            k8s.core.v1.EnvVarArgs(name="MIG_SERVICE", value=plan.name),
+            # nvidia-smi and NVML: the driver capability `utility`.
+            k8s.core.v1.EnvVarArgs(name="NVIDIA_DRIVER_CAPABILITIES", value="utility"),
+            # Where GKE's own device plugin mounts the driver's libraries.
+            k8s.core.v1.EnvVarArgs(name="LD_LIBRARY_PATH", value="/usr/local/nvidia/lib64"),
+            k8s.core.v1.EnvVarArgs(name="PYTHONDONTWRITEBYTECODE", value="1"),
+        ],
+        termination_message_policy="FallbackToLogsOnError",
+        resources=k8s.core.v1.ResourceRequirementsArgs(
+            requests={"cpu": "10m", "memory": "32Mi", **device},
+            limits={"memory": "128Mi", **device},
+        ),
+        security_context=ENGINE_SECURITY,
+    )
+
+
 def engine_pod(
     plan: ServicePlan,
     container: k8s.core.v1.ContainerArgs,
@@ -66,6 +101,7 @@ def engine_pod(
     restart_policy: str | None = None,
     volumes: list[k8s.core.v1.VolumeArgs] | None = None,
     service_account: str | None = None,
+    init_containers: list[k8s.core.v1.ContainerArgs] | None = None,
 ) -> k8s.core.v1.PodSpecArgs:
     """The pod an engine runs in: on its pool's current nodes, tolerating the pool's taints,
     restricted (non-root, read-only root filesystem, no capabilities), with scratch volumes
@@ -115,6 +151,7 @@ def engine_pod(
             fs_group=RUN_AS,
             seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
         ),
+        init_containers=init_containers or None,
         containers=[container],
         volumes=[
             k8s.core.v1.VolumeArgs(
@@ -195,7 +232,7 @@ class InferenceService(pulumi.ComponentResource):
             secret_data[HF_TOKEN_KEY] = hf_token
         if api_key is not None and engine.api_key_env:
             secret_data[API_KEY_KEY] = api_key
-        secret_name = f"{plan.name}-credentials"
+        secret_name = credentials_secret(plan)
         depends: list[pulumi.Resource] = []
         if secret_data:
             secret = k8s.core.v1.Secret(
@@ -264,9 +301,11 @@ class InferenceService(pulumi.ComponentResource):
             security_context=ENGINE_SECURITY,
             volume_mounts=[*ENGINE_MOUNTS, *cache_mounts],
         )
+        verified = planned(stack).spec.verified(spec)
         pod = engine_pod(
             plan, container, selector, volumes=cache_volumes,
             service_account=CACHE_ACCOUNT if uses_cache_account(cache, plan) else None,
+            init_containers=[slice_check(plan)] if verified else None,
         )  # fmt: skip
         rollout_seconds = startup_seconds + 600
         # An update replaces replicas one at a time: `pulumi up` waits for all of them.
@@ -352,6 +391,18 @@ class InferenceService(pulumi.ComponentResource):
             # No declared clients: only pods of the service's own namespace.
             k8s.networking.v1.NetworkPolicyPeerArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs())
         ]
+        if verified and spec.clients:
+            # The serving check runs in the service's namespace.
+            peers.append(
+                k8s.networking.v1.NetworkPolicyPeerArgs(
+                    pod_selector=k8s.meta.v1.LabelSelectorArgs(
+                        match_labels={
+                            "app.kubernetes.io/name": VERIFY_APP,
+                            "app.kubernetes.io/instance": plan.service_name,
+                        }
+                    )
+                )
+            )
         ports = [k8s.networking.v1.NetworkPolicyPortArgs(port=spec.port, protocol="TCP")]
         ingress_from = [peers]
         if monitoring.scraped and scraped:

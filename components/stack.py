@@ -11,6 +11,7 @@ from mig_inference.operator_values import operator_needed
 from mig_inference.plan import layout_of
 from mig_inference.record import plan_record
 from mig_inference.repartition import repartition_targets
+from mig_inference.verify.targets import verify_targets
 
 from .cloud import Children, cluster, cluster_autoscaler, gpu_pools, program_children
 from .cluster_access import kubernetes_provider
@@ -24,6 +25,7 @@ from .planning import planned, secret_value
 from .profiling import ProfilingJobs, ProfilingJobsArgs
 from .repartition import InPlaceRepartition, InPlaceRepartitionArgs
 from .stack_args import Stack, stack_values_of
+from .verify import ServiceVerification, ServiceVerificationArgs
 
 RESTRICTED_NAMESPACE_LABELS = {
     # Inference pods meet the restricted Pod Security Standard.
@@ -164,6 +166,13 @@ class MigInference(pulumi.ComponentResource):
                 children.name(service.name),
                 InferenceServiceArgs(stack=args, service=service.name),
                 in_cluster(*ready, *keda, namespaces[service.spec.namespace], *cache, *fillers),
+            )
+        # Each verified Service is checked once all of its Deployments are available.
+        for target in verify_targets(plan):
+            ServiceVerification(
+                children.name(f"verify-{target.service}"),
+                ServiceVerificationArgs(stack=args, service=target.service),
+                in_cluster(*[deployed[part] for part in target.parts]),
             )
         # The taints of existing nodes come after the services that run there: their replicas
         # tolerate them before any of those nodes carries them.

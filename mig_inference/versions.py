@@ -29,3 +29,9 @@ KEDA_CHART = "keda"
 KEDA_REPO = "https://kedacore.github.io/charts"
 KEDA_VERSION = "2.20.2"
 """KEDA's official chart: replicas follow an engine's queue (Prometheus trigger)."""
+
+VERIFY_IMAGE = "python:3.13.7-slim-trixie"
+"""The official Python image (Debian trixie: glibc, which the nvidia-smi the NVIDIA runtime
+mounts into a container needs) for the serving check: the verify Job and every verified
+replica's slice check run `mig_inference/verify/probe.py` and `slice_check.py`, which use the
+standard library only."""

@@ -1,0 +1,163 @@
+"""What the serving check covers, decided from the plan: one verify Job per Service (after all
+of its Deployments), what it asks, where it may connect, and the slice every replica must see.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import cache
+from importlib import resources
+
+from mig_inference.digest import short_hash
+from mig_inference.engines import engine_container
+from mig_inference.plan import ServicePlan, StackPlan
+from mig_inference.spec import Engine
+from mig_inference.spec.model import Probe
+from mig_inference.versions import VERIFY_IMAGE
+
+VERIFY_APP = "mig-inference-verify"
+"""`app.kubernetes.io/name` of the verify Jobs' pods."""
+VERIFY_COMPONENT = "verify"
+SLICE_CHECK_CONTAINER = "mig-slice-check"
+API_KEY_KEY = "api-key"
+"""The key of a service's API key in its credentials Secret."""
+
+
+@cache
+def program_source(module: str) -> str:
+    """The source of `probe` or `slice_check`: what the containers run with `python3 -c`."""
+    return resources.files("mig_inference.verify").joinpath(f"{module}.py").read_text("utf-8")
+
+
+def served_model(service: ServicePlan) -> str:
+    """The model id the engine answers to: vLLM's `--served-model-name` when the args give one
+    (its first name), else the model."""
+    args = list(service.spec.args)
+    if service.spec.engine is Engine.VLLM:
+        for index, arg in enumerate(args):
+            if arg.startswith("--served-model-name="):
+                return arg.split("=", 1)[1]
+            if arg == "--served-model-name" and index + 1 < len(args):
+                return args[index + 1]
+    return service.spec.model
+
+
+def pod_selector(service_name: str) -> dict[str, str]:
+    """The serving pods of a Service, every profile of a service sized by demand included."""
+    return {"app.kubernetes.io/instance": service_name, "app.kubernetes.io/component": "inference"}
+
+
+def credentials_secret(service: ServicePlan) -> str:
+    """The Secret holding the service's tokens (created by InferenceService)."""
+    return f"{service.name}-credentials"
+
+
+@dataclass(frozen=True)
+class VerifyTarget:
+    service: str
+    """The Service's name (a service sized by demand runs several Deployments behind it)."""
+    namespace: str
+    engine: Engine
+    url: str
+    port: int
+    model: str
+    prompt: str
+    max_tokens: int
+    timeout_seconds: int
+    probe: Probe | None
+    api_key_secret: str | None
+    """The Secret whose `api-key` the check sends (services with `apiKeySecret`)."""
+    parts: tuple[str, ...]
+    """The service's Deployments (plan names), all available before the check runs."""
+    fingerprint: str
+    """Changes with anything the check or the service's replicas depend on: a new Job runs."""
+
+    @property
+    def job_name(self) -> str:
+        return f"verify-{self.service}-{self.fingerprint}"
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return pod_selector(self.service)
+
+    def target_json(self) -> str:
+        """The probe's `MIG_VERIFY_TARGET`."""
+        probe = None
+        if self.probe is not None:
+            probe = {
+                "path": self.probe.path,
+                "method": self.probe.method,
+                "body": self.probe.body,
+                "status": self.probe.status,
+                "contains": self.probe.contains,
+            }
+        return json.dumps(
+            {
+                "service": self.service,
+                "engine": self.engine.value,
+                "url": self.url,
+                "model": self.model,
+                "prompt": self.prompt,
+                "max_tokens": self.max_tokens,
+                "timeout_seconds": self.timeout_seconds,
+                "probe": probe,
+                "api_key_secret": self.api_key_secret,
+            },
+            sort_keys=True,
+        )
+
+
+def _replica_fingerprint(service: ServicePlan) -> dict[str, object]:
+    engine = engine_container(service)
+    return {
+        "image": engine.image,
+        "command": list(engine.command),
+        "args": list(engine.args),
+        "resource": service.resource,
+        "replicas": service.replicas,
+        "pool": service.pool.physical_name,
+    }
+
+
+def verify_targets(plan: StackPlan) -> list[VerifyTarget]:
+    """One target per verified Service, in the plan's order."""
+    groups: dict[str, list[ServicePlan]] = {}
+    for service in plan.services:
+        if plan.spec.verified(service.spec):
+            groups.setdefault(service.service_name, []).append(service)
+    settings = plan.spec.verify
+    targets = []
+    for name, parts in groups.items():
+        lead = parts[0]
+        spec = lead.spec
+        keyed = spec.api_key_secret is not None and engine_container(lead).api_key_env is not None
+        target = VerifyTarget(
+            service=name,
+            namespace=spec.namespace,
+            engine=spec.engine,
+            url=lead.endpoint,
+            port=spec.port,
+            model=served_model(lead),
+            prompt=settings.prompt,
+            max_tokens=settings.max_tokens,
+            timeout_seconds=settings.timeout_seconds,
+            probe=spec.verify.probe,
+            api_key_secret=credentials_secret(lead) if keyed else None,
+            parts=tuple(p.name for p in parts),
+            fingerprint="",
+        )
+        content = {
+            "target": target.target_json(),
+            "program": program_source("probe"),
+            "image": VERIFY_IMAGE,
+            "replicas": [_replica_fingerprint(p) for p in parts],
+        }
+        fingerprint = short_hash(json.dumps(content, sort_keys=True), 8)
+        targets.append(replace(target, fingerprint=fingerprint))
+    return targets
+
+
+def slice_profile(service: ServicePlan) -> str:
+    """What `nvidia-smi -L` must list in a replica: the MIG profile, or `gpu` for a whole GPU."""
+    return service.profile
