@@ -497,6 +497,12 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ephemeral(args: argparse.Namespace) -> int:
+    from mig_inference.ephemeral.command import run
+
+    return run(args)
+
+
 def _command() -> str:
     """How the user ran it: the installed `mig-inference` command, or `python -m mig` in a
     clone."""
@@ -619,6 +625,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = verb("render", _render, "run the Pulumi program under mocks; write what it would create")
     stack_args(sub)
     sub.add_argument("--out", required=True, help="output directory")
+
+    from mig_inference.ephemeral.command import add_arguments as ephemeral_arguments
+
+    sub = verb(
+        "ephemeral",
+        _ephemeral,
+        "an ephemeral test stack: up within its budget and TTL, verify its services, destroy",
+    )
+    ephemeral_arguments(sub)
 
     sub = verb("bench", _bench, "planner benchmark: GPUs, bounds, baselines and wall time")
     sub.add_argument("--seed", type=int, default=7)
