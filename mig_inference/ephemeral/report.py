@@ -84,7 +84,8 @@ def failure_lines(output: str) -> list[str]:
     seen: dict[str, None] = {}
     following = False
     for line in output.splitlines():
-        text = line.strip()
+        # Pulumi lists several errors of one resource as `* <error>`.
+        text = line.strip().removeprefix("* ")
         if any(marker in text for marker in FAILURE_MARKERS):
             seen.setdefault(text, None)
             following = True
