@@ -168,11 +168,11 @@ class MigInference(pulumi.ComponentResource):
                 in_cluster(*ready, *keda, namespaces[service.spec.namespace], *cache, *fillers),
             )
         # Each verified Service is checked once all of its Deployments are available.
-        for target in verify_targets(plan):
+        for checked in verify_targets(plan):
             ServiceVerification(
-                children.name(f"verify-{target.service}"),
-                ServiceVerificationArgs(stack=args, service=target.service),
-                in_cluster(*[deployed[part] for part in target.parts]),
+                children.name(f"verify-{checked.service}"),
+                ServiceVerificationArgs(stack=args, service=checked.service),
+                in_cluster(*[deployed[part] for part in checked.parts]),
             )
         # The taints of existing nodes come after the services that run there: their replicas
         # tolerate them before any of those nodes carries them.

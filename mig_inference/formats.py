@@ -341,9 +341,7 @@ DURATION = Format(
     16,
     "2h",
 )
-TTL_MINUTES = Bound(
-    10, 7 * 24 * 60, "sanity: a test cluster lives between 10 minutes and 7 days"
-)
+TTL_MINUTES = Bound(10, 7 * 24 * 60, "sanity: a test cluster lives between 10 minutes and 7 days")
 MAX_COST_USD = Bound(
     0, 1_000_000, "sanity: US dollars one test cluster may cost", exclusive_minimum=True
 )

@@ -72,7 +72,9 @@ def cli(tmp_path: Path) -> Cli:
     for name, script in (("pulumi", "fake_pulumi.py"), ("kubectl", None)):
         shim = bin_dir / name
         if script:
-            shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests" / script}" "$@"\n')
+            shim.write_text(
+                f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests" / script}" "$@"\n'
+            )
         else:
             # kubectl: records its arguments and the kubeconfig file's mode, prints the log.
             shim.write_text(
@@ -97,8 +99,10 @@ def verify_job_resource(succeeded: bool) -> dict[str, Any]:
     from the real program's rendering, so the driver looks for what the component sets) and a
     status."""
     job = one(stack_rendering(STACK), "kubernetes:batch/v1:Job")
-    status = {"startTime": "2026-11-23T10:00:00Z"}
-    status |= {"succeeded": 1, "completionTime": "2026-11-23T10:00:09Z"} if succeeded else {"failed": 1}
+    status: dict[str, Any] = {"startTime": "2026-11-23T10:00:00Z"}
+    status |= (
+        {"succeeded": 1, "completionTime": "2026-11-23T10:00:09Z"} if succeeded else {"failed": 1}
+    )
     return {
         "urn": f"urn:pulumi:{STACK}::mig-inference::kubernetes:batch/v1:Job::{job.name}",
         "type": "kubernetes:batch/v1:Job",
@@ -178,9 +182,18 @@ def test_keep_on_failure_leaves_the_stack(cli: Cli) -> None:
 @pytest.mark.parametrize(
     ("argv", "error"),
     [
-        (("--prices", PRICES, "--ttl", "9h"), "error: mig-inference:ephemeral.maxCost: the plan costs up to $2.20/h"),
-        ((), "error: mig-inference:ephemeral.maxCost: cannot hold the stack to its budget: a100-spot: no spot price"),
-        (("--prices", PRICES, "--ttl", "8d"), "error: --ttl: '8d' is 11,520 minutes; must be <= 10,080"),
+        (
+            ("--prices", PRICES, "--ttl", "9h"),
+            "error: mig-inference:ephemeral.maxCost: the plan costs up to $2.20/h",
+        ),
+        (
+            (),
+            "error: mig-inference:ephemeral.maxCost: cannot hold the stack to its budget: a100-spot: no spot price",
+        ),
+        (
+            ("--prices", PRICES, "--ttl", "8d"),
+            "error: --ttl: '8d' is 11,520 minutes; must be <= 10,080",
+        ),
     ],
 )
 def test_up_is_refused_before_pulumi_runs(cli: Cli, argv: tuple[str, ...], error: str) -> None:
@@ -351,6 +364,8 @@ def test_the_report_reads_only_verify_jobs_and_their_json_line() -> None:
     jobs = report.verify_jobs({"resources": [other, verify_job_resource(False)]})
     assert [(j.service, j.succeeded, j.failed) for j in jobs] == [("tiny-chat", False, True)]
     assert report.log_report("noise\n{not json mig_inference_verify\n") is None
-    built = report.verify_report("s", jobs, {jobs[0].name: "not read: kubectl is not on PATH"}, [], False)
+    built = report.verify_report(
+        "s", jobs, {jobs[0].name: "not read: kubectl is not on PATH"}, [], False
+    )
     assert built["services"][0]["log"] == "not read: kubectl is not on PATH"
     assert built["services"][0]["passed"] is False

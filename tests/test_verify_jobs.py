@@ -138,11 +138,17 @@ def test_the_network_policy_allows_only_the_services_pods_and_dns(rendering: Ren
     pod_labels = {n: d["spec"]["template"]["metadata"]["labels"] for n, d in deployments.items()}
     for service, job in verify_jobs(rendering).items():
         policy = policies[f"verify-{service}"]["spec"]
-        assert _selects(policy["podSelector"]["matchLabels"], job["spec"]["template"]["metadata"]["labels"])
+        assert _selects(
+            policy["podSelector"]["matchLabels"], job["spec"]["template"]["metadata"]["labels"]
+        )
         assert policy["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in policy
         to_service, dns = policy["egress"]
         [peer] = to_service["to"]
-        reached = {n for n, labels in pod_labels.items() if _selects(peer["podSelector"]["matchLabels"], labels)}
+        reached = {
+            n
+            for n, labels in pod_labels.items()
+            if _selects(peer["podSelector"]["matchLabels"], labels)
+        }
         assert reached == {service}, service
         assert to_service["ports"] == [{"port": 8000, "protocol": "TCP"}]
         assert dns == {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
@@ -152,8 +158,14 @@ def test_a_service_with_declared_clients_lets_its_check_in(rendering: Rendering)
     policies = objects(rendering, POLICY)
     job_labels = verify_jobs(rendering)["chat"]["spec"]["template"]["metadata"]["labels"]
     peers = policies["chat"]["spec"]["ingress"][0]["from"]
-    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateway"}}} in peers
-    assert [p for p in peers if "podSelector" in p and _selects(p["podSelector"]["matchLabels"], job_labels)]
+    assert {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateway"}}
+    } in peers
+    assert [
+        p
+        for p in peers
+        if "podSelector" in p and _selects(p["podSelector"]["matchLabels"], job_labels)
+    ]
     # The check's own pod labels reach no other service's ingress through that peer.
     other = policies["tgi-chat"]["spec"]["ingress"][0]["from"]
     assert other == [{"podSelector": {}}]  # own namespace only, as before
@@ -166,24 +178,37 @@ def test_every_verified_replica_checks_its_slice_first(rendering: Rendering) -> 
         [check] = pod["initContainers"]
         engine = pod["containers"][0]
         assert check["name"] == "mig-slice-check" and check["image"] == VERIFY_IMAGE
-        device = {k: v for k, v in engine["resources"]["limits"].items() if k.startswith("nvidia.com/")}
+        device = {
+            k: v for k, v in engine["resources"]["limits"].items() if k.startswith("nvidia.com/")
+        }
         assert device == {"nvidia.com/mig-1g.10gb": "1"}
-        assert {k: v for k, v in check["resources"]["limits"].items() if k.startswith("nvidia.com/")} == device
+        assert {
+            k: v for k, v in check["resources"]["limits"].items() if k.startswith("nvidia.com/")
+        } == device
         env = {e["name"]: e["value"] for e in check["env"]}
-        assert env["MIG_EXPECT_PROFILE"] == "1g.10gb" and env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+        assert (
+            env["MIG_EXPECT_PROFILE"] == "1g.10gb"
+            and env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+        )
         assert check["securityContext"]["readOnlyRootFilesystem"] is True
     assert "initContainers" not in deployments["quiet"]["spec"]["template"]["spec"]
 
 
 def test_a_service_sized_by_demand_is_checked_once_after_every_profile(tmp_path: Path) -> None:
-    from mig_inference.stackfile import stack_path
-
     import yaml
 
+    from mig_inference.stackfile import stack_path
+
     raw = yaml.safe_load(stack_path("eks-p4de-demand").read_text())["config"]
-    config = {k.split(":", 1)[1]: v for k, v in raw.items() if not isinstance(v, dict) or "secure" not in v}
+    config = {
+        k.split(":", 1)[1]: v
+        for k, v in raw.items()
+        if not isinstance(v, dict) or "secure" not in v
+    }
     config["verify"] = {"enabled": True}
-    secrets = {k.split(":", 1)[1]: "x" for k, v in raw.items() if isinstance(v, dict) and "secure" in v}
+    secrets = {
+        k.split(":", 1)[1]: "x" for k, v in raw.items() if isinstance(v, dict) and "secure" in v
+    }
     rendering = render_config(tmp_path, config, **secrets)
     assert rendering.error is None, rendering.error
     plan = plan_stack(parse_stack("test", config, secret_keys=frozenset(secrets),
@@ -193,7 +218,9 @@ def test_a_service_sized_by_demand_is_checked_once_after_every_profile(tmp_path:
     for group in groups:
         parts = {s.name for s in plan.services if s.service_name == group}
         check = rendering.options[("mig-inference:index:ServiceVerification", f"verify-{group}")]
-        assert {n for t, n in check.dependencies if t == "mig-inference:index:InferenceService"} == parts
+        assert {
+            n for t, n in check.dependencies if t == "mig-inference:index:InferenceService"
+        } == parts
         assert group in verify_jobs(rendering)
 
 

@@ -95,10 +95,22 @@ def test_tgi_answers_in_its_own_documented_shapes() -> None:
 @pytest.mark.parametrize(
     ("answers", "problem"),
     [
-        ({("GET", "/v1/models"): recorded("vllm_models.json")}, "lists ['Qwen/Qwen2.5-0.5B-Instruct'], not the model 'other/model'"),
-        ({("GET", "/v1/models"): recorded("vllm_unauthorized.json", 401)}, "answered 401 Unauthorized; the check sent no API key"),
-        ({("GET", "/v1/models"): recorded("vllm_error.json", 404)}, "answered HTTP 404, expected 200"),
-        ({("GET", "/v1/models"): Answer(200, "<html>nginx</html>", 1)}, "did not answer an OpenAI model list"),
+        (
+            {("GET", "/v1/models"): recorded("vllm_models.json")},
+            "lists ['Qwen/Qwen2.5-0.5B-Instruct'], not the model 'other/model'",
+        ),
+        (
+            {("GET", "/v1/models"): recorded("vllm_unauthorized.json", 401)},
+            "answered 401 Unauthorized; the check sent no API key",
+        ),
+        (
+            {("GET", "/v1/models"): recorded("vllm_error.json", 404)},
+            "answered HTTP 404, expected 200",
+        ),
+        (
+            {("GET", "/v1/models"): Answer(200, "<html>nginx</html>", 1)},
+            "did not answer an OpenAI model list",
+        ),
     ],
 )
 def test_vllm_wrong_answers_name_what_is_wrong(
@@ -151,7 +163,10 @@ def test_triton_without_a_ready_model_or_with_wrong_metadata_fails() -> None:
         Replay({("GET", "/v2/health/ready"): Answer(200, "", 1),
                 ("POST", "/v2/repository/index"): unavailable}),
     )  # fmt: skip
-    assert result.failure is not None and "no model of the repository is READY" in result.failure.problem
+    assert (
+        result.failure is not None
+        and "no model of the repository is READY" in result.failure.problem
+    )
     wrong = Answer(200, json.dumps({"name": "other", "inputs": [], "outputs": []}), 1)
     assert "did not answer the model's metadata" in (
         probe.triton_metadata_problem(wrong, "densenet_onnx") or ""
@@ -184,25 +199,36 @@ def test_the_failure_message_names_service_request_answer_and_fits_a_termination
     assert lines[1].startswith(
         "request: POST http://chat.inference.svc.cluster.local:8000/v1/completions {"
     )
-    assert lines[2].startswith("answer: HTTP 500: {\"error\"")
+    assert lines[2].startswith('answer: HTTP 500: {"error"')
     assert lines[3] == "last log lines:" and lines[-1].startswith("log line 39 ")
     assert len(message.encode()) <= probe.TERMINATION_LIMIT
+
+
+class Scripted(probe.HttpClient):
+    """The real retry loop over scripted answers, on a fake clock."""
+
+    def __init__(self, answers: list[Answer], timeout: float, now: list[float]) -> None:
+        super().__init__("http://x", None, timeout, print, clock=lambda: now[0],
+                         sleep=lambda s: now.__setitem__(0, now[0] + s))  # fmt: skip
+        self.answers = answers
+        self.sent: list[Request] = []
+
+    def once(self, request: Request) -> Answer:
+        self.sent.append(request)
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
 
 
 def test_transient_answers_are_retried_until_the_deadline_others_are_not() -> None:
     now = [0.0]
     answers = [Answer(0, "", 1, error="Connection refused"), recorded("tgi_overloaded.json", 429),
                recorded("tgi_models.json")]  # fmt: skip
-    client = probe.HttpClient("http://x", None, 60, lambda line: None, clock=lambda: now[0],
-                              sleep=lambda s: now.__setitem__(0, now[0] + s))  # fmt: skip
-    client.once = lambda request: answers.pop(0)  # type: ignore[method-assign]
-    assert client(Request("GET", "/v1/models")).status == 200 and now[0] == 6.0
-    client.once = lambda request: Answer(500, "boom", 1)  # type: ignore[method-assign]
-    assert client(Request("GET", "/v1/models")).status == 500 and now[0] == 6.0
-    late = probe.HttpClient("http://x", None, 3, lambda line: None, clock=lambda: now[0],
-                            sleep=lambda s: now.__setitem__(0, now[0] + s))  # fmt: skip
-    late.once = lambda request: Answer(503, "", 1)  # type: ignore[method-assign]
-    assert late(Request("GET", "/v1/models")).status == 503 and now[0] <= 6.0 + 3
+    assert Scripted(answers, 60, now)(Request("GET", "/v1/models")).status == 200
+    assert now[0] == 6.0  # waited 2 s, then 4 s
+    failing = Scripted([Answer(500, "boom", 1)], 60, now)
+    assert failing(Request("GET", "/")).status == 500
+    assert now[0] == 6.0 and len(failing.sent) == 1  # not retried
+    assert Scripted([Answer(503, "", 1)], 20, now)(Request("GET", "/")).status == 503
+    assert 6.0 + 14 <= now[0] <= 6.0 + 20  # retried until the deadline, never past it
 
 
 # The programs as the cluster runs them.
@@ -252,7 +278,9 @@ def engine() -> Iterator[tuple[str, type[Engine]]]:
     server.shutdown()
 
 
-def run_program(module: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def run_program(
+    module: str, env: dict[str, str], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
     termination = tmp_path / "termination-log"
     return subprocess.run(
         [sys.executable, "-c", program_source(module)],
@@ -297,16 +325,20 @@ def test_the_probe_program_fails_naming_the_service_and_writes_its_termination_m
     run = run_program("probe", {"MIG_VERIFY_TARGET": json.dumps(spec),
                                 "MIG_VERIFY_API_KEY": "wrong"}, tmp_path)  # fmt: skip
     assert run.returncode == 1
-    assert "401 Unauthorized; the check sent the API key of Secret chat-credentials" in (
-        tmp_path / "termination-log"
-    ).read_text()
+    assert (
+        "401 Unauthorized; the check sent the API key of Secret chat-credentials"
+        in (tmp_path / "termination-log").read_text()
+    )
 
 
 def test_the_probe_program_gives_up_on_a_service_that_never_answers(tmp_path: Path) -> None:
     spec = {**target("vllm").__dict__, "url": "http://127.0.0.1:9", "timeout_seconds": 3}
     run = run_program("probe", {"MIG_VERIFY_TARGET": json.dumps(spec)}, tmp_path)
     assert run.returncode == 1
-    assert "verify failed: service chat (vllm): no answer" in (tmp_path / "termination-log").read_text()
+    assert (
+        "verify failed: service chat (vllm): no answer"
+        in (tmp_path / "termination-log").read_text()
+    )
 
 
 # The slice check.
@@ -325,7 +357,9 @@ def test_the_probe_program_gives_up_on_a_service_that_never_answers(tmp_path: Pa
 )
 def test_the_slice_check_reads_nvidia_smi(output: str, profile: str, problem: str | None) -> None:
     found = slice_check.slice_problem((ANSWERS / output).read_text(), profile)
-    assert found == problem or (problem is not None and found is not None and found.startswith(problem))
+    assert found == problem or (
+        problem is not None and found is not None and found.startswith(problem)
+    )
 
 
 def test_two_devices_or_none_fail_the_slice_check() -> None:

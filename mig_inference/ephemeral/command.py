@@ -236,9 +236,7 @@ def _verify(args: argparse.Namespace) -> int:
             "default for stacks that create their cluster) and run `ephemeral up`",
             f"--stack {args.stack}",
         )
-    outcome = stacks.up(
-        stack, "mig-inference ephemeral verify", targets=[job.urn for job in jobs]
-    )
+    outcome = stacks.up(stack, "mig-inference ephemeral verify", targets=[job.urn for job in jobs])
     jobs = verify_jobs(stacks.state(stack)) or jobs
     logs = job_logs(jobs, stacks.kubeconfig(stack))
     failures = failure_lines(outcome.output)
@@ -250,9 +248,10 @@ def _verify(args: argparse.Namespace) -> int:
     if outcome.ok:
         lines = [f"stack {args.stack}: every service answered"]
         for service in report["services"]:
-            timings = ", ".join(
-                f"{r['request']} {r['ms']:g} ms" for r in service["requests"] or []
-            ) or "latency: its log was not read"
+            timings = (
+                ", ".join(f"{r['request']} {r['ms']:g} ms" for r in service["requests"] or [])
+                or "latency: its log was not read"
+            )
             lines.append(f"  {service['service']}: {timings}")
         _answer(args, payload, "\n".join(lines))
         return 0
@@ -299,9 +298,10 @@ def _destroy_expired(args: argparse.Namespace, stacks: Any) -> int:
         result = "destroyed" if outcome.ok else "destroy failed"
         rows.append({"stack": name, "expires": tags.get(EXPIRES_TAG), "result": result})
     ok = all(row["result"] != "destroy failed" for row in rows)
-    text = "\n".join(
-        f"{row['stack']}: {row['result']} (expires {row['expires']})" for row in rows
-    ) or "no ephemeral stack"
+    text = (
+        "\n".join(f"{row['stack']}: {row['result']} (expires {row['expires']})" for row in rows)
+        or "no ephemeral stack"
+    )
     _answer(args, {"action": "destroy", "expired": True, "ok": ok, "stacks": rows}, text)
     if not ok:
         print("error: some expired stacks could not be destroyed; run it again", file=sys.stderr)

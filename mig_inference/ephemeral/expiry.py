@@ -18,9 +18,7 @@ def expiry(now: datetime.datetime, ttl_minutes: int) -> datetime.datetime:
     return now + datetime.timedelta(minutes=ttl_minutes)
 
 
-def stack_tags(
-    expires: datetime.datetime, max_cost: float, per_hour: float
-) -> dict[str, str]:
+def stack_tags(expires: datetime.datetime, max_cost: float, per_hour: float) -> dict[str, str]:
     return {
         EPHEMERAL_TAG: "true",
         EXPIRES_TAG: expires.astimezone(datetime.UTC).strftime(TIME_FORMAT),

@@ -19,8 +19,17 @@ from mig_inference.spec.reader import ConfigNode
 from mig_inference.spec.services import service_spec
 from mig_inference.spec.verify import ephemeral_spec, verify_spec
 
-TOP_KEYS = ("cloud", "cluster", "pools", "gpuOperator", "services", "monitoring", "modelCache",
-            "verify", "ephemeral")
+TOP_KEYS = (
+    "cloud",
+    "cluster",
+    "pools",
+    "gpuOperator",
+    "services",
+    "monitoring",
+    "modelCache",
+    "verify",
+    "ephemeral",
+)
 T = TypeVar("T")
 
 
@@ -174,7 +183,9 @@ def parse_stack(
         ))  # fmt: skip
     if verify is not None:
         for index, service in parsed_services:
-            problems.extend(_unverifiable(verify.enabled, service, f"{services_node.path}[{index}]"))
+            problems.extend(
+                _unverifiable(verify.enabled, service, f"{services_node.path}[{index}]")
+            )
     if problems:
         raise MigErrors(problems)
     assert cluster is not None and operator is not None and monitoring is not None

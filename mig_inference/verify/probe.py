@@ -158,7 +158,7 @@ def models_problem(answer: Answer, model: str) -> str | None:
     elif isinstance(body, dict) and isinstance(body.get("id"), str):
         ids = [body["id"]]
     else:
-        return "/v1/models did not answer an OpenAI model list ({\"data\": [{\"id\": ...}]})"
+        return '/v1/models did not answer an OpenAI model list ({"data": [{"id": ...}]})'
     if model not in ids:
         return f"/v1/models lists {ids}, not the model {model!r}"
     return None
@@ -180,7 +180,7 @@ def completion_text(answer: Answer) -> tuple[str | None, str | None]:
     body = _json(answer)
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None, "/v1/completions did not answer a completion ({\"choices\": [{\"text\"}]})"
+        return None, '/v1/completions did not answer a completion ({"choices": [{"text"}]})'
     text = choices[0].get("text")
     if not isinstance(text, str):
         return None, "/v1/completions answered a choice without text"
@@ -204,7 +204,9 @@ def triton_ready_models(answer: Answer) -> tuple[list[str], str | None]:
         if isinstance(m, dict) and isinstance(m.get("name"), str) and m.get("state") == "READY"
     ]
     if not ready:
-        states = [(m.get("name"), m.get("state"), m.get("reason")) for m in body if isinstance(m, dict)]
+        states = [
+            (m.get("name"), m.get("state"), m.get("reason")) for m in body if isinstance(m, dict)
+        ]
         return [], f"no model of the repository is READY: {states or 'the repository is empty'}"
     return sorted(set(ready)), None
 
@@ -213,7 +215,7 @@ def triton_metadata_problem(answer: Answer, name: str) -> str | None:
     """`GET /v2/models/<name>`: model metadata naming the model, with its inputs and outputs."""
     body = _json(answer)
     if not isinstance(body, dict) or body.get("name") != name:
-        return f"/v2/models/{name} did not answer the model's metadata ({{\"name\": {name!r}}})"
+        return f'/v2/models/{name} did not answer the model\'s metadata ({{"name": {name!r}}})'
     if not isinstance(body.get("inputs"), list) or not isinstance(body.get("outputs"), list):
         return f"/v2/models/{name} metadata has no inputs and outputs lists"
     return None
@@ -364,7 +366,7 @@ class HttpClient:
         timeout = max(1.0, min(120.0, self.deadline - self.clock()))
         start = self.clock()
         try:
-            with urllib.request.urlopen(http, timeout=timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(http, timeout=timeout) as response:
                 body = response.read().decode(errors="replace")
                 return Answer(response.status, body, (self.clock() - start) * 1000)
         except urllib.error.HTTPError as error:
@@ -408,7 +410,8 @@ def main() -> int:
     result = run_checks(target, client)
     if result.failure is None:
         for exchange in result.exchanges:
-            log(f"ok: {exchange.request.method} {exchange.request.path} in {exchange.answer.ms:.0f} ms")
+            request, ms = exchange.request, exchange.answer.ms
+            log(f"ok: {request.method} {request.path} in {ms:.0f} ms")
         log(json.dumps(report(result), sort_keys=True))
         return 0
     message = failure_message(result, log.lines)

@@ -93,7 +93,10 @@ def nvidia_smi_list() -> tuple[str, str | None]:
                 [found, "-L"], capture_output=True, text=True, timeout=60, check=False
             )
             if run.returncode != 0:
-                return "", f"{found} -L exited {run.returncode}: {(run.stderr or run.stdout).strip()}"
+                return (
+                    "",
+                    f"{found} -L exited {run.returncode}: {(run.stderr or run.stdout).strip()}",
+                )
             return run.stdout, None
     return "", f"nvidia-smi is not in this container (looked for {', '.join(NVIDIA_SMI_PLACES)})"
 
