@@ -1,0 +1,129 @@
+"""The CI example (examples/github-actions/ephemeral-test-cluster.yml): valid YAML, valid
+against GitHub's workflow schema (schemastore's github-workflow.json as check-jsonschema pins
+it), the loop plan -> ephemeral up -> verify -> destroy (always) with the artifacts, each
+cloud's OIDC action with the inputs its documentation names, and every `mig-inference`
+command line one the CLI accepts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mig_inference.cli import build_parser
+from tests.reference import ROOT
+
+WORKFLOW = ROOT / "examples" / "github-actions" / "ephemeral-test-cluster.yml"
+CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+DOCUMENTED_INPUTS = {
+    "pulumi/auth-actions@v1": {"organization", "requested-token-type"},
+    "google-github-actions/auth@v2": {"workload_identity_provider", "service_account"},
+    "google-github-actions/setup-gcloud@v2": {"install_components"},
+    "aws-actions/configure-aws-credentials@v4": {"role-to-assume", "aws-region"},
+    "gtrevorrow/oci-token-exchange-action@v1": {
+        "oidc_client_identifier", "domain_base_url", "oci_tenancy", "oci_region",
+    },
+}  # fmt: skip
+
+
+def workflow() -> dict[Any, Any]:
+    loaded = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def schema_check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_the_workflow_is_valid_against_githubs_schema(tmp_path: Path) -> None:
+    run = schema_check(WORKFLOW)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # The check can fail: a job without `runs-on`, a step with a misspelled key.
+    broken = WORKFLOW.read_text().replace("    runs-on: ubuntu-latest\n", "", 1)
+    broken = broken.replace("        with:\n", "        whith:\n", 1)
+    (tmp_path / "broken.yml").write_text(broken)
+    run = schema_check(tmp_path / "broken.yml")
+    assert run.returncode == 1 and "validation errors" in run.stdout + run.stderr
+
+
+def test_plan_up_verify_then_destroy_always_with_the_artifacts() -> None:
+    flow = workflow()
+    triggers = flow.get("on", flow.get(True))  # PyYAML reads the key `on` as a boolean
+    assert set(triggers) == {"workflow_dispatch", "schedule"}
+    assert flow["permissions"] == {"contents": "read", "id-token": "write"}
+    steps = flow["jobs"]["test-cluster"]["steps"]
+    runs = [(s.get("run", ""), s.get("if")) for s in steps]
+    order = [
+        next(i for i, (run, _) in enumerate(runs) if needle in run)
+        for needle in ("mig-inference plan", "ephemeral up", "ephemeral verify",
+                       "ephemeral destroy")
+    ]  # fmt: skip
+    assert order == sorted(order)
+    assert runs[order[-1]][1] == "always()"
+    [upload] = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["if"] == "always()"
+    assert upload["with"]["path"].split() == ["out/plan.json", "out/verify-report.json"]
+    assert "--report out/verify-report.json" in runs[order[2]][0]
+    assert "> out/plan.json" in " ".join(runs[order[0]][0].split())
+    sweep = flow["jobs"]["sweep-expired"]
+    assert sweep["if"] == "github.event_name == 'schedule'"
+    assert any("ephemeral destroy --expired" in s.get("run", "") for s in sweep["steps"])
+
+
+def test_each_clouds_oidc_action_gets_its_documented_inputs() -> None:
+    steps = [s for job in workflow()["jobs"].values() for s in job["steps"]]
+    used = {s["uses"] for s in steps if s.get("uses") in DOCUMENTED_INPUTS}
+    assert used == set(DOCUMENTED_INPUTS)
+    for step in steps:
+        if step.get("uses") in DOCUMENTED_INPUTS:
+            assert set(step["with"]) == DOCUMENTED_INPUTS[step["uses"]], step["uses"]
+    clouds = {s.get("if") for s in workflow()["jobs"]["test-cluster"]["steps"] if s.get("if")}
+    assert {"inputs.cloud == 'gke'", "inputs.cloud == 'eks'", "inputs.cloud == 'oke'"} <= clouds
+
+
+def _scripts() -> list[str]:
+    return [
+        step["run"]
+        for job in workflow()["jobs"].values()
+        for step in job["steps"]
+        if "mig-inference" in step.get("run", "")
+    ]
+
+
+@pytest.mark.parametrize("script", _scripts())
+def test_every_command_line_is_one_the_cli_takes(script: str, tmp_path: Path) -> None:
+    """Each step's script, run by bash as the runner runs it, against a `mig-inference` that
+    parses its arguments with the CLI's own parser and records them."""
+    stub = tmp_path / ".venv" / "bin" / "mig-inference"
+    stub.parent.mkdir(parents=True)
+    stub.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from mig_inference.cli import build_parser\n"
+        "args = build_parser().parse_args(sys.argv[1:])\n"
+        f"open({str(tmp_path / 'argv.jsonl')!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    )
+    stub.chmod(0o755)
+    run = subprocess.run(
+        ["bash", "-e", "-c", script.replace("${{ inputs.ttl }}", "2h")],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "STACK": "ephemeral-gke",
+             "PRICES": "examples/prices/a2-highgpu-1g.yaml"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    calls = [json.loads(line) for line in (tmp_path / "argv.jsonl").read_text().splitlines()]
+    assert calls and all(call[:1] in (["plan"], ["ephemeral"]) for call in calls)
+    for call in calls:
+        if call[0] == "plan" or call[:2] == ["ephemeral", "up"]:
+            assert call[call.index("--prices") + 1] == "examples/prices/a2-highgpu-1g.yaml"
