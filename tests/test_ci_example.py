@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import yaml
 
-from mig_inference.cli import build_parser
 from tests.reference import ROOT
 
 WORKFLOW = ROOT / "examples" / "github-actions" / "ephemeral-test-cluster.yml"
