@@ -15,6 +15,7 @@ from mig_inference.spec.operator import OPERATOR_KEYS
 from mig_inference.spec.pools import POOL_KEYS
 from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
+from mig_inference.spec.verify import EPHEMERAL_KEYS, SERVICE_VERIFY_KEYS, VERIFY_KEYS
 
 README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
 REFERENCE = README[
@@ -31,6 +32,9 @@ SECTIONS = {
     "services[]": SERVICE_KEYS + DEMAND_KEYS,
     "profiling": PROFILING_KEYS,
     "throughput[]": tuple(k for k in POINT_KEYS if k not in ("batch", "measured")),
+    "verify": VERIFY_KEYS,
+    "services[].verify": SERVICE_VERIFY_KEYS,
+    "ephemeral": EPHEMERAL_KEYS,
 }  # fmt: skip
 
 
