@@ -56,7 +56,7 @@ def test_the_workflow_is_valid_against_githubs_schema(tmp_path: Path) -> None:
 
 def test_plan_up_verify_then_destroy_always_with_the_artifacts() -> None:
     flow = workflow()
-    triggers = flow.get("on", flow.get(True))  # PyYAML reads the key `on` as a boolean
+    triggers: dict[str, Any] = flow.get("on") or flow[True]  # PyYAML reads `on` as a boolean
     assert set(triggers) == {"workflow_dispatch", "schedule"}
     assert flow["permissions"] == {"contents": "read", "id-token": "write"}
     steps = flow["jobs"]["test-cluster"]["steps"]
