@@ -10,6 +10,7 @@ from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
 from mig_inference.plan.demand import demand_served
 from mig_inference.plan.startup import LoadEstimate, estimate
 from mig_inference.spec import Rollout, SharingStrategy
+from mig_inference.verify.targets import slice_profile, verify_targets
 
 
 def _pool_json(pool: PoolPlan) -> dict[str, Any]:
@@ -167,6 +168,22 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
             for d in demand_served(plan.services)
         ],
         "utilization": {name: {"used": u, "offered": o} for name, (u, o) in used.items()},
+        "verify": [
+            {
+                "service": t.service,
+                "job": t.job_name,
+                "requests": t.requests,
+                "slices": {p.name: slice_profile(p) for p in plan.services if p.name in t.parts},
+            }
+            for t in verify_targets(plan)
+        ],
+        "ephemeral": None
+        if plan.spec.ephemeral is None
+        else {
+            "ttl": plan.spec.ephemeral.ttl,
+            "ttl_minutes": plan.spec.ephemeral.ttl_minutes,
+            "max_cost": plan.spec.ephemeral.max_cost,
+        },
         "custom_mig_configs": sorted(
             {p.config_name for p in plan.pools if p.operator_managed and not p.builtin_config}
         ),
@@ -305,6 +322,24 @@ def plan_text(plan: StackPlan) -> str:
             )
         lines.append("")
     lines += load_text(plan)
+    targets = verify_targets(plan)
+    if targets:
+        lines.append("verify (a Job per Service after its rollout; each replica checks its slice):")
+        for t in targets:
+            slices = ", ".join(
+                sorted({slice_profile(p) for p in plan.services if p.name in t.parts})
+            )
+            lines.append(
+                f"  {t.service}: {', '.join(t.requests)} (Job {t.job_name}); every replica sees "
+                f"one {slices} device"
+            )
+        lines.append("")
+    if spec.ephemeral is not None:
+        lines.append(
+            f"ephemeral: ttl {spec.ephemeral.ttl}, maxCost ${spec.ephemeral.max_cost:,.2f} "
+            "(`mig-inference ephemeral up` holds the stack to them)"
+        )
+        lines.append("")
     lines.append("utilization (slices used / offered at max size):")
     for name, (used, offered) in utilization(plan).items():
         share = f" ({used / offered:.0%})" if offered else ""

@@ -11,6 +11,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from mig_inference.errors import MigErrors
 from mig_inference.plan import plan_stack
@@ -274,3 +275,26 @@ def test_verify_is_on_by_default_only_for_stacks_that_create_their_cluster() -> 
     assert enabled(created) and not enabled(joined)
     assert verify_jobs(stack_rendering("ephemeral-gke"))
     assert not verify_jobs(stack_rendering("gke-h100"))
+
+
+def test_the_plan_reports_the_check_the_program_creates(
+    rendering: Rendering, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from mig_inference.cli import main
+
+    path = tmp_path / "Pulumi.check.yaml"
+    config = {f"mig-inference:{k}": v for k, v in BASE.items()}
+    config["mig-inference:chatKey"] = {"secure": "v1:test"}
+    path.write_text(yaml.safe_dump({"config": config}))
+    assert main(["plan", "--stack-file", str(path), "--json"]) == 0
+    planned = {v["service"]: v for v in json.loads(capsys.readouterr().out)["verify"]}
+    jobs = verify_jobs(rendering)
+    assert {s: v["job"] for s, v in planned.items()} == {
+        s: job["metadata"]["name"] for s, job in jobs.items()
+    }
+    assert planned["vision"]["requests"][:2] == [
+        "GET /v2/health/ready",
+        "POST /v2/repository/index",
+    ]
+    assert planned["echo"]["requests"] == ["POST /echo"]
+    assert planned["chat"]["slices"] == {"chat": "1g.10gb"}

@@ -81,6 +81,18 @@ class VerifyTarget:
     def selector(self) -> dict[str, str]:
         return pod_selector(self.service)
 
+    @property
+    def requests(self) -> list[str]:
+        """What the check asks (`probe.run_checks`), for the plan's report."""
+        if self.engine in (Engine.VLLM, Engine.TGI):
+            return ["GET /v1/models", "POST /v1/completions"]
+        if self.engine is Engine.TRITON:
+            each = "/v2/models/<each READY model>"
+            return ["GET /v2/health/ready", "POST /v2/repository/index", f"GET {each}/ready",
+                    f"GET {each}"]  # fmt: skip
+        assert self.probe is not None
+        return [f"{self.probe.method} {self.probe.path}"]
+
     def target_json(self) -> str:
         """The probe's `MIG_VERIFY_TARGET`."""
         probe = None
