@@ -12,7 +12,8 @@ noticed.
 Environment: FAKE_PULUMI_STATE (a JSON file: stacks, tags, resources, outputs, history),
 FAKE_PULUMI_SCENARIO (a JSON file: {"up": [...], "destroy": [...]}, each entry
 {"exit", "stdout", "stderr", "resources", "outputs", "secret_outputs"} used once, in order;
-none left: success), FAKE_PULUMI_LOG (JSON lines: every argv).
+none left: success), FAKE_PULUMI_LOG (JSON lines: every argv), FAKE_PULUMI_FAIL (a command
+line prefix, `stack ls`, that fails as the CLI does when not logged in).
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ def main(argv: list[str]) -> int:
     if args == ["version"]:
         print(VERSION)
         return 0
+    failing = os.environ.get("FAKE_PULUMI_FAIL", "")
+    if failing and " ".join(args).startswith(failing):
+        print("error: PULUMI_ACCESS_TOKEN must be set for login during non-interactive CLI "
+              "sessions", file=sys.stderr)  # fmt: skip
+        return 255
     state_path = os.environ["FAKE_PULUMI_STATE"]
     state = _load(state_path, {"stacks": {}, "current": None})
     stacks: dict[str, Any] = state["stacks"]

@@ -329,6 +329,16 @@ def test_without_pulumi_the_error_says_so(cli: Cli) -> None:
     )
 
 
+def test_a_failing_pulumi_command_is_one_error_line(cli: Cli) -> None:
+    cli.env["FAKE_PULUMI_FAIL"] = "stack ls"
+    run = cli.run("destroy", "--expired")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr == (
+        "error: pulumi: the Pulumi CLI failed: PULUMI_ACCESS_TOKEN must be set for "
+        "login during non-interactive CLI sessions\n"
+    )
+
+
 # The pure parts.
 
 

@@ -67,8 +67,21 @@ def add_arguments(verb: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import pulumi.automation as auto
+
+    from mig_inference.errors import MigError
+
     handler = {"up": _up, "verify": _verify, "destroy": _destroy}[args.action]
-    return handler(args)
+    try:
+        return handler(args)
+    except auto.CommandError as error:
+        # A command of the Pulumi CLI itself failed (not logged in, a locked stack...): its own
+        # words, never a traceback.
+        lines = (line.strip().removeprefix("stderr:").strip() for line in str(error).splitlines())
+        said = [line.removeprefix("error:").strip() for line in lines if line.startswith("error:")]
+        raise MigError(
+            f"the Pulumi CLI failed: {'; '.join(said) or str(error).strip()}", "pulumi"
+        ) from None
 
 
 def _stack_file(args: argparse.Namespace) -> Path:
