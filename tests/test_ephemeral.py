@@ -188,7 +188,7 @@ def test_keep_on_failure_leaves_the_stack(cli: Cli) -> None:
         ),
         (
             (),
-            "error: mig-inference:ephemeral.maxCost: cannot hold the stack to its budget: a100-spot: no spot price",
+            "error: mig-inference:ephemeral.maxCost: cannot hold the stack to its budget: a100-spot: a2-highgpu-1g is not in the price table",
         ),
         (
             ("--prices", PRICES, "--ttl", "8d"),
@@ -205,7 +205,7 @@ def test_up_is_refused_before_pulumi_runs(cli: Cli, argv: tuple[str, ...], error
 def test_unpriced_pools_go_ahead_only_when_allowed(cli: Cli) -> None:
     run = cli.run("up", "--stack", STACK, "--allow-unpriced")
     assert run.returncode == 0, run.stderr
-    assert "not priced: a100-spot: no spot price for a2-highgpu-1g" in run.stderr
+    assert "not priced: a100-spot: a2-highgpu-1g is not in the price table" in run.stderr
 
 
 def test_a_stack_file_without_ephemeral_is_refused(cli: Cli) -> None:
