@@ -271,7 +271,8 @@ def test_verify_is_on_by_default_only_for_stacks_that_create_their_cluster() -> 
         return spec.verify.enabled
 
     joined = dict(BASE["cluster"])
-    created = {**joined, "create": True, "network": "default", "subnetwork": "default"}
+    created = {**joined, "create": True, "network": "default", "subnetwork": "default",
+               "authorizedNetworks": ["203.0.113.0/24"]}  # fmt: skip
     assert enabled(created) and not enabled(joined)
     assert verify_jobs(stack_rendering("ephemeral-gke"))
     assert not verify_jobs(stack_rendering("gke-h100"))
