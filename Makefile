@@ -81,7 +81,7 @@ render: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(VENV)/bin/shellcheck --shell=sh mig_inference/scripts/*.sh
+	$(VENV)/bin/shellcheck --shell=sh mig_inference/kube/scripts/*.sh
 
 typecheck: setup
 	@[ -d .mypy_cache ] || echo "==> first type check: mypy reads the cloud providers' SDKs (2-3 minutes); later runs use .mypy_cache"

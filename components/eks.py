@@ -7,11 +7,11 @@ from typing import NotRequired, TypedDict
 import pulumi
 import pulumi_aws as aws
 
-from mig_inference.bootstrap import eks_user_data
 from mig_inference.clouds import cloud_taint_effect
+from mig_inference.clouds.bootstrap import eks_user_data
 from mig_inference.clouds.capacity import RESERVED, Capacity
-from mig_inference.digest import short_hash
-from mig_inference.plan.autoscaling import node_template_tags
+from mig_inference.names.digest import short_hash
+from mig_inference.plan.pools.autoscaling import node_template_tags
 
 from .kubeconfig import eks_kubeconfig
 from .planning import planned, planned_pool

@@ -8,8 +8,8 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
-from mig_inference.node_taints import TAINT_KEYS_ANNOTATION, merged_taints, own_taint_keys
+from mig_inference.kube.node_taints import TAINT_KEYS_ANNOTATION, merged_taints, own_taint_keys
+from mig_inference.names.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
 
 from .planning import planned_pool
 from .stack_args import Stack

@@ -7,7 +7,7 @@ import pulumi_gcp as gcp
 
 from mig_inference.clouds import cloud_taint_effect
 from mig_inference.clouds.capacity import Capacity
-from mig_inference.plan.zones import gke_region
+from mig_inference.plan.pools.zones import gke_region
 from mig_inference.spec import MigManager, SharingStrategy
 from mig_inference.spec.cluster import gke_master_cidr
 

@@ -6,12 +6,12 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mig_inference.clouds import Cloud
-from mig_inference.labels import GKE_NO_DEVICE_PLUGIN_LABEL
-from mig_inference.operator_values import (
+from mig_inference.kube.operator_values import (
     GKE_NVIDIA_DIR,
     critical_pods_quota,
     gpu_operator_values,
 )
+from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig_inference.versions import (
     GKE_DRIVER_INSTALLER_IMAGE,
     GKE_DRIVER_INSTALLER_MANIFEST,

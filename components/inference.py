@@ -5,8 +5,8 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.engines import HOME, engine_container, engine_image
-from mig_inference.monitoring import (
+from mig_inference.kube.engines import HOME, engine_container, engine_image
+from mig_inference.kube.monitoring import (
     SCRAPED_ENGINES,
     queue_query,
     queue_threshold,

@@ -5,8 +5,8 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.gate import gate_fingerprint, gate_script, gate_targets, gate_targets_value
-from mig_inference.k8s_names import stack_scoped
+from mig_inference.kube.gate import gate_fingerprint, gate_script, gate_targets, gate_targets_value
+from mig_inference.names.k8s_names import stack_scoped
 
 from .node_job import NodeJob, NodeJobArgs
 from .planning import planned, stack_name

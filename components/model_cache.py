@@ -37,11 +37,11 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.k8s_names import stack_scoped
-from mig_inference.labels import POOL_LABEL
+from mig_inference.kube.scripts import load
+from mig_inference.names.k8s_names import stack_scoped
+from mig_inference.names.labels import POOL_LABEL
 from mig_inference.plan import ServicePlan, StackPlan
 from mig_inference.plan.model_cache import CACHE_ROOT, CachedModel, ModelCachePlan, fill_job_name
-from mig_inference.scripts import load
 from mig_inference.spec import CacheStorage
 
 from .planning import planned, stack_name

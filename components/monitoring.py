@@ -7,7 +7,7 @@ from typing import NotRequired, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.monitoring import SCRAPED_ENGINES, alert_rules, dashboard
+from mig_inference.kube.monitoring import SCRAPED_ENGINES, alert_rules, dashboard
 from mig_inference.versions import KEDA_CHART, KEDA_REPO, KEDA_VERSION
 
 from .planning import planned

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.labels import POOL_LABEL
+from mig_inference.names.labels import POOL_LABEL
 from mig_inference.versions import GATE_IMAGE
 
 NOBODY = 65534

@@ -5,7 +5,7 @@ from typing import NotRequired, TypedDict
 import pulumi
 import pulumi_oci as oci
 
-from mig_inference.bootstrap import oke_user_data
+from mig_inference.clouds.bootstrap import oke_user_data
 
 from .kubeconfig import oke_endpoint_type, oke_kubeconfig
 from .planning import planned, planned_pool

@@ -1,15 +1,15 @@
 """Profiling runs of a service: a Job per candidate profile that starts the engine on one slice
-and drives it with vLLM's own benchmark (see `mig_inference/scripts/profile.sh`)."""
+and drives it with vLLM's own benchmark (see `mig_inference/kube/scripts/profile.sh`)."""
 
 from typing import TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.digest import short_hash
-from mig_inference.engines import engine_container
+from mig_inference.kube.engines import engine_container
+from mig_inference.kube.scripts import load
+from mig_inference.names.digest import short_hash
 from mig_inference.plan.startup import PROBE_FLOOR_SECONDS, estimate
-from mig_inference.scripts import load
 
 from .inference import ENGINE_MOUNTS, ENGINE_SECURITY, HF_TOKEN_KEY, engine_pod, secret_env
 from .planning import planned

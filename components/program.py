@@ -7,8 +7,8 @@ Pulumi secrets; everything else is planned, and refused with its key path, befor
 import pulumi
 from pulumi.runtime import config as runtime_config
 
-from mig_inference.pulumi_config import project_values
 from mig_inference.spec import NAMESPACE, secret_references
+from mig_inference.stackfile.pulumi_config import project_values
 
 from .planning import plan_of_values
 from .stack import MigInference

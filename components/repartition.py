@@ -6,8 +6,8 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.k8s_names import stack_scoped
-from mig_inference.repartition import repartition_script, repartition_targets
+from mig_inference.kube.repartition import repartition_script, repartition_targets
+from mig_inference.names.k8s_names import stack_scoped
 
 from .node_job import NodeJob, NodeJobArgs
 from .planning import planned, stack_name

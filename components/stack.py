@@ -6,11 +6,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.gate import gate_targets
-from mig_inference.operator_values import operator_needed
+from mig_inference.changes.record import plan_record
+from mig_inference.kube.gate import gate_targets
+from mig_inference.kube.operator_values import operator_needed
+from mig_inference.kube.repartition import repartition_targets
 from mig_inference.plan import layout_of
-from mig_inference.record import plan_record
-from mig_inference.repartition import repartition_targets
 from mig_inference.verify.targets import verify_targets
 
 from .cloud import Children, cluster, cluster_autoscaler, gpu_pools, program_children

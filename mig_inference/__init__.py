@@ -1,6 +1,8 @@
-"""mig-inference's pure domain: MIG catalog, layouts, sizing, packing and the stack plan.
+"""mig-inference: MIG layouts, plans and day-2 changes for inference fleets on shared GPUs.
 
-Nothing in the domain imports Pulumi, so it runs (and is tested) without the Pulumi engine; the
-exceptions are `policy` (the policy pack's rules, on `pulumi_policy`) and, in an installed wheel,
-`mig_inference.components` (the repository's `components/`).
+The package is grouped by concern (README "Layout of the repository"). Nothing below `components`
+imports Pulumi, so the domain runs (and is tested) without the Pulumi engine; the exceptions are
+`policy` (the policy pack's rules, on `pulumi_policy`), `render` and `ephemeral` (which load
+Pulumi only when called), and, in an installed wheel, `mig_inference.components` (the
+repository's `components/`).
 """

@@ -23,10 +23,10 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from mig_inference.catalog import RESOURCE_PREFIX, GpuModel, load_catalog
 from mig_inference.clouds import EKS_INSTANCES, GKE_MACHINES, MACHINES, OKE_SHAPES, MachineShape
 from mig_inference.errors import MigError
-from mig_inference.labels import GPU_RESOURCE
+from mig_inference.gpus.catalog import RESOURCE_PREFIX, GpuModel, load_catalog
+from mig_inference.names.labels import GPU_RESOURCE
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """GPU feature discovery's product label, e.g. `NVIDIA-H100-80GB-HBM3`."""

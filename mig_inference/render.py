@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from mig_inference.errors import MigError
-from mig_inference.pulumi_config import read_stack_config
+from mig_inference.stackfile.pulumi_config import read_stack_config
 
 PROJECT = "mig-inference"
 REDACTED = "<redacted>"
@@ -181,9 +181,9 @@ def manifest(resource: Recorded) -> dict[str, Any]:
 def stack_config(
     stack_file: Path, secret_values: Mapping[str, str] | None = None
 ) -> tuple[dict[str, str], list[str], list[str]]:
-    """Pulumi config as the engine passes it to the program (see mig_inference.pulumi_config);
-    secret keys get `secret_values` or a placeholder. Returns (config, secret keys, secret
-    values)."""
+    """Pulumi config as the engine passes it to the program (see
+    `mig_inference.stackfile.pulumi_config`); secret keys get `secret_values` or a placeholder.
+    Returns (config, secret keys, secret values)."""
     engine = read_stack_config(stack_file)
     config = dict(engine.values)
     values: list[str] = []

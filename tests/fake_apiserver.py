@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import json_merge_patch
 
-from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from mig_inference.rollout.mig_manager import (
     CLIENT_LABEL,
     OPERAND_LABELS,

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from mig_inference.render import Recorded, Rendering, run_program
-from mig_inference.stackfile import stack_path
+from mig_inference.spec.files import stack_path
 
 
 @cache

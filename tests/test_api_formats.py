@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from mig_inference.cli import main
-from mig_inference.formats import REPLICAS, Bound
+from mig_inference.spec.formats import REPLICAS, Bound
 
 EKS: dict[str, Any] = {
     "cloud": "eks",
@@ -207,7 +207,7 @@ def test_bounds_say_where_they_come_from() -> None:
 
 def test_what_the_plan_reads_for_a_cluster_given_as_an_output_passes_the_formats() -> None:
     from components.stack_args import CLUSTER_REFERENCES
-    from mig_inference.formats import CLUSTER_NAME, ocid
+    from mig_inference.spec.formats import CLUSTER_NAME, ocid
 
     assert CLUSTER_NAME.problem(CLUSTER_REFERENCES["name"]) is None
     assert ocid("cluster").problem(CLUSTER_REFERENCES["cluster_id"]) is None

@@ -16,7 +16,7 @@ from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
 from mig_inference.render import _FAKE_CALLS
 from mig_inference.spec import parse_stack
-from mig_inference.stackfile import load_stack, stack_path
+from mig_inference.spec.files import load_stack, stack_path
 from mig_inference.versions import CLUSTER_AUTOSCALER_VERSION, GPU_OPERATOR_VERSION
 from tests.mocked import named, one, render_config, stack_rendering
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mig_inference.bench import _cost_row, _demand_rows, llm_fleet, scaled
-from mig_inference.prices import load_prices
+from mig_inference.clouds.prices import load_prices
+from mig_inference.solving.bench import _cost_row, _demand_rows, llm_fleet, scaled
 
 
 def test_demand_rows_report_the_papers_counts_beside_proven_ones() -> None:

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from mig_inference.changes import PoolChange
+from mig_inference.changes.change_plan import PoolChange
 from mig_inference.clouds import MACHINES, MAX_PODS_RANGE, Cloud
 from mig_inference.clouds.capacity import FACTS, Capacity, machine_facts
+from mig_inference.clouds.prices import load_prices
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
-from mig_inference.prices import load_prices
+from mig_inference.reports.stack_cost import stack_cost
 from mig_inference.spec import parse_stack
-from mig_inference.stack_cost import stack_cost
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import one, render_config
 from tests.test_day2 import EKS_GROUP, GKE_POOL, OKE_POOL

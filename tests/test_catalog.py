@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from mig_inference.catalog import load_catalog, resolve_gpu
 from mig_inference.errors import MigError
+from mig_inference.gpus.catalog import load_catalog, resolve_gpu
 from tests.reference import reference_catalog
 
 CATALOG = load_catalog()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mig_inference.catalog import GpuModel, load_catalog
+from mig_inference.gpus.catalog import GpuModel, load_catalog
 from tests.reference import (
     mig_parted_v015_configs,
     nvidia_mig_parted_configs,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mig_inference.scripts import THROUGHPUT_MARKER
+from mig_inference.kube.scripts import THROUGHPUT_MARKER
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))  # fmt: skip

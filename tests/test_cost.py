@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from mig_inference.catalog import resolve_gpu
 from mig_inference.cli import main
 from mig_inference.clouds import MACHINES, Cloud
-from mig_inference.cost import cheapest_machine
+from mig_inference.clouds.prices import MachinePrice, load_prices, shipped_prices
 from mig_inference.errors import MigError
-from mig_inference.packing import Workload
-from mig_inference.prices import MachinePrice, load_prices, shipped_prices
+from mig_inference.gpus.catalog import resolve_gpu
+from mig_inference.solving.cheapest import cheapest_machine
+from mig_inference.solving.packing import Workload
 from tests.reference import reference_file
 from tests.test_packing import brute_force_min_gpus
 

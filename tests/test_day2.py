@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
-from mig_inference.changes import PoolChange, ServiceChange, diff_records
+from mig_inference.changes.change_plan import PoolChange, ServiceChange, diff_records
+from mig_inference.changes.record import plan_record
 from mig_inference.cli import main
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
-from mig_inference.record import plan_record
 from mig_inference.render import Rendering
 from mig_inference.spec import parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from mig_inference.catalog import GpuModel, resolve_gpu
 from mig_inference.errors import MigError
-from mig_inference.layout import maximal_layouts, valid_layouts
-from mig_inference.packing import Workload, pack
-from mig_inference.throughput import parvagpu_scenarios
+from mig_inference.gpus.catalog import GpuModel, resolve_gpu
+from mig_inference.gpus.layout import maximal_layouts, valid_layouts
+from mig_inference.solving.packing import Workload, pack
+from mig_inference.solving.throughput import parvagpu_scenarios
 
 H100 = resolve_gpu("h100")
 

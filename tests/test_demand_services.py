@@ -198,8 +198,8 @@ def test_a_part_named_like_another_service_is_refused() -> None:
 
 
 def test_diff_says_which_deployments_replace_a_service_sized_by_demand() -> None:
-    from mig_inference.changes import diff_records
-    from mig_inference.record import plan_record
+    from mig_inference.changes.change_plan import diff_records
+    from mig_inference.changes.record import plan_record
 
     fixed = {"name": "chat", "model": "m", "memoryGiB": 3, "replicas": 7, "profile": "1g.10gb"}
     before = plan_record(plan(stack(fixed)))

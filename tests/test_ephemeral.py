@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from mig_inference.clouds.prices import load_prices
 from mig_inference.ephemeral import budget, expiry, report
 from mig_inference.plan import plan_stack
-from mig_inference.prices import load_prices
-from mig_inference.stack_cost import stack_cost
-from mig_inference.stackfile import load_stack
+from mig_inference.reports.stack_cost import stack_cost
+from mig_inference.spec.files import load_stack
 from tests.mocked import one, stack_rendering
 from tests.reference import ROOT
 

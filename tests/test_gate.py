@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mig_inference.gate import GateTarget, gate_script, gate_targets_value
-from mig_inference.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
+from mig_inference.kube.gate import GateTarget, gate_script, gate_targets_value
+from mig_inference.names.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
 from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, PAUSED
 from tests.fake_apiserver import FakeCluster, run_script
 

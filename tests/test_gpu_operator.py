@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from mig_inference.catalog import resolve_gpu
-from mig_inference.layout import Layout, place
+from mig_inference.gpus.catalog import resolve_gpu
+from mig_inference.gpus.layout import Layout, place
 from mig_inference.plan import plan_stack
-from mig_inference.stackfile import load_stack
+from mig_inference.spec.files import load_stack
 from mig_inference.versions import GATE_IMAGE, GPU_OPERATOR_REPO, GPU_OPERATOR_VERSION
 from tests.mocked import named, one, release, render_config, stack_rendering
 from tests.reference import ROOT, reference_file

@@ -12,7 +12,7 @@ from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
 from mig_inference.render import write_rendering
 from mig_inference.spec import parse_stack
-from mig_inference.stackfile import load_stack
+from mig_inference.spec.files import load_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION, TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
 from tests.mocked import named, one, render_config, stack_rendering
 

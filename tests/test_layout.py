@@ -7,9 +7,15 @@ from dataclasses import replace
 
 import pytest
 
-from mig_inference.catalog import GpuModel, Profile, load_catalog, resolve_gpu
 from mig_inference.errors import MigError
-from mig_inference.layout import Layout, maximal_layouts, parse_custom_layout, place, valid_layouts
+from mig_inference.gpus.catalog import GpuModel, Profile, load_catalog, resolve_gpu
+from mig_inference.gpus.layout import (
+    Layout,
+    maximal_layouts,
+    parse_custom_layout,
+    place,
+    valid_layouts,
+)
 
 CATALOG = load_catalog()
 MODELS = [g.name for g in CATALOG.gpus]

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from mig_inference.bootstrap import NODEADM_DROP_IN
+from mig_inference.clouds.bootstrap import NODEADM_DROP_IN
 from mig_inference.plan import plan_stack
-from mig_inference.stackfile import load_stack
+from mig_inference.spec.files import load_stack
 from tests.mocked import b64, one, render_config, stack_rendering
 from tests.test_rollout import stack
 

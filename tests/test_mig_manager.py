@@ -3,7 +3,7 @@ one behaviour the research notes read in its source."""
 
 from __future__ import annotations
 
-from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from mig_inference.rollout.mig_manager import (
     CLIENT_LABEL,
     DEVICE_PLUGIN_LABEL,

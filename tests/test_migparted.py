@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from mig_inference.catalog import GpuModel, load_catalog, resolve_gpu
 from mig_inference.errors import MigError
-from mig_inference.migparted import (
+from mig_inference.gpus.catalog import GpuModel, load_catalog, resolve_gpu
+from mig_inference.gpus.migparted import (
     custom_config_name,
     dump,
     named_configs,

@@ -15,7 +15,7 @@ from mig_inference.plan import StackPlan, plan_stack
 from mig_inference.plan.model_cache import CACHE_ROOT, fill_job_name
 from mig_inference.render import Rendering, run_program
 from mig_inference.spec import Engine, parse_stack
-from mig_inference.stackfile import load_stack, stack_path
+from mig_inference.spec.files import load_stack, stack_path
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import stack_rendering
 from tests.test_stacks import CUSTOM_RESOURCE_GROUPS

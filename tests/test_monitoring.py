@@ -13,7 +13,7 @@ import promql_parser
 import pytest
 
 from mig_inference.errors import MigError, MigErrors
-from mig_inference.monitoring import (
+from mig_inference.kube.monitoring import (
     dashboard_uid,
     expressions,
     ksm_allowlist,
@@ -23,7 +23,7 @@ from mig_inference.monitoring import (
 )
 from mig_inference.plan import plan_stack
 from mig_inference.spec import parse_stack
-from mig_inference.stackfile import load_stack, stack_names
+from mig_inference.spec.files import load_stack, stack_names
 from mig_inference.versions import GPU_OPERATOR_VERSION, KEDA_VERSION
 from tests.mocked import named, release, render_config, stack_rendering
 from tests.reference import crd_schema

@@ -15,11 +15,11 @@ import jsonschema
 import pytest
 import yaml
 
-from mig_inference.catalog import GpuModel
-from mig_inference.labels import MIG_CONFIG_LABEL
-from mig_inference.operator_values import operator_needed
+from mig_inference.gpus.catalog import GpuModel
+from mig_inference.kube.operator_values import operator_needed
+from mig_inference.names.labels import MIG_CONFIG_LABEL
 from mig_inference.plan import plan_stack
-from mig_inference.stackfile import load_stack, stack_names
+from mig_inference.spec.files import load_stack, stack_names
 from tests.mocked import release, stack_rendering
 from tests.reference import (
     GPU_OPERATOR_CHART,

@@ -21,6 +21,7 @@ from components.stack import MigInference
 from components.stack_args import Cluster, Stack
 from mig_inference.render import Rendering, run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
+from mig_inference.spec.files import stack_path
 from mig_inference.spec.model_cache import MODEL_CACHE_KEYS
 from mig_inference.spec.monitoring import MONITORING_KEYS
 from mig_inference.spec.operator import OPERATOR_KEYS
@@ -28,7 +29,6 @@ from mig_inference.spec.pools import POOL_KEYS
 from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
 from mig_inference.spec.verify import EPHEMERAL_KEYS, SERVICE_VERIFY_KEYS, VERIFY_KEYS
-from mig_inference.stackfile import stack_path
 from tests.mocked import render_config, stack_rendering
 
 INDEX = f"{PACKAGE}:index:"

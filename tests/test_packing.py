@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from mig_inference.bench import llm_fleet, random_fleet
-from mig_inference.catalog import GpuModel, Profile, resolve_gpu
 from mig_inference.errors import MigError
-from mig_inference.fleet import load_fleet
-from mig_inference.layout import Layout, place
-from mig_inference.packing import PackPlan, Workload, allowed_profiles, pack
-from mig_inference.sizing import GB, MIB
+from mig_inference.gpus.catalog import GpuModel, Profile, resolve_gpu
+from mig_inference.gpus.layout import Layout, place
+from mig_inference.gpus.sizing import GB, MIB
+from mig_inference.solving.bench import llm_fleet, random_fleet
+from mig_inference.solving.fleet import load_fleet
+from mig_inference.solving.packing import PackPlan, Workload, allowed_profiles, pack
 
 H100 = resolve_gpu("H100-80GB")
 

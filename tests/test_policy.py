@@ -35,7 +35,7 @@ from mig_inference.policy import (
     secret_like,
     target_gpus,
 )
-from mig_inference.stackfile import load_stack, stack_names
+from mig_inference.spec.files import load_stack, stack_names
 from tests.mocked import stack_rendering
 
 PACK_DIR = Path(__file__).resolve().parent.parent / "policy"

@@ -15,7 +15,7 @@ from components.eks import NODE_POLICIES
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
 from mig_inference.spec import parse_stack
-from mig_inference.stackfile import load_stack
+from mig_inference.spec.files import load_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import b64, named, one, render_config, stack_rendering
 
@@ -326,8 +326,8 @@ def test_existing_user_labels_are_applied_without_force(tmp_path: Path) -> None:
 
 def test_auto_pools_say_whether_their_gpu_count_is_proven() -> None:
     from mig_inference.plan import plan_stack
-    from mig_inference.stack_report import plan_json, plan_text
-    from mig_inference.stackfile import load_stack
+    from mig_inference.reports.stack import plan_json, plan_text
+    from mig_inference.spec.files import load_stack
 
     plan = plan_stack(load_stack("eks-p5-auto"))
     [pool] = plan.pools

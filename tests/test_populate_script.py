@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mig_inference.scripts import load
+from mig_inference.kube.scripts import load
 
 FAKE_HF = """import json, os, sys
 from pathlib import Path

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from mig_inference.errors import MigError, MigErrors
+from mig_inference.kube.profiling_results import throughput_table
+from mig_inference.kube.scripts import THROUGHPUT_MARKER, load
 from mig_inference.plan import plan_stack
 from mig_inference.plan.demand import demand_served
-from mig_inference.profiling_results import throughput_table
-from mig_inference.scripts import THROUGHPUT_MARKER, load
 from mig_inference.spec import parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import stack_rendering

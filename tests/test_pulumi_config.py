@@ -12,9 +12,9 @@ import pytest
 from pulumi.runtime import config as runtime_config
 
 from mig_inference.errors import MigError
-from mig_inference.pulumi_config import engine_config, project_values
-from mig_inference.stackfile import load_stack_file
-from mig_inference.yamlfile import parse_text
+from mig_inference.spec.files import load_stack_file
+from mig_inference.stackfile.pulumi_config import engine_config, project_values
+from mig_inference.stackfile.yamlfile import parse_text
 from tests.pulumi_config_cases import CASES
 
 GO = json.loads((Path(__file__).parent / "pulumi_config" / "expected.json").read_text())

@@ -16,9 +16,9 @@ import promql_parser
 import pytest
 import yaml
 
-from mig_inference.monitoring import alert_rules, dashboard, expressions
+from mig_inference.kube.monitoring import alert_rules, dashboard, expressions
 from mig_inference.plan import plan_stack
-from mig_inference.stackfile import load_stack, stack_names
+from mig_inference.spec.files import load_stack, stack_names
 from mig_inference.versions import CLUSTER_AUTOSCALER_VERSION, KEDA_VERSION
 from tests.mocked import stack_rendering
 from tests.reference import (

@@ -13,16 +13,20 @@ from typing import Any
 
 import pytest
 
-from mig_inference.labels import (
+from mig_inference.kube.repartition import (
+    RepartitionTarget,
+    repartition_script,
+    repartition_targets,
+)
+from mig_inference.names.labels import (
     CORDONED_FOR_ANNOTATION,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
     POOL_LABEL,
 )
 from mig_inference.plan import plan_stack
-from mig_inference.repartition import RepartitionTarget, repartition_script, repartition_targets
 from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, OPERAND_LABELS, PAUSED, Durations
-from mig_inference.stackfile import load_stack
+from mig_inference.spec.files import load_stack
 from tests.fake_apiserver import FakeCluster, run_script
 from tests.mocked import stack_rendering
 from tests.reference import ROOT

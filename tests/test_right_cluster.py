@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from mig_inference.errors import MigError
-from mig_inference.node_taints import merged_taints
+from mig_inference.kube.node_taints import merged_taints
 from mig_inference.render import run_program
 from mig_inference.spec import parse_stack
-from mig_inference.stackfile import stack_path
+from mig_inference.spec.files import stack_path
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import named, one, render_config, stack_rendering
 

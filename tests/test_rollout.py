@@ -12,23 +12,23 @@ from typing import Any
 
 import pytest
 
-from mig_inference.changes import (
+from mig_inference.changes.change_plan import (
     ChangePlan,
     PoolChange,
     ServiceChange,
     change_plan,
     change_warnings,
 )
+from mig_inference.changes.record import plan_record
+from mig_inference.changes.transition import StackVersion, simulate_transition
 from mig_inference.plan import plan_stack
-from mig_inference.record import plan_record
 from mig_inference.rollout.facts import config_names, pool_facts
 from mig_inference.rollout.outcome import Outcome
 from mig_inference.rollout.rendered import program_of
 from mig_inference.rollout.resources import Program
 from mig_inference.rollout.simulator import simulate
 from mig_inference.rollout.steps import Op
-from mig_inference.stackfile import load_stack, stack_names
-from mig_inference.transition import StackVersion, simulate_transition
+from mig_inference.spec.files import load_stack, stack_names
 from tests.mocked import render_config, stack_rendering
 from tests.test_day2 import CLUSTERS, MACHINES
 

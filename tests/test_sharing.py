@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from mig_inference.catalog import load_catalog, resolve_gpu
-from mig_inference.changes import PoolChange, diff_records
+from mig_inference.changes.change_plan import PoolChange, diff_records
+from mig_inference.changes.record import plan_record
 from mig_inference.errors import MigError
+from mig_inference.gpus.catalog import load_catalog, resolve_gpu
 from mig_inference.plan import plan_stack
-from mig_inference.record import plan_record
 from mig_inference.spec import parse_stack
-from mig_inference.stackfile import load_stack
+from mig_inference.spec.files import load_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import named, one, release, render_config, stack_rendering
 
@@ -213,7 +213,7 @@ def test_a_gke_sharing_change_needs_new_nodes_an_operator_one_does_not() -> None
 
 
 def load_stack_config(name: str) -> dict[str, Any]:
-    from mig_inference.stackfile import stack_path
+    from mig_inference.spec.files import stack_path
 
     data = yaml.safe_load(stack_path(name).read_text())["config"]
     values = {k.split(":", 1)[1]: v for k, v in data.items() if "hfToken" not in k}
@@ -257,7 +257,7 @@ def test_a_sharing_change_gives_the_nodes_a_new_config_key() -> None:
 
 
 def test_gpus_without_mig_are_never_repartitioned() -> None:
-    from mig_inference.repartition import repartition_targets
+    from mig_inference.kube.repartition import repartition_targets
 
     config = {
         "cloud": "existing",

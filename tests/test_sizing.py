@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mig_inference.catalog import resolve_gpu
 from mig_inference.errors import MigError
-from mig_inference.sizing import GB, ModelShape, gib_to_mib, smallest_profile
+from mig_inference.gpus.catalog import resolve_gpu
+from mig_inference.gpus.sizing import GB, ModelShape, gib_to_mib, smallest_profile
 
 
 def test_seed_3b_fp16_needs_7_2_gb_and_fits_1g_10gb_on_h100() -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from mig_inference.clouds.prices import load_prices
 from mig_inference.plan import plan_stack
-from mig_inference.prices import load_prices
-from mig_inference.stack_cost import stack_cost
-from mig_inference.stackfile import load_stack
+from mig_inference.reports.stack_cost import stack_cost
+from mig_inference.spec.files import load_stack
 
 
 def test_pool_slices_and_services_of_the_demand_stack() -> None:

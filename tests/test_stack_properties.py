@@ -23,14 +23,14 @@ from hypothesis import strategies as st
 
 from mig_inference.cli import main
 from mig_inference.errors import MigError
-from mig_inference.pulumi_config import project_values, read_stack_config
 from mig_inference.render import run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
+from mig_inference.spec.files import stack_names, stack_path
 from mig_inference.spec.pools import POOL_KEYS
 from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
-from mig_inference.stackfile import stack_names, stack_path
-from mig_inference.yamlfile import parse_text
+from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
+from mig_inference.stackfile.yamlfile import parse_text
 from tests.test_stacks import CUSTOM_RESOURCE_GROUPS, KUBERNETES_VERSION
 
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from mig_inference.cli import main
-from mig_inference.stackfile import stack_names
+from mig_inference.spec.files import stack_names
 from tests.mocked import stack_rendering
 
 KUBERNETES_VERSION = "1.33.0"
@@ -94,9 +94,9 @@ def test_the_picture_shows_every_service_and_every_gpu(stack: str) -> None:
     import re
     import xml.etree.ElementTree as ET
 
-    from mig_inference.picture import layouts_svg
     from mig_inference.plan import plan_stack
-    from mig_inference.stackfile import load_stack
+    from mig_inference.reports.picture import layouts_svg
+    from mig_inference.spec.files import load_stack
 
     plan = plan_stack(load_stack(stack))
     texts = [

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from mig_inference.gpus.sizing import GIB
 from mig_inference.plan import StackPlan, plan_stack
 from mig_inference.plan.startup import (
     MB,
@@ -18,9 +19,8 @@ from mig_inference.plan.startup import (
     _data,
     figure,
 )
-from mig_inference.sizing import GIB
 from mig_inference.spec import parse_stack
-from mig_inference.stackfile import load_stack, stack_path
+from mig_inference.spec.files import load_stack, stack_path
 from mig_inference.versions import GPU_OPERATOR_VERSION
 
 SEED_004_MINUTES = (54, 70)

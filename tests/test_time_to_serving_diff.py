@@ -8,12 +8,17 @@ import json
 from functools import cache
 from typing import Any
 
-from mig_inference.changes import ChangePlan, change_plan, change_plan_json, change_plan_text
+from mig_inference.changes.change_plan import (
+    ChangePlan,
+    change_plan,
+    change_plan_json,
+    change_plan_text,
+)
+from mig_inference.changes.record import plan_record
+from mig_inference.changes.transition import StackVersion, simulate_transition
+from mig_inference.gpus.sizing import GIB
 from mig_inference.plan.model_cache import fill_job_name
-from mig_inference.record import plan_record
 from mig_inference.rollout.outcome import Outcome
-from mig_inference.sizing import GIB
-from mig_inference.transition import StackVersion, simulate_transition
 from tests.test_day2 import CLUSTERS, MACHINES
 
 SIZE = int(20 * GIB)

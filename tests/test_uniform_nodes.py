@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from mig_inference import packing
-from mig_inference.bench import llm_fleet, random_fleet, scaled
-from mig_inference.catalog import GpuModel, resolve_gpu
 from mig_inference.cli import main
 from mig_inference.errors import MigError
-from mig_inference.fleet import load_fleet
-from mig_inference.layout import Layout, maximal_layouts, valid_layouts
-from mig_inference.milp import Milp
-from mig_inference.packing import PackPlan, Workload, allowed_profiles, pack
+from mig_inference.gpus.catalog import GpuModel, resolve_gpu
+from mig_inference.gpus.layout import Layout, maximal_layouts, valid_layouts
+from mig_inference.solving import packing
+from mig_inference.solving.bench import llm_fleet, random_fleet, scaled
+from mig_inference.solving.fleet import load_fleet
+from mig_inference.solving.milp import Milp
+from mig_inference.solving.packing import PackPlan, Workload, allowed_profiles, pack
 from tests.test_packing import check_plan
 
 H100 = resolve_gpu("H100-80GB")

@@ -198,7 +198,7 @@ def test_every_verified_replica_checks_its_slice_first(rendering: Rendering) -> 
 def test_a_service_sized_by_demand_is_checked_once_after_every_profile(tmp_path: Path) -> None:
     import yaml
 
-    from mig_inference.stackfile import stack_path
+    from mig_inference.spec.files import stack_path
 
     raw = yaml.safe_load(stack_path("eks-p4de-demand").read_text())["config"]
     config = {

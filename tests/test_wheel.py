@@ -62,8 +62,8 @@ def test_wheel_installs_one_import_root_with_its_data_files(built_wheel: Path) -
     for needed in (
         "mig_inference/py.typed",
         "mig_inference/data/catalog.yaml",
-        "mig_inference/scripts/gate.sh",
-        "mig_inference/scripts/repartition.sh",
+        "mig_inference/kube/scripts/gate.sh",
+        "mig_inference/kube/scripts/repartition.sh",
         "mig_inference/components/stack.py",
         "mig_inference/components/provider.py",
     ):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mig_inference.errors import MigError
+from mig_inference.reports.stack_cost import StackCost
 from mig_inference.spec import key_path
-from mig_inference.stack_cost import StackCost
 
 NOT_PRICED = (
     "the cluster's control plane and system nodes, disks, load balancers and network traffic "

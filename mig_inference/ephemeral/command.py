@@ -126,15 +126,15 @@ def _now() -> datetime.datetime:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from mig_inference.clouds.prices import load_prices
     from mig_inference.ephemeral.budget import budget, budget_problem, budget_text
     from mig_inference.ephemeral.expiry import EXPIRES_TAG, expiry, is_ephemeral, stack_tags
     from mig_inference.errors import MigError
     from mig_inference.plan import plan_stack
-    from mig_inference.prices import load_prices
+    from mig_inference.reports.stack_cost import stack_cost
     from mig_inference.spec import key_path
+    from mig_inference.spec.files import load_stack_file
     from mig_inference.spec.verify import duration_minutes, ttl_problem
-    from mig_inference.stack_cost import stack_cost
-    from mig_inference.stackfile import load_stack_file
 
     spec = load_stack_file(_stack_file(args), args.stack)
     if spec.ephemeral is None:

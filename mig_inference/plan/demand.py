@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mig_inference.errors import MigError
-from mig_inference.milp import Milp
 from mig_inference.plan.model import Offer, PoolPlan, ServicePlan
+from mig_inference.solving.milp import Milp
 from mig_inference.spec import ServiceSpec, key_path
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from mig_inference.catalog import GpuModel
 from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
-from mig_inference.layout import Layout
-from mig_inference.migparted import config_entries
-from mig_inference.packing import PackPlan
+from mig_inference.gpus.catalog import GpuModel
+from mig_inference.gpus.layout import Layout
+from mig_inference.gpus.migparted import config_entries
+from mig_inference.solving.packing import PackPlan
 from mig_inference.spec import (
     MigManager,
     PoolSpec,

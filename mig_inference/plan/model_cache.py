@@ -14,11 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mig_inference.clouds import Cloud
-from mig_inference.digest import short_hash
 from mig_inference.errors import MigError
-from mig_inference.formats import CACHE_SIZE_GIB
+from mig_inference.gpus.sizing import BYTES_PER_PARAM, GB, GIB, MIB
+from mig_inference.names.digest import short_hash
 from mig_inference.plan.model import ServicePlan
-from mig_inference.sizing import BYTES_PER_PARAM, GB, GIB, MIB
 from mig_inference.spec import (
     CacheStorage,
     Engine,
@@ -27,6 +26,7 @@ from mig_inference.spec import (
     StackSpec,
     key_path,
 )
+from mig_inference.spec.formats import CACHE_SIZE_GIB
 
 CACHE_ROOT = "/models"
 """Where the cache's volume is mounted in the populate Job and the engines."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from mig_inference.catalog import Profile
 from mig_inference.clouds import NODE_ALLOCATABLE_FRACTION
 from mig_inference.errors import MigError, MigErrors
+from mig_inference.gpus.catalog import Profile
+from mig_inference.gpus.sizing import MIB, profiles_holding
 from mig_inference.plan.demand import (
     demand_replicas,
     serving_offers,
@@ -22,7 +23,6 @@ from mig_inference.plan.model import (
     part_name,
 )
 from mig_inference.plan.sharing import utilization
-from mig_inference.sizing import MIB, profiles_holding
 from mig_inference.spec import AUTO, FILL, Engine, ServiceSpec, StackSpec, key_path
 
 MIN_CONTEXT = 512

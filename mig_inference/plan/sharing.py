@@ -8,8 +8,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from mig_inference.digest import short_hash
 from mig_inference.errors import MigError
+from mig_inference.names.digest import short_hash
 from mig_inference.plan.model import WHOLE_GPU, Offer
 from mig_inference.spec import AUTO, MigManager, PoolSpec, SharingSpec, SharingStrategy
 

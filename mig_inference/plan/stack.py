@@ -6,12 +6,12 @@ from collections.abc import Sequence
 
 from mig_inference.clouds import Cloud
 from mig_inference.errors import MigError, MigErrors
-from mig_inference.labels import GKE_NO_DEVICE_PLUGIN_LABEL
-from mig_inference.layout import place
-from mig_inference.plan.autoscaling import waiting_for_scale_up
+from mig_inference.gpus.layout import place
+from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan, plan_model_cache
 from mig_inference.plan.pools import plan_pool
+from mig_inference.plan.pools.autoscaling import waiting_for_scale_up
 from mig_inference.plan.profiling import profiling_runs
 from mig_inference.plan.services import plan_services
 from mig_inference.plan.stack_plan import StackPlan

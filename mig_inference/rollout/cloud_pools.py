@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from mig_inference.labels import MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.names.labels import MIG_STATE_LABEL, POOL_LABEL
 from mig_inference.rollout.cluster import Cluster, Timings
 from mig_inference.rollout.facts import PoolFacts
 from mig_inference.rollout.model import Node

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from mig_inference.rollout.mig_manager import Durations, MigManager, NodeLayout, Reboot, Write
 from mig_inference.rollout.model import Deployment, Node, Pod, Taint, device_counts
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mig_inference.labels import MIG_CONFIG_LABEL
-from mig_inference.operator_values import mig_parted_configs
+from mig_inference.kube.operator_values import mig_parted_configs
+from mig_inference.names.labels import MIG_CONFIG_LABEL
 from mig_inference.plan import PoolPlan, StackPlan
 from mig_inference.plan.model_cache import fill_job_name
 from mig_inference.rollout.mig_manager import NodeLayout

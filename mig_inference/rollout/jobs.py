@@ -1,5 +1,5 @@
 """The project's two Jobs as the simulator runs them: the MIG-ready gate, and the in-place
-re-partitioning of a pool. They follow the algorithms of `mig_inference/scripts/gate.sh` and
+re-partitioning of a pool. They follow the algorithms of `mig_inference/kube/scripts/gate.sh` and
 `repartition.sh` (whose tests run the scripts themselves against a fake API server)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
 from mig_inference.rollout.cluster import Cluster
 from mig_inference.rollout.model import Node
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from mig_inference.labels import (
+from mig_inference.names.labels import (
     GPU_DEPLOY_LABEL_PREFIX,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,

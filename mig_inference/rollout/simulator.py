@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from mig_inference.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
 from mig_inference.rollout.cloud_pools import CloudPools
 from mig_inference.rollout.cluster import TICK, Cluster, Timings
 from mig_inference.rollout.facts import LoadFacts, PoolFacts

@@ -5,7 +5,6 @@ the same values read through `pulumi.Config`. Every default lives here. Errors n
 the bad value and what is allowed, e.g. `mig-inference:pools[0].maxPods: ...`.
 """
 
-from mig_inference.pulumi_config import NAMESPACE, SECRET_MARKER
 from mig_inference.spec.model import (
     AUTO,
     FILL,
@@ -36,6 +35,7 @@ from mig_inference.spec.stack import (
     parse_stack,
     secret_references,
 )
+from mig_inference.stackfile.pulumi_config import NAMESPACE, SECRET_MARKER
 
 __all__ = [
     "AUTO",

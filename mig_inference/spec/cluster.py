@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mig_inference import formats
 from mig_inference.clouds import Cloud
-from mig_inference.digest import short_hash
-from mig_inference.formats import Format
+from mig_inference.names.digest import short_hash
+from mig_inference.spec import formats
+from mig_inference.spec.formats import Format
 from mig_inference.spec.model import ClusterSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
 
@@ -69,7 +69,7 @@ KEY_FORMATS: dict[Cloud, dict[str, Format]] = {
                 "kubernetesVersion": formats.OKE_VERSION, "systemImageId": formats.ocid("image")},
     Cloud.EXISTING: {},
 }  # fmt: skip
-"""The format of every string key of the cluster, per cloud (see mig_inference.formats)."""
+"""The format of every string key of the cluster, per cloud (see mig_inference.spec.formats)."""
 GKE_MASTER_RANGE = (172, 16)
 """Control-plane /28 blocks of created GKE clusters are taken from 172.16.0.0/16 (4,096 blocks),
 one per cluster name, so two ephemeral clusters in one VPC do not collide (unless two names

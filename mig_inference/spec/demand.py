@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mig_inference import formats
 from mig_inference.errors import MigError
+from mig_inference.spec import formats
 from mig_inference.spec.model import Demand, Engine, ProfilingSpec, ThroughputPoint
 from mig_inference.spec.reader import ConfigNode
-from mig_inference.yamlfile import load_yaml
+from mig_inference.stackfile.yamlfile import load_yaml
 
 DEMAND_KEYS = ("requestsPerSecond", "latencyMs", "throughput", "throughputFile", "profiling")
 PROFILING_KEYS = ("profiles", "numPrompts", "inputTokens", "outputTokens", "maxConcurrency")

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from mig_inference.catalog import GpuModel
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Capacity
-from mig_inference.sizing import ModelShape
+from mig_inference.gpus.catalog import GpuModel
+from mig_inference.gpus.sizing import ModelShape
 
 AUTO = "auto"
 FILL = "fill"

@@ -13,8 +13,8 @@ The storage each cloud offers for it (each its CSI driver's documented choice):
 
 from __future__ import annotations
 
-from mig_inference import formats
 from mig_inference.clouds import Cloud
+from mig_inference.spec import formats
 from mig_inference.spec.model import CacheStorage, ModelCacheSpec
 from mig_inference.spec.reader import ConfigNode
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from mig_inference import formats
+from mig_inference.spec import formats
 from mig_inference.spec.model import MonitoringSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
 

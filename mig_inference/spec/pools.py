@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mig_inference import formats
-from mig_inference.catalog import resolve_gpu
 from mig_inference.clouds import K8S_TAINT_EFFECTS, Cloud
 from mig_inference.clouds.capacity import CLOUD_CAPACITY, RESERVED, Capacity
 from mig_inference.errors import AlreadyReported, MigError
-from mig_inference.labels import (
+from mig_inference.gpus.catalog import resolve_gpu
+from mig_inference.names.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     GENERATION_LABEL,
     GKE_NO_DEVICE_PLUGIN_LABEL,
@@ -20,6 +19,7 @@ from mig_inference.labels import (
     OKE_NO_DEVICE_PLUGIN_LABEL,
     POOL_LABEL,
 )
+from mig_inference.spec import formats
 from mig_inference.spec.model import (
     AUTO,
     MigManager,

@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from mig_inference.errors import MigError
-from mig_inference.formats import LABEL_KEY, LABEL_NAME_MAX, LABEL_VALUE, Bound, Format
+from mig_inference.spec.formats import LABEL_KEY, LABEL_NAME_MAX, LABEL_VALUE, Bound, Format
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 T = TypeVar("T")

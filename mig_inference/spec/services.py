@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mig_inference import formats
 from mig_inference.errors import MigError
-from mig_inference.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
+from mig_inference.gpus.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
+from mig_inference.spec import formats
 from mig_inference.spec.demand import DEMAND_KEYS, demand_spec, profiling_spec
 from mig_inference.spec.engine_args import check_engine_args, tensor_parallel_problem
 from mig_inference.spec.model import (

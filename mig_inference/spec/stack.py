@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 
 from mig_inference.clouds import Cloud
 from mig_inference.errors import AlreadyReported, MigError, MigErrors
-from mig_inference.pulumi_config import NAMESPACE
 from mig_inference.spec.cluster import cluster_spec
 from mig_inference.spec.model import Engine, ServiceSpec, StackSpec
 from mig_inference.spec.model_cache import model_cache_spec
@@ -18,6 +17,7 @@ from mig_inference.spec.pools import pool_spec
 from mig_inference.spec.reader import ConfigNode
 from mig_inference.spec.services import service_spec
 from mig_inference.spec.verify import ephemeral_spec, verify_spec
+from mig_inference.stackfile.pulumi_config import NAMESPACE
 
 TOP_KEYS = (
     "cloud",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from mig_inference import formats
+from mig_inference.spec import formats
 from mig_inference.spec.model import (
     DEFAULT_VERIFY_PROMPT,
     EphemeralSpec,

@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
-from mig_inference.digest import short_hash
-from mig_inference.engines import engine_container
+from mig_inference.kube.engines import engine_container
+from mig_inference.names.digest import short_hash
 from mig_inference.plan import ServicePlan, StackPlan
 from mig_inference.spec import Engine
 from mig_inference.spec.model import Probe

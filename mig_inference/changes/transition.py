@@ -1,0 +1,123 @@
+"""A change of a stack, simulated: the deployed version and the current one are each run through
+the stack program under Pulumi's mocks, and the rollout simulator runs `pulumi up` from one to
+the other (see `mig_inference.rollout`)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mig_inference.changes.record import RECORD_FORMAT
+from mig_inference.errors import MigError
+from mig_inference.plan import StackPlan, plan_stack
+from mig_inference.rollout.cluster import Timings
+from mig_inference.rollout.outcome import Outcome
+from mig_inference.spec import NAMESPACE, SECRET_MARKER, parse_stack
+from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
+from mig_inference.stackfile.yamlfile import load_yaml
+from mig_inference.versions import GPU_OPERATOR_VERSION
+
+PROJECT = "mig-inference"
+
+
+@dataclass(frozen=True)
+class StackVersion:
+    """One version of a stack: the values of its stack file and the names of its secret keys."""
+
+    name: str
+    values: dict[str, Any]
+    secret_keys: frozenset[str]
+
+    @cached_property
+    def plan(self) -> StackPlan:
+        spec = parse_stack(
+            self.name,
+            self.values,
+            secret_keys=self.secret_keys,
+            pinned_operator_version=GPU_OPERATOR_VERSION,
+        )
+        return plan_stack(spec)
+
+    def stack_file(self) -> dict[str, Any]:
+        """A stack file of this version (secrets as placeholders: their values never matter
+        to what changes)."""
+        config: dict[str, Any] = {f"{NAMESPACE}:{key}": value for key, value in self.values.items()}
+        for key in sorted(self.secret_keys):
+            config[f"{NAMESPACE}:{key}"] = {SECRET_MARKER: "placeholder"}
+        return {"config": config}
+
+
+def version_of_stack_file(path: Path, name: str | None = None) -> StackVersion:
+    """A stack file's values as `pulumi up` gives them to the program."""
+    engine = read_stack_config(path)
+    values, secrets = project_values(engine.values, engine.secret_keys.__contains__)
+    stack = name or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    return StackVersion(stack, values, secrets)
+
+
+def version_of_record(record: dict[str, Any], path: str) -> StackVersion:
+    """The version a deployed stack exported in its plan (`pulumi stack output plan`)."""
+    values = record.get("values")
+    if record.get("format") != RECORD_FORMAT or not isinstance(values, dict):
+        raise MigError(
+            "this deployed plan does not hold its stack's values (it was exported by "
+            "mig-inference before 0.3), so the change cannot be simulated: pass the stack file "
+            "it was deployed from instead, e.g. `git show <deployed commit>:stacks/Pulumi.<stack>"
+            ".yaml > deployed.yaml` and `--deployed deployed.yaml`",
+            path,
+        )
+    return StackVersion(
+        str(record.get("stack")), values, frozenset(str(k) for k in record.get("secret_keys", ()))
+    )
+
+
+def load_version(path: Path, current: StackVersion) -> StackVersion:
+    """The deployed version: `pulumi stack output --json` saved to a file, a plan record, or an
+    older stack file."""
+    data = load_yaml(path, "deployed plan")
+    if isinstance(data, dict) and isinstance(data.get("plan"), dict):
+        data = data["plan"]
+    if isinstance(data, dict) and "config" in data:
+        return version_of_stack_file(path, current.name)
+    if isinstance(data, dict) and str(data.get("format", "")).startswith("mig-inference/plan/"):
+        return version_of_record(data, str(path))
+    raise MigError(
+        f"not a deployed plan: expected `pulumi stack output --json` of a mig-inference stack "
+        f"(with a `plan` of format {RECORD_FORMAT}) or a stack file",
+        str(path),
+    )
+
+
+def simulate_transition(
+    deployed: StackVersion, current: StackVersion, timings: Timings | None = None
+) -> Outcome:
+    """`pulumi up` from `deployed` to `current`, simulated."""
+    from mig_inference.render import run_program
+    from mig_inference.rollout.facts import config_names, load_facts, pool_facts
+    from mig_inference.rollout.rendered import program_of
+    from mig_inference.rollout.simulator import simulate
+
+    programs = []
+    with tempfile.TemporaryDirectory() as directory:
+        for version in (deployed, current):
+            path = Path(directory) / f"Pulumi.{current.name}.yaml"
+            path.write_text(yaml.safe_dump(version.stack_file()), encoding="utf-8")
+            rendering = run_program(current.name, path)
+            if rendering.error:
+                raise MigError(rendering.error)
+            programs.append(program_of(rendering))
+    return simulate(
+        programs[0],
+        programs[1],
+        pool_facts(deployed.plan, current.plan),
+        stack=current.name,
+        project=PROJECT,
+        timings=timings,
+        configs=(config_names(deployed.plan), config_names(current.plan)),
+        load=load_facts(deployed.plan, current.plan),
+    )

@@ -1,0 +1,67 @@
+"""`python -m mig`: the offline command line.
+
+Every verb prints a readable answer, or JSON with `--json`. Exit codes: 0 done, 1 bad input (or
+a change Pulumi would refuse), 2 a usage error. Bad input is one line per problem on stderr,
+`error: <key path>: <message>`, never a traceback; with `--json` stdout also carries
+`{"errors": [{"key", "value", "message", "allowed"}], "warnings": [...]}`. Warnings always go to
+stderr (`warning: ...`) and, with `--json`, into the payload's `warnings`.
+
+One module per verb (or per family of small ones); each registers its verbs with `register`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from mig_inference.cli import bench, catalog, diff, ephemeral, fit, pack, plan, render, throughput
+from mig_inference.cli.common import Handler, command, print_json
+from mig_inference.errors import MigError
+
+VERBS = (catalog, throughput, fit, pack, plan, diff, render, ephemeral, bench)
+"""In the order `--help` lists them."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, not a usage dump
+        name = command()
+        verb = self.prog.removeprefix(name).strip()
+        self.exit(2, f"error: {message} (see `{name} {verb + ' ' if verb else ''}--help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=command(), description="MIG planning for inference fleets.")
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    def verb(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
+        sub = verbs.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(handler=handler)
+        sub.add_argument("--json", action="store_true", help="print JSON")
+        return sub
+
+    for module in VERBS:
+        module.register(verb)
+    return parser
+
+
+def _failed(args: argparse.Namespace, error: MigError) -> int:
+    if getattr(args, "json", False):
+        print_json({"errors": [e.as_json() for e in error.errors], "warnings": []})
+    for each in error.errors:
+        print(f"error: {each}", file=sys.stderr)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except MigError as error:
+        return _failed(args, error)
+    except OSError as error:
+        if isinstance(error, BrokenPipeError):
+            return 0
+        where = f"{error.filename}: " if error.filename else ""
+        return _failed(args, MigError(f"{where}{error.strerror or error}"))

@@ -1,0 +1,70 @@
+"""`diff`: what applying the stack does to a deployed one, from a simulation of the `pulumi up`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from mig_inference.cli.common import Verb, print_json, read_stack, stack_arguments, stack_file_path
+from mig_inference.errors import MigError
+
+
+def register(verb: Verb) -> None:
+    sub = verb(
+        "diff",
+        _diff,
+        "what applying the stack does to a deployed one: pools, services, transition cost",
+    )
+    stack_arguments(sub)
+    sub.add_argument(
+        "--deployed",
+        required=True,
+        help="`pulumi stack output --json` saved to a file, or an older stack file",
+    )
+
+
+def _same_cloud(deployed: dict[str, Any], current: dict[str, Any], path: str) -> dict[str, Any]:
+    if deployed["cloud"] != current["cloud"]:
+        raise MigError(
+            f"the deployed plan is for cloud {deployed['cloud']}, the stack for "
+            f"{current['cloud']}: a stack cannot move between clouds",
+            path,
+        )
+    return deployed
+
+
+def current_version(args: argparse.Namespace) -> Any:
+    from mig_inference.changes.transition import version_of_stack_file
+
+    path = stack_file_path(args)
+    read_stack(args)  # the stack file's own errors first, as `plan` reports them
+    return version_of_stack_file(path, args.stack)
+
+
+def simulated_change(args: argparse.Namespace, current: Any) -> Any:
+    """The change from the deployed version (`--deployed`) to `current`, simulated."""
+    from mig_inference.changes.change_plan import change_plan
+    from mig_inference.changes.record import plan_record
+    from mig_inference.changes.transition import load_version, simulate_transition
+
+    deployed = load_version(Path(args.deployed), current)
+    records = [plan_record(v.plan, v.values, v.secret_keys) for v in (deployed, current)]
+    _same_cloud(records[0], records[1], args.deployed)
+    return change_plan(records[0], records[1], simulate_transition(deployed, current))
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from mig_inference.changes.change_plan import change_plan_json, change_plan_text
+
+    changes = simulated_change(args, current_version(args))
+    if args.json:
+        print_json(change_plan_json(changes))
+    else:
+        print(change_plan_text(changes))
+    for refusal in changes.refusals:
+        print(f"error: {refusal}", file=sys.stderr)
+    if changes.failure:
+        print(f"error: pulumi up would fail: {changes.failure}", file=sys.stderr)
+    return 1 if changes.refusals or changes.failure else 0

@@ -1,0 +1,47 @@
+"""`plan`: what a stack builds and whether it fits, offline (and, with `--deployed`, what applying
+it costs)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mig_inference.cli.common import Verb, print_json, read_stack, stack_arguments, warn, write
+from mig_inference.cli.diff import current_version, simulated_change
+
+
+def register(verb: Verb) -> None:
+    sub = verb("plan", _plan, "what a stack builds and whether it fits, offline")
+    stack_arguments(sub)
+    sub.add_argument("--svg", help="write a picture of every distinct layout to this file")
+    sub.add_argument(
+        "--deployed",
+        help="also warn about what applying it to this deployed plan costs (see `diff`)",
+    )
+    sub.add_argument("--prices", help="a price file replacing or adding machine types' prices")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from mig_inference.clouds.prices import load_prices
+    from mig_inference.plan import plan_stack
+    from mig_inference.reports.stack import plan_json, plan_text
+    from mig_inference.reports.stack_cost import cost_json, cost_text, stack_cost
+
+    plan = plan_stack(read_stack(args))
+    if args.deployed:
+        from mig_inference.changes.change_plan import change_warnings
+
+        plan.warnings.extend(change_warnings(simulated_change(args, current_version(args))))
+    if args.svg:
+        from mig_inference.reports.picture import layouts_svg
+
+        write(Path(args.svg), layouts_svg(plan))
+    cost = stack_cost(plan, load_prices(args.prices))
+    warn(plan.warnings)
+    if args.json:
+        print_json({**plan_json(plan), "cost": cost_json(cost)})
+    else:
+        print(plan_text(plan))
+        print()
+        print(cost_text(cost))
+    return 0

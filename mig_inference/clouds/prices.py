@@ -1,0 +1,259 @@
+"""Hourly prices of whole GPU machines: the table shipped in `data/prices.yaml`, and a user's
+override file of the same shape (an entry replaces the shipped one of its machine type, or adds
+a machine type the project knows).
+
+Every price carries the date and source it comes from; bad values are refused naming their key
+path, `FILE:machines[MACHINE].FIELD`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mig_inference.clouds import MACHINES, Cloud, MachineShape
+from mig_inference.clouds.capacity import Capacity
+from mig_inference.errors import MigError, MigErrors
+from mig_inference.stackfile.yamlfile import load_yaml
+
+SHIPPED = "data/prices.yaml"
+"""The shipped table, inside the `mig_inference` package."""
+
+TOP_KEYS = ("machines",)
+ENTRY_KEYS = (
+    "cloud",
+    "gpu",
+    "gpus",
+    "on_demand",
+    "spot",
+    "reservation",
+    "capacity_block",
+    "flex_start",
+    "region",
+    "date",
+    "source",
+    "weak",
+    "note",
+)
+
+
+@dataclass(frozen=True)
+class MachinePrice:
+    """What one machine type costs per hour, whole, and where that figure comes from."""
+
+    machine: str
+    """Machine type / instance type / shape, as `clouds.py` spells it."""
+    cloud: Cloud
+    gpu_model: str
+    """Catalog GPU model of its GPUs."""
+    gpus: int
+    """GPUs per machine."""
+    on_demand: float | None
+    """On-demand $/hour of the whole machine (None: no sourced price)."""
+    spot: float | None
+    """Spot / preemptible $/hour of the whole machine (None: no sourced price)."""
+    date: str
+    """When the source stated the values (as the source gives it)."""
+    source: str
+    """Where the values come from (URL, repository file or document)."""
+    region: str | None = None
+    weak: bool = False
+    """The source is a third-party copy or internally inconsistent."""
+    note: str | None = None
+    overridden: bool = False
+    """The entry comes from the user's override file, not the shipped table."""
+    reservation: float | None = None
+    """$/hour of the whole machine in a reservation (None: no sourced price)."""
+    capacity_block: float | None = None
+    """$/hour of the whole machine in an EC2 Capacity Block (None: no sourced price)."""
+    flex_start: float | None = None
+    """$/hour of the whole machine as a GKE flex-start VM (None: no sourced price)."""
+
+    def price(self, spot: bool) -> float | None:
+        """$/hour of the whole machine at on-demand or spot prices (None: not known)."""
+        return self.spot if spot else self.on_demand
+
+    def price_of(self, capacity: Capacity) -> float | None:
+        """$/hour of the whole machine bought as `capacity` (None: not in the table)."""
+        return {
+            Capacity.ON_DEMAND: self.on_demand,
+            Capacity.SPOT: self.spot,
+            Capacity.RESERVATION: self.reservation,
+            Capacity.CAPACITY_BLOCK: self.capacity_block,
+            Capacity.FLEX_START: self.flex_start,
+        }[capacity]
+
+
+PRICE_KEYS: dict[Capacity, str] = {
+    Capacity.ON_DEMAND: "on_demand",
+    Capacity.SPOT: "spot",
+    Capacity.RESERVATION: "reservation",
+    Capacity.CAPACITY_BLOCK: "capacity_block",
+    Capacity.FLEX_START: "flex_start",
+}
+"""The price table's key of each capacity choice."""
+
+
+def why_not_priced(machine: str, capacity: Capacity, price: MachinePrice | None) -> str:
+    """Why a machine bought as `capacity` has no price, and how to give one."""
+    key = PRICE_KEYS[capacity]
+    if price is None:
+        return f"{machine} is not in the price table; give its {key} price with --prices FILE"
+    said = (
+        f"{price.note}; " if price.note and capacity in (Capacity.ON_DEMAND, Capacity.SPOT) else ""
+    )
+    if capacity in (Capacity.ON_DEMAND, Capacity.SPOT):
+        return (
+            f"no {capacity} price for {machine} ({said}source: {price.source}); give one with "
+            f"--prices FILE ({key}:)"
+        )
+    return (
+        f"no {capacity} price for {machine}: the price sources (shared/reference/gpu-prices.md) "
+        f"list none; give one with --prices FILE ({key}:)"
+    )
+
+
+def known_machines() -> dict[str, tuple[Cloud, MachineShape]]:
+    """Every machine type the project knows, with its cloud."""
+    return {
+        name: (cloud, shape) for cloud, shapes in MACHINES.items() for name, shape in shapes.items()
+    }
+
+
+def _price_value(raw: Any, path: str) -> float | None:
+    """$/hour >= 0, or None (null: no sourced price)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise MigError(f"must be a number of $/hour, got {raw!r}", path, value=raw)
+    value = float(raw)
+    if not math.isfinite(value) or value < 0:
+        raise MigError(f"must be a price >= 0 in $/hour, got {raw!r}", path, value=raw)
+    return value
+
+
+def _text(raw: Any, path: str, *, required: bool) -> str | None:
+    if raw is None:
+        if required:
+            raise MigError("is missing: every price needs it", path)
+        return None
+    if isinstance(raw, datetime.date):
+        return raw.isoformat()  # YAML reads an unquoted 2026-07-20 as a date
+    if not isinstance(raw, str) or not raw.strip():
+        raise MigError(f"must be a non-empty string, got {raw!r}", path, value=raw)
+    return raw.strip()
+
+
+def _entry(machine: Any, raw: Any, where: str, overridden: bool) -> MachinePrice:
+    path = f"{where}machines[{machine}]"
+    known = known_machines()
+    if not isinstance(machine, str) or machine not in known:
+        names = sorted(known, key=str.lower)
+        raise MigError(
+            f"unknown machine type {machine!r}; known: {', '.join(names)}",
+            path,
+            value=machine,
+            allowed=names,
+        )
+    if not isinstance(raw, dict):
+        raise MigError(
+            f"must be a mapping with on_demand, spot, date, source..., got {raw!r}", path
+        )
+    unknown = sorted(str(k) for k in set(raw) - set(ENTRY_KEYS))
+    if unknown:
+        raise MigError(
+            f"unknown key {unknown[0]!r}; allowed: {', '.join(ENTRY_KEYS)}",
+            f"{path}.{unknown[0]}",
+            allowed=list(ENTRY_KEYS),
+        )
+    cloud, shape = known[machine]
+    facts = {"cloud": cloud.value, "gpu": shape.gpu, "gpus": shape.gpus}
+    for key, expected in facts.items():
+        if key in raw and raw[key] != expected:
+            raise MigError(
+                f"{machine} is {shape.gpus} x {shape.gpu} on {cloud.value}, not {key} {raw[key]!r}",
+                f"{path}.{key}",
+                value=raw[key],
+                allowed=[str(expected)],
+            )
+    if "on_demand" not in raw:
+        raise MigError(
+            "is missing: give $/hour of the whole machine, or null if unknown", f"{path}.on_demand"
+        )
+    weak = raw.get("weak", False)
+    if not isinstance(weak, bool):
+        raise MigError(f"must be true or false, got {weak!r}", f"{path}.weak", value=weak)
+    region = _text(raw.get("region"), f"{path}.region", required=False)
+    note = _text(raw.get("note"), f"{path}.note", required=False)
+    date = _text(raw.get("date"), f"{path}.date", required=True)
+    source = _text(raw.get("source"), f"{path}.source", required=True)
+    assert date is not None and source is not None
+    return MachinePrice(
+        machine=machine,
+        cloud=cloud,
+        gpu_model=shape.gpu,
+        gpus=shape.gpus,
+        on_demand=_price_value(raw["on_demand"], f"{path}.on_demand"),
+        spot=_price_value(raw.get("spot"), f"{path}.spot"),
+        reservation=_price_value(raw.get("reservation"), f"{path}.reservation"),
+        capacity_block=_price_value(raw.get("capacity_block"), f"{path}.capacity_block"),
+        flex_start=_price_value(raw.get("flex_start"), f"{path}.flex_start"),
+        date=date,
+        source=source,
+        region=region,
+        weak=weak,
+        note=note,
+        overridden=overridden,
+    )
+
+
+def parse_prices(
+    data: Any, where: str = "", *, overridden: bool = False
+) -> dict[str, MachinePrice]:
+    """A price table from parsed YAML; `where` prefixes key paths (a file name and `:`)."""
+    if not isinstance(data, dict) or not isinstance(data.get("machines"), dict):
+        raise MigError(
+            "must be a mapping with a `machines:` mapping of machine type -> price",
+            where.rstrip(":") or None,
+        )
+    unknown = sorted(str(k) for k in set(data) - set(TOP_KEYS))
+    if unknown:
+        raise MigError(
+            f"unknown key {unknown[0]!r}; allowed: {', '.join(TOP_KEYS)}",
+            f"{where}{unknown[0]}",
+            allowed=list(TOP_KEYS),
+        )
+    table: dict[str, MachinePrice] = {}
+    errors: list[MigError] = []
+    for machine, raw in data["machines"].items():
+        try:
+            table[machine] = _entry(machine, raw, where, overridden)
+        except MigError as error:
+            errors.append(error)
+    if errors:
+        raise errors[0] if len(errors) == 1 else MigErrors(errors)
+    return table
+
+
+@cache
+def shipped_prices() -> dict[str, MachinePrice]:
+    """The table shipped with the package (parsed once per process)."""
+    text = resources.files("mig_inference").joinpath(SHIPPED).read_text(encoding="utf-8")
+    return parse_prices(yaml.safe_load(text), f"{SHIPPED}:")
+
+
+def load_prices(override: str | Path | None = None) -> dict[str, MachinePrice]:
+    """The shipped table, with the entries of the user's `override` file replacing or adding
+    machine types."""
+    table = dict(shipped_prices())
+    if override is not None:
+        path = Path(override)
+        table.update(parse_prices(load_yaml(path, "price file"), f"{path}:", overridden=True))
+    return table

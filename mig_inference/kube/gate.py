@@ -1,0 +1,81 @@
+"""The MIG-ready gate: which nodes to wait for, and the POSIX shell loop the gate Job runs.
+
+The Job succeeds once every gated pool has at least its minimum number of nodes (of the current
+generation) that carry the intended `nvidia.com/mig.config`, report
+`nvidia.com/mig.config.state=success` and advertise the devices the plan gives a node (hardware
+evidence: the state label names no config, so a `success` left from an older config, or written
+by a run that applied an earlier value, never counts alone). It fails at once, naming the node,
+when one carrying the intended config reports `failed` (a `failed` under an older config is
+waited out), and when the deadline passes. API errors count as "not ready yet".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from mig_inference.kube.scripts import load
+from mig_inference.names.digest import short_hash
+from mig_inference.plan import PoolPlan, StackPlan
+
+
+@dataclass(frozen=True)
+class GateTarget:
+    """One pool the gate waits for."""
+
+    pool: str
+    selector: str
+    """Label selector of the pool's current nodes (pool, and generation on cloud pools)."""
+    config: str
+    """The `nvidia.com/mig.config` those nodes must carry."""
+    nodes: int
+    """How many of them must report success (the pool's minimum size)."""
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    """The GPU devices a node advertises once the config is applied (`PoolPlan`'s
+    `capacity_per_node`)."""
+
+
+def gate_script() -> str:
+    return load("gate.sh")
+
+
+def node_selector(pool: PoolPlan) -> str:
+    """The label selector of the pool's current nodes."""
+    return ",".join(f"{key}={value}" for key, value in sorted(pool.node_selector.items()))
+
+
+def devices_value(capacity: Mapping[str, int], separator: str = " ") -> str:
+    """`resource=count` per resource, sorted by name as kubectl prints a node's allocatable map
+    (what the scripts compare it with)."""
+    return separator.join(f"{resource}={count}" for resource, count in sorted(capacity.items()))
+
+
+def gate_targets(plan: StackPlan) -> list[GateTarget]:
+    """Operator-managed pools with MIG enabled and at least one node (a pool scaled to zero has
+    nothing to wait for)."""
+    return [
+        GateTarget(
+            pool.name,
+            node_selector(pool),
+            pool.config_name,
+            pool.min_nodes,
+            pool.capacity_per_node(),
+        )
+        for pool in plan.pools
+        if pool.operator_managed and pool.mig_enabled and pool.min_nodes > 0
+    ]
+
+
+def gate_targets_value(targets: list[GateTarget]) -> str:
+    """The gate's `GATE_TARGETS`: one `pool selector config nodes devices` line per pool, the
+    devices `resource=count` joined by commas."""
+    return "\n".join(
+        f"{t.pool} {t.selector} {t.config} {t.nodes} {devices_value(t.capacity, ',')}"
+        for t in targets
+    )
+
+
+def gate_fingerprint(targets: list[GateTarget]) -> str:
+    """Changes whenever what the gate waits for does, so a new Job runs."""
+    text = gate_targets_value(sorted(targets, key=lambda t: t.pool))
+    return short_hash(text, 8)

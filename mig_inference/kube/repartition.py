@@ -1,0 +1,124 @@
+"""In-place re-partitioning: the POSIX shell script a Job runs to move a pool's nodes to a new
+MIG config one batch (`maxUnavailable` nodes) at a time.
+
+NVIDIA's MIG manager does not evict user pods, and it applies a layout only when the value of
+`nvidia.com/mig.config` changes (or its pod starts). So, per batch, the script:
+
+- stops before any change when a pod holding a GPU can never be evicted (owned by a DaemonSet),
+  and, on `existing` pools, when a named node does not exist;
+- cordons the nodes, marking its own cordons (`mig-inference.io/cordoned-for=<config>`), so a
+  later run resumes a node an interrupted one left cordoned; a node someone else cordoned is
+  re-partitioned and left cordoned;
+- evicts the pods that hold GPU or MIG devices through the Eviction API (PodDisruptionBudgets
+  decide) until the drain deadline; a drain that cannot finish uncordons the nodes it never
+  relabelled and names the pods and the refusals;
+- relabels in one patch that also clears `nvidia.com/mig.config.state`, or, when the label is the
+  target already (a `failed` from an earlier run), clears the state and restarts the node's MIG
+  manager pod, the re-trigger NVIDIA's source supports;
+- waits, until the reconfiguration deadline, for `success` while the label still names the target
+  and for the node to advertise the plan's devices (hardware evidence), then uncordons.
+
+On an `existing` pool, a node on the target gets the pool's label from the Job (Pulumi's patch
+applies it after the Job), and nodes that still carry the pool's label but are no longer named by
+`pools[i].nodeNames` are released last: cordoned, their GPU pods evicted (they move to the pool's
+nodes), the pool label removed, uncordoned. Pulumi deletes their patches (the layout and taint
+labels) at the end of the update, once no pod holds their GPUs.
+
+It stops at `failed`, a `pending` that does not move, or a deadline, naming the node (which stays
+cordoned, with the way back) and the nodes left untouched. Every API read fails closed: a read
+that fails after its retries stops the Job before any change to that node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mig_inference.kube.gate import devices_value, node_selector
+from mig_inference.kube.scripts import load
+from mig_inference.names.digest import short_hash
+from mig_inference.plan import PoolPlan, StackPlan
+from mig_inference.spec import Rollout
+
+PENDING_LIMIT_SECONDS = 600
+"""How long a node may sit in `pending` after its pods are gone before the Job stops: with no
+GPU clients left, the MIG manager moves on within minutes (a reboot shows as `rebooting`)."""
+ADVERTISE_TIMEOUT_SECONDS = 300
+"""How long after `success` the node may take to advertise the planned devices (the MIG manager
+restores the device plugin's label last; the plugin then starts and registers with the kubelet).
+An assumption: only a real node measures it."""
+
+
+@dataclass(frozen=True)
+class RepartitionTarget:
+    """One in-place pool: its nodes, the config they move to, and how many at once."""
+
+    pool: str
+    config: str
+    selector: str | None
+    """Label selector of the pool's nodes (cloud pools)."""
+    node_names: tuple[str, ...]
+    """The pool's nodes by name (existing clusters, whose pool label may not be set yet)."""
+    max_unavailable: int
+    max_nodes: int
+    capacity: dict[str, int] = field(default_factory=dict)
+    """The GPU devices a node advertises once the config is applied."""
+    node_names_key: str = ""
+    """The stack key naming `node_names` (`pools[i].nodeNames`), for the Job's messages."""
+
+    @property
+    def fingerprint(self) -> str:
+        text = f"{self.pool}|{self.config}|{self.selector}|{' '.join(self.node_names)}"
+        return short_hash(text, 8)
+
+    def env(self, timeout_seconds: int, operator_namespace: str) -> dict[str, str]:
+        """The script's environment: the drain and the reconfiguration of a batch each get
+        `timeout_seconds`."""
+        return {
+            "REPARTITION_SELECTOR": self.selector or "",
+            "REPARTITION_NODES": " ".join(self.node_names),
+            "REPARTITION_NODES_KEY": self.node_names_key,
+            "NAMED_POOL": self.pool if self.node_names else "",
+            "TARGET_CONFIG": self.config,
+            "CAPACITY_PER_NODE": devices_value(self.capacity),
+            "MAX_UNAVAILABLE": str(self.max_unavailable),
+            "OPERATOR_NAMESPACE": operator_namespace,
+            "DRAIN_TIMEOUT_SECONDS": str(timeout_seconds),
+            "RECONFIGURE_TIMEOUT_SECONDS": str(timeout_seconds),
+            "PENDING_LIMIT_SECONDS": str(PENDING_LIMIT_SECONDS),
+            "ADVERTISE_TIMEOUT_SECONDS": str(ADVERTISE_TIMEOUT_SECONDS),
+        }
+
+    def budget_seconds(self, timeout_seconds: int) -> int:
+        """The whole Job's time: per batch, its drain, its reconfiguration and the wait for the
+        devices to be advertised."""
+        batches = -(-max(self.max_nodes, 1) // self.max_unavailable)
+        return batches * (2 * timeout_seconds + ADVERTISE_TIMEOUT_SECONDS)
+
+
+def repartition_targets(plan: StackPlan) -> list[RepartitionTarget]:
+    """Operator-managed pools whose layout changes in place."""
+    return [_target(plan, pool) for pool in plan.pools if _in_place(pool)]
+
+
+def _in_place(pool: PoolPlan) -> bool:
+    # GPUs without MIG have nothing to re-partition (and no MIG manager to report success).
+    return pool.operator_managed and pool.gpu.mig_capable and pool.rollout is Rollout.IN_PLACE
+
+
+def _target(plan: StackPlan, pool: PoolPlan) -> RepartitionTarget:
+    names = pool.spec.node_names
+    index = [p.name for p in plan.spec.pools].index(pool.name)
+    return RepartitionTarget(
+        pool=pool.name,
+        config=pool.config_name,
+        selector=None if names else node_selector(pool),
+        node_names=names,
+        max_unavailable=pool.max_unavailable,
+        max_nodes=pool.max_nodes,
+        capacity=pool.capacity_per_node(),
+        node_names_key=f"pools[{index}].nodeNames" if names else "",
+    )
+
+
+def repartition_script() -> str:
+    return load("repartition.sh")

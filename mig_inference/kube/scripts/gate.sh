@@ -1,0 +1,77 @@
+#!/bin/sh
+# The MIG-ready gate: see mig_inference/kube/gate.py, which fills in the upper-case placeholders.
+# A node counts once it carries its pool's config, reports success and advertises the planned
+# devices; a failed node fails the gate only when it carries the pool's config (a failed left by
+# an older layout says nothing about this one). API errors count as "not ready yet".
+set -euf
+POLL=${GATE_POLL_SECONDS:-10}
+KUBECTL_TRIES=1
+# shellcheck source=mig_inference/kube/scripts/kube.sh
+. ./kube.sh
+
+FIELDS='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.labels}{"|"}{.status.allocatable}{"\n"}{end}'
+deadline=$(($(date +%s) + GATE_TIMEOUT_SECONDS))
+while :; do
+  ready=1
+  report=""
+  details=""
+  while read -r pool selector config want capacity; do
+    [ -n "$pool" ] || continue
+    planned=$(printf '%s' "$capacity" | tr ',' ' ')
+    if ! kc get nodes -l "$selector" -o "jsonpath=$FIELDS"; then
+      ready=0
+      report="$report $pool:?/$want"
+      details="$details
+  pool $pool: reading its nodes failed (retried until the deadline): $err"
+      continue
+    fi
+    count=0
+    while IFS='|' read -r node node_config node_state node_labels node_alloc; do
+      [ -n "$node" ] || continue
+      if [ "$node_config" != "$config" ]; then
+        details="$details
+  node $node (pool $pool): CONFIG_LABEL=${node_config:-unset}${node_state:+ (STATE_LABEL=$node_state: about that config)}, not yet $config"
+        continue
+      fi
+      case $node_state in
+        failed)
+          echo "MIG config $config failed on node $node (pool $pool): STATE_LABEL=failed with CONFIG_LABEL=$config"
+          echo "see: kubectl logs -n <gpu-operator namespace> \$(kubectl get pod -n <gpu-operator namespace> -l MIG_MANAGER_SELECTOR --field-selector spec.nodeName=$node -o name)"
+          exit 1
+          ;;
+        success)
+          devices=$(gpu_devices "$node_alloc")
+          paused=$(paused_labels "$node_labels")
+          if [ -z "$paused" ] && [ "$devices" = "$planned" ]; then
+            count=$((count + 1))
+          else
+            details="$details
+  node $node (pool $pool): STATE_LABEL=success, advertises '${devices:-no GPU devices}' (planned: '$planned')${paused:+, operands paused: $paused}"
+          fi
+          ;;
+        *)
+          details="$details
+  node $node (pool $pool): STATE_LABEL=${node_state:-unset}"
+          ;;
+      esac
+    done <<NODES
+$out
+NODES
+    report="$report $pool:$count/$want"
+    if [ "$count" -lt "$want" ]; then
+      ready=0
+    fi
+  done <<TARGETS
+$GATE_TARGETS
+TARGETS
+  if [ "$ready" -eq 1 ]; then
+    echo "MIG ready:$report"
+    exit 0
+  fi
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "timed out waiting for CONFIG_LABEL, STATE_LABEL=success and the planned devices:$report$details"
+    exit 1
+  fi
+  echo "waiting for CONFIG_LABEL, STATE_LABEL=success and the planned devices:$report$details"
+  sleep "$POLL"
+done

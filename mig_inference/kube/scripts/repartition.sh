@@ -1,0 +1,452 @@
+#!/bin/sh
+# In-place re-partitioning of one pool, MAX_UNAVAILABLE nodes at a time: see
+# mig_inference/kube/repartition.py, which fills in the upper-case placeholders. POSIX sh (busybox ash
+# in the Job's image). Per batch: look for GPU pods no eviction can move, cordon (marked with
+# CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, relabel (or restart the MIG
+# manager when the label is already the target), wait for success with the target config and
+# the planned devices advertised, uncordon. Then, on existing pools, release the nodes the pool
+# no longer names.
+set -euf
+POLL=${REPARTITION_POLL_SECONDS:-10}
+# shellcheck source=mig_inference/kube/scripts/kube.sh
+. ./kube.sh
+
+NODE_FIELDS='{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.annotations.CORDON_PATH}{"|"}{.spec.unschedulable}{"|"}{.metadata.labels}{"|"}{.status.allocatable}'
+POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"\n"}{end}'
+CORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":"'$TARGET_CONFIG'"}},"spec":{"unschedulable":true}}'
+UNCORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":null}},"spec":{"unschedulable":null}}'
+RELABEL='{"metadata":{"labels":{"CONFIG_LABEL":"'$TARGET_CONFIG'","STATE_LABEL":null}}}'
+CLEAR_STATE='{"metadata":{"labels":{"STATE_LABEL":null}}}'
+RELEASE='{"metadata":{"labels":{"POOL_LABEL":null}}}'
+JOIN='{"metadata":{"labels":{"POOL_LABEL":"'${NAMED_POOL:-}'"}}}'
+RELEASE_AND_UNCORDON='{"metadata":{"labels":{"POOL_LABEL":null},"annotations":{"CORDON_ANNOTATION":null}},"spec":{"unschedulable":null}}'
+
+pool=""        # the pool's nodes, as last listed
+batch=""       # the nodes being re-partitioned now
+ours=""        # nodes of the batch this Job (or an earlier run of it) cordoned
+foreign=""     # nodes of the batch someone else cordoned: they stay cordoned
+keep=""        # nodes whose label or MIG manager was changed: a stop leaves them cordoned
+done_nodes=""  # on the target, finished
+gone=""        # vanished from the cluster
+released=""    # no longer named by the pool: moved out of it
+
+# read_node NODE: node_found (empty when the node does not exist), node_config, node_state,
+# node_mark (CORDON_ANNOTATION), node_cordoned, node_paused, node_devices. A read that fails
+# stops the Job.
+read_node() {
+  kc get node "$1" --ignore-not-found -o "jsonpath=$NODE_FIELDS" \
+    || stop "node $1" "reading it failed after $KUBE_TRIES tries: $err"
+  IFS='|' read -r node_found node_config node_state node_mark node_cordoned node_labels \
+    node_alloc <<EOF
+$out
+EOF
+  node_paused=$(paused_labels "$node_labels")
+  node_joined=""
+  case " $(entries "$node_labels" | tr '\n' ' ') " in
+    *" POOL_LABEL=${NAMED_POOL:-} "*) node_joined=true ;;
+  esac
+  node_devices=$(gpu_devices "$node_alloc")
+}
+
+# on_target: the node last read carries the target, reports success, has its operands back and
+# advertises the planned devices (hardware evidence: the state label names no config).
+on_target() {
+  [ "$node_config" = "$TARGET_CONFIG" ] && [ "$node_state" = success ] \
+    && [ -z "$node_paused" ] && [ "$node_devices" = "$CAPACITY_PER_NODE" ]
+}
+
+# gpu_pods NODE: holders (pods on NODE holding GPU or MIG devices, to evict), leaving (those
+# already terminating) and pinned (those a DaemonSet owns: DaemonSets ignore cordons and
+# recreate an evicted pod, so no eviction frees their GPUs). A listing that fails stops the Job.
+gpu_pods() {
+  kc get pods --all-namespaces \
+    --field-selector "spec.nodeName=$1,status.phase!=Succeeded,status.phase!=Failed" \
+    -o "jsonpath=$POD_FIELDS" \
+    || stop "node $1" "listing its pods failed after $KUBE_TRIES tries: $err"
+  holders=""
+  leaving=""
+  pinned=""
+  while IFS='|' read -r pod owners deleting limits; do
+    case $limits in
+      *'"nvidia.com/gpu'* | *'"nvidia.com/mig-'*) ;;
+      *) continue ;;
+    esac
+    if is_in DaemonSet "$owners"; then
+      pinned="$pinned $pod"
+    elif [ -n "$deleting" ]; then
+      leaving="$leaving $pod"
+    else
+      holders="$holders $pod"
+    fi
+  done <<EOF
+$out
+EOF
+}
+
+# evict NAMESPACE/NAME: through the Eviction API, so PodDisruptionBudgets decide; 1 with $err
+# when the API refused (the next listing says whether the pod is gone).
+evict() {
+  printf '{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"%s","namespace":"%s"}}' \
+    "${1#*/}" "${1%%/*}" >"$kube_tmp/eviction.json"
+  if kubectl --request-timeout="$KUBE_TIMEOUT" create --raw \
+    "/api/v1/namespaces/${1%%/*}/pods/${1#*/}/eviction" -f "$kube_tmp/eviction.json" \
+    </dev/null >/dev/null 2>"$kube_tmp/err"; then
+    return 0
+  fi
+  err=$(tr '\n' ' ' <"$kube_tmp/err")
+  return 1
+}
+
+# patch_node NODE PATCH: one JSON merge patch; stops the Job when it fails.
+patch_node() {
+  kc patch node "$1" --type merge -p "$2" -o name \
+    || stop "node $1" "patching it with $2 failed after $KUBE_TRIES tries: $err"
+}
+
+# restart_mig_manager NODE: delete the node's MIG manager pod; the DaemonSet's new one applies
+# the label's current value once (NVIDIA's manager reacts to a change of the value only, so a
+# same-value relabel re-applies nothing).
+restart_mig_manager() {
+  kc get pods -n "$OPERATOR_NAMESPACE" -l 'MIG_MANAGER_SELECTOR' \
+    --field-selector "spec.nodeName=$1" -o 'jsonpath={.items[*].metadata.name}' \
+    || stop "node $1" "listing its MIG manager pod failed after $KUBE_TRIES tries: $err"
+  managers=$out
+  [ -n "$managers" ] || stop "node $1" "no MIG manager pod (MIG_MANAGER_SELECTOR, namespace $OPERATOR_NAMESPACE) runs on it: is the GPU Operator's MIG manager deployed there?"
+  for manager in $managers; do
+    kc delete pod -n "$OPERATOR_NAMESPACE" "$manager" --ignore-not-found --wait=false \
+      || stop "node $1" "deleting its MIG manager pod $manager failed after $KUBE_TRIES tries: $err"
+  done
+  echo "node $1: restarted its MIG manager ($managers): the new one applies $TARGET_CONFIG"
+}
+
+# uncordon NODE: lift this Job's cordon; 1 when the API refuses (said, never fatal: a stop
+# calls it).
+uncordon() {
+  if kc patch node "$1" --type merge -p "$UNCORDON" -o name; then
+    return 0
+  fi
+  echo "node $1: could not be uncordoned ($err); by hand: kubectl uncordon $1 && kubectl annotate node $1 CORDON_ANNOTATION-"
+  return 1
+}
+
+# stop SUBJECT REASON: exit 1. Nodes of the batch cordoned by this Job and never relabelled are
+# uncordoned; relabelled ones stay cordoned (their GPUs are not in service) with the way back;
+# the nodes not reached are named.
+stop() {
+  echo "STOPPED at $1: $2"
+  for node in $batch; do
+    if is_in "$node" "$keep" && is_in "$node" "$ours"; then
+      echo "node $node stays cordoned (CORDON_ANNOTATION=$TARGET_CONFIG): its GPUs are not in service."
+      echo "  Fix the cause (kubectl logs -n $OPERATOR_NAMESPACE \$(kubectl get pod -n $OPERATOR_NAMESPACE -l MIG_MANAGER_SELECTOR --field-selector spec.nodeName=$node -o name)),"
+      echo "  then run pulumi up again: the Job resumes $node, clears its STATE_LABEL, restarts its MIG manager so that $TARGET_CONFIG is applied again, and uncordons it. By hand:"
+      echo "  kubectl label node $node STATE_LABEL- && kubectl delete pod -n $OPERATOR_NAMESPACE -l MIG_MANAGER_SELECTOR --field-selector spec.nodeName=$node"
+      echo "  then, once it reports STATE_LABEL=success: kubectl uncordon $node && kubectl annotate node $node CORDON_ANNOTATION-"
+    elif is_in "$node" "$ours"; then
+      if uncordon "$node"; then
+        echo "node $node: uncordoned (never relabelled)"
+      fi
+    fi
+  done
+  rest=""
+  for node in $pool; do
+    is_in "$node" "$done_nodes $gone $batch" || rest="$rest $node"
+  done
+  if [ -n "$rest" ]; then
+    echo "left untouched (still on their old config):$rest"
+  fi
+  exit 1
+}
+
+# join_pool NODE: on an existing pool, a node on the target carries the pool's label (Pulumi's
+# patch applies it only after this Job, so the replicas of a node being released can move there
+# now).
+join_pool() {
+  if [ -n "${NAMED_POOL:-}" ] && [ -z "$node_joined" ]; then
+    patch_node "$1" "$JOIN"
+    echo "node $1: POOL_LABEL=$NAMED_POOL"
+  fi
+}
+
+# finish NODE: the node last read is on the target: lift our cordon.
+finish() {
+  join_pool "$1"
+  if is_in "$1" "$foreign"; then
+    echo "node $1: $TARGET_CONFIG applied ($node_devices); left cordoned as it was (cordoned by someone else)"
+  elif [ -n "$node_mark" ]; then
+    patch_node "$1" "$UNCORDON"
+    echo "node $1: $TARGET_CONFIG applied ($node_devices); uncordoned"
+  else
+    echo "node $1: $TARGET_CONFIG applied ($node_devices)"
+  fi
+  done_nodes="$done_nodes $1"
+}
+
+# pick: list the pool afresh; finish nodes already on the target; batch = up to MAX_UNAVAILABLE
+# of the others, those an earlier run cordoned first.
+pick() {
+  if [ -n "$REPARTITION_SELECTOR" ]; then
+    kc get nodes -l "$REPARTITION_SELECTOR" -o 'jsonpath={.items[*].metadata.name}' \
+      || stop "the pool" "listing its nodes ($REPARTITION_SELECTOR) failed after $KUBE_TRIES tries: $err"
+    pool=$out
+  else
+    pool=$REPARTITION_NODES
+  fi
+  resumed=""
+  relabelled=""
+  fresh=""
+  for node in $pool; do
+    is_in "$node" "$done_nodes $gone" && continue
+    read_node "$node"
+    if [ -z "$node_found" ]; then
+      echo "node $node: gone (scaled away or replaced); skipped"
+      gone="$gone $node"
+    elif on_target && [ -n "$node_mark" ]; then
+      echo "node $node: on $TARGET_CONFIG, cordoned by an earlier run"
+      finish "$node"
+    elif on_target; then
+      echo "node $node: already on $TARGET_CONFIG ($node_devices)${node_cordoned:+; cordoned by someone else, left so}"
+      join_pool "$node"
+      done_nodes="$done_nodes $node"
+    elif [ -n "$node_mark" ]; then
+      resumed="$resumed $node"
+      [ "$node_config" != "$TARGET_CONFIG" ] || relabelled="$relabelled $node"
+    else
+      fresh="$fresh $node"
+    fi
+  done
+  todo="$resumed $fresh"
+  batch=""
+  ours=""
+  foreign=""
+  keep=""
+  taken=0
+  for node in $todo; do
+    [ "$taken" -lt "$MAX_UNAVAILABLE" ] || break
+    batch="$batch $node"
+    taken=$((taken + 1))
+    if is_in "$node" "$resumed"; then
+      ours="$ours $node"
+      # Relabelled by the earlier run: its MIG manager may be mid-change, so it stays out of
+      # service until it is back on a layout.
+      if is_in "$node" "$relabelled"; then
+        keep="$keep $node"
+      fi
+    fi
+  done
+}
+
+# no_pinned_pods NODES: stop before cordoning when a GPU pod on one of them can never be evicted.
+no_pinned_pods() {
+  for node in $1; do
+    gpu_pods "$node"
+    [ -z "$pinned" ] || stop "node $node" "pods owned by a DaemonSet hold its GPUs:$pinned. DaemonSets ignore cordons and recreate an evicted pod, so no drain frees these GPUs: keep that DaemonSet off the pool's nodes (nodeSelector or affinity), then run pulumi up again"
+  done
+}
+
+cordon_batch() {
+  for node in $batch; do
+    read_node "$node"
+    if [ -z "$node_found" ]; then
+      echo "node $node: gone (scaled away or replaced); skipped"
+      gone="$gone $node"
+    elif [ -n "$node_mark" ]; then
+      is_in "$node" "$ours" || ours="$ours $node"
+      if [ "$node_mark" != "$TARGET_CONFIG" ] || [ "$node_cordoned" != true ]; then
+        patch_node "$node" "$CORDON"
+      fi
+      echo "node $node: cordoned by an earlier run (for $node_mark); resumed"
+    elif [ "$node_cordoned" = true ]; then
+      foreign="$foreign $node"
+      echo "node $node: cordoned by someone else (no CORDON_ANNOTATION): re-partitioned, and left cordoned"
+    else
+      ours="$ours $node"
+      patch_node "$node" "$CORDON"
+      echo "node $node: cordoned (CORDON_ANNOTATION=$TARGET_CONFIG)"
+    fi
+  done
+}
+
+# drain_batch: evict the GPU pods of the batch until none is left or the drain deadline.
+drain_batch() {
+  deadline=$(($(date +%s) + DRAIN_TIMEOUT_SECONDS))
+  while :; do
+    left=""
+    refused=""
+    for node in $batch; do
+      is_in "$node" "$gone" && continue
+      gpu_pods "$node"
+      [ -z "$pinned" ] || stop "node $node" "pods owned by a DaemonSet appeared on it and hold its GPUs:$pinned (no eviction can free them)"
+      for pod in $holders; do
+        if evict "$pod"; then
+          echo "  evicted $pod"
+        else
+          refused="$refused
+  $pod: $err"
+        fi
+      done
+      left="$left$holders$leaving"
+    done
+    [ -n "$left" ] || return 0
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      stop "the drain of$batch" "after ${DRAIN_TIMEOUT_SECONDS}s these pods still hold GPU or MIG devices:$left${refused:+
+their evictions were refused (a PodDisruptionBudget decides):$refused}"
+    fi
+    [ -z "$refused" ] || echo "  evictions refused, retried until the drain deadline:$refused"
+    sleep "$POLL"
+  done
+}
+
+# trigger_batch: make each node's MIG manager apply the target, provably: a relabel that also
+# clears the state (a terminal state seen later was written for the new value), or, when the label
+# is the target already, a cleared state and a new MIG manager pod.
+trigger_batch() {
+  for node in $batch; do
+    is_in "$node" "$gone" && continue
+    read_node "$node"
+    # A reboot in progress finishes first: clearing `rebooting` could make the MIG manager reboot
+    # the node again.
+    while [ -n "$node_found" ] && [ "$node_state" = rebooting ]; do
+      [ "$(date +%s)" -lt "$deadline" ] || stop "node $node" "still STATE_LABEL=rebooting after ${RECONFIGURE_TIMEOUT_SECONDS}s"
+      sleep "$POLL"
+      read_node "$node"
+    done
+    if [ -z "$node_found" ]; then
+      echo "node $node: gone (scaled away or replaced); skipped"
+      gone="$gone $node"
+      continue
+    fi
+    keep="$keep $node"
+    if [ "$node_config" != "$TARGET_CONFIG" ]; then
+      patch_node "$node" "$RELABEL"
+      echo "node $node: CONFIG_LABEL=$TARGET_CONFIG (was ${node_config:-unset}), STATE_LABEL cleared"
+      # A run for the old value may still write its end state; paused operands stay paused
+      # after a failure until the process restarts (NVIDIA mig-parted v0.15.0).
+      if [ -n "$node_paused" ] || [ "$node_state" = pending ]; then
+        restart_mig_manager "$node"
+      fi
+    else
+      patch_node "$node" "$CLEAR_STATE"
+      echo "node $node: already labelled $TARGET_CONFIG (STATE_LABEL=${node_state:-unset}${node_paused:+, operands paused}); STATE_LABEL cleared"
+      restart_mig_manager "$node"
+    fi
+  done
+}
+
+# wait_batch: until each node reports success with the target config and advertises the planned
+# devices; stops at failed, a pending that does not move, or the deadline.
+wait_batch() {
+  waiting=""
+  for node in $batch; do
+    is_in "$node" "$gone" || waiting="$waiting $node"
+  done
+  while [ -n "$waiting" ]; do
+    still=""
+    for node in $waiting; do
+      read_node "$node"
+      if [ -z "$node_found" ]; then
+        echo "node $node: gone (scaled away or replaced); skipped"
+        gone="$gone $node"
+        continue
+      fi
+      [ "$node_config" = "$TARGET_CONFIG" ] || stop "node $node" "its CONFIG_LABEL became '${node_config}' while the Job waited for $TARGET_CONFIG (someone else relabelled it)"
+      now=$(date +%s)
+      case $node_state in
+        failed)
+          stop "node $node" "STATE_LABEL=failed with CONFIG_LABEL=$TARGET_CONFIG: its MIG manager could not apply the layout"
+          ;;
+        pending)
+          rm -f "$kube_tmp/success.$node"
+          [ -f "$kube_tmp/pending.$node" ] || echo "$now" >"$kube_tmp/pending.$node"
+          if [ $((now - $(cat "$kube_tmp/pending.$node"))) -ge "$PENDING_LIMIT_SECONDS" ]; then
+            stop "node $node" "STATE_LABEL=pending for ${PENDING_LIMIT_SECONDS}s without moving (its MIG manager waits for GPU clients that do not stop, NVIDIA/gpu-operator#2833)"
+          fi
+          ;;
+        success)
+          rm -f "$kube_tmp/pending.$node"
+          if on_target; then
+            finish "$node"
+            continue
+          fi
+          # The device plugin comes back after the MIG manager restores its label.
+          [ -f "$kube_tmp/success.$node" ] || echo "$now" >"$kube_tmp/success.$node"
+          if [ $((now - $(cat "$kube_tmp/success.$node"))) -ge "$ADVERTISE_TIMEOUT_SECONDS" ]; then
+            stop "node $node" "STATE_LABEL=success, but after ${ADVERTISE_TIMEOUT_SECONDS}s it advertises '${node_devices:-no GPU devices}' where the plan has '$CAPACITY_PER_NODE'${node_paused:+ (operands still paused: $node_paused)}"
+          fi
+          ;;
+        *)
+          rm -f "$kube_tmp/pending.$node" "$kube_tmp/success.$node"
+          ;;
+      esac
+      still="$still $node"
+    done
+    waiting=$still
+    [ -n "$waiting" ] || return 0
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      stop "node ${waiting# }" "no STATE_LABEL=success with the planned devices within ${RECONFIGURE_TIMEOUT_SECONDS}s (last: STATE_LABEL=${node_state:-unset}, devices '${node_devices}')"
+    fi
+    sleep "$POLL"
+  done
+}
+
+# release: nodes that carry the pool's label but are no longer named by REPARTITION_NODES_KEY (a
+# node swapped out of an existing pool). Their GPU pods are evicted while the pool's label still
+# keeps other workloads' replicas off, so the pool's replicas move to the pool's nodes; then the
+# pool label goes and the Job's cordon is lifted. Pulumi removes the node's other labels and taints
+# when it deletes its patches, last in the update: by then no pod holds its GPUs, so the layout
+# the GPU Operator falls back to is applied to idle GPUs.
+release() {
+  [ -n "${NAMED_POOL:-}" ] || return 0
+  kc get nodes -l "POOL_LABEL=$NAMED_POOL" -o 'jsonpath={.items[*].metadata.name}' \
+    || stop "the pool" "listing the nodes that carry its label (POOL_LABEL=$NAMED_POOL) failed after $KUBE_TRIES tries: $err"
+  outgoing=""
+  for node in $out; do
+    is_in "$node" "$REPARTITION_NODES" || outgoing="$outgoing $node"
+  done
+  [ -n "$outgoing" ] || return 0
+  echo "released from the pool (no longer in $REPARTITION_NODES_KEY):$outgoing"
+  no_pinned_pods "$outgoing"
+  batch=$outgoing
+  ours=""
+  foreign=""
+  keep=""
+  cordon_batch
+  drain_batch
+  for node in $batch; do
+    is_in "$node" "$gone" && continue
+    if is_in "$node" "$ours"; then
+      patch_node "$node" "$RELEASE_AND_UNCORDON"
+      echo "node $node: its GPU pods moved; POOL_LABEL removed; uncordoned"
+    else
+      patch_node "$node" "$RELEASE"
+      echo "node $node: its GPU pods moved; POOL_LABEL removed; left cordoned as it was (cordoned by someone else)"
+    fi
+    released="$released $node"
+  done
+  batch=""
+}
+
+if [ -z "$REPARTITION_SELECTOR" ]; then
+  missing=""
+  for node in $REPARTITION_NODES; do
+    read_node "$node"
+    [ -n "$node_found" ] || missing="$missing $node"
+  done
+  if [ -n "$missing" ]; then
+    echo "STOPPED before any change: $REPARTITION_NODES_KEY names nodes the cluster does not have:$missing"
+    echo "correct $REPARTITION_NODES_KEY in the stack file (kubectl get nodes lists the cluster's nodes), then run pulumi up again"
+    exit 1
+  fi
+fi
+
+while :; do
+  pick
+  [ -n "$batch" ] || break
+  no_pinned_pods "$todo"
+  cordon_batch
+  drain_batch
+  deadline=$(($(date +%s) + RECONFIGURE_TIMEOUT_SECONDS))
+  trigger_batch
+  wait_batch
+done
+release
+echo "re-partitioned to $TARGET_CONFIG:${done_nodes:- no node}${gone:+ (gone, skipped:$gone)}${released:+; released:$released}"

@@ -1,0 +1,110 @@
+"""What needs new nodes when it changes, per cloud, and the short generation it hashes to.
+
+A cloud pool's physical name is `<pool>-<generation>`: when any of these inputs changes, the new
+name makes Pulumi bring up the new pool next to the old one (create before delete) instead of
+deleting the running pool first, and services follow the new generation's label. Inputs the
+cloud updates in place on running nodes are left out, so they never cost a new pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from mig_inference.clouds import Cloud
+from mig_inference.clouds.capacity import Capacity
+from mig_inference.names.digest import short_hash
+from mig_inference.plan.sharing import sharing_text
+from mig_inference.spec import MigManager, PoolSpec, Rollout, StackSpec
+
+GENERATION_LENGTH = 6
+
+# Sources (README "Changing a stack"): GKE applies label and taint changes to running nodes and
+# resizes in place, while accelerators, spot, max pods (ForceNew) and machine type or disk (a
+# node-recreating upgrade) need new nodes. EKS updates labels, taints and scaling in place;
+# instance types, capacity type, disk and subnets force a new node group, and max pods lives in
+# the launch template's user data, read only when a node boots. OKE applies node pool changes
+# (labels, image, user data with the taints, max pods, placement: availability domains and
+# subnets) only to nodes created later.
+# A NoExecute taint key new on running nodes would evict the replicas already there before their
+# Deployment tolerates it (pools come before services), so a change of those keys brings new nodes
+# on GKE and EKS too; replicas tolerate any value and effect of their pool's keys (plan.pools).
+# Capacity: GKE's reservation affinity and flex-start are fixed when a pool is created
+# (ForceNew, like spot); EKS's capacity type forces a new node group, and a reservation or
+# Capacity Block lives in the launch template, read only when a node boots; OKE applies a
+# placement's capacity reservation only to nodes it creates later. So a capacity change needs
+# new nodes everywhere. `spot` keeps carrying on-demand <-> spot, and `capacity` joins the
+# inputs only for the other choices, so pools deployed before it existed keep their generation.
+# GKE's node locations: a zone that leaves the pool takes its nodes with it, and nodes are counted
+# per zone, so a change of zones replaces nodes either way: a new generation does it before the
+# old nodes go, and the gate waits for them.
+_COMMON = ("gpu", "machineType", "gpusPerNode", "maxPods", "migManager", "spot", "diskSizeGb")
+_PER_CLOUD: dict[Cloud, tuple[str, ...]] = {
+    Cloud.GKE: (*_COMMON, "zones", "noExecuteTaintKeys"),
+    Cloud.EKS: (*_COMMON, "cluster.subnetIds", "noExecuteTaintKeys"),
+    Cloud.OKE: (
+        *_COMMON,
+        "imageId",
+        "labels",
+        "taints",
+        "zones",
+        "sharing",  # the device plugin's config label, like every label, reaches new nodes only
+        "cluster.subnetIds",
+        "cluster.podSubnetIds",
+        "cluster.availabilityDomains",
+    ),
+    Cloud.EXISTING: (),
+}
+
+
+def _text(value: object) -> str:
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+    if isinstance(value, tuple | list):
+        return ",".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def replacement_inputs(
+    spec: StackSpec, pool: PoolSpec, gpus_per_node: int, max_pods: int, config_name: str
+) -> dict[str, str]:
+    """Stack keys of `pool` whose change needs new nodes on its cloud, with their values.
+
+    The layout (`mig`) is one of them unless the pool re-partitions in place; GKE's native MIG
+    always partitions at node creation."""
+    values: dict[str, object] = {
+        "gpu": pool.gpu.name,
+        "machineType": pool.machine_type,
+        "gpusPerNode": gpus_per_node,
+        "maxPods": max_pods,
+        "migManager": pool.mig_manager.value,
+        "spot": pool.spot,
+        "diskSizeGb": pool.disk_size_gb,
+        "imageId": pool.image_id,
+        "labels": pool.labels,
+        "taints": [f"{t.key}={t.value}:{t.effect}" for t in pool.taints],
+        "zones": sorted(pool.zones),  # a set to the clouds: the order changes nothing
+        "noExecuteTaintKeys": sorted({t.key for t in pool.taints if t.effect == "NoExecute"}),
+        "sharing": sharing_text(pool.sharing),
+        # Sets, not lists, to the clouds: the order they are given in changes nothing.
+        "cluster.subnetIds": sorted(spec.cluster.get("subnetIds", ())),
+        "cluster.podSubnetIds": sorted(spec.cluster.get("podSubnetIds", ())),
+        "cluster.availabilityDomains": sorted(spec.cluster.get("availabilityDomains", ())),
+    }
+    keys = list(_PER_CLOUD[spec.cloud])
+    if keys and pool.capacity not in (Capacity.ON_DEMAND, Capacity.SPOT):
+        keys.append("capacity")
+        values["capacity"] = f"{pool.capacity}:{pool.reservation or ''}"
+    if spec.cloud is Cloud.GKE and pool.mig_manager is MigManager.GKE:
+        keys.append("sharing")  # gpu_sharing_config is fixed when GKE creates the pool
+    if keys and (pool.rollout is Rollout.BLUE_GREEN or pool.mig_manager is MigManager.GKE):
+        keys.append("mig")
+        values["mig"] = config_name
+    return {key: _text(values[key]) for key in keys}
+
+
+def generation_of(inputs: Mapping[str, str]) -> str | None:
+    """A short, stable hash of the replacement inputs (None for pools of existing nodes)."""
+    if not inputs:
+        return None
+    text = "\n".join(f"{key}={value}" for key, value in sorted(inputs.items()))
+    return short_hash(text, GENERATION_LENGTH)

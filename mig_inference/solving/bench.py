@@ -1,0 +1,326 @@
+"""`python -m mig bench`: GPUs vs lower bound vs baselines, and wall time, on reference fleets,
+each packed twice on nodes of 8 GPUs: freely, and with every node identical (`--uniform-nodes`).
+
+Timings are measurements on whatever machine runs them, reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from mig_inference.clouds.prices import load_prices
+from mig_inference.gpus.catalog import GpuModel, resolve_gpu
+from mig_inference.gpus.sizing import ModelShape
+from mig_inference.solving.cheapest import cheapest_machine
+from mig_inference.solving.packing import Workload, pack
+from mig_inference.solving.throughput import parvagpu_scenarios
+
+CONTEXT = 4096
+CONCURRENCY = 8
+OVERHEAD = 1.1
+
+
+def _llm(
+    params: float, dtype: str, layers: int, kv_heads: int, kv_dtype: str | None = None
+) -> float:
+    shape = ModelShape(
+        params, dtype, layers, kv_heads, 128, CONTEXT, CONCURRENCY, kv_dtype, OVERHEAD
+    )
+    return shape.need_mib
+
+
+def llm_fleet() -> list[Workload]:
+    """The reference LLM fleet on H100-80GB: needs from the sizing formula, 8 concurrent 4k
+    sequences, 1.1 overhead (architectures from the models' published configs)."""
+    return [
+        Workload("llama-3.2-3b-bf16", 6, memory_mib=_llm(3.21, "bf16", 28, 8)),
+        Workload("llama-3.1-8b-fp8", 4, memory_mib=_llm(8.03, "fp8", 32, 8)),
+        Workload("llama-3.1-8b-bf16", 3, memory_mib=_llm(8.03, "bf16", 32, 8)),
+        Workload("llama-2-7b-bf16", 2, memory_mib=_llm(6.74, "bf16", 32, 32)),
+        Workload("llama-3-70b-int4", 1, memory_mib=_llm(70.6, "int4", 80, 8, "fp8")),
+        Workload("embedder", 4, memory_mib=3 * 1e9 / 2**20),
+        Workload("resnet50", 3, memory_mib=6 * 1e9 / 2**20),
+    ]
+
+
+def scaled(fleet: list[Workload], factor: int) -> list[Workload]:
+    return [replace(w, replicas=w.replicas * factor) for w in fleet]
+
+
+def random_fleet(gpu: GpuModel, replicas: int, seed: int) -> list[Workload]:
+    """Seeded fleet: workloads of 1-60 replicas, half by memory need, half by fixed profile."""
+    rng = random.Random(seed)
+    largest = max(p.memory_mib for p in gpu.profiles)
+    names = [p.name for p in gpu.profiles if not p.variant]
+    fleet: list[Workload] = []
+    left = replicas
+    while left:
+        count = min(left, rng.randint(1, 60))
+        left -= count
+        name = f"model-{len(fleet)}"
+        if rng.random() < 0.5:
+            fleet.append(Workload(name, count, memory_mib=rng.uniform(1024, largest)))
+        else:
+            fleet.append(Workload(name, count, profile=rng.choice(names)))
+    return fleet
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    replicas: int
+    workloads: int
+    gpus: int
+    lower_bound: int
+    optimal: bool
+    homogeneous: int
+    one_per_gpu: int
+    seconds: float
+    uniform_gpus: int
+    """GPUs with every node identical (whole nodes of 8)."""
+    uniform_optimal: bool
+    """That node count is proven minimal among identical-node plans."""
+    uniform_homogeneous: int
+    """The homogeneous baseline with identical nodes too (whole nodes of 8)."""
+    uniform_seconds: float
+
+
+def _measure(scenario: str, gpu: GpuModel, fleet: list[Workload]) -> Row:
+    started = time.perf_counter()
+    plan = pack(gpu, fleet, gpus_per_node=8)
+    seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    uniform = pack(gpu, fleet, gpus_per_node=8, uniform_nodes=True)
+    uniform_seconds = time.perf_counter() - started
+    return Row(
+        scenario,
+        sum(w.replicas for w in fleet),
+        len(fleet),
+        plan.gpu_count,
+        plan.lower_bound,
+        plan.optimal,
+        plan.baselines["homogeneous"],
+        plan.baselines["one_per_gpu"],
+        seconds,
+        uniform.gpu_count,
+        uniform.optimal,
+        uniform.baselines["homogeneous"],
+        uniform_seconds,
+    )
+
+
+def _fleet_file(fleet: list[Workload], directory: Path) -> Path:
+    path = directory / "fleet.yaml"
+    rows = []
+    for w in fleet:
+        row: dict[str, object] = {"name": w.name, "replicas": w.replicas}
+        if w.profile:
+            row["profile"] = w.profile
+        else:
+            assert w.memory_mib is not None
+            row["memory_gib"] = round(w.memory_mib / 1024, 3)
+        rows.append(row)
+    path.write_text(yaml.safe_dump({"workloads": rows}))
+    return path
+
+
+def cli_wall_time(gpu: GpuModel, fleet: list[Workload]) -> float:
+    """Wall time of `python -m mig pack FILE --json` in a fresh interpreter."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = _fleet_file(fleet, Path(directory))
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "mig", "pack", str(path), "--gpu", gpu.name,
+             "--gpus-per-node", "8", "--json"],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        return time.perf_counter() - started
+
+
+@dataclass(frozen=True)
+class DemandRow:
+    """A demand scenario: services at requests per second, replicas and profiles chosen."""
+
+    scenario: str
+    gpu: str
+    workloads: int
+    gpus: int
+    lower_bound: int
+    optimal: bool
+    published_gpus: int | None
+    """GPUs the source's own planner used."""
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """A cost scenario: the cheapest whole-node machine for a fleet, against the cheapest
+    machine holding the same fleet with homogeneous `all-<profile>` GPUs."""
+
+    scenario: str
+    machine: str
+    nodes: int
+    per_hour: float
+    proven: bool
+    homogeneous_machine: str
+    homogeneous_nodes: int
+    homogeneous_per_hour: float
+    seconds: float
+
+
+def _demand_rows(quick: bool = False) -> list[DemandRow]:
+    rows = []
+    for sharing in ("single",) if quick else ("single", "mps"):
+        for scenario in parvagpu_scenarios(sharing)[: 2 if quick else None]:
+            gpu = resolve_gpu(scenario.gpu)
+            started = time.perf_counter()
+            plan = pack(gpu, scenario.workloads)
+            rows.append(
+                DemandRow(
+                    f"ParvaGPU {scenario.name}", gpu.name, len(scenario.workloads),
+                    plan.gpu_count, plan.lower_bound, plan.optimal, scenario.published_gpus,
+                    time.perf_counter() - started,
+                )
+            )  # fmt: skip
+    return rows
+
+
+def _cost_row(scenario: str, fleet: list[Workload], cloud: str, spot: bool) -> CostRow:
+    prices = load_prices()
+    started = time.perf_counter()
+    chosen = cheapest_machine(fleet, prices, cloud=cloud, spot=spot)
+    seconds = time.perf_counter() - started
+    best = chosen.choice
+    assert best is not None and best.nodes is not None and best.total_per_hour is not None
+    homogeneous: list[tuple[float, int, str]] = []
+    for candidate in chosen.candidates:
+        if not candidate.feasible:
+            continue
+        gpu = resolve_gpu(candidate.price.gpu_model)
+        plan = pack(gpu, fleet, gpus_per_node=candidate.gpus_per_node)
+        nodes = math.ceil(plan.baselines["homogeneous"] / candidate.gpus_per_node)
+        homogeneous.append((nodes * candidate.per_node, nodes, candidate.machine))
+    per_hour, nodes, machine = min(homogeneous)
+    return CostRow(
+        scenario, best.machine, best.nodes, best.total_per_hour, chosen.proven, machine, nodes,
+        per_hour, seconds,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    gpu: str
+    rows: list[Row]
+    cli_seconds: float
+    demand: list[DemandRow]
+    cost: list[CostRow]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "gpu": self.gpu,
+            "scenarios": [asdict(row) for row in self.rows],
+            "cli_pack_5000_seconds": round(self.cli_seconds, 3),
+            "demand": [asdict(row) for row in self.demand],
+            "cost": [asdict(row) for row in self.cost],
+        }
+
+
+def measure(seed: int = 7, quick: bool = False) -> BenchResult:
+    """Every scenario; with `quick`, only the smallest of each section (a smoke run of the same
+    code, for tests: its numbers are not the benchmark's)."""
+    gpu = resolve_gpu("H100-80GB")
+    base = llm_fleet()
+    if quick:
+        return BenchResult(
+            gpu.name,
+            [_measure("LLM fleet", gpu, base)],
+            cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
+            _demand_rows(quick=True),
+            [_cost_row("LLM fleet, EKS on-demand", base, "eks", spot=False)],
+        )
+    rows = [
+        _measure("LLM fleet", gpu, base),
+        _measure("LLM fleet x10", gpu, scaled(base, 10)),
+        _measure("LLM fleet x100", gpu, scaled(base, 100)),
+        _measure(f"random 1,000 (seed {seed})", gpu, random_fleet(gpu, 1000, seed)),
+        _measure(f"random 5,000 (seed {seed})", gpu, random_fleet(gpu, 5000, seed)),
+        _measure(f"random 50,000 (seed {seed})", gpu, random_fleet(gpu, 50_000, seed)),
+        _measure(f"random 200,000 (seed {seed})", gpu, random_fleet(gpu, 200_000, seed)),
+    ]
+    cost = [
+        _cost_row("LLM fleet x100, EKS on-demand", scaled(base, 100), "eks", spot=False),
+        _cost_row("LLM fleet x100, GKE spot", scaled(base, 100), "gke", spot=True),
+        _cost_row("LLM fleet x100, OKE on-demand", scaled(base, 100), "oke", spot=False),
+        _cost_row("random 5,000, EKS on-demand", random_fleet(gpu, 5000, seed), "eks", spot=False),
+    ]
+    return BenchResult(
+        gpu.name,
+        rows,
+        cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
+        _demand_rows(quick=False),
+        cost,
+    )
+
+
+def bench_text(result: BenchResult) -> str:
+    rows, cli = result.rows, result.cli_seconds
+    header = (
+        f"{'scenario':<26} {'replicas':>8} {'loads':>5} {'GPUs':>6} {'bound':>6} {'optimal':>7} "
+        f"{'homog.':>6} {'1/GPU':>6} {'seconds':>8} | {'GPUs':>6} {'optimal':>7} {'homog.':>6} "
+        f"{'seconds':>8}"
+    )
+    width = len(header.split("|")[0])
+    lines = [
+        f"planner benchmark on {result.gpu}, 8 GPUs per node",
+        f"{'':<{width}}| identical nodes (--uniform-nodes)",
+        header,
+        "-" * len(header),
+    ]
+    for r in rows:
+        lines.append(
+            f"{r.scenario:<26} {r.replicas:>8} {r.workloads:>5} {r.gpus:>6} {r.lower_bound:>6} "
+            f"{'yes' if r.optimal else 'no':>7} {r.homogeneous:>6} {r.one_per_gpu:>6} "
+            f"{r.seconds:>8.3f} | {r.uniform_gpus:>6} {'yes' if r.uniform_optimal else 'no':>7} "
+            f"{r.uniform_homogeneous:>6} {r.uniform_seconds:>8.3f}"
+        )
+    lines.append("")
+    lines.append(
+        f"`python -m mig pack` on the random 5,000-replica fleet, CLI start-up included: "
+        f"{cli:.2f} s wall"
+    )
+    lines.append("")
+    lines.append("demand: replicas per profile chosen to serve requests per second (free GPUs)")
+    header = (
+        f"{'scenario':<26} {'GPU':<10} {'loads':>5} {'GPUs':>5} {'bound':>5} {'optimal':>7} "
+        f"{'paper':>5} {'seconds':>8}"
+    )
+    lines += [header, "-" * len(header)]
+    for d in result.demand:
+        paper = str(d.published_gpus) if d.published_gpus is not None else "-"
+        lines.append(
+            f"{d.scenario:<26} {d.gpu:<10} {d.workloads:>5} {d.gpus:>5} {d.lower_bound:>5} "
+            f"{'yes' if d.optimal else 'no':>7} {paper:>5} {d.seconds:>8.3f}"
+        )
+    lines.append("")
+    lines.append("cost: the cheapest whole-node machine vs the cheapest with homogeneous GPUs")
+    header = (
+        f"{'scenario':<30} {'machine':<16} {'nodes':>5} {'$/h':>9} {'proven':>6} | "
+        f"{'homogeneous':<16} {'nodes':>5} {'$/h':>9} {'seconds':>8}"
+    )
+    lines += [header, "-" * len(header)]
+    for c in result.cost:
+        lines.append(
+            f"{c.scenario:<30} {c.machine:<16} {c.nodes:>5} {c.per_hour:>9.2f} "
+            f"{'yes' if c.proven else 'no':>6} | {c.homogeneous_machine:<16} "
+            f"{c.homogeneous_nodes:>5} {c.homogeneous_per_hour:>9.2f} {c.seconds:>8.3f}"
+        )
+    return "\n".join(lines)

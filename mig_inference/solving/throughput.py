@@ -1,0 +1,55 @@
+"""Throughput tables: requests per second one replica serves on each MIG profile, for planning
+from demand. The project ships ParvaGPU's public A100-80GB measurements as a reference fleet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from mig_inference.solving.packing import Workload
+
+PARVAGPU = "data/throughput-parvagpu-a100-80gb.yaml"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A demand scenario: workloads with their request rates and per-profile throughput."""
+
+    name: str
+    gpu: str
+    workloads: tuple[Workload, ...]
+    published_gpus: int | None
+    """GPUs the source's own planner used for it, when it says."""
+
+
+@cache
+def _parvagpu() -> dict[str, Any]:
+    text = resources.files("mig_inference").joinpath(PARVAGPU).read_text(encoding="utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+def parvagpu_scenarios(sharing: str = "single") -> list[Scenario]:
+    """ParvaGPU's six SLO scenarios on A100-80GB. `sharing="single"` is one engine per slice
+    (how this project deploys); `"mps"` lets up to five processes share a slice, as ParvaGPU's
+    own deployments do."""
+    data = _parvagpu()
+    scenarios = []
+    for name, models in data["scenarios"].items():
+        workloads = tuple(
+            Workload(
+                model,
+                0,
+                requests_per_second=float(row["requests_per_second"]),
+                throughput=tuple((profile, float(rate)) for profile, rate in row[sharing].items()),
+            )
+            for model, row in models.items()
+        )
+        scenarios.append(
+            Scenario(f"{name} ({sharing})", data["gpu"], workloads, data["published_gpus"][name])
+        )
+    return scenarios

@@ -1,0 +1,47 @@
+"""Reading `stacks/Pulumi.<stack>.yaml` (or any stack file) into a validated StackSpec."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from mig_inference.errors import MigError
+from mig_inference.spec import StackSpec, parse_stack
+from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
+from mig_inference.versions import GPU_OPERATOR_VERSION
+
+
+def stacks_dir() -> Path:
+    """Where `--stack NAME` looks: `stacks/` of the working directory (a platform team's IaC
+    repository, or this one), else the working directory itself, as Pulumi keeps
+    `Pulumi.<stack>.yaml` beside `Pulumi.yaml`."""
+    here = Path.cwd()
+    return here / "stacks" if (here / "stacks").is_dir() else here
+
+
+def stack_path(name: str) -> Path:
+    return stacks_dir() / f"Pulumi.{name}.yaml"
+
+
+def stack_names() -> list[str]:
+    found = stacks_dir().glob("Pulumi.*.yaml")
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in found)
+
+
+def load_stack_file(path: Path, stack: str | None = None) -> StackSpec:
+    """Parse and validate a stack file as `pulumi up` gives it to the program (see
+    mig_inference.stackfile.pulumi_config); MigError names the file or the key path."""
+    name = stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    if not path.exists():
+        known = ", ".join(stack_names()) or "none"
+        raise MigError(f"cannot read stack file: no such file (stacks: {known})", str(path))
+    engine = read_stack_config(path)
+    values, secrets = project_values(engine.values, engine.secret_keys.__contains__)
+    spec = parse_stack(
+        name, values, secret_keys=secrets, pinned_operator_version=GPU_OPERATOR_VERSION
+    )
+    return replace(spec, warnings=spec.warnings + engine.warnings)
+
+
+def load_stack(name: str) -> StackSpec:
+    return load_stack_file(stack_path(name), name)

@@ -1,0 +1,254 @@
+"""What a Python Pulumi program receives as config from `Pulumi.<stack>.yaml`, and how this
+project's program reads it; the command line uses the same two steps, so `plan` sees exactly the
+values `pulumi up` does.
+
+The engine's side (pulumi/pulumi at 1b5949891b3c, see docs in README "How stack files are
+read"): the stack file is decoded with gopkg.in/yaml.v3 (`mig_inference.stackfile.yamlfile`);
+keys without a namespace get the project's (`cloud` is `mig-inference:cloud`), `ns:config:name` is
+`ns:name`; each value becomes one string: a string stays itself, an empty value is "" (Pulumi
+warns), anything else is JSON as Go writes it (`yes` stays "yes", `1e3` is "1000", a timestamp
+is Go's `2024-01-02 00:00:00 +0000 UTC`, `.inf` and `.nan` make the whole file fail). A value
+`{secure: <ciphertext>}` is a secret. The Python language host hands these strings to the program
+(PULUMI_CONFIG), where `pulumi.Config.get` returns them as they are.
+
+The program's side (`project_values`): `cloud` is the string; every other key is that string read
+as JSON (what `Config.get_object` does), or the string itself when it is not JSON, so that the
+spec reader can say what is wrong with it at its key path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mig_inference.errors import MigError, MigErrors
+from mig_inference.stackfile.yamlfile import (
+    Document,
+    go_json_float,
+    load_document,
+    parse_text,
+    read_text,
+)
+
+NAMESPACE = "mig-inference"
+SECRET_MARKER = "secure"
+_INT64 = (-(2**63), 2**63 - 1)
+PLAIN_KEYS = ("cloud",)
+"""Keys the program reads with `Config.get` (a string); the others are JSON objects."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The config Pulumi's engine gives the program: full key -> string, and the secret keys."""
+
+    values: Mapping[str, str]
+    secret_keys: frozenset[str] = frozenset()
+    warnings: tuple[str, ...] = ()
+    nested_secrets: frozenset[str] = frozenset()
+    """Keys whose value holds a secret inside an object (the engine decrypts it in place)."""
+
+
+@dataclass
+class _Conversion:
+    warnings: list[str] = field(default_factory=list)
+    nested_secret: bool = False
+
+
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(SECRET_MARKER), str)
+
+
+def go_json(value: Any) -> str:
+    """`value` as Go's encoding/json writes it (keys sorted, `<`, `>`, `&` escaped)."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return go_json_float(value)
+    if isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+        for char in "<>&\u2028\u2029":
+            text = text.replace(char, f"\\u{ord(char):04x}")
+        return text
+    if isinstance(value, list):
+        return "[" + ",".join(go_json(item) for item in value) + "]"
+    assert isinstance(value, dict)
+    return "{" + ",".join(f"{go_json(k)}:{go_json(value[k])}" for k in sorted(value)) + "}"
+
+
+def _engine_value(value: Any, key: str, path: str, state: _Conversion) -> Any:
+    """A decoded value as it leaves the engine, secrets replaced by a placeholder."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise MigError(
+            f"{value!r} cannot be passed to the program: Pulumi refuses the stack file "
+            "(`json: unsupported value`); give a finite number",
+            f"{key}{path}",
+            value=value,
+        )
+    if (
+        path
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and (not _INT64[0] <= value <= _INT64[1])
+    ):
+        # Inside an object the engine reads numbers back from JSON as int64, else float64.
+        return float(value)
+    if _is_secret(value):
+        state.nested_secret = True
+        return f"[secret {value[SECRET_MARKER][:12]}...]"
+    if isinstance(value, list):
+        return [_engine_value(item, key, f"{path}[{i}]", state) for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: _engine_value(v, key, f"{path}.{k}", state) for k, v in value.items()}
+    return value
+
+
+def _text(value: Any) -> str:
+    """Pulumi's string form of a top-level value (marshalText): strings as they are, the rest
+    as Go's JSON."""
+    return value if isinstance(value, str) else go_json(value)
+
+
+def _full_key(key: str, project: str) -> str | None:
+    """config.ParseKey after the project's namespace is added to a bare key."""
+    parts = key.split(":")
+    if len(parts) == 1:
+        return f"{project}:{key}"
+    if len(parts) == 2:
+        return key
+    if len(parts) == 3 and parts[1] == "config" and parts[0] and parts[2]:
+        return f"{parts[0]}:{parts[2]}"
+    return None
+
+
+def engine_config(document: Document, source: str, project: str = NAMESPACE) -> EngineConfig:
+    """What the engine passes the program for a stack file already decoded by yamlfile."""
+    data = document.value
+    if data is None:
+        return EngineConfig({})
+    if not isinstance(data, dict):
+        raise MigError("a stack file is a mapping with a `config:` mapping", source)
+    config = data.get("config")
+    if config is None:
+        return EngineConfig({})
+    if not isinstance(config, dict):
+        raise MigError(f"`config:` must be a mapping, got {config!r}", source)
+    problems: list[MigError] = []
+    values: dict[str, str] = {}
+    secrets: set[str] = set()
+    nested: set[str] = set()
+    warnings = [
+        f"{_readable(source, path)}: Pulumi reads the unquoted {reading.text} as {reading.why}: "
+        f"the program receives {reading.value!r}; quote it to keep the text"
+        for reading in document.readings
+        for path in [reading.path]
+    ]
+    if document.more_documents:
+        warnings.append(f"{source}: only the first YAML document is read (as Pulumi does)")
+    empty = []
+    for key, value in config.items():
+        full = _full_key(key, project)
+        if full is None:
+            problems.append(MigError(
+                "is not a configuration key (`<namespace>:<name>`, or a name of this project)",
+                key, value=key,
+            ))  # fmt: skip
+            continue
+        if full in values or full in secrets:
+            problems.append(MigError(f"is given twice (also as {full})", key, value=key))
+            continue
+        if value is None:
+            empty.append(full)
+            values[full] = ""  # Pulumi's zero Value: an empty string
+            continue
+        if _is_secret(value):
+            secrets.add(full)
+            values[full] = value[SECRET_MARKER]
+            continue
+        state = _Conversion()
+        try:
+            converted = _engine_value(value, full, "", state)
+        except MigError as error:
+            problems.append(error)
+            continue
+        values[full] = _text(converted)
+        if state.nested_secret:
+            secrets.add(full)
+            nested.add(full)
+    if empty:
+        warnings.append(
+            f"{source}: no value for {', '.join(empty)}: Pulumi passes an empty string (and will "
+            "pass null in a later version); the key is left out"
+        )
+    if problems:
+        raise MigErrors(problems)
+    return EngineConfig(values, frozenset(secrets), tuple(warnings), frozenset(nested))
+
+
+def _readable(source: str, path: tuple[str | int, ...]) -> str:
+    """A YAML path under `config:` as a key path (`mig-inference:pools[0].name`)."""
+    if len(path) < 2 or path[0] != "config":
+        return source
+    text = str(path[1])
+    text = text if ":" in text else f"{NAMESPACE}:{text}"
+    for part in path[2:]:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+def project_name(stack_file: Path) -> str:
+    """The name of the Pulumi project a stack file belongs to (the namespace of its bare keys):
+    `Pulumi.yaml` beside it or one level up (its `stackConfigDir`); this project's by default."""
+    for folder in (stack_file.parent, stack_file.parent.parent):
+        for name in ("Pulumi.yaml", "Pulumi.yml"):
+            candidate = folder / name
+            if candidate.is_file():
+                try:
+                    data = parse_text(read_text(candidate, "project file"), str(candidate)).value
+                except MigError:
+                    return NAMESPACE
+                if isinstance(data, dict) and isinstance(data.get("name"), str):
+                    return str(data["name"])
+                return NAMESPACE
+    return NAMESPACE
+
+
+def read_stack_config(path: Path) -> EngineConfig:
+    """The engine's config for the stack file at `path`."""
+    document = load_document(path, "stack file", go_times=True)
+    return engine_config(document, str(path), project_name(path))
+
+
+def as_object(text: str) -> Any:
+    """A config string as `Config.get_object` reads it (JSON); the string itself when it is not
+    JSON, for the spec reader to refuse with its key path."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def project_values(
+    config: Mapping[str, str], is_secret: Callable[[str], bool]
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """The program's reading of the engine's config: this project's keys (without namespace)
+    and their values, and the names of its secret keys (whose values are never read here).
+    Empty values are left out."""
+    values: dict[str, Any] = {}
+    secrets: set[str] = set()
+    prefix = f"{NAMESPACE}:"
+    for full_key in sorted(config):
+        if not full_key.startswith(prefix):
+            continue
+        key = full_key[len(prefix) :]
+        if is_secret(full_key):
+            secrets.add(key)
+        elif config[full_key] != "":
+            text = config[full_key]
+            values[key] = text if key in PLAIN_KEYS else as_object(text)
+    return values, frozenset(secrets)
