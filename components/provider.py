@@ -13,19 +13,19 @@ import pulumi
 from pulumi.provider import main
 from pulumi.provider.experimental.component import ComponentProvider
 
-from .eks import EksCluster, EksGpuNodeGroup
-from .eks_autoscaler import EksClusterAutoscaler
-from .existing import ExistingNodePool, ExistingNodeTaints
-from .gke import GkeCluster, GkeGpuPool
-from .gpu_operator import GpuOperator
-from .inference import InferenceService
-from .mig_gate import MigReadyGate
-from .monitoring import Keda, Monitoring
-from .oke import OkeCluster, OkeGpuPool
-from .oke_autoscaler import OkeClusterAutoscaler
-from .profiling import ProfilingJobs
-from .repartition import InPlaceRepartition
+from .clouds.eks import EksCluster, EksGpuNodeGroup
+from .clouds.eks_autoscaler import EksClusterAutoscaler
+from .clouds.existing import ExistingNodePool, ExistingNodeTaints
+from .clouds.gke import GkeCluster, GkeGpuPool
+from .clouds.oke import OkeCluster, OkeGpuPool
+from .clouds.oke_autoscaler import OkeClusterAutoscaler
 from .stack import MigInference
+from .workloads.gpu_operator import GpuOperator
+from .workloads.inference import InferenceService
+from .workloads.mig_gate import MigReadyGate
+from .workloads.monitoring import Keda, Monitoring
+from .workloads.profiling import ProfilingJobs
+from .workloads.repartition import InPlaceRepartition
 
 PACKAGE = "mig-inference"
 """The Pulumi package name: every component's type token is `mig-inference:index:<Class>`."""

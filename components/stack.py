@@ -13,19 +13,19 @@ from mig_inference.kube.repartition import repartition_targets
 from mig_inference.plan import layout_of
 from mig_inference.verify.targets import verify_targets
 
-from .cloud import Children, cluster, cluster_autoscaler, gpu_pools, program_children
-from .cluster_access import kubernetes_provider
-from .existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeTaintsArgs
-from .gpu_operator import GpuOperator, GpuOperatorArgs
-from .inference import InferenceService, InferenceServiceArgs
-from .mig_gate import MigReadyGate, MigReadyGateArgs
-from .model_cache import ModelCache, ModelCacheArgs, fill_lead
-from .monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
+from .clouds.cloud import Children, cluster, cluster_autoscaler, gpu_pools, program_children
+from .clouds.cluster_access import kubernetes_provider
+from .clouds.existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeTaintsArgs
 from .planning import planned, secret_value
-from .profiling import ProfilingJobs, ProfilingJobsArgs
-from .repartition import InPlaceRepartition, InPlaceRepartitionArgs
 from .stack_args import Stack, stack_values_of
-from .verify import ServiceVerification, ServiceVerificationArgs
+from .workloads.gpu_operator import GpuOperator, GpuOperatorArgs
+from .workloads.inference import InferenceService, InferenceServiceArgs
+from .workloads.mig_gate import MigReadyGate, MigReadyGateArgs
+from .workloads.model_cache import ModelCache, ModelCacheArgs, fill_lead
+from .workloads.monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
+from .workloads.profiling import ProfilingJobs, ProfilingJobsArgs
+from .workloads.repartition import InPlaceRepartition, InPlaceRepartitionArgs
+from .workloads.verify import ServiceVerification, ServiceVerificationArgs
 
 RESTRICTED_NAMESPACE_LABELS = {
     # Inference pods meet the restricted Pod Security Standard.

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.eks_autoscaler import READ_ACTIONS, SCALE_ACTIONS
+from components.clouds.eks_autoscaler import READ_ACTIONS, SCALE_ACTIONS
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
 from mig_inference.render import _FAKE_CALLS

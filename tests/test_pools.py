@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.eks import NODE_POLICIES
+from components.clouds.eks import NODE_POLICIES
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
 from mig_inference.spec import parse_stack

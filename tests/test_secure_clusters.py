@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components.gke import NAT_MAX_PORTS, NAT_MIN_PORTS
+from components.clouds.gke import NAT_MAX_PORTS, NAT_MIN_PORTS
 from mig_inference.errors import MigError
 from mig_inference.spec import parse_stack
 from mig_inference.spec.cluster import gke_master_cidr

@@ -7,9 +7,9 @@ import pulumi_oci as oci
 
 from mig_inference.clouds.bootstrap import oke_user_data
 
-from .kubeconfig import oke_endpoint_type, oke_kubeconfig
-from .planning import planned, planned_pool
-from .stack_args import Stack
+from ..clouds.kubeconfig import oke_endpoint_type, oke_kubeconfig
+from ..planning import planned, planned_pool
+from ..stack_args import Stack
 
 VCN_NATIVE_CNI = "OCI_VCN_IP_NATIVE"
 EVICTION_GRACE = "PT60M"

@@ -23,9 +23,15 @@ from mig_inference.verify.targets import (
 )
 from mig_inference.versions import VERIFY_IMAGE
 
-from .model_cache import CACHE_ACCOUNT, ModelFill, fill_lead, reader_volumes, uses_cache_account
-from .planning import planned, planned_service, secret_value
-from .stack_args import Stack
+from ..planning import planned, planned_service, secret_value
+from ..stack_args import Stack
+from ..workloads.model_cache import (
+    CACHE_ACCOUNT,
+    ModelFill,
+    fill_lead,
+    reader_volumes,
+    uses_cache_account,
+)
 
 HF_TOKEN_KEY = "hf-token"
 RUN_AS = 10001

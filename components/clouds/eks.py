@@ -13,9 +13,9 @@ from mig_inference.clouds.capacity import RESERVED, Capacity
 from mig_inference.names.digest import short_hash
 from mig_inference.plan.pools.autoscaling import node_template_tags
 
-from .kubeconfig import eks_kubeconfig
-from .planning import planned, planned_pool
-from .stack_args import Stack
+from ..clouds.kubeconfig import eks_kubeconfig
+from ..planning import planned, planned_pool
+from ..stack_args import Stack
 
 GPU_AMI = "AL2023_x86_64_NVIDIA"
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"

@@ -13,9 +13,9 @@ from mig_inference.clouds import Cloud
 from mig_inference.plan import StackPlan
 from mig_inference.spec import key_path
 
-from .cloud_sdk import require_cloud_sdk
-from .existing import ExistingNodePool, ExistingNodePoolArgs
-from .stack_args import Stack, cluster_reference
+from ..clouds.cloud_sdk import require_cloud_sdk
+from ..clouds.existing import ExistingNodePool, ExistingNodePoolArgs
+from ..stack_args import Stack, cluster_reference
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import pulumi_kubernetes as k8s
 from mig_inference.kube.monitoring import SCRAPED_ENGINES, alert_rules, dashboard
 from mig_inference.versions import KEDA_CHART, KEDA_REPO, KEDA_VERSION
 
-from .planning import planned
-from .stack_args import Stack
+from ..planning import planned
+from ..stack_args import Stack
 
 MONITORING_API = "monitoring.coreos.com/v1"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}

@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 from mig_inference.clouds import Cloud
 from mig_inference.spec import ClusterSpec
 
-from .kubeconfig import eks_kubeconfig, gke_kubeconfig, oke_endpoint_type, oke_kubeconfig
+from ..clouds.kubeconfig import eks_kubeconfig, gke_kubeconfig, oke_endpoint_type, oke_kubeconfig
 
 
 def looked_up_kubeconfig(

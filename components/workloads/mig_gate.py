@@ -8,9 +8,9 @@ import pulumi_kubernetes as k8s
 from mig_inference.kube.gate import gate_fingerprint, gate_script, gate_targets, gate_targets_value
 from mig_inference.names.k8s_names import stack_scoped
 
-from .node_job import NodeJob, NodeJobArgs
-from .planning import planned, stack_name
-from .stack_args import Stack
+from ..planning import planned, stack_name
+from ..stack_args import Stack
+from ..workloads.node_job import NodeJob, NodeJobArgs
 
 GATE_NAME = "mig-ready-gate"
 READ_NODES = k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "list"])

@@ -20,8 +20,8 @@ from mig_inference.versions import (
     GPU_OPERATOR_REPO,
 )
 
-from .planning import planned
-from .stack_args import Stack
+from ..planning import planned
+from ..stack_args import Stack
 
 CRITICAL_PRIORITY_CLASSES = ["system-node-critical", "system-cluster-critical"]
 DRIVER_INSTALLER = "nvidia-driver-installer"

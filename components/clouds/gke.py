@@ -11,9 +11,9 @@ from mig_inference.plan.pools.zones import gke_region
 from mig_inference.spec import MigManager, SharingStrategy
 from mig_inference.spec.cluster import gke_master_cidr
 
-from .kubeconfig import gke_kubeconfig
-from .planning import planned, planned_pool
-from .stack_args import Stack
+from ..clouds.kubeconfig import gke_kubeconfig
+from ..planning import planned, planned_pool
+from ..stack_args import Stack
 
 SYSTEM_MACHINE = "e2-standard-4"
 GKE_MANAGED_DRIVER = "LATEST"

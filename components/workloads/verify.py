@@ -18,9 +18,9 @@ from mig_inference.verify.targets import (
 )
 from mig_inference.versions import VERIFY_IMAGE
 
-from .node_job import MANAGED_BY, NOBODY
-from .planning import planned
-from .stack_args import Stack
+from ..planning import planned
+from ..stack_args import Stack
+from ..workloads.node_job import MANAGED_BY, NOBODY
 
 DNS_PORT = 53
 """DNS, on any address: the resolver a pod uses differs per cluster (kube-dns or CoreDNS pods,

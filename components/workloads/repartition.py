@@ -9,9 +9,9 @@ import pulumi_kubernetes as k8s
 from mig_inference.kube.repartition import repartition_script, repartition_targets
 from mig_inference.names.k8s_names import stack_scoped
 
-from .node_job import NodeJob, NodeJobArgs
-from .planning import planned, stack_name
-from .stack_args import Stack
+from ..planning import planned, stack_name
+from ..stack_args import Stack
+from ..workloads.node_job import NodeJob, NodeJobArgs
 
 RULES = [
     k8s.rbac.v1.PolicyRuleArgs(

@@ -11,9 +11,15 @@ from mig_inference.kube.scripts import load
 from mig_inference.names.digest import short_hash
 from mig_inference.plan.startup import PROBE_FLOOR_SECONDS, estimate
 
-from .inference import ENGINE_MOUNTS, ENGINE_SECURITY, HF_TOKEN_KEY, engine_pod, secret_env
-from .planning import planned
-from .stack_args import Stack
+from ..planning import planned
+from ..stack_args import Stack
+from ..workloads.inference import (
+    ENGINE_MOUNTS,
+    ENGINE_SECURITY,
+    HF_TOKEN_KEY,
+    engine_pod,
+    secret_env,
+)
 
 BENCHMARK_SECONDS = 3600
 """What a run may take once the engine answers."""

@@ -44,8 +44,8 @@ from mig_inference.plan import ServicePlan, StackPlan
 from mig_inference.plan.model_cache import CACHE_ROOT, CachedModel, ModelCachePlan, fill_job_name
 from mig_inference.spec import CacheStorage
 
-from .planning import planned, stack_name
-from .stack_args import Stack
+from ..planning import planned, stack_name
+from ..stack_args import Stack
 
 CACHE_VOLUME = "model-cache"
 CACHE_ACCOUNT = "model-cache"

@@ -11,8 +11,8 @@ import pulumi_kubernetes as k8s
 from mig_inference.kube.node_taints import TAINT_KEYS_ANNOTATION, merged_taints, own_taint_keys
 from mig_inference.names.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
 
-from .planning import planned_pool
-from .stack_args import Stack
+from ..planning import planned_pool
+from ..stack_args import Stack
 
 OWNED_LABELS = (POOL_LABEL, MIG_CONFIG_LABEL, GENERATION_LABEL)
 """Labels only this project sets on a node: applied with force, so a value another manager
