@@ -10,9 +10,13 @@ import pulumi
 from mig_inference.errors import MigError
 from mig_inference.plan import PoolPlan, ServicePlan, StackPlan, plan_stack
 from mig_inference.spec import NAMESPACE, parse_stack
+from mig_inference.spec.reader import CONFIG_SECRET
 from mig_inference.versions import GPU_OPERATOR_VERSION
 
 from .stack_args import Stack, is_output, stack_values_of
+
+COMPONENT_SECRET = "an entry {name!r} of the component's `secrets` input, a Pulumi secret"
+"""How a program using MigInference adds a secret named {name}."""
 
 
 def stack_name(stack: Stack) -> str:
@@ -21,12 +25,15 @@ def stack_name(stack: Stack) -> str:
 
 
 @cache
-def _plan(name: str, values_json: str, secret_keys: frozenset[str]) -> StackPlan:
+def _plan(
+    name: str, values_json: str, secret_keys: frozenset[str], how_to_add_secret: str
+) -> StackPlan:
     try:
         spec = parse_stack(
             name,
             json.loads(values_json),
             secret_keys=secret_keys,
+            how_to_add_secret=how_to_add_secret,
             pinned_operator_version=GPU_OPERATOR_VERSION,
         )
         return plan_stack(spec)
@@ -36,11 +43,14 @@ def _plan(name: str, values_json: str, secret_keys: frozenset[str]) -> StackPlan
 
 
 def plan_of_values(
-    name: str, values: dict[str, Any], secret_keys: frozenset[str] = frozenset()
+    name: str,
+    values: dict[str, Any],
+    secret_keys: frozenset[str] = frozenset(),
+    how_to_add_secret: str = CONFIG_SECRET,
 ) -> StackPlan:
     """The plan of stack-file values (camelCase keys); a stack file the planner refuses ends the
-    run with its errors."""
-    return _plan(name, json.dumps(values, sort_keys=True), secret_keys)
+    run with its errors. `how_to_add_secret` tells the author how to add a missing secret."""
+    return _plan(name, json.dumps(values, sort_keys=True), secret_keys, how_to_add_secret)
 
 
 def _outputs_in(value: Any, path: str) -> list[str]:
@@ -78,7 +88,7 @@ def planned(stack: Stack) -> StackPlan:
                 for path in outputs
             )
         )
-    return plan_of_values(stack_name(stack), values, frozenset(secrets))
+    return plan_of_values(stack_name(stack), values, frozenset(secrets), COMPONENT_SECRET)
 
 
 def planned_pool(stack: Stack, pool: str) -> PoolPlan:

@@ -211,3 +211,21 @@ def test_what_the_plan_reads_for_a_cluster_given_as_an_output_passes_the_formats
 
     assert CLUSTER_NAME.problem(CLUSTER_REFERENCES["name"]) is None
     assert ocid("cluster").problem(CLUSTER_REFERENCES["cluster_id"]) is None
+
+
+@pytest.mark.parametrize(
+    ("overhead", "refused"), [(0.5, True), (1.0, False), (1.2, False), (5, True)]
+)
+def test_overhead_is_a_multiplier_on_weights_and_kv_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], overhead: float, refused: bool
+) -> None:
+    service = {"name": "chat", "model": "Qwen/Qwen2.5-1.5B-Instruct", "params": 1.54,
+               "dtype": "bf16", "layers": 28, "kvHeads": 2, "headDim": 128, "context": 4096,
+               "concurrency": 4, "overhead": overhead, "replicas": 2}  # fmt: skip
+    code, errors = run_plan(tmp_path, capsys, changed("services", [service]))
+    key = "mig-inference:services[0].overhead"
+    if refused:
+        assert code == 1 and list(errors) == [key], errors
+        assert "multiplier" in errors[key] or "below 1" in errors[key], errors[key]
+    else:
+        assert code == 0, errors

@@ -1,4 +1,5 @@
-"""The README's configuration reference documents every key the spec reader takes."""
+"""The stack file reference (docs/stack-file.md, with capacity in docs/capacity.md) documents every
+key the spec reader takes."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
 from mig_inference.spec.verify import EPHEMERAL_KEYS, SERVICE_VERIFY_KEYS, VERIFY_KEYS
 
-README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-REFERENCE = README[
-    README.index("## Configuration reference") : README.index("## The `python -m mig` command")
-]
+DOCS = Path(__file__).parent.parent / "docs"
+REFERENCE = "".join(
+    (DOCS / page).read_text(encoding="utf-8") for page in ("stack-file.md", "capacity.md")
+)
 SECTIONS = {
     "top": TOP_KEYS,
     "cluster": ("name", "create", "protect", *ACCESS_KEYS,

@@ -10,6 +10,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -84,3 +85,34 @@ def test_each_step_of_the_guide_prints_what_it_shows(step: int, tmp_path: Path) 
     missing = [line for line in shown.splitlines() if line.strip() and line not in printed]
     assert not missing, printed
     assert result.returncode == (1 if shown.startswith("error:") else 0), printed
+
+
+def _contained(excerpt: object, whole: object, path: str) -> list[str]:
+    """Where `excerpt` says something `whole` does not (lists compared item by item)."""
+    if isinstance(excerpt, dict):
+        if not isinstance(whole, dict):
+            return [f"{path}: not a map in the stack file"]
+        return [
+            found
+            for key, value in excerpt.items()
+            for found in (
+                _contained(value, whole[key], f"{path}.{key}")
+                if key in whole
+                else [f"{path}.{key}: not in the stack file"]
+            )
+        ]
+    if isinstance(excerpt, list):
+        if not isinstance(whole, list) or len(whole) < len(excerpt):
+            return [f"{path}: the stack file's list is shorter"]
+        return [
+            f for i, item in enumerate(excerpt) for f in _contained(item, whole[i], f"{path}[{i}]")
+        ]
+    return [] if excerpt == whole else [f"{path}: {excerpt!r} here, {whole!r} in the stack file"]
+
+
+def test_the_readme_s_stack_is_an_excerpt_of_the_shipped_stack_file() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [shown] = re.findall(r"^```yaml\n(config:.*?)^```", readme, re.MULTILINE | re.DOTALL)
+    whole = (ROOT / "stacks" / "Pulumi.gke-h100.yaml").read_text(encoding="utf-8")
+    assert "`stacks/Pulumi.gke-h100.yaml`" in readme
+    assert not _contained(yaml.safe_load(shown), yaml.safe_load(whole), "")

@@ -565,10 +565,10 @@ def test_the_mig_manager_restart_is_allowed_only_in_the_operator_namespace() -> 
     assert gate_roles == []
 
 
-# -- the README's way back ------------------------------------------------------------------------
+# -- the documented way back ------------------------------------------------------------------------
 def readme_block(containing: str) -> str:
-    """The README's ```sh block that contains `containing` (its commands, unindented)."""
-    text = (ROOT / "README.md").read_text()
+    """The troubleshooting page's ```sh block that contains `containing` (its commands, unindented)."""
+    text = (ROOT / "docs" / "troubleshooting.md").read_text()
     blocks = re.findall(r"^( *)```sh\n(.*?)^\1```", text, re.MULTILINE | re.DOTALL)
     [block] = [textwrap.dedent(body) for _, body in blocks if containing in body]
     return block

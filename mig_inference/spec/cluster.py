@@ -10,7 +10,7 @@ from mig_inference.names.digest import short_hash
 from mig_inference.spec import formats
 from mig_inference.spec.formats import Format
 from mig_inference.spec.model import ClusterSpec
-from mig_inference.spec.reader import ConfigNode, dns_label
+from mig_inference.spec.reader import ConfigNode, SecretNames, dns_label
 
 ACCESS_KEYS = ("context", "kubeconfig")
 """On every cloud: reach the API through a named context of your kubeconfig file, or through a
@@ -84,7 +84,7 @@ def gke_master_cidr(cluster_name: str) -> str:
     return f"{first}.{second}.{index // 16}.{index % 16 * 16}/28"
 
 
-def cluster_spec(node: ConfigNode, cloud: Cloud, secret_keys: frozenset[str]) -> ClusterSpec:
+def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> ClusterSpec:
     base = ("name", "create", "protect")
     raw = node.mapping(base + CLUSTER_KEYS[cloud] + ACCESS_KEYS)
     create = node.child("create").boolean(False)
@@ -129,7 +129,7 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secret_keys: frozenset[str]) ->
             settings[key] = child.boolean(BOOLEAN_KEYS[key])
         elif key == "kubeconfig":
             # The name of a secret config key holding the kubeconfig, never the kubeconfig itself.
-            settings[key] = child.secret_key_name(secret_keys)
+            settings[key] = child.secret_key_name(secrets)
         else:
             settings[key] = child.text(key_formats[key])
     cidr = settings.get("masterIpv4CidrBlock")

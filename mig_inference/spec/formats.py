@@ -315,7 +315,12 @@ LAYERS = Bound(1, 1024, "sanity: published models have at most a few hundred lay
 HEADS = Bound(1, 1024, "sanity: attention heads per layer")
 HEAD_DIM = Bound(1, 4096, "sanity: attention head width")
 PARAMS_BILLION = Bound(0, 100_000, "sanity: 100 trillion parameters", exclusive_minimum=True)
-OVERHEAD_GIB = Bound(0, 1024, "sanity: GiB per replica beside weights and KV cache")
+OVERHEAD_FACTOR = Bound(
+    1,
+    4,
+    "sanity: a multiplier on weights plus KV cache",
+    minimum_source="below 1 would need less than the weights",
+)
 MEMORY_GIB = Bound(0, 1024, "sanity: no device holds more", exclusive_minimum=True)
 REQUESTS_PER_SECOND = Bound(
     1e-6, 1e9, "sanity: one request in 11.6 days to a billion a second", exclusive_minimum=False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -30,6 +31,18 @@ def label_key_problem(key: str, what: str = "label") -> str | None:
     if len(name) > LABEL_NAME_MAX or len(prefix) > 253:
         return f"{key!r}: a {what} key's name has at most 63 characters and its prefix 253"
     return None
+
+
+CONFIG_SECRET = "`pulumi config set --secret {name} ...`"
+"""How a stack file's author adds a secret named {name}."""
+
+
+@dataclass(frozen=True)
+class SecretNames:
+    """The secret names a stack may refer to, and how its author adds a missing one."""
+
+    names: frozenset[str]
+    how_to_add: str = CONFIG_SECRET
 
 
 class ConfigNode:
@@ -181,15 +194,15 @@ class ConfigNode:
             )
         return enum(self.value)
 
-    def secret_key_name(self, secret_keys: frozenset[str]) -> str | None:
-        """The name of a secret config key (never the secret itself), checked to be secret."""
+    def secret_key_name(self, secrets: SecretNames) -> str | None:
+        """The name of a secret (never the secret itself), checked to be one the stack holds."""
         name = self.string()
-        if name is not None and name not in secret_keys:
+        if name is not None and name not in secrets.names:
             return self.problem(
-                f"must name a secret config key (`pulumi config set --secret {name} ...`); "
-                f"{name!r} is not a secret key of this stack",
+                f"must name a secret of this stack ({secrets.how_to_add.format(name=name)}); "
+                f"{name!r} is not one",
                 None,
-                sorted(secret_keys),
+                sorted(secrets.names),
             )
         return name
 

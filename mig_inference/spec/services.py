@@ -17,7 +17,7 @@ from mig_inference.spec.model import (
     QueueAutoscaling,
     ServiceSpec,
 )
-from mig_inference.spec.reader import ConfigNode, dns_label
+from mig_inference.spec.reader import ConfigNode, SecretNames, dns_label
 from mig_inference.spec.verify import service_verify_spec
 
 MODEL_FORMATS = {Engine.TRITON: formats.MODEL_REPOSITORY}
@@ -91,7 +91,7 @@ def _utilization(node: ConfigNode) -> float | None:
     return utilization
 
 
-def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
+def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
     raw = node.mapping(SERVICE_KEYS)
     name = dns_label(node.child("name"))
     engine = node.child("engine").choice(Engine, Engine.VLLM)
@@ -123,7 +123,9 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
                 head_dim=node.child("headDim").integer(bound=formats.HEAD_DIM),
                 context=node.child("context").integer(4096, bound=formats.TOKENS) or 4096,
                 concurrency=node.child("concurrency").integer(1, bound=formats.CONCURRENCY) or 1,
-                overhead=node.child("overhead").number(DEFAULT_OVERHEAD, bound=formats.OVERHEAD_GIB)
+                overhead=node.child("overhead").number(
+                    DEFAULT_OVERHEAD, bound=formats.OVERHEAD_FACTOR
+                )
                 or DEFAULT_OVERHEAD,
             )
         except MigError as error:
@@ -236,8 +238,8 @@ def service_spec(node: ConfigNode, secret_keys: frozenset[str]) -> ServiceSpec:
         profile=profile,
         replicas=replicas,
         pool=node.child("pool").string(),
-        hf_token_secret=node.child("hfTokenSecret").secret_key_name(secret_keys),
-        api_key_secret=node.child("apiKeySecret").secret_key_name(secret_keys),
+        hf_token_secret=node.child("hfTokenSecret").secret_key_name(secrets),
+        api_key_secret=node.child("apiKeySecret").secret_key_name(secrets),
         tensor_parallel_size=1,
         gpu_memory_utilization=utilization,
         max_model_len=_max_model_len(node.child("maxModelLen"), shape),

@@ -14,7 +14,7 @@ from mig_inference.spec.model_cache import model_cache_spec
 from mig_inference.spec.monitoring import monitoring_spec
 from mig_inference.spec.operator import gpu_operator_spec
 from mig_inference.spec.pools import pool_spec
-from mig_inference.spec.reader import ConfigNode
+from mig_inference.spec.reader import CONFIG_SECRET, ConfigNode, SecretNames
 from mig_inference.spec.services import service_spec
 from mig_inference.spec.verify import ephemeral_spec, verify_spec
 from mig_inference.stackfile.pulumi_config import NAMESPACE
@@ -78,6 +78,7 @@ def parse_stack(
     values: Mapping[str, Any],
     *,
     secret_keys: frozenset[str] = frozenset(),
+    how_to_add_secret: str = CONFIG_SECRET,
     pinned_operator_version: str,
 ) -> StackSpec:
     """Validate the project's config values (keys without the `mig-inference:` prefix).
@@ -121,7 +122,9 @@ def parse_stack(
         raise MigErrors(problems)  # every other section depends on the cloud
 
     # A name stored in plain text is reported once, at its own key, not again where it is named.
-    named_keys = secret_keys | {key for key in referenced if key in values}
+    named_keys = SecretNames(
+        secret_keys | {key for key in referenced if key in values}, how_to_add_secret
+    )
 
     def node(key: str) -> ConfigNode:
         return ConfigNode(values.get(key), key_path(key), problems)
