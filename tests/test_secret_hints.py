@@ -30,7 +30,11 @@ def library_stack() -> Stack:
 def test_a_program_is_told_to_add_the_secret_to_the_secrets_input(tmp_path: Path) -> None:
     empty = tmp_path / "Pulumi.test.yaml"
     empty.write_text("config: {}\n")
-    rendering = run_program("test", empty, program=lambda: MigInference("m", library_stack()))
+
+    def program() -> None:
+        MigInference("m", library_stack())
+
+    rendering = run_program("test", empty, program=program)
     assert rendering.error is not None and not rendering.resources
     assert rendering.error.startswith(SERVICE_KEY), rendering.error
     assert "an entry 'hfToken' of the component's `secrets` input" in rendering.error
