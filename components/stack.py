@@ -13,7 +13,14 @@ from mig_inference.kube.repartition import repartition_targets
 from mig_inference.plan import layout_of
 from mig_inference.verify.targets import verify_targets
 
-from .clouds.cloud import Children, cluster, cluster_autoscaler, gpu_pools, program_children
+from .clouds.cloud import (
+    Children,
+    cluster,
+    cluster_autoscaler,
+    given_provider,
+    gpu_pools,
+    program_children,
+)
 from .clouds.cluster_access import kubernetes_provider
 from .clouds.existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeTaintsArgs
 from .planning import planned, secret_value
@@ -72,7 +79,7 @@ class MigInference(pulumi.ComponentResource):
         operator_spec = plan.spec.gpu_operator
         service_of = {service.name: service.service_name for service in plan.services}
         joined = cluster(args, plan, children)
-        kubernetes = kubernetes_provider(
+        kubernetes = given_provider(self, "kubernetes") or kubernetes_provider(
             plan.spec.cloud,
             plan.spec.cluster,
             joined.ref,

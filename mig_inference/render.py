@@ -77,6 +77,8 @@ class Recorded:
     type: str
     name: str
     inputs: dict[str, Any]
+    provider: str = ""
+    """The provider reference (`<urn>::<id>`) the engine was given; empty for the default one."""
 
     @property
     def is_kubernetes_object(self) -> bool:
@@ -126,6 +128,8 @@ class Rendering:
     secrets: list[str] = field(default_factory=list)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """Data sources the program called (token, arguments)."""
+    call_providers: list[str] = field(default_factory=list)
+    """The provider reference of each call, in the order of `calls`."""
     reads: list[Recorded] = field(default_factory=list)
     """Live objects the program read (type, name, id as `inputs["id"]`)."""
     logs: list[str] = field(default_factory=list)
@@ -243,12 +247,15 @@ def run_program(
                 rendering.components.append((args.typ, args.name))
                 return "", {}
             inputs = _integral(dict(args.inputs), rendering.secrets)
-            rendering.resources.append(Recorded(args.typ, args.name, inputs))
+            rendering.resources.append(
+                Recorded(args.typ, args.name, inputs, args.provider or "")
+            )
             outputs = {**args.inputs, **_FAKE_OUTPUTS.get(args.typ, {})}
             return f"{args.name}-id", outputs
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
             rendering.calls.append((args.token, dict(args.args)))
+            rendering.call_providers.append(args.provider or "")
             return {**args.args, **_FAKE_CALLS.get(args.token, {})}, []
 
     loop = asyncio.new_event_loop()

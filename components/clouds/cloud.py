@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from mig_inference.clouds import Cloud
 from mig_inference.plan import StackPlan
@@ -71,7 +70,25 @@ class JoinedCluster:
     """The cluster component when this stack created it."""
 
 
+CLOUD_PACKAGES = {Cloud.GKE: "gcp", Cloud.EKS: "aws", Cloud.OKE: "oci"}
+"""The Pulumi package of each cloud's provider."""
+
+
+def given_provider(parent: pulumi.Resource, package: str) -> pulumi.ProviderResource | None:
+    """The provider for `package` the caller gave `parent` (`opts.provider`, `opts.providers`,
+    or inherited from the caller's own parent), as a child of `parent` would use it."""
+    return parent.get_provider(f"{package}::")
+
+
 def _cloud_provider(plan: StackPlan, children: Children) -> pulumi.ProviderResource | None:
+    """The caller's provider for the stack's cloud; a provider configured from the stack only
+    when the caller gave none (as pulumi-eks does)."""
+    package = CLOUD_PACKAGES.get(plan.spec.cloud)
+    if package is None:
+        return None
+    given = given_provider(children.parent, package)
+    if given is not None:
+        return given
     settings = plan.spec.cluster
     opts = children.opts()
     if plan.spec.cloud is Cloud.GKE:
@@ -82,11 +99,9 @@ def _cloud_provider(plan: StackPlan, children: Children) -> pulumi.ProviderResou
         import pulumi_aws as aws
 
         return aws.Provider(children.name("aws"), region=settings.get("region"), opts=opts)
-    if plan.spec.cloud is Cloud.OKE:
-        import pulumi_oci as oci
+    import pulumi_oci as oci
 
-        return oci.Provider(children.name("oci"), opts=opts)
-    return None
+    return oci.Provider(children.name("oci"), opts=opts)
 
 
 def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
@@ -189,7 +204,7 @@ def gpu_pools(
     plan: StackPlan,
     joined: JoinedCluster,
     children: Children,
-    kubernetes: k8s.Provider,
+    kubernetes: pulumi.ProviderResource,
     depends_on: Mapping[str, Sequence[pulumi.Resource]],
 ) -> list[pulumi.Resource]:
     """Every pool of the stack, each after the resources named for it in `depends_on` (the GPU
@@ -248,7 +263,7 @@ def cluster_autoscaler(
     plan: StackPlan,
     joined: JoinedCluster,
     children: Children,
-    kubernetes: k8s.Provider,
+    kubernetes: pulumi.ProviderResource,
     pools: Sequence[pulumi.Resource],
 ) -> pulumi.Resource | None:
     """The cloud's Cluster Autoscaler when a pool autoscales (GKE's is built in)."""

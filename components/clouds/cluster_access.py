@@ -60,7 +60,7 @@ def looked_up_kubeconfig(
         endpoint = oke.endpoints.apply(
             lambda found: oke_endpoint_type(bool(found and found[0].public_endpoint))
         )
-        return oke_kubeconfig(ref, endpoint)
+        return oke_kubeconfig(ref, endpoint, invoke)
     raise ValueError(f"cloud {cloud.value} has no cluster to look up")
 
 

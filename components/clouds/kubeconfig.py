@@ -79,11 +79,14 @@ def oke_endpoint_type(public: bool) -> str:
 
 
 def oke_kubeconfig(
-    cluster_id: pulumi.Input[str], endpoint: pulumi.Input[str]
+    cluster_id: pulumi.Input[str],
+    endpoint: pulumi.Input[str],
+    opts: pulumi.InvokeOutputOptions | None = None,
 ) -> pulumi.Output[str]:
-    """OKE's generated kubeconfig (its user runs `oci ce cluster generate-token`)."""
+    """OKE's generated kubeconfig (its user runs `oci ce cluster generate-token`), read through
+    the provider `opts` names or its parent has."""
     import pulumi_oci as oci  # only OKE stacks have the OCI SDK (an extra of the package)
 
     return oci.containerengine.get_cluster_kube_config_output(
-        cluster_id=cluster_id, endpoint=endpoint, token_version=OKE_TOKEN_VERSION
+        cluster_id=cluster_id, endpoint=endpoint, token_version=OKE_TOKEN_VERSION, opts=opts
     ).content

@@ -104,7 +104,9 @@ class OkeCluster(pulumi.ComponentResource):
         )
         self.cluster_id = cluster.id
         self.kubeconfig = pulumi.Output.secret(
-            oke_kubeconfig(cluster.id, oke_endpoint_type(public))
+            oke_kubeconfig(
+                cluster.id, oke_endpoint_type(public), pulumi.InvokeOutputOptions(parent=self)
+            )
         )
         self.register_outputs({"cluster_id": self.cluster_id, "kubeconfig": self.kubeconfig})
 
