@@ -418,6 +418,14 @@ class Stack(TypedDict):
     """The serving check after the rollout."""
     ephemeral: NotRequired[EphemeralSettings]
     """The budget and lifetime of an ephemeral test stack."""
+    tags: NotRequired[dict[str, str]]
+    """EKS and OKE: tags on every cloud resource the stack creates that takes tags (AWS tags, OCI
+    freeform tags), beside the provider's default tags."""
+    defined_tags: NotRequired[dict[str, str]]
+    """OKE: OCI defined tags (`<namespace>.<key>`) on every cloud resource that takes them."""
+    labels: NotRequired[dict[str, str]]
+    """GKE: Google Cloud resource labels on every cloud resource that takes them (not Kubernetes
+    labels), beside the provider's default labels."""
     secrets: NotRequired[dict[str, pulumi.Input[str]]]
     """Secret values the stack names (hfTokenSecret, apiKeySecret, cluster.kubeconfig), each
     kept a Pulumi secret."""

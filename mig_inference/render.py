@@ -247,9 +247,7 @@ def run_program(
                 rendering.components.append((args.typ, args.name))
                 return "", {}
             inputs = _integral(dict(args.inputs), rendering.secrets)
-            rendering.resources.append(
-                Recorded(args.typ, args.name, inputs, args.provider or "")
-            )
+            rendering.resources.append(Recorded(args.typ, args.name, inputs, args.provider or ""))
             outputs = {**args.inputs, **_FAKE_OUTPUTS.get(args.typ, {})}
             return f"{args.name}-id", outputs
 

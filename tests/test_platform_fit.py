@@ -3,6 +3,9 @@ every cloud resource, Outputs of the team's resources where the planner needs no
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -148,3 +151,127 @@ def test_the_team_s_kubernetes_provider_is_used_for_every_kubernetes_object(
     for resource in rendering.resources:
         if resource.type.startswith("kubernetes:"):
             assert "::team-k8s::" in resource.provider, (resource.type, resource.name)
+
+
+NOT_TAGGABLE = {
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": "an attachment, not a resource of its own",
+    "aws:iam/rolePolicy:RolePolicy": "an inline policy of its role",
+    "aws:autoscaling/tag:Tag": "it is a tag (of the node group's Auto Scaling group)",
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": "a setting of its bucket",
+    "gcp:compute/router:Router": "Cloud Routers take no labels",
+    "gcp:compute/routerNat:RouterNat": "a setting of its router",
+    "gcp:storage/bucketIAMMember:BucketIAMMember": "an IAM binding",
+    "oci:ContainerEngine/addon:Addon": "OKE add-ons take no tags",
+}
+"""Cloud resources that take no tags or labels, and why."""
+TEAM_TAGS = {"cost-center": "ml", "team": "platform"}
+OKE_DEFINED = {"Operations.CostCenter": "42"}
+
+
+def tagged_variants() -> list[tuple[str, dict[str, Any]]]:
+    """Stacks that between them create every kind of cloud resource, with the team's tags."""
+    gke_cache = stack_values("gke-h100-cache")
+    gke_cache["modelCache"] = {"storage": "gcs-fuse"}  # the stack makes its bucket
+    eks = stack_values("eks-p5-from-zero")
+    eks["cluster"] = {**eks["cluster"], "create": True, "vpcId": "vpc-0000000a",
+                      "version": "1.33", "publicAccessCidrs": ["203.0.113.0/24"]}  # fmt: skip
+    eks["modelCache"] = {"storage": "s3-mountpoint"}
+    oke = stack_values("oke-h100")
+    oke["cluster"] = {**oke["cluster"], "create": True, "vcnId": "ocid1.vcn.oc1..v",
+                      "endpointSubnetId": "ocid1.subnet.oc1..api",
+                      "podSubnetIds": ["ocid1.subnet.oc1..pods"], "kubernetesVersion": "v1.33.1",
+                      "systemImageId": "ocid1.image.oc1..sys"}  # fmt: skip
+    oke["pools"] = [{**oke["pools"][0], "nodes": {"min": 1, "max": 2}}]
+    return [
+        ("gke-created", {**stack_values("ephemeral-gke"), "labels": TEAM_TAGS}),
+        ("gke-cache", {**gke_cache, "labels": TEAM_TAGS}),
+        ("eks-created", {**eks, "tags": TEAM_TAGS}),
+        ("oke-created", {**oke, "tags": TEAM_TAGS, "definedTags": OKE_DEFINED}),
+    ]
+
+
+EXPECTED_TYPES = {
+    "gke-created": {"gcp:container/cluster:Cluster", "gcp:container/nodePool:NodePool",
+                    "gcp:compute/router:Router"},
+    "gke-cache": {"gcp:storage/bucket:Bucket", "gcp:container/nodePool:NodePool"},
+    "eks-created": {"aws:eks/cluster:Cluster", "aws:eks/nodeGroup:NodeGroup", "aws:iam/role:Role",
+                    "aws:ec2/launchTemplate:LaunchTemplate", "aws:eks/addon:Addon",
+                    "aws:eks/podIdentityAssociation:PodIdentityAssociation",
+                    "aws:s3/bucket:Bucket"},
+    "oke-created": {"oci:ContainerEngine/cluster:Cluster", "oci:ContainerEngine/nodePool:NodePool",
+                    "oci:ContainerEngine/addon:Addon"},
+}  # fmt: skip
+"""The kinds each variant must create, so the check below cannot pass by creating fewer."""
+
+
+def _carried(resource_type: str, inputs: dict[str, Any]) -> list[dict[str, str]]:
+    """Every tag or label map a resource's inputs set for the cloud resources it makes."""
+    found = []
+    # `labels` are Kubernetes node labels on node pools and groups; a bucket's are its own.
+    keys = ("labels",) if resource_type == "gcp:storage/bucket:Bucket" else ()
+    for key in ("tags", "freeformTags", "resourceLabels", *keys):
+        if key in inputs:
+            found.append(inputs[key])
+    node_config = inputs.get("nodeConfig") or {}
+    if "resourceLabels" in node_config:
+        found.append(node_config["resourceLabels"])
+    details = inputs.get("nodeConfigDetails") or {}
+    if "freeformTags" in details:
+        found.append(details["freeformTags"])
+    for spec in inputs.get("tagSpecifications") or []:
+        found.append(spec["tags"])
+    return found
+
+
+@pytest.mark.parametrize("variant", range(len(tagged_variants())))
+def test_every_cloud_resource_carries_the_team_s_tags(tmp_path: Path, variant: int) -> None:
+    name, values = tagged_variants()[variant]
+
+    def program() -> None:
+        MigInference("gpus", typed(values, name))
+
+    rendering = run(tmp_path, program)
+    cloud = [r for r in rendering.resources if r.is_cloud and not r.type.startswith("pulumi:")]
+    assert EXPECTED_TYPES[name] <= {r.type for r in cloud}
+    for resource in cloud:
+        if resource.type in NOT_TAGGABLE:
+            continue
+        carried = _carried(resource.type, resource.inputs)
+        assert carried, f"{resource.type} {resource.name} carries no tags"
+        for tags in carried:
+            assert tags == TEAM_TAGS, (resource.type, resource.name, tags)
+        if name.startswith("oke"):
+            assert resource.inputs["definedTags"] == OKE_DEFINED, resource.type
+    launch_templates = [r for r in cloud if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    for template in launch_templates:
+        kinds = {spec["resourceType"] for spec in template.inputs["tagSpecifications"]}
+        assert kinds == {"instance", "volume", "network-interface"}
+
+
+@pytest.mark.parametrize(
+    ("cloud", "key", "value", "message"),
+    [
+        ("eks-p4d", "labels", TEAM_TAGS, "AWS and OCI call them tags"),
+        ("gke-h100", "tags", TEAM_TAGS, "Google Cloud calls them labels"),
+        ("gke-h100", "labels", {"Team": "x"}, "is not a Google Cloud label key"),
+        ("eks-p4d", "tags", {"aws:team": "x"}, "not starting with 'aws:'"),
+        ("eks-p4d", "tags", {"team": 3}, "is not a string"),
+        ("oke-h100", "definedTags", {"CostCenter": "x"}, "is not an OCI defined tag"),
+        ("eks-p4d", "definedTags", {"Ops.Cost": "x"}, "defined tags are OCI's"),
+    ],
+)
+def test_tags_the_cloud_would_refuse_are_refused_with_their_key(
+    tmp_path: Path, cloud: str, key: str, value: Any, message: str
+) -> None:
+    stack = tmp_path / "Pulumi.t.yaml"
+    config = yaml.safe_load(stack_path(cloud).read_text())
+    config["config"][f"mig-inference:{key}"] = value
+    stack.write_text(yaml.safe_dump(config))
+    run_ = subprocess.run(
+        [sys.executable, "-m", "mig", "plan", "--stack-file", str(stack), "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run_.returncode == 1, run_.stderr
+    errors = json.loads(run_.stdout)["errors"]
+    assert len(errors) == 1 and errors[0]["key"].startswith(f"mig-inference:{key}"), errors
+    assert message in errors[0]["message"], errors

@@ -134,6 +134,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 protect=settings.protect,
                 cloud_nat=settings.get("cloudNat"),
                 project=settings.get("project"),
+                labels=dict(spec.cloud_tags.tags),
             ),
             children.opts([provider]),
         )
@@ -151,6 +152,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 endpoint_public_access=settings.get("endpointPublicAccess"),
                 public_access_cidrs=list(settings.get("publicAccessCidrs") or ()),
                 protect=settings.protect,
+                tags=dict(spec.cloud_tags.tags),
             ),
             children.opts([provider]),
         )
@@ -172,6 +174,8 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 system_image_id=settings.get("systemImageId"),
                 endpoint_public_access=settings.get("endpointPublicAccess"),
                 protect=settings.protect,
+                freeform_tags=dict(spec.cloud_tags.tags),
+                defined_tags=dict(spec.cloud_tags.defined),
             ),
             children.opts([provider]),
         )
@@ -296,6 +300,7 @@ def cluster_autoscaler(
                 region=spec.cluster.get("region"),
                 kubernetes_version=version,
                 install_pod_identity_agent=spec.cluster.create,
+                tags=dict(spec.cloud_tags.tags),
             ),
             opts,
         )

@@ -1,7 +1,7 @@
 """EKS: a cluster for ephemeral stacks, and MIG GPU managed node groups on the AL2023 NVIDIA AMI."""
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NotRequired, TypedDict
 
 import pulumi
@@ -37,6 +37,9 @@ CAPACITY_TYPES = {
 on-demand instances the launch template targets at it (EKS "Capacity Blocks for ML with managed
 node groups"; EC2 "On-Demand Capacity Reservations")."""
 CAPACITY_BLOCK_MARKET = "capacity-block"
+TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+"""What a launch template's tag specifications tag when an instance starts (EC2
+`LaunchTemplateTagSpecificationRequest`)."""
 
 
 def _autoscaling_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
@@ -60,7 +63,11 @@ def _assume_role(service: str) -> str:
 
 
 def _role(
-    name: str, service: str, policies: Sequence[str], parent: pulumi.Resource
+    name: str,
+    service: str,
+    policies: Sequence[str],
+    parent: pulumi.Resource,
+    tags: Mapping[str, str] | None,
 ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
     """An IAM role for `service` with `policies`, and the attachments: the cluster and node
     groups using it depend on them, so EKS has its permissions from the first API call until
@@ -69,6 +76,7 @@ def _role(
         name,
         assume_role_policy=_assume_role(service),
         description=f"mig-inference {name}",
+        tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),
     )
     attachments = [
@@ -99,6 +107,8 @@ class EksClusterArgs(TypedDict):
     """Networks allowed on the public endpoint (EKS's default: everywhere)."""
     protect: NotRequired[bool]
     """Protect the cluster from accidental deletion (true)."""
+    tags: NotRequired[dict[str, str]]
+    """Tags on every AWS resource of the cluster (beside the provider's default tags)."""
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -114,7 +124,10 @@ class EksCluster(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mig-inference:index:EksCluster", name, None, opts)
         protect = args.get("protect", True)
-        role, role_policies = _role(f"{name}-cluster", "eks.amazonaws.com", CLUSTER_POLICIES, self)
+        tags = args.get("tags") or None
+        role, role_policies = _role(
+            f"{name}-cluster", "eks.amazonaws.com", CLUSTER_POLICIES, self, tags
+        )
         cluster = aws.eks.Cluster(
             name,
             name=args["name"],
@@ -130,10 +143,11 @@ class EksCluster(pulumi.ComponentResource):
                 authentication_mode="API", bootstrap_cluster_creator_admin_permissions=True
             ),
             deletion_protection=protect,
+            tags=tags,
             opts=pulumi.ResourceOptions(parent=self, protect=protect, depends_on=role_policies),
         )
         node_role, node_policies = _role(
-            f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self
+            f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self, tags
         )
         aws.eks.NodeGroup(
             f"{name}-system",
@@ -145,6 +159,7 @@ class EksCluster(pulumi.ComponentResource):
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=2, min_size=1, max_size=3
             ),
+            tags=tags,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=protect,
@@ -188,7 +203,8 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         pool = planned_pool(args["stack"], args["pool"])
         cluster = planned(args["stack"]).spec.cluster
         assert pool.machine is not None
-        role, role_policies = _role(f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self)
+        tags = planned(args["stack"]).spec.cloud_tags.given()
+        role, role_policies = _role(f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self, tags)
         capacity = pool.spec.capacity
         reserved = capacity in RESERVED
         template = aws.ec2.LaunchTemplate(
@@ -223,6 +239,15 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
             ),
             update_default_version=True,
+            tags=tags,
+            # The instances and their volumes carry the tags too (the node group's own tags
+            # reach neither): a change of tags is a new template version, rolled out node by node.
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
+                for kind in TAGGED_AT_LAUNCH
+            ]
+            if tags
+            else None,
             opts=pulumi.ResourceOptions(parent=self),
         )
         group = aws.eks.NodeGroup(
@@ -250,6 +275,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 id=template.id, version=template.latest_version.apply(str)
             ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            tags=tags,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=cluster.protect,

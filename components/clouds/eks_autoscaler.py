@@ -96,6 +96,8 @@ class EksClusterAutoscalerArgs(TypedDict):
     minor."""
     install_pod_identity_agent: NotRequired[bool]
     """Install EKS's Pod Identity agent add-on (false; true for a cluster created alongside)."""
+    tags: NotRequired[dict[str, str]]
+    """Tags on its IAM role, add-on and Pod Identity association."""
 
 
 class EksClusterAutoscaler(pulumi.ComponentResource):
@@ -113,6 +115,7 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mig-inference:index:EksClusterAutoscaler", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        tags = args.get("tags") or None
         role = aws.iam.Role(
             f"{name}-role",
             assume_role_policy=json.dumps(
@@ -128,6 +131,7 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
                 }
             ),
             description="mig-inference cluster autoscaler",
+            tags=tags,
             opts=child,
         )
         policy = aws.iam.RolePolicy(
@@ -143,6 +147,7 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
                     f"{name}-pod-identity-agent",
                     cluster_name=args["cluster_name"],
                     addon_name="eks-pod-identity-agent",
+                    tags=tags,
                     opts=child,
                 )
             )
@@ -152,6 +157,7 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
             namespace=NAMESPACE,
             service_account=SERVICE_ACCOUNT,
             role_arn=role.arn,
+            tags=tags,
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
         )
         k8s.helm.v3.Release(

@@ -57,6 +57,8 @@ class GkeClusterArgs(TypedDict):
     address and could not pull images from registries outside Google (vLLM's, NVIDIA's)."""
     project: NotRequired[pulumi.Input[str]]
     """Project of the subnetwork (the provider's when not given)."""
+    labels: NotRequired[dict[str, str]]
+    """Google Cloud labels on the cluster and its system nodes (beside the provider's)."""
 
 
 def _workload_pool(project: str) -> str:
@@ -80,6 +82,7 @@ class GkeCluster(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mig-inference:index:GkeCluster", name, None, opts)
         protect_cluster = args.get("protect", True)
+        labels = args.get("labels") or None
         protect = pulumi.ResourceOptions(parent=self, protect=protect_cluster)
         project: pulumi.Output[str] = pulumi.Output.from_input(
             args.get("project")
@@ -120,6 +123,7 @@ class GkeCluster(pulumi.ComponentResource):
             remove_default_node_pool=True,
             initial_node_count=1,
             deletion_protection=protect_cluster,
+            resource_labels=labels,
             opts=protect,
         )
         gcp.container.NodePool(
@@ -133,6 +137,7 @@ class GkeCluster(pulumi.ComponentResource):
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
             node_config=gcp.container.NodePoolNodeConfigArgs(
                 machine_type=SYSTEM_MACHINE,
+                resource_labels=labels,
                 image_type="COS_CONTAINERD",
                 oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                 shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
@@ -299,6 +304,7 @@ class GkeGpuPool(pulumi.ComponentResource):
                 if cluster.create
                 else None,
                 labels=dict(pool.node_labels),
+                resource_labels=planned(args["stack"]).spec.cloud_tags.given(),
                 taints=[
                     gcp.container.NodePoolNodeConfigTaintArgs(
                         key=key, value=value, effect=cloud_taint_effect(effect)

@@ -1,5 +1,6 @@
 """OKE: a cluster for ephemeral stacks, and MIG GPU node pools with VCN-native pod networking."""
 
+from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
 import pulumi
@@ -15,6 +16,14 @@ VCN_NATIVE_CNI = "OCI_VCN_IP_NATIVE"
 EVICTION_GRACE = "PT60M"
 """The longest drain OKE allows before it terminates a node."""
 SYSTEM_SHAPE = "VM.Standard.E5.Flex"
+
+
+@dataclass(frozen=True)
+class OciTags:
+    """Freeform and defined tags of an OCI resource (None: the resource gets none here)."""
+
+    freeform: dict[str, str] | None
+    defined: dict[str, str] | None
 
 
 class OkeClusterArgs(TypedDict):
@@ -41,6 +50,10 @@ class OkeClusterArgs(TypedDict):
     outside the VCN reaches the API; private otherwise (then run from a peered network)."""
     protect: NotRequired[bool]
     """Protect the cluster from accidental deletion (true)."""
+    freeform_tags: NotRequired[dict[str, str]]
+    """OCI freeform tags on the cluster, its system pool and that pool's nodes."""
+    defined_tags: NotRequired[dict[str, str]]
+    """OCI defined tags (`<namespace>.<key>`) on the same."""
 
 
 class OkeCluster(pulumi.ComponentResource):
@@ -59,6 +72,7 @@ class OkeCluster(pulumi.ComponentResource):
         super().__init__("mig-inference:index:OkeCluster", name, None, opts)
         protect = args.get("protect", True)
         public = args.get("endpoint_public_access", True)
+        tagged = OciTags(args.get("freeform_tags") or None, args.get("defined_tags") or None)
         cluster = oci.containerengine.Cluster(
             name,
             name=args["name"],
@@ -73,6 +87,8 @@ class OkeCluster(pulumi.ComponentResource):
                 subnet_id=args["endpoint_subnet_id"],
                 is_public_ip_enabled=public,
             ),
+            freeform_tags=tagged.freeform,
+            defined_tags=tagged.defined,
             opts=pulumi.ResourceOptions(parent=self, protect=protect),
         )
         oci.containerengine.NodePool(
@@ -88,8 +104,12 @@ class OkeCluster(pulumi.ComponentResource):
             node_source_details=oci.containerengine.NodePoolNodeSourceDetailsArgs(
                 image_id=args["system_image_id"], source_type="IMAGE"
             ),
+            freeform_tags=tagged.freeform,
+            defined_tags=tagged.defined,
             node_config_details=oci.containerengine.NodePoolNodeConfigDetailsArgs(
                 size=2,
+                freeform_tags=tagged.freeform,
+                defined_tags=tagged.defined,
                 placement_configs=[
                     oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigArgs(
                         availability_domain=args["availability_domain"],
@@ -139,6 +159,8 @@ class OkeGpuPool(pulumi.ComponentResource):
         cluster = planned(args["stack"]).spec.cluster
         subnet_ids = list(cluster.get("subnetIds"))
         assert pool.machine is not None and pool.spec.image_id is not None
+        cloud_tags = planned(args["stack"]).spec.cloud_tags
+        tagged = OciTags(cloud_tags.given(), cloud_tags.oci_defined())
         domains = list(pool.spec.zones) or list(cluster.get("availabilityDomains"))
         placements = [
             oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigArgs(
@@ -171,7 +193,11 @@ class OkeGpuPool(pulumi.ComponentResource):
                 source_type="IMAGE",
                 boot_volume_size_in_gbs=str(pool.spec.disk_size_gb),
             ),
+            freeform_tags=tagged.freeform,
+            defined_tags=tagged.defined,
             node_config_details=oci.containerengine.NodePoolNodeConfigDetailsArgs(
+                freeform_tags=tagged.freeform,
+                defined_tags=tagged.defined,
                 # OKE pools do not autoscale by themselves: the Cluster Autoscaler add-on grows
                 # a {min, max} pool; it starts at min.
                 size=pool.min_nodes,

@@ -121,7 +121,7 @@ class ModelCache(pulumi.ComponentResource):
         if cache.storage is CacheStorage.GCS_FUSE:
             members = self._gcs_bucket(name, plan, cache, namespaces, child)
         elif cache.storage is CacheStorage.S3_MOUNTPOINT and cache.bucket_owned:
-            self._s3_bucket(name, cache, child)
+            self._s3_bucket(name, plan, cache, child)
         for namespace in namespaces:
             k8s.core.v1.ServiceAccount(
                 f"{name}-{namespace}-sa",
@@ -241,6 +241,7 @@ class ModelCache(pulumi.ComponentResource):
                 uniform_bucket_level_access=True,
                 public_access_prevention="enforced",
                 force_destroy=False,
+                labels=plan.spec.cloud_tags.given(),
                 opts=child,
             )
             bucket = made.name
@@ -268,10 +269,18 @@ class ModelCache(pulumi.ComponentResource):
             )
         return members
 
-    def _s3_bucket(self, name: str, cache: ModelCachePlan, child: pulumi.ResourceOptions) -> None:
+    def _s3_bucket(
+        self, name: str, plan: StackPlan, cache: ModelCachePlan, child: pulumi.ResourceOptions
+    ) -> None:
         import pulumi_aws as aws
 
-        made = aws.s3.Bucket(f"{name}-bucket", bucket=cache.bucket, force_destroy=False, opts=child)
+        made = aws.s3.Bucket(
+            f"{name}-bucket",
+            bucket=cache.bucket,
+            force_destroy=False,
+            tags=plan.spec.cloud_tags.given(),
+            opts=child,
+        )
         aws.s3.BucketPublicAccessBlock(
             f"{name}-bucket-private",
             bucket=made.id,

@@ -112,6 +112,43 @@ NODE_NAME = Format(
     253,
     "gpu-node-01",
 )
+AWS_TAG_KEY = Format(
+    "an AWS tag key (letters, digits, spaces and _ . : / = + - @; not starting with 'aws:')",
+    r"(?!aws:)[\w .:/=+\-@]+",
+    128,
+    "team",
+)
+AWS_TAG_VALUE = Format(
+    "an AWS tag value (letters, digits, spaces and _ . : / = + - @)", r"[\w .:/=+\-@]*", 256, "ml"
+)
+AWS_TAGS_MAX = 50
+"""AWS "Tag naming limits and requirements": at most 50 user tags per resource, keys of 1-128
+and values of 0-256 characters, `aws:` reserved."""
+GCP_LABEL_KEY = Format(
+    "a Google Cloud label key (lowercase letters, digits, '_' and '-', starting with a letter)",
+    r"[a-z][a-z0-9_-]*",
+    63,
+    "team",
+)
+GCP_LABEL_VALUE = Format(
+    "a Google Cloud label value (lowercase letters, digits, '_' and '-')", r"[a-z0-9_-]*", 63, "ml"
+)
+GCP_LABELS_MAX = 64
+"""Google Cloud "Requirements for labels": at most 64 per resource; keys 1-63 characters
+starting with a lowercase letter, values 0-63; lowercase letters, digits, `_` and `-`
+(international lowercase letters are allowed there too, not here)."""
+OCI_FREEFORM_TAG_KEY = Format(
+    "an OCI freeform tag key (printable characters, no spaces)", r"[^\s]+", 100, "team"
+)
+OCI_DEFINED_TAG_KEY = Format(
+    "an OCI defined tag `<namespace>.<key>` (no spaces or further periods)",
+    r"[^\s.]{1,100}\.[^\s.]{1,100}",
+    201,
+    "Operations.CostCenter",
+)
+OCI_TAG_VALUE = Format("an OCI tag value", r"[^\n]*", 256, "ml")
+"""Oracle Cloud "Tagging Limits": tag keys and namespaces up to 100 characters, values up to 256
+(unconfirmed here: the page was not in reach; no count per resource is enforced)."""
 LABEL_VALUE = Format(
     "a label value (letters, digits, '-', '_', '.', starting and ending alphanumeric)",
     f"({_NAME63})?",

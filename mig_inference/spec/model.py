@@ -11,6 +11,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.sizing import ModelShape
+from mig_inference.spec.cloud_tags import CloudTags
 
 AUTO = "auto"
 FILL = "fill"
@@ -415,6 +416,8 @@ class StackSpec:
     """The stack's model cache (None: every replica downloads from the hub)."""
     verify: VerifySpec = field(default_factory=lambda: VerifySpec(enabled=False))
     ephemeral: EphemeralSpec | None = None
+    cloud_tags: CloudTags = field(default_factory=CloudTags)
+    """What every cloud resource the stack creates carries (`tags`, `definedTags`, `labels`)."""
 
     def verified(self, service: ServiceSpec) -> bool:
         """Whether the service gets the serving check: its own switch, else the stack's."""

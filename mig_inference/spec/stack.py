@@ -14,6 +14,7 @@ from mig_inference.spec.model_cache import model_cache_spec
 from mig_inference.spec.monitoring import monitoring_spec
 from mig_inference.spec.operator import gpu_operator_spec
 from mig_inference.spec.pools import pool_spec
+from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.reader import CONFIG_SECRET, ConfigNode, SecretNames
 from mig_inference.spec.services import service_spec
 from mig_inference.spec.verify import ephemeral_spec, verify_spec
@@ -28,6 +29,9 @@ TOP_KEYS = (
     "monitoring",
     "modelCache",
     "verify",
+    "tags",
+    "definedTags",
+    "labels",
     "ephemeral",
 )
 T = TypeVar("T")
@@ -175,6 +179,7 @@ def parse_stack(
                 "needs monitoring.prometheusUrl: the Prometheus KEDA reads the queue from",
                 f"{services_node.path}[{index}].queueAutoscaling",
             ))  # fmt: skip
+    tags = _attempt(problems, lambda: cloud_tags_spec({k: node(k) for k in TAG_KEYS}, cloud))
     creates = cluster is not None and cluster.create
     verify = _attempt(problems, lambda: verify_spec(node("verify"), creates))
     ephemeral = _attempt(problems, lambda: ephemeral_spec(node("ephemeral")))
@@ -194,7 +199,8 @@ def parse_stack(
     assert cluster is not None and operator is not None and monitoring is not None
     assert verify is not None
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
-                     model_cache=cache, verify=verify, ephemeral=ephemeral)  # fmt: skip
+                     model_cache=cache, verify=verify, ephemeral=ephemeral,
+                     cloud_tags=tags or CloudTags())  # fmt: skip
 
 
 def _unverifiable(stack_enabled: bool, service: ServiceSpec, path: str) -> list[MigError]:

@@ -1,0 +1,95 @@
+"""`tags`, `definedTags` and `labels`: what every cloud resource of the stack carries, in the
+cloud's own terms (AWS and OCI tags, OCI defined tags, Google Cloud labels)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mig_inference.clouds import Cloud
+from mig_inference.spec import formats
+from mig_inference.spec.formats import Format
+from mig_inference.spec.reader import ConfigNode
+
+TAG_KEYS = ("tags", "definedTags", "labels")
+"""The stack's top-level keys for cloud resource tags."""
+ACCEPTED = {
+    Cloud.EKS: ("tags",),
+    Cloud.OKE: ("tags", "definedTags"),
+    Cloud.GKE: ("labels",),
+    Cloud.EXISTING: (),
+}
+FORMATS: dict[tuple[Cloud, str], tuple[Format, Format, int | None]] = {
+    (Cloud.EKS, "tags"): (formats.AWS_TAG_KEY, formats.AWS_TAG_VALUE, formats.AWS_TAGS_MAX),
+    (Cloud.GKE, "labels"): (formats.GCP_LABEL_KEY, formats.GCP_LABEL_VALUE, formats.GCP_LABELS_MAX),
+    (Cloud.OKE, "tags"): (formats.OCI_FREEFORM_TAG_KEY, formats.OCI_TAG_VALUE, None),
+    (Cloud.OKE, "definedTags"): (formats.OCI_DEFINED_TAG_KEY, formats.OCI_TAG_VALUE, None),
+}
+ELSEWHERE = {
+    "tags": "Google Cloud calls them labels: use `labels`",
+    "labels": "AWS and OCI call them tags: use `tags` (these are not Kubernetes labels: a "
+    "pool's node labels are pools[].labels)",
+    "definedTags": "defined tags are OCI's",
+}
+
+
+@dataclass(frozen=True)
+class CloudTags:
+    """What the cloud resources the stack creates carry, besides the provider's defaults."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    """AWS tags, OCI freeform tags or Google Cloud labels (the stack's cloud decides)."""
+    defined: dict[str, str] = field(default_factory=dict)
+    """OCI defined tags, `<namespace>.<key>` to value."""
+
+    def oci_defined(self) -> dict[str, str] | None:
+        return dict(self.defined) or None
+
+    def given(self) -> dict[str, str] | None:
+        """The tags, or None when there are none (so a stack without tags renders as before)."""
+        return dict(self.tags) or None
+
+
+def _read(
+    node: ConfigNode, key_format: Format, value_format: Format, most: int | None
+) -> dict[str, str]:
+    if node.value is None:
+        return {}
+    if not isinstance(node.value, dict):
+        return node.problem(f"must be a mapping of keys to string values, got {node.value!r}", {})
+    if most is not None and len(node.value) > most:
+        return node.problem(f"has {len(node.value)} entries; the cloud takes at most {most}", {})
+    found: dict[str, str] = {}
+    for key, value in node.value.items():
+        where = node.child(str(key))
+        problem = key_format.problem(key) if isinstance(key, str) else "not a string"
+        if problem is None:
+            problem = (
+                value_format.problem(value)
+                if isinstance(value, str)
+                else f"{value!r} is not a string (quote numbers and booleans)"
+            )
+        if problem is not None:
+            where.problem(problem, None)
+        else:
+            found[key] = value
+    return found
+
+
+def cloud_tags_spec(top: dict[str, ConfigNode], cloud: Cloud) -> CloudTags:
+    """The stack's tags, checked against its cloud's rules; a key of another cloud is refused
+    with the one to use."""
+    read: dict[str, dict[str, str]] = {}
+    for key in TAG_KEYS:
+        node = top[key]
+        if node.value is None:
+            continue
+        if key not in ACCEPTED[cloud]:
+            why = (
+                "an existing cluster's nodes are not created here"
+                if cloud is Cloud.EXISTING
+                else ELSEWHERE[key]
+            )
+            node.problem(f"is not taken on {cloud.value}: {why}", None, list(ACCEPTED[cloud]))
+            continue
+        read[key] = _read(node, *FORMATS[(cloud, key)])
+    return CloudTags(read.get("tags") or read.get("labels") or {}, read.get("definedTags") or {})
