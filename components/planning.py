@@ -13,10 +13,25 @@ from mig_inference.spec import NAMESPACE, parse_stack
 from mig_inference.spec.reader import CONFIG_SECRET
 from mig_inference.versions import GPU_OPERATOR_VERSION
 
-from .stack_args import Stack, is_output, stack_values_of
+from .stack_args import (
+    CLUSTER_REFERENCES,
+    PASSED_THROUGH,
+    Stack,
+    is_output,
+    stack_key,
+    stack_values_of,
+)
 
 COMPONENT_SECRET = "an entry {name!r} of the component's `secrets` input, a Pulumi secret"
 """How a program using MigInference adds a secret named {name}."""
+
+OUTPUT_KEYS = ", ".join(
+    f"cluster.{stack_key(field)}"
+    for field in dict.fromkeys(
+        [*CLUSTER_REFERENCES, *(f for fields in PASSED_THROUGH.values() for f in fields)]
+    )
+)
+"""The cluster keys that may be Outputs of other resources, as errors name them."""
 
 
 def stack_name(stack: Stack) -> str:
@@ -84,7 +99,7 @@ def planned(stack: Stack) -> StackPlan:
             "\n".join(
                 f"{NAMESPACE}:{path}: is an Output of another resource (or unknown during "
                 "preview); the planner decides on it, so it must be a plain value (Outputs may be "
-                "given for cluster.name, cluster.clusterId and secrets)"
+                f"given for {OUTPUT_KEYS} and secrets)"
                 for path in outputs
             )
         )

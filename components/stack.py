@@ -24,7 +24,7 @@ from .clouds.cloud import (
 from .clouds.cluster_access import kubernetes_provider
 from .clouds.existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeTaintsArgs
 from .planning import planned, secret_value
-from .stack_args import Stack, stack_values_of
+from .stack_args import Stack, cluster_input, stack_values_of
 from .workloads.gpu_operator import GpuOperator, GpuOperatorArgs
 from .workloads.inference import InferenceService, InferenceServiceArgs
 from .workloads.mig_gate import MigReadyGate, MigReadyGateArgs
@@ -88,6 +88,7 @@ class MigInference(pulumi.ComponentResource):
             joined.cloud_provider,
             children.name("kubernetes"),
             children.opts(depends_on=joined.created),
+            cluster_input(args, "project", plan.spec.cluster.get("project")),
         )
 
         def in_cluster(*after: pulumi.Resource) -> pulumi.ResourceOptions:

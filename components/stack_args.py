@@ -11,7 +11,8 @@ analyzer reads them at run time.
 """
 
 import typing
-from typing import Any, NotRequired, TypedDict
+from collections.abc import Sequence
+from typing import Any, NotRequired, TypedDict, cast
 
 import pulumi
 
@@ -31,14 +32,14 @@ class Cluster(TypedDict):
     """Reach the Kubernetes API through this context of the ambient kubeconfig file."""
     kubeconfig: NotRequired[str]
     """Reach the Kubernetes API with the kubeconfig held in this entry of `secrets`."""
-    project: NotRequired[str]
-    """GKE: the project."""
+    project: NotRequired[pulumi.Input[str]]
+    """GKE: the project; may be an Output of another resource."""
     location: NotRequired[str]
     """GKE: the cluster's region or zone."""
-    network: NotRequired[str]
-    """GKE, creating: the VPC network."""
-    subnetwork: NotRequired[str]
-    """GKE, creating: the subnetwork."""
+    network: NotRequired[pulumi.Input[str]]
+    """GKE, creating: the VPC network; may be an Output of another resource."""
+    subnetwork: NotRequired[pulumi.Input[str]]
+    """GKE, creating: the subnetwork; may be an Output of another resource."""
     master_ipv4_cidr_block: NotRequired[str]
     """GKE, creating: the control plane's /28 range."""
     release_channel: NotRequired[str]
@@ -50,10 +51,11 @@ class Cluster(TypedDict):
     endpoint."""
     region: NotRequired[str]
     """EKS: the AWS region."""
-    subnet_ids: NotRequired[list[str]]
-    """EKS: the node groups' subnets; OKE: the node subnet(s)."""
-    vpc_id: NotRequired[str]
-    """EKS, creating: the VPC."""
+    subnet_ids: NotRequired[pulumi.Input[Sequence[pulumi.Input[str]]]]
+    """EKS: the node groups' subnets; OKE: the node subnet(s). The list, or any of its
+    items, may be an Output of another resource."""
+    vpc_id: NotRequired[pulumi.Input[str]]
+    """EKS, creating: the VPC; may be an Output of another resource."""
     version: NotRequired[str]
     """EKS, creating: the Kubernetes version."""
     endpoint_public_access: NotRequired[bool]
@@ -61,22 +63,23 @@ class Cluster(TypedDict):
     public_access_cidrs: NotRequired[list[str]]
     """EKS, creating: the ranges allowed to the public endpoint (required while it is
     public)."""
-    compartment_id: NotRequired[str]
-    """OKE: the compartment OCID."""
+    compartment_id: NotRequired[pulumi.Input[str]]
+    """OKE: the compartment OCID; may be an Output of another resource."""
     cluster_id: NotRequired[pulumi.Input[str]]
     """OKE, joining: the cluster OCID; may be an Output of another resource."""
-    vcn_id: NotRequired[str]
-    """OKE, creating: the VCN OCID."""
-    pod_subnet_ids: NotRequired[list[str]]
-    """OKE: the pod subnets (VCN-native pod networking)."""
-    endpoint_subnet_id: NotRequired[str]
-    """OKE, creating: the API endpoint's subnet."""
+    vcn_id: NotRequired[pulumi.Input[str]]
+    """OKE, creating: the VCN OCID; may be an Output of another resource."""
+    pod_subnet_ids: NotRequired[pulumi.Input[Sequence[pulumi.Input[str]]]]
+    """OKE: the pod subnets (VCN-native pod networking); the list or its items may be
+    Outputs."""
+    endpoint_subnet_id: NotRequired[pulumi.Input[str]]
+    """OKE, creating: the API endpoint's subnet; may be an Output of another resource."""
     availability_domains: NotRequired[list[str]]
     """OKE: the availability domains of the node pools."""
     kubernetes_version: NotRequired[str]
     """OKE: the node pools' Kubernetes version (default when joining: the cluster's)."""
-    system_image_id: NotRequired[str]
-    """OKE, creating: the image of the system node pool."""
+    system_image_id: NotRequired[pulumi.Input[str]]
+    """OKE, creating: the image of the system node pool; may be an Output."""
 
 
 class Taint(TypedDict):
@@ -436,8 +439,24 @@ class Stack(TypedDict):
 NOT_STACK_FILE_KEYS = ("secrets", "stack_name")
 """Stack fields that are not keys of the stack file."""
 CLUSTER_REFERENCES = {"name": "joined-cluster", "cluster_id": "ocid1.cluster.oc1..joined"}
-"""Cluster fields that may be Outputs of other resources, and what the plan reads for one: the
-planner decides nothing from them, it only checks they are given."""
+"""Cluster references that may be Outputs of other resources, and what the plan reads for one:
+the planner decides nothing from them, it only checks they are given."""
+PASSED_THROUGH: dict[str, dict[str, str]] = {
+    "gke": {"project": "from-another-resource", "network": "from-another-resource",
+            "subnetwork": "from-another-resource"},
+    "eks": {"subnet_ids": "subnet-00000000", "vpc_id": "vpc-00000000"},
+    "oke": {"compartment_id": "ocid1.compartment.oc1..fromanotherresource",
+            "vcn_id": "ocid1.vcn.oc1..fromanotherresource",
+            "subnet_ids": "ocid1.subnet.oc1..fromanotherresource",
+            "pod_subnet_ids": "ocid1.subnet.oc1..fromanotherresource",
+            "endpoint_subnet_id": "ocid1.subnet.oc1..fromanotherresource",
+            "system_image_id": "ocid1.image.oc1..fromanotherresource"},
+}  # fmt: skip
+"""Per cloud, the cluster fields only handed to cloud resources, which may therefore be Outputs
+of the caller's resources (a list field: the list or any item), and the value the plan reads
+for an Output: one of the right format. Location, region and availability domains stay plain:
+the planner places the pools' zones and capacity by them."""
+LIST_FIELDS = ("subnet_ids", "pod_subnet_ids")
 
 
 def stack_key(field: str) -> str:
@@ -506,10 +525,9 @@ def stack_values_of(args: Stack) -> dict[str, Any]:
     plain: dict[str, Any] = {k: v for k, v in args.items() if k not in NOT_STACK_FILE_KEYS}
     cluster = plain.get("cluster")
     if isinstance(cluster, dict):
+        passed = {**CLUSTER_REFERENCES, **PASSED_THROUGH.get(str(args.get("cloud")), {})}
         plain["cluster"] = {
-            key: CLUSTER_REFERENCES[key]
-            if key in CLUSTER_REFERENCES and is_output(value)
-            else value
+            key: _planned_form(value, passed[key], key in LIST_FIELDS) if key in passed else value
             for key, value in cluster.items()
         }
     return _whole_numbers(_convert(plain, Stack, to_stack=True))  # type: ignore[no-any-return]
@@ -520,10 +538,36 @@ def is_output(value: Any) -> bool:
     return isinstance(value, pulumi.Output) or hasattr(value, "__await__")
 
 
+def _planned_form(value: Any, placeholder: str, is_list: bool) -> Any:
+    """What the planner reads for a passed-through value: Outputs replaced by `placeholder`
+    (a list that is an Output as a list of one)."""
+    if is_output(value):
+        return [placeholder] if is_list else placeholder
+    if isinstance(value, list):
+        return [placeholder if is_output(item) else item for item in value]
+    return value
+
+
 def cluster_reference(args: Stack, field: str) -> pulumi.Input[str] | None:
     """A cluster reference as given (an Output stays an Output), or None when not given."""
     value: pulumi.Input[str] | None = args["cluster"].get(field)  # type: ignore[assignment]
     return value
+
+
+def nth(items: pulumi.Input[Sequence[pulumi.Input[str]]], index: int) -> pulumi.Input[str]:
+    """Item `index` (modulo the length) of a list that may be, or hold, Outputs."""
+    if isinstance(items, list | tuple):
+        item: pulumi.Input[str] = items[index % len(items)]
+        return item
+    whole: pulumi.Output[Any] = pulumi.Output.from_input(cast(Any, items))
+    return whole.apply(lambda found: str(found[index % len(found)]))
+
+
+def cluster_input(args: Stack, field: str, planned: Any) -> Any:
+    """A cluster field as the caller gave it (Outputs stay Outputs) for a cloud resource, or
+    the planned value (with its defaults) when not given."""
+    given = args["cluster"].get(field)
+    return planned if given is None else given
 
 
 def stack_args(values: dict[str, Any]) -> Stack:

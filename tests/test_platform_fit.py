@@ -275,3 +275,122 @@ def test_tags_the_cloud_would_refuse_are_refused_with_their_key(
     errors = json.loads(run_.stdout)["errors"]
     assert len(errors) == 1 and errors[0]["key"].startswith(f"mig-inference:{key}"), errors
     assert message in errors[0]["message"], errors
+
+
+PLACEHOLDERS = ("from-another-resource", "fromanotherresource", "subnet-00000000", "vpc-00000000")
+
+
+def _everywhere(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for item in value.values() for s in _everywhere(item)]
+    if isinstance(value, list):
+        return [s for item in value for s in _everywhere(item)]
+    return [value] if isinstance(value, str) else []
+
+
+def one_program(cloud: str, whole_list: bool) -> Callable[[], None]:
+    """The everyday program: the team's network and cluster, then GPU pools on them."""
+
+    def program() -> None:
+        if cloud == "eks":
+            import pulumi_aws as aws
+
+            vpc = aws.ec2.Vpc("team-vpc", cidr_block="10.0.0.0/16")
+            subnets = [
+                aws.ec2.Subnet(f"team-subnet-{z}", vpc_id=vpc.id, cidr_block=f"10.0.{i}.0/24")
+                for i, z in enumerate("ab")
+            ]
+            values = stack_values("eks-p4d")
+            cluster: dict[str, Any] = {
+                "name": "gpu-cluster", "create": True, "region": "us-east-1",
+                "vpc_id": vpc.id, "version": "1.33", "public_access_cidrs": ["203.0.113.0/24"],
+                "subnet_ids": pulumi.Output.all(*[s.id for s in subnets]) if whole_list
+                else [s.id for s in subnets],
+            }  # fmt: skip
+        elif cloud == "gke":
+            import pulumi_gcp as gcp
+
+            project = pulumi.Output.from_input("team-project-42")
+            network = gcp.compute.Network("team-net", auto_create_subnetworks=False)
+            subnetwork = gcp.compute.Subnetwork(
+                "team-subnet", network=network.id, ip_cidr_range="10.1.0.0/20", region="us-central1"
+            )
+            values = stack_values("gke-h100")
+            cluster = {
+                "name": "gpu-cluster", "create": True, "location": "us-central1",
+                "project": project, "network": network.id, "subnetwork": subnetwork.self_link,
+                "authorized_networks": ["203.0.113.0/24"],
+            }  # fmt: skip
+        else:
+            import pulumi_oci as oci
+
+            compartment = pulumi.Output.from_input("ocid1.compartment.oc1..team")
+            vcn = oci.core.Vcn("team-vcn", compartment_id=compartment, cidr_blocks=["10.2.0.0/16"])
+            subnets = [
+                oci.core.Subnet(
+                    f"team-{role}", compartment_id=compartment, vcn_id=vcn.id, cidr_block=cidr
+                )
+                for role, cidr in (("nodes", "10.2.0.0/20"), ("api", "10.2.16.0/28"))
+            ]
+            values = stack_values("oke-h100")
+            cluster = {
+                "name": "gpu-cluster", "create": True, "compartment_id": compartment,
+                "vcn_id": vcn.id, "endpoint_subnet_id": subnets[1].id,
+                "subnet_ids": pulumi.Output.all(subnets[0].id) if whole_list else [subnets[0].id],
+                "pod_subnet_ids": [subnets[0].id], "kubernetes_version": "v1.33.1",
+                "availability_domains": values["cluster"]["availabilityDomains"],
+                "system_image_id": pulumi.Output.from_input("ocid1.image.oc1..team"),
+            }  # fmt: skip
+        args = typed(values)
+        args["cluster"] = cluster  # type: ignore[typeddict-item]
+        MigInference("gpus", args)
+
+    return program
+
+
+@pytest.mark.parametrize("whole_list", [False, True], ids=["items", "whole-list"])
+@pytest.mark.parametrize("cloud", ["eks", "gke", "oke"])
+def test_network_and_cluster_and_gpu_pools_in_one_program(
+    tmp_path: Path, cloud: str, whole_list: bool
+) -> None:
+    rendering = run(tmp_path, one_program(cloud, whole_list))
+    strings = [s for r in rendering.resources for s in _everywhere(r.inputs)]
+    strings += [s for _token, args in rendering.calls for s in _everywhere(args)]
+    assert not [s for s in strings if any(p in s for p in PLACEHOLDERS)]
+    inputs = {(r.type, r.name): r.inputs for r in rendering.resources}
+    if cloud == "eks":
+        groups = [r for r in rendering.resources if r.type == "aws:eks/nodeGroup:NodeGroup"]
+        assert groups and all(
+            g.inputs["subnetIds"] == ["team-subnet-a-id", "team-subnet-b-id"] for g in groups
+        )
+        [cluster] = [r for r in rendering.resources if r.type == "aws:eks/cluster:Cluster"]
+        assert cluster.inputs["vpcConfig"]["subnetIds"] == ["team-subnet-a-id", "team-subnet-b-id"]
+    elif cloud == "gke":
+        cluster = inputs[("gcp:container/cluster:Cluster", "gpus-gpu-cluster")]
+        assert cluster["network"] == "team-net-id"
+        assert cluster["workloadIdentityConfig"]["workloadPool"] == "team-project-42.svc.id.goog"
+    else:
+        [made] = [r for r in rendering.resources if r.type == "oci:ContainerEngine/cluster:Cluster"]
+        assert made.inputs["vcnId"] == "team-vcn-id"
+        assert made.inputs["compartmentId"] == "ocid1.compartment.oc1..team"
+        pools = [
+            r for r in rendering.resources if r.type == "oci:ContainerEngine/nodePool:NodePool"
+        ]
+        for pool in pools:
+            placements = pool.inputs["nodeConfigDetails"]["placementConfigs"]
+            assert {p["subnetId"] for p in placements} == {"team-nodes-id"}
+
+
+def test_what_the_planner_decides_on_must_still_be_plain(tmp_path: Path) -> None:
+    def program() -> None:
+        values = stack_values("gke-h100")
+        args = typed(values)
+        args["cluster"]["location"] = pulumi.Output.from_input("us-central1")  # type: ignore[typeddict-item]
+        MigInference("gpus", args)
+
+    empty = tmp_path / "Pulumi.test.yaml"
+    empty.write_text("config: {}\n")
+    rendering = run_program("test", empty, program=program)
+    assert rendering.error is not None and not rendering.resources
+    assert rendering.error.startswith("mig-inference:cluster.location: is an Output")
+    assert "cluster.subnetIds" in rendering.error

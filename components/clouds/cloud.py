@@ -5,6 +5,7 @@ package (see cloud_sdk)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import pulumi
 
@@ -14,7 +15,7 @@ from mig_inference.spec import key_path
 
 from ..clouds.cloud_sdk import require_cloud_sdk
 from ..clouds.existing import ExistingNodePool, ExistingNodePoolArgs
-from ..stack_args import Stack, cluster_reference
+from ..stack_args import Stack, cluster_input, cluster_reference, nth
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,9 @@ def given_provider(parent: pulumi.Resource, package: str) -> pulumi.ProviderReso
     return parent.get_provider(f"{package}::")
 
 
-def _cloud_provider(plan: StackPlan, children: Children) -> pulumi.ProviderResource | None:
+def _cloud_provider(
+    stack: Stack, plan: StackPlan, children: Children
+) -> pulumi.ProviderResource | None:
     """The caller's provider for the stack's cloud; a provider configured from the stack only
     when the caller gave none (as pulumi-eks does)."""
     package = CLOUD_PACKAGES.get(plan.spec.cloud)
@@ -94,7 +97,8 @@ def _cloud_provider(plan: StackPlan, children: Children) -> pulumi.ProviderResou
     if plan.spec.cloud is Cloud.GKE:
         import pulumi_gcp as gcp
 
-        return gcp.Provider(children.name("gcp"), project=settings.get("project"), opts=opts)
+        project = cluster_input(stack, "project", settings.get("project"))
+        return gcp.Provider(children.name("gcp"), project=project, opts=opts)
     if plan.spec.cloud is Cloud.EKS:
         import pulumi_aws as aws
 
@@ -116,7 +120,8 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             "the cluster and its resources (an Output may name a cluster the stack joins)"
         )
     require_cloud_sdk(spec.cloud)
-    provider = _cloud_provider(plan, children)
+    provider = _cloud_provider(stack, plan, children)
+    given = partial(cluster_input, stack)
     if settings.create and spec.cloud is Cloud.GKE:
         from .gke import GKE_RELEASE_CHANNEL, GkeCluster, GkeClusterArgs
 
@@ -125,15 +130,15 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             GkeClusterArgs(
                 name=settings.name,
                 location=settings.get("location"),
-                network=settings.get("network"),
-                subnetwork=settings.get("subnetwork"),
+                network=given("network", settings.get("network")),
+                subnetwork=given("subnetwork", settings.get("subnetwork")),
                 # The spec chose one by the cluster's name when the stack names none.
                 master_ipv4_cidr_block=settings.get("masterIpv4CidrBlock"),
                 authorized_networks=list(settings.get("authorizedNetworks")),
                 release_channel=settings.get("releaseChannel") or GKE_RELEASE_CHANNEL,
                 protect=settings.protect,
                 cloud_nat=settings.get("cloudNat"),
-                project=settings.get("project"),
+                project=given("project", settings.get("project")),
                 labels=dict(spec.cloud_tags.tags),
             ),
             children.opts([provider]),
@@ -148,7 +153,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 name=settings.name,
                 region=settings.get("region"),
                 version=settings.get("version"),
-                subnet_ids=list(settings.get("subnetIds")),
+                subnet_ids=given("subnet_ids", list(settings.get("subnetIds"))),
                 endpoint_public_access=settings.get("endpointPublicAccess"),
                 public_access_cidrs=list(settings.get("publicAccessCidrs") or ()),
                 protect=settings.protect,
@@ -164,14 +169,14 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             children.name(settings.name),
             OkeClusterArgs(
                 name=settings.name,
-                compartment_id=settings.get("compartmentId"),
-                vcn_id=settings.get("vcnId"),
-                endpoint_subnet_id=settings.get("endpointSubnetId"),
+                compartment_id=given("compartment_id", settings.get("compartmentId")),
+                vcn_id=given("vcn_id", settings.get("vcnId")),
+                endpoint_subnet_id=given("endpoint_subnet_id", settings.get("endpointSubnetId")),
                 kubernetes_version=settings.get("kubernetesVersion"),
-                node_subnet_id=settings.get("subnetIds")[0],
-                pod_subnet_ids=list(settings.get("podSubnetIds")),
+                node_subnet_id=nth(given("subnet_ids", list(settings.get("subnetIds"))), 0),
+                pod_subnet_ids=given("pod_subnet_ids", list(settings.get("podSubnetIds"))),
                 availability_domain=settings.get("availabilityDomains")[0],
-                system_image_id=settings.get("systemImageId"),
+                system_image_id=given("system_image_id", settings.get("systemImageId")),
                 endpoint_public_access=settings.get("endpointPublicAccess"),
                 protect=settings.protect,
                 freeform_tags=dict(spec.cloud_tags.tags),

@@ -23,9 +23,10 @@ def looked_up_kubeconfig(
     cluster: ClusterSpec,
     ref: pulumi.Input[str],
     provider: pulumi.ProviderResource | None,
+    project: pulumi.Input[str] | None = None,
 ) -> pulumi.Output[str]:
     """The kubeconfig of a cluster the stack joins (`ref`: its name, or OCID on OKE), from the
-    cloud's data sources."""
+    cloud's data sources (GKE: in `project`, as given, else the stack's)."""
     invoke = pulumi.InvokeOutputOptions(provider=provider)
     # Each cloud's SDK is imported in its branch only (an extra of the package).
     if cloud is Cloud.GKE:
@@ -34,7 +35,7 @@ def looked_up_kubeconfig(
         found = gcp.container.get_cluster_output(
             name=ref,
             location=cluster.get("location"),
-            project=cluster.get("project"),
+            project=project if project is not None else cluster.get("project"),
             opts=invoke,
         )
         return gke_kubeconfig(
@@ -73,6 +74,7 @@ def kubernetes_provider(
     cloud_provider: pulumi.ProviderResource | None,
     name: str = "kubernetes",
     opts: pulumi.ResourceOptions | None = None,
+    project: pulumi.Input[str] | None = None,
 ) -> k8s.Provider:
     """The provider every Kubernetes object of the stack is created with: through the
     kubeconfig the stack names (`cluster.kubeconfig`, a secret), its named context, or the
@@ -85,6 +87,8 @@ def kubernetes_provider(
     kubeconfig: pulumi.Output[str] = (
         created_kubeconfig
         if created_kubeconfig is not None
-        else pulumi.Output.secret(looked_up_kubeconfig(cloud, cluster, ref, cloud_provider))
+        else pulumi.Output.secret(
+            looked_up_kubeconfig(cloud, cluster, ref, cloud_provider, project)
+        )
     )
     return k8s.Provider(name, kubeconfig=kubeconfig, opts=opts)

@@ -15,7 +15,7 @@ from mig_inference.plan.pools.autoscaling import node_template_tags
 
 from ..clouds.kubeconfig import eks_kubeconfig
 from ..planning import planned, planned_pool
-from ..stack_args import Stack
+from ..stack_args import Stack, cluster_input
 
 GPU_AMI = "AL2023_x86_64_NVIDIA"
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
@@ -98,7 +98,7 @@ class EksClusterArgs(TypedDict):
     """AWS region (the kubeconfig's `aws eks get-token` names it)."""
     version: pulumi.Input[str]
     """Kubernetes version, e.g. 1.33."""
-    subnet_ids: list[pulumi.Input[str]]
+    subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
     """Subnets for the control plane ENIs and the system node group (private subnets)."""
     endpoint_public_access: NotRequired[bool]
     """Answer on the public endpoint too (true), so `pulumi up` from outside the VPC reaches the
@@ -257,7 +257,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             node_group_name=pool.physical_name,
             cluster_name=args["cluster_name"],
             node_role_arn=role.arn,
-            subnet_ids=list(cluster.get("subnetIds")),
+            subnet_ids=cluster_input(args["stack"], "subnet_ids", list(cluster.get("subnetIds"))),
             ami_type=GPU_AMI,
             instance_types=[pool.machine.name],
             capacity_type=CAPACITY_TYPES[capacity],

@@ -40,7 +40,7 @@ class GkeClusterArgs(TypedDict):
     """Region or zone."""
     network: pulumi.Input[str]
     """VPC network (name or self link)."""
-    subnetwork: str
+    subnetwork: pulumi.Input[str]
     """Subnetwork for nodes; pod and service ranges are allocated automatically (VPC-native)."""
     master_ipv4_cidr_block: NotRequired[str]
     """Control plane range of the private cluster (a /28; default: one of 172.16.0.0/16 chosen
@@ -161,10 +161,11 @@ class GkeCluster(pulumi.ComponentResource):
 
     def _cloud_nat(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions) -> None:
         region = gke_region(args["location"])
-        given = args["subnetwork"]
+        # A name, or a self link (the form another resource's Output usually takes).
+        given = pulumi.Output.from_input(args["subnetwork"])
         subnetwork = gcp.compute.get_subnetwork_output(
-            name=None if "/" in given else given,
-            self_link=given if "/" in given else None,
+            name=given.apply(lambda value: None if "/" in (value or "/") else value),
+            self_link=given.apply(lambda value: value if "/" in (value or "") else None),
             region=region,
             project=args.get("project"),
             opts=pulumi.InvokeOutputOptions(parent=self),

@@ -1,5 +1,6 @@
 """OKE: a cluster for ephemeral stacks, and MIG GPU node pools with VCN-native pod networking."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
@@ -10,7 +11,7 @@ from mig_inference.clouds.bootstrap import oke_user_data
 
 from ..clouds.kubeconfig import oke_endpoint_type, oke_kubeconfig
 from ..planning import planned, planned_pool
-from ..stack_args import Stack
+from ..stack_args import Stack, cluster_input, nth
 
 VCN_NATIVE_CNI = "OCI_VCN_IP_NATIVE"
 EVICTION_GRACE = "PT60M"
@@ -39,7 +40,7 @@ class OkeClusterArgs(TypedDict):
     """Kubernetes version, e.g. v1.33.1."""
     node_subnet_id: pulumi.Input[str]
     """Subnet of the system pool's nodes."""
-    pod_subnet_ids: list[pulumi.Input[str]]
+    pod_subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]]
     """Subnets pods get VCN-native addresses from."""
     availability_domain: pulumi.Input[str]
     """Availability domain of the system pool."""
@@ -157,7 +158,7 @@ class OkeGpuPool(pulumi.ComponentResource):
         super().__init__("mig-inference:index:OkeGpuPool", name, None, opts)
         pool = planned_pool(args["stack"], args["pool"])
         cluster = planned(args["stack"]).spec.cluster
-        subnet_ids = list(cluster.get("subnetIds"))
+        subnet_ids = cluster_input(args["stack"], "subnet_ids", list(cluster.get("subnetIds")))
         assert pool.machine is not None and pool.spec.image_id is not None
         cloud_tags = planned(args["stack"]).spec.cloud_tags
         tagged = OciTags(cloud_tags.given(), cloud_tags.oci_defined())
@@ -165,7 +166,7 @@ class OkeGpuPool(pulumi.ComponentResource):
         placements = [
             oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigArgs(
                 availability_domain=domain,
-                subnet_id=subnet_ids[index % len(subnet_ids)],
+                subnet_id=nth(subnet_ids, index),
                 # A capacity reservation is per availability domain; the pool names its domain.
                 capacity_reservation_id=pool.spec.reservation,
                 preemptible_node_config=oci.containerengine.NodePoolNodeConfigDetailsPlacementConfigPreemptibleNodeConfigArgs(
@@ -185,7 +186,9 @@ class OkeGpuPool(pulumi.ComponentResource):
             # `replace_on_changes` makes it one, created before the old one is deleted.
             name=pool.physical_name,
             cluster_id=args["cluster_id"],
-            compartment_id=cluster.get("compartmentId"),
+            compartment_id=cluster_input(
+                args["stack"], "compartment_id", cluster.get("compartmentId")
+            ),
             kubernetes_version=args["kubernetes_version"],
             node_shape=pool.machine.name,
             node_source_details=oci.containerengine.NodePoolNodeSourceDetailsArgs(
@@ -205,7 +208,8 @@ class OkeGpuPool(pulumi.ComponentResource):
                 node_pool_pod_network_option_details=oci.containerengine.NodePoolNodeConfigDetailsNodePoolPodNetworkOptionDetailsArgs(
                     cni_type=VCN_NATIVE_CNI,
                     max_pods_per_node=pool.max_pods,
-                    pod_subnet_ids=list(cluster.get("podSubnetIds") or subnet_ids),
+                    pod_subnet_ids=cluster_input(args["stack"], "pod_subnet_ids", None)
+                    or subnet_ids,
                 ),
             ),
             initial_node_labels=[

@@ -32,6 +32,8 @@ Secret, and a NetworkPolicy lets no pod reach it and lets it reach DNS and HTTPS
 gcs-fuse, the GKE metadata server its FUSE sidecar gets its Workload Identity token from).
 """
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any, TypedDict
 
 import pulumi
@@ -45,7 +47,10 @@ from mig_inference.plan.model_cache import CACHE_ROOT, CachedModel, ModelCachePl
 from mig_inference.spec import CacheStorage
 
 from ..planning import planned, stack_name
-from ..stack_args import Stack
+from ..stack_args import Stack, cluster_input, nth
+
+GivenInput = Callable[[str, Any], Any]
+"""A cluster field as the caller gave it, or the planned value (`cluster_input` of the stack)."""
 
 CACHE_VOLUME = "model-cache"
 CACHE_ACCOUNT = "model-cache"
@@ -116,10 +121,11 @@ class ModelCache(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         stack = stack_name(args["stack"])
         namespaces = sorted({ns for model in cache.models for ns in model.namespaces})
-        class_name = self._storage_class(name, plan, cache, stack, child)
+        given = partial(cluster_input, args["stack"])
+        class_name = self._storage_class(name, plan, cache, stack, given, child)
         members: list[pulumi.Resource] = []
         if cache.storage is CacheStorage.GCS_FUSE:
-            members = self._gcs_bucket(name, plan, cache, namespaces, child)
+            members = self._gcs_bucket(name, plan, cache, namespaces, given, child)
         elif cache.storage is CacheStorage.S3_MOUNTPOINT and cache.bucket_owned:
             self._s3_bucket(name, plan, cache, child)
         for namespace in namespaces:
@@ -161,13 +167,13 @@ class ModelCache(pulumi.ComponentResource):
 
     def _storage_class(
         self, name: str, plan: StackPlan, cache: ModelCachePlan, stack: str,
-        child: pulumi.ResourceOptions,
+        given: GivenInput, child: pulumi.ResourceOptions,
     ) -> str | None:  # fmt: skip
         spec = cache.spec
         settings = plan.spec.cluster
         if cache.storage is CacheStorage.STORAGE_CLASS:
             return spec.storage_class
-        parameters: dict[str, str]
+        parameters: dict[str, pulumi.Input[str]]
         topologies = None
         binding = "Immediate"
         if cache.storage is CacheStorage.HYPERDISK_ML:
@@ -191,7 +197,7 @@ class ModelCache(pulumi.ComponentResource):
         elif cache.storage is CacheStorage.FSX_LUSTRE:
             provisioner = "fsx.csi.aws.com"
             parameters = {
-                "subnetId": settings.get("subnetIds")[0],
+                "subnetId": nth(given("subnet_ids", list(settings.get("subnetIds"))), 0),
                 "securityGroupIds": ",".join(spec.security_group_ids),
                 "deploymentType": "PERSISTENT_2",
                 "perUnitStorageThroughput": str(cache.throughput),
@@ -201,8 +207,8 @@ class ModelCache(pulumi.ComponentResource):
             parameters = {
                 "availabilityDomain": settings.get("availabilityDomains")[0],
                 "mountTargetSubnetOcid": spec.mount_target_subnet_id
-                or settings.get("subnetIds")[0],
-                "compartmentOcid": settings.get("compartmentId"),
+                or nth(given("subnet_ids", list(settings.get("subnetIds"))), 0),
+                "compartmentOcid": given("compartment_id", settings.get("compartmentId")),
                 "encryptInTransit": "false",
             }
         else:
@@ -223,12 +229,12 @@ class ModelCache(pulumi.ComponentResource):
 
     def _gcs_bucket(
         self, name: str, plan: StackPlan, cache: ModelCachePlan, namespaces: list[str],
-        child: pulumi.ResourceOptions,
+        given: GivenInput, child: pulumi.ResourceOptions,
     ) -> list[pulumi.Resource]:  # fmt: skip
         import pulumi_gcp as gcp
 
         settings = plan.spec.cluster
-        project = settings.get("project")
+        project = given("project", settings.get("project"))
         bucket: pulumi.Input[str] = cache.bucket or ""
         if cache.bucket_owned:
             location = str(settings.get("location"))
