@@ -27,6 +27,7 @@ from mig_inference.clouds import EKS_INSTANCES, GKE_MACHINES, MACHINES, OKE_SHAP
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import RESOURCE_PREFIX, GpuModel, load_catalog
 from mig_inference.names.labels import GPU_RESOURCE
+from mig_inference.spec.cloud_tags import UNPROTECTED_TAG
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """GPU feature discovery's product label, e.g. `NVIDIA-H100-80GB-HBM3`."""
@@ -72,7 +73,25 @@ _TENSOR_PARALLEL_FLAGS = frozenset(
     {"--tensor-parallel-size", "--tensor_parallel_size", "-tp", "--num-shard"}
 )
 _TENSOR_PARALLEL_ENV = ("TENSOR_PARALLEL_SIZE", "NUM_SHARD")
-_SECRET_NAME = re.compile(r"(?:.*_)?(?:TOKEN|API_KEY|SECRET)|.*PASSWORD.*", re.IGNORECASE)
+# Names that carry a credential: the well-known ones, and the endings credentials take. A bare
+# `_TOKEN` ending is not one (`PAD_TOKEN`, `EOS_TOKEN` name a tokenizer's special tokens), nor is
+# PASSWORD inside a name (`PASSWORD_MIN_LENGTH`).
+_SECRET_NAMES = frozenset(
+    {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_HUB_TOKEN", "HUGGINGFACEHUB_API_TOKEN",
+     "TOKEN", "API_KEY", "SECRET", "PASSWORD", "AWS_SESSION_TOKEN", "GITHUB_TOKEN", "GH_TOKEN",
+     "NGC_API_KEY", "NGC_CLI_API_KEY"}
+)  # fmt: skip
+_SECRET_NAME = re.compile(
+    r".*_(?:API_KEY|API_TOKEN|ACCESS_TOKEN|AUTH_TOKEN|HUB_TOKEN|SECRET|SECRET_KEY|PASSWORD"
+    r"|ACCESS_KEY)",
+    re.IGNORECASE,
+)
+# Values that are credentials whatever the variable is called: Hugging Face user access tokens,
+# AWS access key IDs, GitHub tokens, NVIDIA NGC keys, OpenAI-style keys.
+_SECRET_VALUE = re.compile(
+    r"hf_[A-Za-z0-9]{30,}|(?:AKIA|ASIA)[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36,}"
+    r"|nvapi-[A-Za-z0-9_-]{20,}|sk-[A-Za-z0-9_-]{20,}"
+)
 # `*_FILE` names a file that holds the secret (the `POSTGRES_PASSWORD_FILE` convention).
 _SECRET_FILE = re.compile(r".*_FILE", re.IGNORECASE)
 _ENV_REFERENCE = re.compile(r"\$\(([-._a-zA-Z0-9]+)\)")
@@ -366,8 +385,15 @@ def tensor_parallel_violations(pod: Mapping[str, Any]) -> list[str]:
 
 
 def secret_like(name: str) -> bool:
-    """True for env var names that usually carry a credential (`HF_TOKEN`, `*_API_KEY`...)."""
-    return _SECRET_NAME.fullmatch(name) is not None and not _SECRET_FILE.fullmatch(name)
+    """True for env var names that carry a credential (`HF_TOKEN`, `*_API_KEY`...)."""
+    if _SECRET_FILE.fullmatch(name):
+        return False
+    return name.upper() in _SECRET_NAMES or _SECRET_NAME.fullmatch(name) is not None
+
+
+def secret_value(value: str) -> bool:
+    """True for a value that is a credential by its form (`hf_...`, `AKIA...`)."""
+    return _SECRET_VALUE.search(value) is not None
 
 
 def plaintext_secret_violations(pod: Mapping[str, Any]) -> list[str]:
@@ -377,10 +403,12 @@ def plaintext_secret_violations(pod: Mapping[str, Any]) -> list[str]:
         for item in _sequence(container.spec.get("env")):
             entry = _mapping(item)
             name = entry.get("name")
-            if not isinstance(name, str) or not secret_like(name):
-                continue
             value = entry.get("value")
-            if value is None or value == "" or _ENV_REFERENCE.fullmatch(str(value)):
+            if not isinstance(name, str) or value is None or value == "":
+                continue
+            if _ENV_REFERENCE.fullmatch(str(value)):
+                continue
+            if not secret_like(name) and not secret_value(str(value)):
                 continue
             # Never echo the value: the message ends up in logs and Pulumi Cloud.
             messages.append(
@@ -432,14 +460,31 @@ def _pod_validation(
     return validate
 
 
+def opted_out(resource_type: str, props: Mapping[str, Any]) -> bool:
+    """Whether the pool carries the opt-out a stack with `cluster.protect: false` gives its GPU
+    pools (GKE as a node resource label, EKS and OKE as a tag)."""
+    if resource_type == GKE_NODE_POOL:
+        marks = _mapping(_mapping(props.get("nodeConfig")).get("resourceLabels"))
+    elif resource_type == OKE_NODE_POOL:
+        marks = _mapping(props.get("freeformTags"))
+    else:
+        marks = _mapping(props.get("tags"))
+    key, value = UNPROTECTED_TAG
+    return marks.get(key) == value
+
+
 def _validate_node_pool(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     reason = gpu_node_pool(args.resource_type, args.props)
-    if reason is not None and not args.opts.protect:
-        report_violation(
-            f'GPU node pool "{args.name}" ({reason}) is not protected: deleting or replacing it '
-            "drains every MIG node and the services on them. Set the `protect` resource option",
-            None,
-        )
+    if reason is None or args.opts.protect or opted_out(args.resource_type, args.props):
+        return
+    key, value = UNPROTECTED_TAG
+    report_violation(
+        f'GPU node pool "{args.name}" ({reason}) is not protected: deleting or replacing it '
+        "drains every MIG node and the services on them. Set the `protect` resource option, or "
+        f"(a stack meant to be destroyed) tag the pool {key}={value}: mig-inference stacks with "
+        "cluster.protect: false do",
+        None,
+    )
 
 
 MIG_PROFILE_EXISTS = ResourceValidationPolicy(
@@ -469,7 +514,8 @@ TENSOR_PARALLEL_ONE = ResourceValidationPolicy(
 NO_PLAINTEXT_TOKENS = ResourceValidationPolicy(
     name="no-plaintext-tokens",
     description=(
-        "Env vars named like credentials (HF_TOKEN, *_TOKEN, *_API_KEY, *_SECRET, *PASSWORD*) "
+        "Env vars that carry a credential, by their name (HF_TOKEN, *_API_KEY, *_ACCESS_TOKEN, "
+        "*_SECRET, *_PASSWORD, ...) or their value (hf_..., AKIA..., ghp_..., nvapi-..., sk-...), "
         "come from a Secret, not a literal value."
     ),
     validate=_pod_validation(plaintext_secret_violations),
@@ -477,7 +523,10 @@ NO_PLAINTEXT_TOKENS = ResourceValidationPolicy(
 )
 GPU_POOLS_PROTECTED = ResourceValidationPolicy(
     name="gpu-node-pools-protected",
-    description="GKE, EKS and OKE GPU node pools carry the `protect` resource option.",
+    description=(
+        "GKE, EKS and OKE GPU node pools carry the `protect` resource option, unless tagged as "
+        "unprotected by design (stacks with cluster.protect: false)."
+    ),
     validate=_validate_node_pool,
     enforcement_level=EnforcementLevel.MANDATORY,
 )

@@ -392,10 +392,26 @@ def test_credential_names(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     ["HF_HOME", "TOKENIZERS_PARALLELISM", "HF_TOKEN_PATH", "SECRET_NAME", "POSTGRES_PASSWORD_FILE",
-     "MAX_TOKENS"],
+     "MAX_TOKENS", "PAD_TOKEN", "EOS_TOKEN", "BOS_TOKEN", "PASSWORD_MIN_LENGTH", "SECRET_NAME_PREFIX"],
 )  # fmt: skip
 def test_names_that_are_not_credentials(name: str) -> None:
     assert not secret_like(name)
+
+
+def test_harmless_names_with_literal_values_pass() -> None:
+    env = [{"name": "PAD_TOKEN", "value": "<pad>"}, {"name": "EOS_TOKEN", "value": "</s>"},
+           {"name": "PASSWORD_MIN_LENGTH", "value": "12"}]  # fmt: skip
+    assert violations(NO_PLAINTEXT_TOKENS, DEPLOYMENT, on_h100(container(env=env))) == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["hf_" + "a1B2" * 9, "AKIA" + "ABCDEFGHIJKLMNOP", "ghp_" + "x" * 36, "nvapi-" + "q" * 40],
+)
+def test_a_credential_is_reported_by_its_value_whatever_its_name(value: str) -> None:
+    spec = on_h100(container(env=[{"name": "MODEL_OPTIONS", "value": f"--x {value}"}]))
+    [message] = violations(NO_PLAINTEXT_TOKENS, DEPLOYMENT, spec)
+    assert "MODEL_OPTIONS" in message and value not in message
 
 
 # --- gpu-node-pools-protected -------------------------------------------------------------------
@@ -516,7 +532,7 @@ def test_pack_folder_declares_python_and_its_requirements() -> None:
 
 @pytest.mark.parametrize("stack", stack_names())
 def test_the_projects_own_stacks_keep_the_rules(stack: str) -> None:
-    # Only a stack that turns protection off has GPU pools the pack flags.
+    # A stack that turns protection off keeps the rules through its pools' explicit opt-out.
     rendering = stack_rendering(stack)
     protected = plan_stack(load_stack(stack)).spec.cluster.protect
     workloads = 0
@@ -528,6 +544,32 @@ def test_the_projects_own_stacks_keep_the_rules(stack: str) -> None:
             found = violations(
                 policy, resource.type, resource.inputs, protect=protect, name=resource.name
             )
-            expected = policy is GPU_POOLS_PROTECTED and gpu_pool and not protected
-            assert bool(found) == expected, (policy.name, resource.type, resource.name, found)
+            assert not found, (policy.name, resource.type, resource.name, found)
+        if gpu_pool:
+            assert protect or (not protected and pack.opted_out(resource.type, resource.inputs))
     assert workloads > 0
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "props"),
+    [
+        (pack.GKE_NODE_POOL, {**GKE_GPU_POOL, "nodeConfig": {**GKE_GPU_POOL["nodeConfig"],
+         "resourceLabels": {"mig-inference-unprotected": "by-design"}}}),
+        (pack.EKS_NODE_GROUP, {"instanceTypes": ["p5.48xlarge"],
+                               "tags": {"mig-inference-unprotected": "by-design"}}),
+        (pack.OKE_NODE_POOL, {"nodeShape": "BM.GPU.H100.8",
+                              "freeformTags": {"mig-inference-unprotected": "by-design"}}),
+    ],
+)  # fmt: skip
+def test_a_pool_unprotected_by_design_passes(resource_type: str, props: dict[str, Any]) -> None:
+    assert violations(GPU_POOLS_PROTECTED, resource_type, props) == []
+
+
+def test_the_ephemeral_stack_s_pools_carry_the_opt_out_and_protected_ones_do_not() -> None:
+    ephemeral = stack_rendering("ephemeral-gke")
+    pools = [r for r in ephemeral.of_type(pack.GKE_NODE_POOL) if "-system" not in r.name]
+    assert pools and all(pack.opted_out(r.type, r.inputs) for r in pools)
+    for stack in ("gke-h100", "eks-p4d", "oke-h100"):
+        rendering = stack_rendering(stack)
+        marked = [r.name for r in rendering.resources if pack.opted_out(r.type, r.inputs)]
+        assert marked == [], stack

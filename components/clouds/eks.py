@@ -275,7 +275,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 id=template.id, version=template.latest_version.apply(str)
             ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            tags=tags,
+            tags=planned(args["stack"]).spec.cloud_tags.of_gpu_pool(cluster.protect),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 protect=cluster.protect,

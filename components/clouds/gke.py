@@ -305,7 +305,7 @@ class GkeGpuPool(pulumi.ComponentResource):
                 if cluster.create
                 else None,
                 labels=dict(pool.node_labels),
-                resource_labels=planned(args["stack"]).spec.cloud_tags.given(),
+                resource_labels=planned(args["stack"]).spec.cloud_tags.of_gpu_pool(cluster.protect),
                 taints=[
                     gcp.container.NodePoolNodeConfigTaintArgs(
                         key=key, value=value, effect=cloud_taint_effect(effect)

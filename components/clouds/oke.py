@@ -196,7 +196,7 @@ class OkeGpuPool(pulumi.ComponentResource):
                 source_type="IMAGE",
                 boot_volume_size_in_gbs=str(pool.spec.disk_size_gb),
             ),
-            freeform_tags=tagged.freeform,
+            freeform_tags=cloud_tags.of_gpu_pool(cluster.protect),
             defined_tags=tagged.defined,
             node_config_details=oci.containerengine.NodePoolNodeConfigDetailsArgs(
                 freeform_tags=tagged.freeform,

@@ -32,6 +32,11 @@ ELSEWHERE = {
 }
 
 
+UNPROTECTED_TAG = ("mig-inference-unprotected", "by-design")
+"""The tag (label on GKE) a GPU pool of a stack with `cluster.protect: false` carries: the
+policy pack's `gpu-node-pools-protected` lets such a pool through. Valid on all three clouds."""
+
+
 @dataclass(frozen=True)
 class CloudTags:
     """What the cloud resources the stack creates carry, besides the provider's defaults."""
@@ -47,6 +52,12 @@ class CloudTags:
     def given(self) -> dict[str, str] | None:
         """The tags, or None when there are none (so a stack without tags renders as before)."""
         return dict(self.tags) or None
+
+    def of_gpu_pool(self, protected: bool) -> dict[str, str] | None:
+        """What a GPU pool resource carries: the tags, and the opt-out of the policy pack's
+        protection rule when the stack turned protection off."""
+        key, value = UNPROTECTED_TAG
+        return {**self.tags, **({} if protected else {key: value})} or None
 
 
 def _read(

@@ -8,13 +8,13 @@ from typing import Any, TypeVar
 
 from mig_inference.clouds import Cloud
 from mig_inference.errors import AlreadyReported, MigError, MigErrors
+from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.cluster import cluster_spec
 from mig_inference.spec.model import Engine, ServiceSpec, StackSpec
 from mig_inference.spec.model_cache import model_cache_spec
 from mig_inference.spec.monitoring import monitoring_spec
 from mig_inference.spec.operator import gpu_operator_spec
 from mig_inference.spec.pools import pool_spec
-from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.reader import CONFIG_SECRET, ConfigNode, SecretNames
 from mig_inference.spec.services import service_spec
 from mig_inference.spec.verify import ephemeral_spec, verify_spec
