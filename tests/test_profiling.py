@@ -201,3 +201,28 @@ def test_job_names_stay_within_kubernetes_limits(tmp_path: Path) -> None:
     [job] = [j for j in rendering.of_type("kubernetes:batch/v1:Job")
              if j.inputs["metadata"]["labels"].get("app.kubernetes.io/component") == "profiling"]  # fmt: skip
     assert len(job.inputs["metadata"]["name"]) <= 63
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def test_profiling_pods_take_no_traffic_and_reach_only_dns_and_https() -> None:
+    objects = stack_rendering("eks-p4de-demand").kubernetes_objects()
+    jobs = [o for o in objects if o["kind"] == "Job"
+            and o["metadata"]["labels"].get("app.kubernetes.io/component") == "profiling"]  # fmt: skip
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    assert jobs
+    for job in jobs:
+        pod_labels = job["spec"]["template"]["metadata"]["labels"]
+        [policy] = [
+            p for p in policies
+            if p["metadata"]["namespace"] == job["metadata"]["namespace"]
+            and _selects(p["spec"]["podSelector"], pod_labels)
+        ]  # fmt: skip
+        spec = policy["spec"]
+        assert spec["policyTypes"] == ["Ingress", "Egress"] and not spec.get("ingress")
+        ports = sorted(
+            (port["protocol"], port["port"]) for rule in spec["egress"] for port in rule["ports"]
+        )
+        assert ports == [("TCP", 53), ("TCP", 443), ("UDP", 53)]

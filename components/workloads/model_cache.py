@@ -48,6 +48,7 @@ from mig_inference.spec import CacheStorage
 
 from ..planning import planned, stack_name
 from ..stack_args import Stack, cluster_input, nth
+from .egress import dns_and_https_egress
 
 GivenInput = Callable[[str, Any], Any]
 """A cluster field as the caller gave it, or the planned value (`cluster_input` of the stack)."""
@@ -340,22 +341,7 @@ class ModelCache(pulumi.ComponentResource):
     def _network_policy(
         self, name: str, namespace: str, cache: ModelCachePlan, child: pulumi.ResourceOptions
     ) -> None:
-        dns = [
-            k8s.networking.v1.NetworkPolicyPortArgs(port=53, protocol=protocol)
-            for protocol in ("UDP", "TCP")
-        ]
-        egress = [
-            k8s.networking.v1.NetworkPolicyEgressRuleArgs(ports=dns),
-            # The hub and its CDN (and a bucket's API) over HTTPS, outside the cluster.
-            k8s.networking.v1.NetworkPolicyEgressRuleArgs(
-                to=[
-                    k8s.networking.v1.NetworkPolicyPeerArgs(
-                        ip_block=k8s.networking.v1.IPBlockArgs(cidr="0.0.0.0/0")
-                    )
-                ],
-                ports=[k8s.networking.v1.NetworkPolicyPortArgs(port=443, protocol="TCP")],
-            ),
-        ]
+        egress = dns_and_https_egress()
         if cache.storage is CacheStorage.GCS_FUSE:
             egress += [
                 k8s.networking.v1.NetworkPolicyEgressRuleArgs(

@@ -20,6 +20,7 @@ from ..workloads.inference import (
     engine_pod,
     secret_env,
 )
+from .egress import dns_and_https_egress
 
 BENCHMARK_SECONDS = 3600
 """What a run may take once the engine answers."""
@@ -130,6 +131,28 @@ class ProfilingJobs(pulumi.ComponentResource):
                         metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
                         spec=engine_pod(plan, container, labels, restart_policy="Never"),
                     ),
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        if runs:
+            # The runs download the model from the hub and talk to their engine on localhost:
+            # nothing reaches them, and they reach only DNS and HTTPS.
+            k8s.networking.v1.NetworkPolicy(
+                f"{name}-policy",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=f"{args['service'][:48]}-profiling",
+                    namespace=runs[0].engine.spec.namespace,
+                    labels={"app.kubernetes.io/managed-by": "mig-inference"},
+                ),
+                spec=k8s.networking.v1.NetworkPolicySpecArgs(
+                    pod_selector=k8s.meta.v1.LabelSelectorArgs(
+                        match_labels={
+                            "app.kubernetes.io/component": "profiling",
+                            "app.kubernetes.io/instance": args["service"],
+                        }
+                    ),
+                    policy_types=["Ingress", "Egress"],
+                    egress=dns_and_https_egress(),
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
