@@ -46,6 +46,12 @@ class Cluster(TypedDict):
     """GKE, creating: the release channel (REGULAR)."""
     cloud_nat: NotRequired[bool]
     """GKE, creating: a Cloud Router and NAT for the private nodes (true)."""
+    node_service_account: NotRequired[str]
+    """GKE: the GPU nodes' service account email; default: a dedicated one with only the roles
+    nodes need; `default`: the Compute Engine default account. A change needs new nodes."""
+    workload_identity: NotRequired[bool]
+    """GKE: Workload Identity on the GPU pools (GKE_METADATA; true). The cluster must have it
+    enabled."""
     authorized_networks: NotRequired[list[str]]
     """GKE, creating (required): the CIDR blocks allowed to the public control-plane
     endpoint."""
@@ -58,6 +64,14 @@ class Cluster(TypedDict):
     """EKS, creating: the VPC; may be an Output of another resource."""
     version: NotRequired[str]
     """EKS, creating: the Kubernetes version."""
+    node_role_arn: NotRequired[pulumi.Input[str]]
+    """EKS: the GPU node groups' IAM role (default: one made with the EKS worker node
+    policies); may be an Output."""
+    permissions_boundary: NotRequired[pulumi.Input[str]]
+    """EKS: the permissions boundary of every IAM role the stack creates; may be an Output."""
+    imds_hop_limit: NotRequired[int]
+    """EKS: the instance metadata hop limit of GPU nodes (1: pods off the host network cannot
+    reach the node's credentials; 2 lets them)."""
     endpoint_public_access: NotRequired[bool]
     """EKS and OKE, creating: a public API endpoint as well (true)."""
     public_access_cidrs: NotRequired[list[str]]
@@ -444,7 +458,9 @@ the planner decides nothing from them, it only checks they are given."""
 PASSED_THROUGH: dict[str, dict[str, str]] = {
     "gke": {"project": "from-another-resource", "network": "from-another-resource",
             "subnetwork": "from-another-resource"},
-    "eks": {"subnet_ids": "subnet-00000000", "vpc_id": "vpc-00000000"},
+    "eks": {"subnet_ids": "subnet-00000000", "vpc_id": "vpc-00000000",
+            "node_role_arn": "arn:aws:iam::000000000000:role/from-another-resource",
+            "permissions_boundary": "arn:aws:iam::000000000000:policy/from-another-resource"},
     "oke": {"compartment_id": "ocid1.compartment.oc1..fromanotherresource",
             "vcn_id": "ocid1.vcn.oc1..fromanotherresource",
             "subnet_ids": "ocid1.subnet.oc1..fromanotherresource",

@@ -254,6 +254,13 @@ def test_pool_components_plan_their_pool_from_the_stack(
     tmp_path: Path, stack: str, component: str, refs: dict[str, Any], resource_type: str
 ) -> None:
     stack_values, pool = pool_inputs(stack)
+    program = stack_rendering(stack)
+    if component == "GkeGpuPool":
+        # The program makes the nodes' service account; a pool of your own takes its email.
+        [account] = program.of_type("gcp:serviceaccount/account:Account")
+        project = account.inputs["project"]
+        refs = {**refs, "nodeServiceAccount": f"{account.inputs['accountId']}@{project}"
+                ".iam.gserviceaccount.com"}  # fmt: skip
     rendering = construct(tmp_path, pool, component, {"stack": stack_values, "pool": pool, **refs})
 
     def planned_fields(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -262,7 +269,6 @@ def test_pool_components_plan_their_pool_from_the_stack(
 
     # Sorted: resources that wait on a read (a node's live taints) register in any order; the
     # program's are the ones under a component of the same type.
-    program = stack_rendering(stack)
     made = sorted(json.dumps(planned_fields(r.inputs), sort_keys=True)
                   for r in rendering.of_type(resource_type))  # fmt: skip
     by_program = sorted(

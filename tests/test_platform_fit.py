@@ -162,6 +162,8 @@ NOT_TAGGABLE = {
     "gcp:compute/router:Router": "Cloud Routers take no labels",
     "gcp:compute/routerNat:RouterNat": "a setting of its router",
     "gcp:storage/bucketIAMMember:BucketIAMMember": "an IAM binding",
+    "gcp:serviceaccount/account:Account": "service accounts take no labels",
+    "gcp:projects/iAMMember:IAMMember": "an IAM binding",
     "oci:ContainerEngine/addon:Addon": "OKE add-ons take no tags",
 }
 """Cloud resources that take no tags or labels, and why."""
@@ -329,7 +331,7 @@ def one_program(cloud: str, whole_list: bool) -> Callable[[], None]:
 
             compartment = pulumi.Output.from_input("ocid1.compartment.oc1..team")
             vcn = oci.core.Vcn("team-vcn", compartment_id=compartment, cidr_blocks=["10.2.0.0/16"])
-            subnets = [
+            oci_subnets = [
                 oci.core.Subnet(
                     f"team-{role}", compartment_id=compartment, vcn_id=vcn.id, cidr_block=cidr
                 )
@@ -338,9 +340,10 @@ def one_program(cloud: str, whole_list: bool) -> Callable[[], None]:
             values = stack_values("oke-h100")
             cluster = {
                 "name": "gpu-cluster", "create": True, "compartment_id": compartment,
-                "vcn_id": vcn.id, "endpoint_subnet_id": subnets[1].id,
-                "subnet_ids": pulumi.Output.all(subnets[0].id) if whole_list else [subnets[0].id],
-                "pod_subnet_ids": [subnets[0].id], "kubernetes_version": "v1.33.1",
+                "vcn_id": vcn.id, "endpoint_subnet_id": oci_subnets[1].id,
+                "subnet_ids": pulumi.Output.all(oci_subnets[0].id) if whole_list
+                else [oci_subnets[0].id],
+                "pod_subnet_ids": [oci_subnets[0].id], "kubernetes_version": "v1.33.1",
                 "availability_domains": values["cluster"]["availabilityDomains"],
                 "system_image_id": pulumi.Output.from_input("ocid1.image.oc1..team"),
             }  # fmt: skip
@@ -369,9 +372,9 @@ def test_network_and_cluster_and_gpu_pools_in_one_program(
         [cluster] = [r for r in rendering.resources if r.type == "aws:eks/cluster:Cluster"]
         assert cluster.inputs["vpcConfig"]["subnetIds"] == ["team-subnet-a-id", "team-subnet-b-id"]
     elif cloud == "gke":
-        cluster = inputs[("gcp:container/cluster:Cluster", "gpus-gpu-cluster")]
-        assert cluster["network"] == "team-net-id"
-        assert cluster["workloadIdentityConfig"]["workloadPool"] == "team-project-42.svc.id.goog"
+        gke = inputs[("gcp:container/cluster:Cluster", "gpus-gpu-cluster")]
+        assert gke["network"] == "team-net-id"
+        assert gke["workloadIdentityConfig"]["workloadPool"] == "team-project-42.svc.id.goog"
     else:
         [made] = [r for r in rendering.resources if r.type == "oci:ContainerEngine/cluster:Cluster"]
         assert made.inputs["vcnId"] == "team-vcn-id"
@@ -397,3 +400,92 @@ def test_what_the_planner_decides_on_must_still_be_plain(tmp_path: Path) -> None
     assert rendering.error is not None and not rendering.resources
     assert rendering.error.startswith("mig-inference:cluster.location: is an Output")
     assert "cluster.subnetIds" in rendering.error
+
+
+# --- node identity --------------------------------------------------------------------------------
+
+
+def render_values(tmp_path: Path, values: dict[str, Any]) -> Rendering:
+    def program() -> None:
+        MigInference("gpus", typed(values))
+
+    return run(tmp_path, program)
+
+
+def gpu_pools_of(rendering: Rendering, resource_type: str) -> list[Any]:
+    return [r for r in rendering.of_type(resource_type) if "-system" not in r.name]
+
+
+@pytest.mark.parametrize("stack", ["gke-h100", "gke-h100-cache", "ephemeral-gke"])
+def test_gke_gpu_nodes_run_as_a_dedicated_account_with_workload_identity(
+    tmp_path: Path, stack: str
+) -> None:
+    from components.clouds.gke import CLOUD_PLATFORM_SCOPE, NODE_ROLES
+
+    rendering = render_values(tmp_path, stack_values(stack))
+    [account] = rendering.of_type("gcp:serviceaccount/account:Account")
+    grants = rendering.of_type("gcp:projects/iAMMember:IAMMember")
+    email = f"{account.inputs['accountId']}@{account.inputs['project']}.iam.gserviceaccount.com"
+    assert sorted(g.inputs["role"] for g in grants) == sorted(NODE_ROLES)
+    assert {g.inputs["member"] for g in grants} == {f"serviceAccount:{email}"}
+    pools = gpu_pools_of(rendering, "gcp:container/nodePool:NodePool")
+    assert pools
+    for pool in pools:
+        config = pool.inputs["nodeConfig"]
+        assert config["serviceAccount"] == email
+        assert config["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+        assert config["oauthScopes"] == [CLOUD_PLATFORM_SCOPE]
+        assert config["shieldedInstanceConfig"]["enableSecureBoot"] is True
+
+
+def test_gke_takes_the_team_s_node_account_or_keeps_the_old_nodes_when_told(
+    tmp_path: Path,
+) -> None:
+    from mig_inference.plan import plan_stack
+    from mig_inference.spec import parse_stack
+    from mig_inference.versions import GPU_OPERATOR_VERSION
+
+    values = stack_values("gke-h100")
+    team = "gpu-nodes@my-gcp-project.iam.gserviceaccount.com"
+    values["cluster"] = {**values["cluster"], "nodeServiceAccount": team}
+    rendering = render_values(tmp_path, values)
+    assert not rendering.of_type("gcp:serviceaccount/account:Account")
+    [pool] = gpu_pools_of(rendering, "gcp:container/nodePool:NodePool")
+    assert pool.inputs["nodeConfig"]["serviceAccount"] == team
+
+    def inputs(cluster: dict[str, Any]) -> dict[str, str]:
+        given = {**stack_values("gke-h100"), "cluster": cluster}
+        spec = parse_stack(
+            "gke-h100",
+            given,
+            secret_keys=frozenset(secret_references(given)),
+            pinned_operator_version=GPU_OPERATOR_VERSION,
+        )
+        return dict(plan_stack(spec).pools[0].replacement_inputs)
+
+    legacy = {**values["cluster"], "nodeServiceAccount": "default", "workloadIdentity": False}
+    assert "cluster.nodeIdentity" not in inputs(legacy)
+    assert "cluster.nodeIdentity" in inputs(stack_values("gke-h100")["cluster"])
+
+
+def test_eks_gpu_nodes_keep_pods_off_the_node_role_and_honour_the_team_s_iam(
+    tmp_path: Path,
+) -> None:
+    values = stack_values("eks-p5-from-zero")
+    rendering = render_values(tmp_path, values)
+    [template] = rendering.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    metadata = template.inputs["metadataOptions"]
+    assert metadata["httpTokens"] == "required" and metadata["httpPutResponseHopLimit"] == 1
+
+    boundary = "arn:aws:iam::123456789012:policy/platform-boundary"
+    role = "arn:aws:iam::123456789012:role/team-gpu-nodes"
+    values["cluster"] = {**values["cluster"], "nodeRoleArn": role,
+                         "permissionsBoundary": boundary, "imdsHopLimit": 2}  # fmt: skip
+    rendering = render_values(tmp_path, values)
+    groups = gpu_pools_of(rendering, "aws:eks/nodeGroup:NodeGroup")
+    assert groups and {g.inputs["nodeRoleArn"] for g in groups} == {role}
+    roles = rendering.of_type("aws:iam/role:Role")
+    assert roles and all(r.inputs["permissionsBoundary"] == boundary for r in roles)
+    assert not [r for r in roles if "ec2.amazonaws.com" in r.inputs["assumeRolePolicy"]]
+    [template] = rendering.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert template.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 2

@@ -17,7 +17,8 @@ def test_render_writes_objects_releases_and_cloud_inputs(
 ) -> None:
     assert main(["render", "--stack", "gke-h100", "--out", str(tmp_path), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["files"]["helm"] == 1 and summary["files"]["cloud"] == 1
+    # The node pool, and the nodes' service account with its two role bindings.
+    assert summary["files"]["helm"] == 1 and summary["files"]["cloud"] == 4
     objects = [
         yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "kubernetes").glob("*.yaml"))
     ]
@@ -30,7 +31,7 @@ def test_render_writes_objects_releases_and_cloud_inputs(
     assert (release["chart"], release["version"]) == ("gpu-operator", "v26.7.0")
     assert release["repository"] == "https://helm.ngc.nvidia.com/nvidia"
     assert release["values"]["mig"] == {"strategy": "mixed"}
-    [pool] = list((tmp_path / "cloud").glob("*.json"))
+    [pool] = list((tmp_path / "cloud").glob("gcp_container_nodePool_NodePool.*.json"))
     assert json.loads(pool.read_text())["nodeConfig"]["machineType"] == "a3-highgpu-8g"
     outputs = json.loads((tmp_path / "outputs.json").read_text())
     assert outputs["services"]["mistral-nemo"]["endpoint"] == (

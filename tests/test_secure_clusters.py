@@ -51,9 +51,9 @@ def test_the_ephemeral_gke_cluster_is_closed_and_uses_workload_identity() -> Non
     assert (nat["minPortsPerVm"], nat["maxPortsPerVm"]) == (NAT_MIN_PORTS, NAT_MAX_PORTS)
 
 
-def test_a_joined_gke_cluster_pool_leaves_metadata_to_the_cluster() -> None:
+def test_a_joined_gke_cluster_pool_runs_the_gke_metadata_server_unless_told_not_to() -> None:
     pool = named(stack_rendering("gke-h100"), NODE_POOL, "h100-mig").inputs
-    assert "workloadMetadataConfig" not in pool["nodeConfig"]
+    assert pool["nodeConfig"]["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
 
 
 def test_gke_authorized_networks_are_required_when_creating() -> None:

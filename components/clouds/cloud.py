@@ -10,6 +10,7 @@ from functools import partial
 import pulumi
 
 from mig_inference.clouds import Cloud
+from mig_inference.names.digest import short_hash
 from mig_inference.plan import StackPlan
 from mig_inference.spec import key_path
 
@@ -158,6 +159,9 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 public_access_cidrs=list(settings.get("publicAccessCidrs") or ()),
                 protect=settings.protect,
                 tags=dict(spec.cloud_tags.tags),
+                permissions_boundary=given(
+                    "permissions_boundary", settings.get("permissionsBoundary")
+                ),
             ),
             children.opts([provider]),
         )
@@ -208,6 +212,32 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
     return JoinedCluster(provider, name)
 
 
+def _gke_node_account(
+    stack: Stack, plan: StackPlan, joined: JoinedCluster, children: Children
+) -> pulumi.Input[str] | None:
+    """GKE: the GPU nodes' service account: the one the stack names, a dedicated one made here,
+    or None for the Compute Engine default (`nodeServiceAccount: default`)."""
+    settings = plan.spec.cluster
+    if plan.spec.cloud is not Cloud.GKE:
+        return None
+    given = settings.get("nodeServiceAccount")
+    if given == "default":
+        return None
+    if given:
+        return str(given)
+    from .gke import GkeNodeServiceAccount, GkeNodeServiceAccountArgs
+
+    account = GkeNodeServiceAccount(
+        children.name("gpu-nodes"),
+        GkeNodeServiceAccountArgs(
+            account_id=f"mig-nodes-{short_hash(f'{plan.spec.stack}/{settings.name}', 8)}",
+            project=cluster_input(stack, "project", settings.get("project")),
+        ),
+        children.opts([joined.cloud_provider]),
+    )
+    return account.email
+
+
 def gpu_pools(
     stack: Stack,
     plan: StackPlan,
@@ -219,6 +249,7 @@ def gpu_pools(
     """Every pool of the stack, each after the resources named for it in `depends_on` (the GPU
     Operator, and the re-partitioning Job of a pool that changes its layout in place)."""
     made: list[pulumi.Resource] = []
+    node_account = _gke_node_account(stack, plan, joined, children)
     for pool in plan.pools:
         after = [*joined.created, *depends_on.get(pool.name, ())]
         opts = children.opts([joined.cloud_provider], after)
@@ -228,7 +259,14 @@ def gpu_pools(
 
             made.append(
                 GkeGpuPool(
-                    name, GkeGpuPoolArgs(stack=stack, pool=pool.name, cluster=joined.ref), opts
+                    name,
+                    GkeGpuPoolArgs(
+                        stack=stack,
+                        pool=pool.name,
+                        cluster=joined.ref,
+                        node_service_account=node_account,
+                    ),
+                    opts,
                 )
             )
         elif plan.spec.cloud is Cloud.EKS:
@@ -306,6 +344,7 @@ def cluster_autoscaler(
                 kubernetes_version=version,
                 install_pod_identity_agent=spec.cluster.create,
                 tags=dict(spec.cloud_tags.tags),
+                permissions_boundary=spec.cluster.get("permissionsBoundary"),
             ),
             opts,
         )

@@ -37,6 +37,8 @@ CAPACITY_TYPES = {
 on-demand instances the launch template targets at it (EKS "Capacity Blocks for ML with managed
 node groups"; EC2 "On-Demand Capacity Reservations")."""
 CAPACITY_BLOCK_MARKET = "capacity-block"
+DEFAULT_HOP_LIMIT = 1
+"""IMDSv2 answers only the node itself, not its pods (formats.IMDS_HOP_LIMIT has the source)."""
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 """What a launch template's tag specifications tag when an instance starts (EC2
 `LaunchTemplateTagSpecificationRequest`)."""
@@ -68,6 +70,7 @@ def _role(
     policies: Sequence[str],
     parent: pulumi.Resource,
     tags: Mapping[str, str] | None,
+    boundary: pulumi.Input[str] | None = None,
 ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
     """An IAM role for `service` with `policies`, and the attachments: the cluster and node
     groups using it depend on them, so EKS has its permissions from the first API call until
@@ -76,6 +79,7 @@ def _role(
         name,
         assume_role_policy=_assume_role(service),
         description=f"mig-inference {name}",
+        permissions_boundary=boundary,
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),
     )
@@ -109,6 +113,8 @@ class EksClusterArgs(TypedDict):
     """Protect the cluster from accidental deletion (true)."""
     tags: NotRequired[dict[str, str]]
     """Tags on every AWS resource of the cluster (beside the provider's default tags)."""
+    permissions_boundary: NotRequired[pulumi.Input[str] | None]
+    """The permissions boundary of the IAM roles it creates."""
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -125,8 +131,9 @@ class EksCluster(pulumi.ComponentResource):
         super().__init__("mig-inference:index:EksCluster", name, None, opts)
         protect = args.get("protect", True)
         tags = args.get("tags") or None
+        boundary = args.get("permissions_boundary")
         role, role_policies = _role(
-            f"{name}-cluster", "eks.amazonaws.com", CLUSTER_POLICIES, self, tags
+            f"{name}-cluster", "eks.amazonaws.com", CLUSTER_POLICIES, self, tags, boundary
         )
         cluster = aws.eks.Cluster(
             name,
@@ -147,7 +154,7 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, protect=protect, depends_on=role_policies),
         )
         node_role, node_policies = _role(
-            f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self, tags
+            f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self, tags, boundary
         )
         aws.eks.NodeGroup(
             f"{name}-system",
@@ -204,7 +211,20 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         cluster = planned(args["stack"]).spec.cluster
         assert pool.machine is not None
         tags = planned(args["stack"]).spec.cloud_tags.given()
-        role, role_policies = _role(f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self, tags)
+        given_role = cluster_input(args["stack"], "node_role_arn", cluster.get("nodeRoleArn"))
+        role_arn: pulumi.Input[str]
+        role_policies: list[aws.iam.RolePolicyAttachment] = []
+        if given_role is not None:
+            # The team's own node role: it must carry NODE_POLICIES (EKS checks it).
+            role_arn = given_role
+        else:
+            boundary = cluster_input(
+                args["stack"], "permissions_boundary", cluster.get("permissionsBoundary")
+            )
+            role, role_policies = _role(
+                f"{name}-node", "ec2.amazonaws.com", NODE_POLICIES, self, tags, boundary
+            )
+            role_arn = role.arn
         capacity = pool.spec.capacity
         reserved = capacity in RESERVED
         template = aws.ec2.LaunchTemplate(
@@ -236,7 +256,9 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 )
             ],
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+                http_endpoint="enabled",
+                http_tokens="required",
+                http_put_response_hop_limit=cluster.get("imdsHopLimit") or DEFAULT_HOP_LIMIT,
             ),
             update_default_version=True,
             tags=tags,
@@ -256,7 +278,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             # first; EKS drains the old one when Pulumi deletes it, after services moved.
             node_group_name=pool.physical_name,
             cluster_name=args["cluster_name"],
-            node_role_arn=role.arn,
+            node_role_arn=role_arn,
             subnet_ids=cluster_input(args["stack"], "subnet_ids", list(cluster.get("subnetIds"))),
             ami_type=GPU_AMI,
             instance_types=[pool.machine.name],
@@ -300,5 +322,5 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self),
                 )
         self.node_group_name = group.node_group_name
-        self.role_arn = role.arn
+        self.role_arn = pulumi.Output.from_input(role_arn)
         self.register_outputs({"node_group_name": self.node_group_name, "role_arn": self.role_arn})

@@ -98,6 +98,8 @@ class EksClusterAutoscalerArgs(TypedDict):
     """Install EKS's Pod Identity agent add-on (false; true for a cluster created alongside)."""
     tags: NotRequired[dict[str, str]]
     """Tags on its IAM role, add-on and Pod Identity association."""
+    permissions_boundary: NotRequired[pulumi.Input[str] | None]
+    """The permissions boundary of its IAM role."""
 
 
 class EksClusterAutoscaler(pulumi.ComponentResource):
@@ -131,6 +133,7 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
                 }
             ),
             description="mig-inference cluster autoscaler",
+            permissions_boundary=args.get("permissions_boundary"),
             tags=tags,
             opts=child,
         )

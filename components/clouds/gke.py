@@ -214,6 +214,63 @@ def _reservation_affinity(
     return None
 
 
+NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+"""What GPU nodes need: GKE's minimum for a node service account (GKE "Configure node service
+accounts": Kubernetes Engine Default Node Service Account, for logging, monitoring and node
+operations) and pulling images from Artifact Registry. The nodes keep the cloud-platform scope;
+IAM does the limiting, as Google recommends."""
+
+
+class GkeNodeServiceAccountArgs(TypedDict):
+    account_id: str
+    """The service account's ID (6-30 characters)."""
+    project: pulumi.Input[str]
+    """The project the account and its role bindings live in."""
+
+
+class GkeNodeServiceAccount(pulumi.ComponentResource):
+    """A service account for GPU nodes with only the roles nodes need."""
+
+    email: pulumi.Output[str]
+    """The account's email, for the node pools' `service_account`."""
+
+    def __init__(
+        self,
+        name: str,
+        args: GkeNodeServiceAccountArgs,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("mig-inference:index:GkeNodeServiceAccount", name, None, opts)
+        account = gcp.serviceaccount.Account(
+            name,
+            account_id=args["account_id"],
+            display_name="mig-inference GPU nodes",
+            project=args["project"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # A user-managed account's email is `<id>@<project>.iam.gserviceaccount.com` (IAM
+        # "Service accounts"): known from the inputs, so a preview shows it.
+        email = pulumi.Output.concat(
+            account.account_id, "@", args["project"], ".iam.gserviceaccount.com"
+        )
+        member = pulumi.Output.concat("serviceAccount:", email)
+        grants = [
+            gcp.projects.IAMMember(
+                f"{name}-{role.rsplit('.', 1)[-1]}",
+                project=args["project"],
+                role=role,
+                member=member,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for role in NODE_ROLES
+        ]
+        # The pools use the email only once its roles are granted.
+        self.email = pulumi.Output.all(email, *[g.id for g in grants]).apply(
+            lambda found: str(found[0])
+        )
+        self.register_outputs({"email": self.email})
+
+
 class GkeGpuPoolArgs(TypedDict):
     stack: Stack
     """The stack the pool belongs to: the planner decides its layout, node labels, taints, max
@@ -222,6 +279,8 @@ class GkeGpuPoolArgs(TypedDict):
     """Name of the pool in `stack.pools`."""
     cluster: pulumi.Input[str]
     """Cluster name or ID the pool joins."""
+    node_service_account: NotRequired[pulumi.Input[str] | None]
+    """The nodes' service account email (default: the Compute Engine default account)."""
 
 
 class GkeGpuPool(pulumi.ComponentResource):
@@ -299,11 +358,14 @@ class GkeGpuPool(pulumi.ComponentResource):
                 flex_start=True if flex_start else None,
                 reservation_affinity=_reservation_affinity(capacity, pool.spec.reservation),
                 # Workload Identity on the clusters this stack creates (enabled there).
+                # Workload Identity: pods get Google credentials only through their Kubernetes
+                # service account, never the node's (the cluster must have it enabled).
                 workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                     mode=GKE_METADATA
                 )
-                if cluster.create
+                if cluster.get("workloadIdentity", True)
                 else None,
+                service_account=args.get("node_service_account"),
                 labels=dict(pool.node_labels),
                 resource_labels=planned(args["stack"]).spec.cloud_tags.of_gpu_pool(cluster.protect),
                 taints=[

@@ -17,9 +17,10 @@ ACCESS_KEYS = ("context", "kubeconfig")
 kubeconfig stored as a secret config key, instead of the cluster's own endpoint."""
 CLUSTER_KEYS: dict[Cloud, tuple[str, ...]] = {
     Cloud.GKE: ("project", "location", "network", "subnetwork", "masterIpv4CidrBlock",
-                "releaseChannel", "cloudNat", "authorizedNetworks"),
+                "releaseChannel", "cloudNat", "authorizedNetworks", "nodeServiceAccount",
+                "workloadIdentity"),
     Cloud.EKS: ("region", "subnetIds", "vpcId", "version", "endpointPublicAccess",
-                "publicAccessCidrs"),
+                "publicAccessCidrs", "nodeRoleArn", "permissionsBoundary", "imdsHopLimit"),
     Cloud.OKE: ("compartmentId", "clusterId", "vcnId", "subnetIds", "podSubnetIds",
                 "endpointSubnetId", "availabilityDomains", "kubernetesVersion", "systemImageId",
                 "endpointPublicAccess"),
@@ -32,7 +33,9 @@ LIST_KEYS = (
     "publicAccessCidrs",
     "authorizedNetworks",
 )
-BOOLEAN_KEYS = {"endpointPublicAccess": True, "cloudNat": True}
+BOOLEAN_KEYS = {"endpointPublicAccess": True, "cloudNat": True, "workloadIdentity": True}
+INTEGER_KEYS = {"imdsHopLimit": (1, formats.IMDS_HOP_LIMIT)}
+"""Whole-number keys, their defaults and bounds."""
 """Switches and their defaults: created clusters answer on a public endpoint (so `pulumi up`
 from a laptop reaches the API it just created) and GKE's private nodes get a Cloud NAT."""
 CLUSTER_REQUIRED: dict[Cloud, tuple[str, ...]] = {
@@ -58,10 +61,12 @@ KEY_FORMATS: dict[Cloud, dict[str, Format]] = {
     Cloud.GKE: {"project": formats.GCP_PROJECT, "location": formats.GCP_LOCATION,
                 "network": formats.GCP_RESOURCE, "subnetwork": formats.GCP_RESOURCE,
                 "masterIpv4CidrBlock": formats.IPV4_CIDR, "authorizedNetworks": formats.IPV4_CIDR,
-                "releaseChannel": formats.GKE_RELEASE_CHANNEL},
+                "releaseChannel": formats.GKE_RELEASE_CHANNEL,
+                "nodeServiceAccount": formats.GCP_NODE_SERVICE_ACCOUNT},
     Cloud.EKS: {"region": formats.AWS_REGION, "subnetIds": formats.AWS_SUBNET,
                 "vpcId": formats.AWS_VPC, "version": formats.EKS_VERSION,
-                "publicAccessCidrs": formats.IPV4_CIDR},
+                "publicAccessCidrs": formats.IPV4_CIDR, "nodeRoleArn": formats.IAM_ROLE_ARN,
+                "permissionsBoundary": formats.IAM_POLICY_ARN},
     Cloud.OKE: {"compartmentId": formats.ocid("compartment"), "clusterId": formats.ocid("cluster"),
                 "vcnId": formats.ocid("vcn"), "subnetIds": formats.ocid("subnet"),
                 "podSubnetIds": formats.ocid("subnet"), "endpointSubnetId": formats.ocid("subnet"),
@@ -127,6 +132,9 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
             settings[key] = child.texts(key_formats[key])
         elif key in BOOLEAN_KEYS:
             settings[key] = child.boolean(BOOLEAN_KEYS[key])
+        elif key in INTEGER_KEYS:
+            default, bound = INTEGER_KEYS[key]
+            settings[key] = child.integer(default, bound=bound)
         elif key == "kubeconfig":
             # The name of a secret config key holding the kubeconfig, never the kubeconfig itself.
             settings[key] = child.secret_key_name(secrets)

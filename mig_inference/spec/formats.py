@@ -112,6 +112,29 @@ NODE_NAME = Format(
     253,
     "gpu-node-01",
 )
+GCP_NODE_SERVICE_ACCOUNT = Format(
+    "a service account email (<name>@<project>.iam.gserviceaccount.com), or `default` for the "
+    "Compute Engine default service account",
+    r"default|[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com",
+    100,
+    "gpu-nodes@my-gcp-project.iam.gserviceaccount.com",
+)
+IAM_ROLE_ARN = Format(
+    "an IAM role ARN",
+    r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}",
+    2048,
+    "arn:aws:iam::123456789012:role/gpu-nodes",
+)
+IAM_POLICY_ARN = Format(
+    "an IAM policy ARN",
+    r"arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[\w+=,.@/-]{1,512}",
+    2048,
+    "arn:aws:iam::123456789012:policy/boundary",
+)
+IMDS_HOP_LIMIT = Bound(1, 64, "EC2 instance metadata options: HttpPutResponseHopLimit is 1 to 64")
+"""AWS EKS Best Practices Guide (security, "Restrict access to the instance profile assigned to
+the worker node"): with IMDSv2 required, a hop limit of 1 keeps pods that are not on the host
+network from reaching the node's credentials; Pod Identity and IRSA do not need IMDS."""
 AWS_TAG_KEY = Format(
     "an AWS tag key (letters, digits, spaces and _ . : / = + - @; not starting with 'aws:')",
     r"(?!aws:)[\w .:/=+\-@]+",

@@ -17,6 +17,8 @@ from mig_inference.plan.sharing import sharing_text
 from mig_inference.spec import MigManager, PoolSpec, Rollout, StackSpec
 
 GENERATION_LENGTH = 6
+LEGACY_HOP_LIMIT = 2
+"""The IMDS hop limit EKS GPU pools had before `imdsHopLimit` (now 1 by default)."""
 
 # Sources (README "Changing a stack"): GKE applies label and taint changes to running nodes and
 # resizes in place, while accelerators, spot, max pods (ForceNew) and machine type or disk (a
@@ -94,12 +96,36 @@ def replacement_inputs(
     if keys and pool.capacity not in (Capacity.ON_DEMAND, Capacity.SPOT):
         keys.append("capacity")
         values["capacity"] = f"{pool.capacity}:{pool.reservation or ''}"
+    keys += _node_identity(spec, values)
     if spec.cloud is Cloud.GKE and pool.mig_manager is MigManager.GKE:
         keys.append("sharing")  # gpu_sharing_config is fixed when GKE creates the pool
     if keys and (pool.rollout is Rollout.BLUE_GREEN or pool.mig_manager is MigManager.GKE):
         keys.append("mig")
         values["mig"] = config_name
     return {key: _text(values[key]) for key in keys}
+
+
+def _node_identity(spec: StackSpec, values: dict[str, object]) -> list[str]:
+    """The nodes' identity, where changing it needs new nodes: GKE's node service account
+    (ForceNew) and metadata server mode (a node-recreating update); EKS's IMDS hop limit, in
+    the launch template. Only when it differs from what pools deployed before these keys
+    existed had (the Compute Engine default account, GKE_METADATA only on created clusters, hop
+    limit 2), so those keep their generation when the stack says so."""
+    settings = spec.cluster
+    if spec.cloud is Cloud.GKE:
+        account = settings.get("nodeServiceAccount") or "dedicated"
+        workload_identity = bool(settings.get("workloadIdentity", True))
+        if account == "default" and workload_identity == settings.create:
+            return []
+        values["cluster.nodeIdentity"] = f"{account},workloadIdentity={workload_identity}"
+        return ["cluster.nodeIdentity"]
+    if spec.cloud is Cloud.EKS:
+        hop_limit = settings.get("imdsHopLimit") or LEGACY_HOP_LIMIT
+        if hop_limit == LEGACY_HOP_LIMIT:
+            return []
+        values["cluster.imdsHopLimit"] = hop_limit
+        return ["cluster.imdsHopLimit"]
+    return []
 
 
 def generation_of(inputs: Mapping[str, str]) -> str | None:
