@@ -13,6 +13,8 @@ import pulumi
 from pulumi.provider import main
 from pulumi.provider.experimental.component import ComponentProvider
 
+from mig_inference.clouds import Cloud
+
 from .clouds.eks import EksCluster, EksGpuNodeGroup
 from .clouds.eks_autoscaler import EksClusterAutoscaler
 from .clouds.existing import ExistingNodePool, ExistingNodeTaints
@@ -71,6 +73,38 @@ def _dedented(value: Any) -> Any:
     return value
 
 
+SECRET_PROPERTIES = ("kubeconfig", "secrets")
+"""Properties that hold credentials: a created cluster's kubeconfig, and the secret values a
+stack names. The SDK's analyzer has no way to mark a property secret, so the schema is told
+here (the values themselves are Pulumi secrets either way)."""
+CLOUD_TYPE = f"{PACKAGE}:index:Cloud"
+
+
+def _secrets_and_enums(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with credential properties marked secret and `cloud` an enum of the clouds."""
+    schema["types"][CLOUD_TYPE] = {
+        "type": "string",
+        "description": "Where the cluster runs.",
+        "enum": [{"value": cloud.value, "name": cloud.name.title()} for cloud in Cloud],
+    }
+    holders = [
+        *[(r, "inputProperties") for r in schema["resources"].values()],
+        *[(r, "properties") for r in schema["resources"].values()],
+        *[(t, "properties") for t in schema["types"].values()],
+    ]
+    for holder, section in holders:
+        properties = holder.get(section) or {}
+        for name in SECRET_PROPERTIES:
+            if name in properties:
+                properties[name]["secret"] = True
+        cloud = properties.get("cloud")
+        if cloud is not None and cloud.get("type") == "string":
+            properties["cloud"] = {
+                key: value for key, value in cloud.items() if key not in ("type",)
+            } | {"$ref": f"#/types/{CLOUD_TYPE}"}
+    return schema
+
+
 class MigInferenceProvider(ComponentProvider):
     """The SDK's component provider for `COMPONENTS`, with every description dedented: Python
     3.11 keeps a docstring's indentation, which Markdown would show as code."""
@@ -78,7 +112,7 @@ class MigInferenceProvider(ComponentProvider):
     def __init__(self) -> None:
         super().__init__(COMPONENTS, PACKAGE, None, package_version())
         assert self.schema is not None
-        self.schema = json.dumps(_dedented(json.loads(self.schema)))
+        self.schema = json.dumps(_secrets_and_enums(_dedented(json.loads(self.schema))))
 
 
 def serve() -> None:

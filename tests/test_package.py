@@ -112,12 +112,26 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
             "GpuOperatorSettings", "MonitoringSettings", "Service",
             "NetworkClient", "QueueAutoscaling", "AutoscaledPool", "ThroughputPoint",
             "Profiling", "ModelCache", "VerifySettings", "ServiceVerifySettings", "EphemeralSettings",
+            "Cloud",
         )
     }  # fmt: skip
     for token, typ in types.items():
         assert typ.get("description"), token
-        for name, prop in typ["properties"].items():
+        for name, prop in typ.get("properties", {}).items():
             assert prop.get("description"), f"{token}.{name}"
+
+
+def test_schema_marks_credentials_secret_and_cloud_an_enum() -> None:
+    found = schema()
+    stack = found["resources"][INDEX + "MigInference"]
+    assert stack["inputProperties"]["secrets"]["secret"] is True
+    assert found["types"][INDEX + "Stack"]["properties"]["secrets"]["secret"] is True
+    for component in ("MigInference", "GkeCluster", "EksCluster", "OkeCluster"):
+        assert found["resources"][INDEX + component]["properties"]["kubeconfig"]["secret"] is True
+    cloud = found["types"][INDEX + "Cloud"]
+    assert [v["value"] for v in cloud["enum"]] == ["gke", "eks", "oke", "existing"]
+    for holder in (stack["inputProperties"], found["types"][INDEX + "Stack"]["properties"]):
+        assert holder["cloud"]["$ref"] == f"#/types/{INDEX}Cloud"
 
 
 def test_typed_args_mirror_every_stack_file_key() -> None:
