@@ -49,3 +49,4 @@ def stack_program() -> None:
     pulumi.export("plan", stack.plan)
     pulumi.export("pools", stack.pools)
     pulumi.export("services", stack.services)
+    pulumi.export("cloudPools", stack.cloud_pools)

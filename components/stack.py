@@ -34,6 +34,26 @@ from .workloads.profiling import ProfilingJobs, ProfilingJobsArgs
 from .workloads.repartition import InPlaceRepartition, InPlaceRepartitionArgs
 from .workloads.verify import ServiceVerification, ServiceVerificationArgs
 
+
+def cloud_pool_outputs(made: pulumi.Resource) -> dict[str, Any]:
+    """What a pool component made, as the `cloudPools` output shows it."""
+    if isinstance(made, ExistingNodePool):
+        return {"nodes": made.node_names}
+    outputs: dict[str, Any] = {}
+    for key, attribute in CLOUD_POOL_ATTRIBUTES:
+        value = getattr(made, attribute, None)
+        if value is not None:
+            outputs[key] = value
+    return outputs
+
+
+CLOUD_POOL_ATTRIBUTES = (
+    ("name", "pool_name"), ("name", "node_group_name"), ("id", "pool_id"),
+    ("id", "node_pool_id"), ("serviceAccount", "service_account"), ("arn", "node_group_arn"),
+    ("autoscalingGroups", "autoscaling_group_names"), ("nodeRoleArn", "role_arn"),
+)  # fmt: skip
+"""Output key, and the pool component attribute it comes from (GKE, EKS, OKE)."""
+
 RESTRICTED_NAMESPACE_LABELS = {
     # Inference pods meet the restricted Pod Security Standard.
     "pod-security.kubernetes.io/enforce": "restricted",
@@ -59,6 +79,9 @@ class MigInference(pulumi.ComponentResource):
     """Per service: pool, profile, MIG resource, replicas and in-cluster endpoint."""
     endpoints: pulumi.Output[dict[str, str]]
     """Per service: its in-cluster URL."""
+    cloud_pools: pulumi.Output[dict[str, Any]]
+    """Per pool, what the cloud made: GKE `name`, `id`, `serviceAccount`; EKS `name`, `arn`,
+    `autoscalingGroups`, `nodeRoleArn`; OKE `name`, `id`; existing `nodes`."""
 
     def __init__(
         self,
@@ -238,6 +261,12 @@ class MigInference(pulumi.ComponentResource):
         self.endpoints = (
             pulumi.Output.all(**endpoints) if endpoints else pulumi.Output.from_input({})
         )
+        self.cloud_pools = pulumi.Output.from_input(
+            {
+                pool.name: cloud_pool_outputs(made)
+                for pool, made in zip(plan.pools, pools, strict=True)
+            }
+        )
         self.register_outputs(
             {
                 "endpoints": self.endpoints,
@@ -245,5 +274,6 @@ class MigInference(pulumi.ComponentResource):
                 "plan": self.plan,
                 "pools": self.pools,
                 "services": self.services,
+                "cloud_pools": self.cloud_pools,
             }
         )

@@ -40,7 +40,8 @@ _FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
     "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
     "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},
     "aws:eks/nodeGroup:NodeGroup": {
-        "resources": [{"autoscalingGroups": [{"name": "eks-mock-node-group-asg"}]}]
+        "arn": "arn:aws:eks:us-east-1:123456789012:nodegroup/mock/mock/mock",
+        "resources": [{"autoscalingGroups": [{"name": "eks-mock-node-group-asg"}]}],
     },
 }
 _CA = "Y2EtY2VydGlmaWNhdGU="

@@ -489,3 +489,34 @@ def test_eks_gpu_nodes_keep_pods_off_the_node_role_and_honour_the_team_s_iam(
     assert not [r for r in roles if "ec2.amazonaws.com" in r.inputs["assumeRolePolicy"]]
     [template] = rendering.of_type("aws:ec2/launchTemplate:LaunchTemplate")
     assert template.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 2
+
+
+# --- outputs --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stack", "keys"),
+    [
+        ("gke-h100", {"name", "id", "serviceAccount"}),
+        ("eks-p5-from-zero", {"name", "arn", "autoscalingGroups", "nodeRoleArn"}),
+        ("oke-h100", {"name", "id"}),
+        ("existing", {"nodes"}),
+    ],
+)
+def test_what_the_cloud_made_is_an_output_per_pool(
+    tmp_path: Path, stack: str, keys: set[str]
+) -> None:
+    def program() -> None:
+        gpus = MigInference("gpus", typed(stack_values(stack)))
+        pulumi.export("cloudPools", gpus.cloud_pools)
+        pulumi.export("kubeconfig", gpus.kubeconfig)
+
+    rendering = run(tmp_path, program)
+    pools = rendering.outputs["cloudPools"]
+    assert set(pools) == {p["name"] for p in stack_values(stack)["pools"]}
+    for made in pools.values():
+        assert set(made) == keys, made
+        assert all(value not in (None, "") for value in made.values()), made
+    if stack == "gke-h100":
+        [pool] = pools.values()
+        assert pool["serviceAccount"].startswith("mig-nodes-")

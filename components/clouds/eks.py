@@ -44,6 +44,17 @@ TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 `LaunchTemplateTagSpecificationRequest`)."""
 
 
+def _autoscaling_group_names(
+    resources: Sequence[aws.eks.outputs.NodeGroupResource] | None,
+) -> list[str]:
+    return [
+        str(group.name)
+        for resource in resources or []
+        for group in resource.autoscaling_groups or []
+        if group.name
+    ]
+
+
 def _autoscaling_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
     [group] = resources[0].autoscaling_groups or []
     return str(group.name)
@@ -202,6 +213,10 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
     """The managed node group's name: `<pool>-<generation>`."""
     role_arn: pulumi.Output[str]
     """ARN of the nodes' IAM role."""
+    node_group_arn: pulumi.Output[str]
+    """The managed node group's ARN."""
+    autoscaling_group_names: pulumi.Output[list[str]]
+    """The Auto Scaling groups EKS made for the node group."""
 
     def __init__(
         self, name: str, args: EksGpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None
@@ -323,4 +338,13 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 )
         self.node_group_name = group.node_group_name
         self.role_arn = pulumi.Output.from_input(role_arn)
-        self.register_outputs({"node_group_name": self.node_group_name, "role_arn": self.role_arn})
+        self.node_group_arn = group.arn
+        self.autoscaling_group_names = group.resources.apply(_autoscaling_group_names)
+        self.register_outputs(
+            {
+                "node_group_name": self.node_group_name,
+                "role_arn": self.role_arn,
+                "node_group_arn": self.node_group_arn,
+                "autoscaling_group_names": self.autoscaling_group_names,
+            }
+        )

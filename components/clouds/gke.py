@@ -292,6 +292,11 @@ class GkeGpuPool(pulumi.ComponentResource):
 
     pool_name: pulumi.Output[str]
     """The GKE node pool's name: `<pool>-<generation>`."""
+    pool_id: pulumi.Output[str]
+    """The node pool's ID (`projects/<project>/locations/<location>/clusters/<cluster>/
+    nodePools/<name>`)."""
+    service_account: pulumi.Output[str]
+    """The nodes' service account email (empty: the Compute Engine default account)."""
 
     def __init__(
         self, name: str, args: GkeGpuPoolArgs, opts: pulumi.ResourceOptions | None = None
@@ -393,4 +398,12 @@ class GkeGpuPool(pulumi.ComponentResource):
             ),
         )
         self.pool_name = node_pool.name
-        self.register_outputs({"pool_name": self.pool_name})
+        self.pool_id = node_pool.id
+        self.service_account = pulumi.Output.from_input(args.get("node_service_account") or "")
+        self.register_outputs(
+            {
+                "pool_name": self.pool_name,
+                "pool_id": self.pool_id,
+                "service_account": self.service_account,
+            }
+        )

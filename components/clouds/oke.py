@@ -149,6 +149,8 @@ class OkeGpuPool(pulumi.ComponentResource):
     """An OKE node pool of MIG GPUs: labels through `initial_node_labels`, taints through
     cloud-init (OKE node pools have no taint field), VCN-native pods with `max_pods_per_node`."""
 
+    pool_name: pulumi.Output[str]
+    """The OKE node pool's name: `<pool>-<generation>`."""
     node_pool_id: pulumi.Output[str]
     """The OKE node pool's OCID."""
 
@@ -236,4 +238,5 @@ class OkeGpuPool(pulumi.ComponentResource):
             ),
         )
         self.node_pool_id = node_pool.id
-        self.register_outputs({"node_pool_id": self.node_pool_id})
+        self.pool_name = node_pool.name
+        self.register_outputs({"node_pool_id": self.node_pool_id, "pool_name": self.pool_name})
