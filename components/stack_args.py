@@ -154,6 +154,10 @@ class Pool(TypedDict):
     reservation: NotRequired[str]
     """The reservation a `reservation` or `capacity-block` pool consumes: a GCP reservation
     name, an EC2 Capacity Reservation ID or an OCI capacity reservation OCID."""
+    boot_disk_type: NotRequired[str]
+    """GKE: the nodes' boot disk type (default: the first the machine takes)."""
+    user_data: NotRequired[str]
+    """EKS: a shell script or cloud-config run after the project's nodeadm parts."""
     labels: NotRequired[dict[str, str]]
     """Extra node labels."""
     taints: NotRequired[list[Taint]]

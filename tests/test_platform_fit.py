@@ -520,3 +520,58 @@ def test_what_the_cloud_made_is_an_output_per_pool(
     if stack == "gke-h100":
         [pool] = pools.values()
         assert pool["serviceAccount"].startswith("mig-nodes-")
+
+
+# --- node hooks -----------------------------------------------------------------------------------
+
+
+def _plan_errors(tmp_path: Path, stack: str, pool_keys: dict[str, Any]) -> dict[str, str]:
+    config = yaml.safe_load(stack_path(stack).read_text())
+    config["config"]["mig-inference:pools"][0].update(pool_keys)
+    path = tmp_path / "Pulumi.t.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run_ = subprocess.run(
+        [sys.executable, "-m", "mig", "plan", "--stack-file", str(path), "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return {e["key"]: e["message"] for e in json.loads(run_.stdout).get("errors", [])}
+
+
+def test_gke_boot_disk_type_among_those_the_machine_boots_from(tmp_path: Path) -> None:
+    values = stack_values("gke-h100")
+    values["pools"][0]["bootDiskType"] = "pd-ssd"
+    [pool] = gpu_pools_of(render_values(tmp_path, values), "gcp:container/nodePool:NodePool")
+    assert pool.inputs["nodeConfig"]["diskType"] == "pd-ssd"
+    errors = _plan_errors(tmp_path, "gke-h100", {"machineType": "a4-highgpu-8g",
+                                                 "gpu": "B200-180GB", "mig": "all-1g.23gb",
+                                                 "bootDiskType": "pd-ssd"})  # fmt: skip
+    assert "boots only from hyperdisk-balanced" in errors.get(
+        "mig-inference:pools[0].bootDiskType", ""
+    ), errors
+    errors = _plan_errors(tmp_path, "eks-p4d", {"bootDiskType": "pd-ssd"})
+    assert list(errors) == ["mig-inference:pools[0].bootDiskType"], errors
+
+
+def test_eks_user_data_runs_after_the_project_s_parts(tmp_path: Path) -> None:
+    import base64
+    import email
+
+    values = stack_values("eks-p4d")
+    script = "#!/bin/bash\necho team-hook > /etc/team-hook\n"
+    values["pools"][0]["userData"] = script
+    rendering = render_values(tmp_path, values)
+    [template] = rendering.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    message = email.message_from_bytes(base64.b64decode(template.inputs["userData"]))
+    parts = [p for p in message.walk() if not p.is_multipart()]
+    assert [p.get_content_type() for p in parts] == [
+        "application/node.eks.aws",
+        "text/cloud-config",
+        "text/x-shellscript",
+    ]
+    assert parts[-1].get_payload(decode=True).decode().rstrip("\n") == script.rstrip("\n")
+    errors = _plan_errors(tmp_path, "eks-p4d", {"userData": "echo no shebang"})
+    assert "must be a shell script" in errors["mig-inference:pools[0].userData"]
+    errors = _plan_errors(tmp_path, "eks-p4d", {"userData": "#!/bin/sh\n" + "x" * 9000})
+    assert "EC2's 16,384 bytes" in errors["mig-inference:pools[0].userData"]
+    errors = _plan_errors(tmp_path, "gke-h100", {"userData": "#!/bin/sh\n"})
+    assert list(errors) == ["mig-inference:pools[0].userData"], errors

@@ -245,7 +245,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         template = aws.ec2.LaunchTemplate(
             name,
             description=f"mig-inference GPU pool {pool.name}",
-            user_data=eks_user_data(pool.max_pods),
+            user_data=eks_user_data(pool.max_pods, pool.spec.user_data),
             # A reservation or Capacity Block: new instances go only to it.
             capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                 capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(

@@ -59,10 +59,11 @@ def nodeadm_drop_in(max_pods: int) -> str:
     return "#cloud-config\n" + yaml.safe_dump(document, sort_keys=False)
 
 
-def eks_user_data(max_pods: int) -> str:
+def eks_user_data(max_pods: int, extra: str | None = None) -> str:
     """Base64 MIME multipart user data for an EKS launch template (AL2023 + nodeadm): the
     max-pods NodeConfig, and the cloud-config that writes it as a nodeadm drop-in (see the
-    module's docstring for why both)."""
+    module's docstring for why both); then the stack's own part (`userData`), a shell script or
+    cloud-config, which cloud-init runs after them."""
     message = MIMEMultipart(boundary="MIGINFERENCE")
     # 7-bit text parts: plain to read in the launch template, and what nodeadm and cloud-init
     # both take.
@@ -70,6 +71,9 @@ def eks_user_data(max_pods: int) -> str:
     part.replace_header("Content-Type", f'{NODEADM_CONTENT_TYPE}; charset="us-ascii"')
     message.attach(part)
     message.attach(MIMEText(nodeadm_drop_in(max_pods), "cloud-config", "us-ascii"))
+    if extra is not None:
+        kind = "cloud-config" if extra.startswith("#cloud-config") else "x-shellscript"
+        message.attach(MIMEText(extra, kind, "utf-8"))
     return base64.b64encode(message.as_bytes()).decode("ascii")
 
 

@@ -135,6 +135,15 @@ IMDS_HOP_LIMIT = Bound(1, 64, "EC2 instance metadata options: HttpPutResponseHop
 """AWS EKS Best Practices Guide (security, "Restrict access to the instance profile assigned to
 the worker node"): with IMDSv2 required, a hop limit of 1 keeps pods that are not on the host
 network from reaching the node's credentials; Pod Identity and IRSA do not need IMDS."""
+GKE_BOOT_DISK_TYPES = (
+    "pd-standard", "pd-balanced", "pd-ssd", "hyperdisk-balanced", "hyperdisk-extreme",
+    "hyperdisk-throughput",
+)  # fmt: skip
+"""GKE node boot disk types (GKE "Configuring node disks"); which of them a GPU machine takes is
+in mig_inference/clouds/capacity.py."""
+EC2_USER_DATA_BYTES = 16 * 1024
+"""EC2: user data is limited to 16 KB, before base64 encoding (EC2 "Run commands when you launch
+an EC2 instance with user data input")."""
 AWS_TAG_KEY = Format(
     "an AWS tag key (letters, digits, spaces and _ . : / = + - @; not starting with 'aws:')",
     r"(?!aws:)[\w .:/=+\-@]+",

@@ -174,6 +174,10 @@ class PoolSpec:
     """GKE node locations / OKE availability domains for this pool (default: the cluster's)."""
     image_id: str | None
     """OKE node image OCID (a GPU image)."""
+    boot_disk_type: str | None = None
+    """GKE: the nodes' boot disk type (None: the first the machine takes)."""
+    user_data: str | None = None
+    """EKS: a shell script or cloud-config run after this project's nodeadm parts."""
     nodes_given: bool = True
     """False when `nodes` was left out (allowed with `mig: auto`, which then sizes the pool)."""
     rollout: Rollout = Rollout.BLUE_GREEN

@@ -36,7 +36,7 @@ POOL_NAME_MAX = 32
 POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
              "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
              "imageId", "rollout", "maxUnavailable", "sharing", "capacity",
-             "reservation")  # fmt: skip
+             "reservation", "bootDiskType", "userData")  # fmt: skip
 MAX_SHARING_REPLICAS = 48
 """The most clients NVIDIA's MPS server (and so the device plugin) takes per GPU; the same cap
 holds for time-slicing here, where more clients only thin each one's memory further."""
@@ -313,6 +313,8 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
             "is an OKE node image; on this cloud the node image comes with the pool", None
         )
     sharing = node.attempt(lambda: _sharing(node.child("sharing")), None)
+    boot_disk_type = _boot_disk_type(node.child("bootDiskType"), cloud)
+    user_data = _user_data(node.child("userData"), cloud)
     if gpu is None:
         raise AlreadyReported(node.path)  # no pool without its GPU; its errors are recorded
     return PoolSpec(
@@ -335,7 +337,56 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         system_pods=system_pods,
         zones=zones,
         image_id=image_id,
+        boot_disk_type=boot_disk_type,
+        user_data=user_data,
         sharing=sharing,
         capacity=capacity,
         reservation=reservation,
     )
+
+
+def _boot_disk_type(node: ConfigNode, cloud: Cloud) -> str | None:
+    """GKE: the nodes' boot disk type (default: the first the machine takes)."""
+    if node.value is None:
+        return None
+    if cloud is not Cloud.GKE:
+        return node.problem(
+            "is GKE's boot disk type; EKS GPU nodes boot from encrypted gp3 and OKE boot volumes "
+            "have no type (diskSizeGb sets the size everywhere)",
+            None,
+        )
+    allowed = list(formats.GKE_BOOT_DISK_TYPES)
+    if node.value not in allowed:
+        return node.problem(
+            f"{node.value!r} is not allowed; allowed: {', '.join(allowed)}", None, allowed
+        )
+    return str(node.value)
+
+
+def _user_data(node: ConfigNode, cloud: Cloud) -> str | None:
+    """EKS: a shell script or cloud-config run after this project's nodeadm parts."""
+    if node.value is None:
+        return None
+    if cloud is not Cloud.EKS:
+        return node.problem(
+            "is EKS's extra user data (a part of the launch template's MIME multipart); "
+            "not taken on this cloud",
+            None,
+        )
+    text = node.string()
+    if text is None:
+        return None
+    if not text.startswith(("#!", "#cloud-config")):
+        return node.problem(
+            "must be a shell script (starting with #!) or cloud-config (starting with "
+            "#cloud-config)",
+            None,
+        )
+    if len(text.encode()) > formats.EC2_USER_DATA_BYTES // 2:
+        return node.problem(
+            f"is {len(text.encode()):,} bytes; with this project's parts the launch template's "
+            f"user data must stay under EC2's {formats.EC2_USER_DATA_BYTES:,} bytes: keep it "
+            f"under {formats.EC2_USER_DATA_BYTES // 2:,}",
+            None,
+        )
+    return text

@@ -45,7 +45,8 @@ def check_capacity(
 ) -> PoolCapacity:
     cloud = spec.cloud
     if cloud is Cloud.EXISTING or machine is None:
-        return PoolCapacity(pool.capacity, None, None, None)
+        given = pool.boot_disk_type if cloud is Cloud.GKE else None
+        return PoolCapacity(pool.capacity, None, given, None)
     facts = machine_facts(cloud.value, machine.name)
     choices = facts.capacity if facts else CLOUD_CAPACITY[cloud.value]
     if pool.capacity not in choices:
@@ -74,6 +75,16 @@ def check_capacity(
                 allowed=list(domains),
             )
     boot_disk = facts.boot_disks[0] if facts and cloud is Cloud.GKE else None
+    if pool.boot_disk_type is not None:
+        if facts and pool.boot_disk_type not in facts.boot_disks:
+            raise MigError(
+                f"{machine.name} boots only from {', '.join(facts.boot_disks)} "
+                f"({facts.boot_disk_source})",
+                f"{path}.bootDiskType",
+                value=pool.boot_disk_type,
+                allowed=list(facts.boot_disks),
+            )
+        boot_disk = pool.boot_disk_type
     return PoolCapacity(pool.capacity, pool.reservation, boot_disk, facts)
 
 

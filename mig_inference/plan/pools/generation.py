@@ -97,6 +97,14 @@ def replacement_inputs(
         keys.append("capacity")
         values["capacity"] = f"{pool.capacity}:{pool.reservation or ''}"
     keys += _node_identity(spec, values)
+    # Read when a node boots (GKE's disk type recreates nodes; EKS's user data is in the launch
+    # template): only when given, so pools deployed before these keys keep their generation.
+    if spec.cloud is Cloud.GKE and pool.boot_disk_type is not None:
+        keys.append("bootDiskType")
+        values["bootDiskType"] = pool.boot_disk_type
+    if spec.cloud is Cloud.EKS and pool.user_data is not None:
+        keys.append("userData")
+        values["userData"] = short_hash(pool.user_data, 12)
     if spec.cloud is Cloud.GKE and pool.mig_manager is MigManager.GKE:
         keys.append("sharing")  # gpu_sharing_config is fixed when GKE creates the pool
     if keys and (pool.rollout is Rollout.BLUE_GREEN or pool.mig_manager is MigManager.GKE):
