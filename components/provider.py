@@ -21,6 +21,7 @@ from .clouds.existing import ExistingNodePool, ExistingNodeTaints
 from .clouds.gke import GkeCluster, GkeGpuPool
 from .clouds.oke import OkeCluster, OkeGpuPool
 from .clouds.oke_autoscaler import OkeClusterAutoscaler
+from .field_docs import FIELDS_HEADING
 from .stack import MigInference
 from .workloads.gpu_operator import GpuOperator
 from .workloads.inference import InferenceService
@@ -65,7 +66,9 @@ def package_version() -> str:
 def _dedented(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            key: inspect.cleandoc(item) if key == "description" else _dedented(item)
+            key: inspect.cleandoc(item).split(FIELDS_HEADING.strip())[0].rstrip()
+            if key == "description"
+            else _dedented(item)
             for key, item in value.items()
         }
     if isinstance(value, list):

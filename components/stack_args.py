@@ -16,6 +16,8 @@ from typing import Any, NotRequired, TypedDict, cast
 
 import pulumi
 
+from .field_docs import document_fields
+
 
 class Cluster(TypedDict):
     """The cluster the pools join or, for ephemeral test clusters, create."""
@@ -593,3 +595,6 @@ def cluster_input(args: Stack, field: str, planned: Any) -> Any:
 def stack_args(values: dict[str, Any]) -> Stack:
     """Typed args from a stack file's values (the inverse of `stack_values_of`)."""
     return _convert(values, Stack, to_stack=False)  # type: ignore[no-any-return]
+
+
+document_fields(globals())

@@ -568,10 +568,41 @@ def test_eks_user_data_runs_after_the_project_s_parts(tmp_path: Path) -> None:
         "text/cloud-config",
         "text/x-shellscript",
     ]
-    assert parts[-1].get_payload(decode=True).decode().rstrip("\n") == script.rstrip("\n")
+    payload = parts[-1].get_payload(decode=True)
+    assert isinstance(payload, bytes)
+    assert payload.decode().rstrip("\n") == script.rstrip("\n")
     errors = _plan_errors(tmp_path, "eks-p4d", {"userData": "echo no shebang"})
     assert "must be a shell script" in errors["mig-inference:pools[0].userData"]
     errors = _plan_errors(tmp_path, "eks-p4d", {"userData": "#!/bin/sh\n" + "x" * 9000})
     assert "EC2's 16,384 bytes" in errors["mig-inference:pools[0].userData"]
     errors = _plan_errors(tmp_path, "gke-h100", {"userData": "#!/bin/sh\n"})
     assert list(errors) == ["mig-inference:pools[0].userData"], errors
+
+
+# --- help() ---------------------------------------------------------------------------------------
+
+
+def test_help_shows_every_field_of_the_typed_args() -> None:
+    import pydoc
+    import typing
+
+    import components.stack_args as typed_args
+    from components.field_docs import field_docstrings
+
+    classes = [
+        value for value in vars(typed_args).values()
+        if typing.is_typeddict(value) and value.__module__ == typed_args.__name__
+    ]  # fmt: skip
+    assert len(classes) >= 15
+    for cls in classes:
+        shown = pydoc.render_doc(cls, renderer=pydoc.plaintext)  # type: ignore[attr-defined]
+        docs = field_docstrings(cls)
+        assert set(docs) == set(cls.__annotations__), cls.__name__
+        for name, doc in docs.items():
+            assert f"{name}: {doc.splitlines()[0]}" in shown, (cls.__name__, name)
+
+
+def test_the_schema_keeps_one_description_per_field() -> None:
+    from components.provider import MigInferenceProvider
+
+    assert "Fields:" not in str(MigInferenceProvider().schema)
