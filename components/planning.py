@@ -34,6 +34,24 @@ OUTPUT_KEYS = ", ".join(
 """The cluster keys that may be Outputs of other resources, as errors name them."""
 
 
+UNSEEN_BY_GENERATION = {"eks": ("subnet_ids",), "oke": ("subnet_ids", "pod_subnet_ids")}
+"""Cluster fields that are generation inputs (a change needs new nodes) and may be Outputs."""
+
+
+def unseen_changes(stack: Stack) -> list[str]:
+    """Warnings for generation inputs given as Outputs: the plan cannot see them change."""
+    cluster = stack.get("cluster") or {}
+    fields = UNSEEN_BY_GENERATION.get(str(stack.get("cloud")), ())
+    return [
+        f"{NAMESPACE}:cluster.{stack_key(field)} is an Output of another resource: the planner "
+        "cannot see it change, and a change of it needs new nodes, which the pools' generation "
+        "brings only when it sees the change. Change it together with a key that brings a new "
+        "generation, or give it as plain values"
+        for field in fields
+        if _outputs_in(cluster.get(field), "x")
+    ]
+
+
 def stack_name(stack: Stack) -> str:
     """The name cluster-scoped objects carry: the args' or the Pulumi stack's."""
     return stack.get("stack_name") or pulumi.get_stack()

@@ -23,7 +23,7 @@ from .clouds.cloud import (
 )
 from .clouds.cluster_access import kubernetes_provider
 from .clouds.existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeTaintsArgs
-from .planning import planned, secret_value
+from .planning import planned, secret_value, unseen_changes
 from .stack_args import Stack, cluster_input, stack_values_of
 from .workloads.gpu_operator import GpuOperator, GpuOperatorArgs
 from .workloads.inference import InferenceService, InferenceServiceArgs
@@ -97,7 +97,7 @@ class MigInference(pulumi.ComponentResource):
         super().__init__("mig-inference:index:MigInference", name, None, opts)
         children = program_children(self) if stack_program else Children(self, f"{name}-")
         plan = planned(args)
-        for warning in plan.warnings:
+        for warning in [*plan.warnings, *unseen_changes(args)]:
             pulumi.log.warn(warning, resource=self)
         operator_spec = plan.spec.gpu_operator
         service_of = {service.name: service.service_name for service in plan.services}
