@@ -7,7 +7,7 @@ import textwrap
 import typing
 from typing import Any
 
-FIELDS_HEADING = "\n\nFields:\n"
+FIELDS_HEADING = "\n\n    Fields:\n"
 """Where the field list starts in a documented class's `__doc__` (the provider's schema leaves
 it out: there each field has its own description)."""
 
@@ -39,5 +39,7 @@ def document_fields(namespace: dict[str, Any]) -> None:
         docs = field_docstrings(value)
         if not docs or FIELDS_HEADING in (value.__doc__ or ""):
             continue
-        lines = [f"    {name}: " + doc.replace("\n", "\n        ") for name, doc in docs.items()]
+        lines = [
+            f"        {name}: " + doc.replace("\n", "\n            ") for name, doc in docs.items()
+        ]
         value.__doc__ = (value.__doc__ or "").rstrip() + FIELDS_HEADING + "\n".join(lines)

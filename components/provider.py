@@ -66,7 +66,7 @@ def package_version() -> str:
 def _dedented(value: Any) -> Any:
     if isinstance(value, dict):
         return {
-            key: inspect.cleandoc(item).split(FIELDS_HEADING.strip())[0].rstrip()
+            key: inspect.cleandoc(item.split(FIELDS_HEADING)[0])
             if key == "description"
             else _dedented(item)
             for key, item in value.items()
