@@ -99,9 +99,6 @@ def _gke(pool: dict[str, Any]) -> dict[str, Any]:
     [
         ({"migManager": "gke", "mig": "all-balanced"}, "one profile; allowed for H100-80GB: all-1g.10gb, all-1g.20gb"),
         ({"migManager": "gke", "mig": "all-1g.10gb.me"}, r"does not accept partition size 1g.10gb\+me"),
-        ({"gpu": "B200-180GB", "machineType": "a4-highgpu-8g", "migManager": "gke", "mig": "all-1g.23gb",
-          "spot": True},
-         "native MIG does not support B200-180GB"),
         ({"machineType": "n1-standard-8"}, "unknown gke machine type 'n1-standard-8'; known: a2-highgpu-1g"),
         ({"machineType": "a2-highgpu-8g"}, "a2-highgpu-8g carries A100-40GB, not H100-80GB"),
         ({"maxPods": 300, "mig": "all-1g.10gb"}, r"300 is out of range; gke allows 8-256"),
@@ -337,3 +334,14 @@ def test_auto_pools_say_whether_their_gpu_count_is_proven() -> None:
         in plan_text(plan)
     )
     assert plan_json(plan)["pools"][0]["auto"] == {"gpus": 8, "lower_bound": 6, "optimal": True}
+
+
+@pytest.mark.parametrize(
+    ("gpu", "machine", "size"),
+    [("B200-180GB", "a4-highgpu-8g", "1g.23gb"), ("GB200", "a4x-highgpu-4g", "3g.93gb"),
+     ("RTX-PRO-6000-96GB", "g4-standard-96", "2g.48gb")],
+)  # fmt: skip
+def test_gke_native_mig_on_blackwell(gpu: str, machine: str, size: str) -> None:
+    plan = _plan(_gke({"gpu": gpu, "machineType": machine, "migManager": "gke",
+                       "mig": f"all-{size}", "spot": True}))  # fmt: skip
+    assert plan.pools[0].partition_size == size

@@ -55,6 +55,15 @@ GKE_MACHINES: dict[str, MachineShape] = {
         MachineShape("a3-megagpu-8g", "H100-80GB", 8, "nvidia-h100-mega-80gb", None, 208, 1743),
         MachineShape("a3-ultragpu-8g", "H200-141GB", 8, "nvidia-h200-141gb", None, 224, 2749),
         MachineShape("a4-highgpu-8g", "B200-180GB", 8, "nvidia-b200", None, 224, 3695),
+        # Blackwell: GPU and count from Google's cluster-toolkit `pkg/config/machine_mappings.json`
+        # (@1047080375af: "gb200-4" -> a4x-highgpu-4g; "g4-standard" -> nvidia-rtx-pro-6000 with
+        # rtx-6000-1/2/4/8 -> 48/96/192/384). vCPUs and memory unconfirmed here (0: unknown).
+        # g4-standard-6/12/24 are fractional (vGPU) shapes, not MIG: left out.
+        MachineShape("a4x-highgpu-4g", "GB200", 4, "nvidia-gb200"),
+        *(
+            MachineShape(f"g4-standard-{vcpus}", "RTX-PRO-6000-96GB", gpus, "nvidia-rtx-pro-6000")
+            for vcpus, gpus in ((48, 1), (96, 2), (192, 4), (384, 8))
+        ),
         # G2 (L4), no MIG; counts from Google's cluster-toolkit gpu-definition, memory 4 GB/vCPU.
         *(
             MachineShape(
@@ -79,6 +88,8 @@ GKE_ACCELERATORS: dict[str, str] = {
     "H100-80GB": "nvidia-h100-80gb",
     "H200-141GB": "nvidia-h200-141gb",
     "B200-180GB": "nvidia-b200",
+    "GB200": "nvidia-gb200",
+    "RTX-PRO-6000-96GB": "nvidia-rtx-pro-6000",
     "L4-24GB": "nvidia-l4",
     "T4-16GB": "nvidia-tesla-t4",
 }
@@ -89,6 +100,12 @@ GKE_PARTITION_SIZES: dict[str, tuple[str, ...]] = {
     "A100-80GB": ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
     "H100-80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
     "H200-141GB": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+    # Blackwell: the sizes GKE's partitioner lists for nvidia-b200, nvidia-gb200 and
+    # nvidia-rtx-pro-6000 (shared/reference/dra/nvidia/blackwell-mig-profiles.md, "GKE"); GKE's
+    # docs confirm B200 partitioning, the other two only through GKE's own code (unconfirmed).
+    "B200-180GB": ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
+    "GB200": ("1g.23gb", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb"),
+    "RTX-PRO-6000-96GB": ("1g.24gb", "2g.48gb", "4g.96gb"),
 }
 """`gpu_partition_size` values GKE accepts per GPU (GKE's native MIG)."""
 
@@ -100,6 +117,12 @@ EKS_INSTANCES: dict[str, MachineShape] = {
         MachineShape("p5.48xlarge", "H100-80GB", 8, None, 100, 192, 2048),
         MachineShape("p5e.48xlarge", "H200-141GB", 8, None, 100, 192, 2048),
         MachineShape("p5en.48xlarge", "H200-141GB", 8, None, 198, 192, 2048),
+        # Blackwell: GPUs from aws/karpenter-provider-aws `instance-types.md` (@1d927085dd81,
+        # v1.14.0), max pods from awslabs/amazon-eks-ami `eni-max-pods.txt` (@0254c5b4); vCPUs
+        # and memory unconfirmed here (0: unknown). g7e (RTX PRO 6000) is not in that
+        # eni-max-pods.txt, so its max pods are unsourced: give gpusPerNode with its name.
+        MachineShape("p6-b200.48xlarge", "B200-180GB", 8, None, 198),
+        MachineShape("p6-b300.48xlarge", "B300-269GB", 8, None, 198),
         # G instances, no MIG: GPUs, vCPUs, GiB and ENI-based max pods (eni-max-pods.txt).
         MachineShape("g4dn.xlarge", "T4-16GB", 1, None, 29, 4, 16),
         MachineShape("g4dn.12xlarge", "T4-16GB", 4, None, 234, 48, 192),
@@ -124,6 +147,13 @@ OKE_SHAPES: dict[str, MachineShape] = {
         MachineShape("BM.GPU.H100.8", "H100-80GB", 8, None, 31, 224, 1907),
         MachineShape("BM.GPU.H200.8", "H200-141GB", 8, None, 31, 224, 2861),
         MachineShape("BM.GPU.B200.8", "B200-180GB", 8, None, 31, 256, 3815),
+        # GPU counts from oracle-quickstart/oci-hpc-oke (@61d210acc37f) `manifests/nccl-tests/
+        # kueue/<shape>.yaml` (`nvidia.com/gpu`); the GPU model is in the shape's name. vCPUs
+        # and memory unconfirmed here (0: unknown). BM.GPU.RTXPRO.8's GPU model is not stated
+        # there: left out.
+        MachineShape("BM.GPU.B300.8", "B300-269GB", 8, None, 31),
+        MachineShape("BM.GPU.GB200.4", "GB200", 4, None, 31),
+        MachineShape("BM.GPU.GB300.4", "GB300", 4, None, 31),
         MachineShape("BM.GPU.A100-v2.8", "A100-80GB", 8, None, 31, 256, 1907),
         MachineShape("BM.GPU4.8", "A100-40GB", 8, None, 31, 128, 1907),
         # A10 shapes, no MIG (OCPU and memory unconfirmed: vCPUs are 2 x OCPUs).

@@ -133,6 +133,13 @@ GKE_FACTS: dict[str, MachineFacts] = {
     # A3 Ultra and A4: no plain on-demand capacity, Hyperdisk only (A4 boots from Balanced).
     "a3-ultragpu-8g": _gke(_GKE_NO_ON_DEMAND, ("hyperdisk-balanced",)),
     "a4-highgpu-8g": _gke(_GKE_NO_ON_DEMAND, ("hyperdisk-balanced",)),
+    # A4X (GB200) and G4 (RTX PRO 6000): taken to follow A4's rules, unconfirmed like every GKE
+    # fact here; G4's capacity choices and disks were not read.
+    "a4x-highgpu-4g": _gke(_GKE_NO_ON_DEMAND, ("hyperdisk-balanced",)),
+    **{
+        f"g4-standard-{vcpus}": _gke(_GKE_ALL, ("hyperdisk-balanced",))
+        for vcpus in (48, 96, 192, 384)
+    },
     **{
         f"g2-standard-{vcpus}": _gke(_GKE_ALL, _PD, "capacity:flex-start")
         for vcpus in (4, 8, 12, 16, 24, 32, 48, 96)
@@ -149,24 +156,30 @@ _EKS_MAX_PODS: dict[str, int] = {
     "g6.48xlarge": 737, "g6e.xlarge": 58, "g6e.12xlarge": 292, "g6e.48xlarge": 492,
 }  # fmt: skip
 """ENI-based max pods, confirmed against `instance-info.jsonl` (see EKS_MAX_PODS)."""
+_EKS_MAX_PODS_LATER: dict[str, int] = {"p6-b200.48xlarge": 198, "p6-b300.48xlarge": 198}
+EKS_MAX_PODS_LATER = "awslabs/amazon-eks-ami@0254c5b4 templates/shared/runtime/eni-max-pods.txt"
+"""Instance types newer than that file, from the AMI's later eni-max-pods.txt (same formula)."""
 _CAPACITY_BLOCK_TYPES = ("p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge")
 """Instance types sold as Capacity Blocks for ML (AWS's list; unconfirmed here)."""
 
 
-def _eks(name: str) -> MachineFacts:
+def _eks(name: str, max_pods: int, max_pods_source: str) -> MachineFacts:
     capacity = _EKS_P if name in _CAPACITY_BLOCK_TYPES else _EKS_G
     return MachineFacts(
         capacity,
         f"{AWS_RESERVATIONS}; {AWS_CAPACITY_BLOCKS}; {AWS_SPOT}",
         _EBS,
         AWS_EBS,
-        _EKS_MAX_PODS[name],
-        EKS_MAX_PODS,
+        max_pods,
+        max_pods_source,
         ("capacity", "boot_disks"),
     )
 
 
-EKS_FACTS: dict[str, MachineFacts] = {name: _eks(name) for name in _EKS_MAX_PODS}
+EKS_FACTS: dict[str, MachineFacts] = {
+    **{name: _eks(name, pods, EKS_MAX_PODS) for name, pods in _EKS_MAX_PODS.items()},
+    **{name: _eks(name, pods, EKS_MAX_PODS_LATER) for name, pods in _EKS_MAX_PODS_LATER.items()},
+}
 
 _OKE = MachineFacts(
     (Capacity.ON_DEMAND, Capacity.RESERVATION, Capacity.SPOT),
@@ -183,6 +196,7 @@ OKE_FACTS: dict[str, MachineFacts] = {
     shape: _OKE
     for shape in (
         "BM.GPU.H100.8", "BM.GPU.H200.8", "BM.GPU.B200.8", "BM.GPU.A100-v2.8", "BM.GPU4.8",
+        "BM.GPU.B300.8", "BM.GPU.GB200.4", "BM.GPU.GB300.4",
         "VM.GPU.A10.1", "VM.GPU.A10.2", "BM.GPU.A10.4",
     )
 }  # fmt: skip
