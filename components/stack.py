@@ -7,6 +7,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mig_inference.changes.record import plan_record
+from mig_inference.kube.dra import uses_dra
 from mig_inference.kube.gate import gate_targets
 from mig_inference.kube.operator_values import operator_needed
 from mig_inference.kube.repartition import repartition_targets
@@ -25,6 +26,7 @@ from .clouds.cluster_access import kubernetes_provider
 from .clouds.existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeTaintsArgs
 from .planning import planned, secret_value, unseen_changes
 from .stack_args import Stack, cluster_input, stack_values_of
+from .workloads.dra_driver import DraDriver, DraDriverArgs
 from .workloads.gpu_operator import GpuOperator, GpuOperatorArgs
 from .workloads.inference import InferenceService, InferenceServiceArgs
 from .workloads.mig_gate import MigReadyGate, MigReadyGateArgs
@@ -122,27 +124,36 @@ class MigInference(pulumi.ComponentResource):
         # re-partitioned one by one.
         pool_after: dict[str, list[pulumi.Resource]] = {}
         operator: GpuOperator | None = None
+        dra_driver: list[pulumi.Resource] = []
         if operator_needed(plan):
             operator = GpuOperator(
                 children.name("gpu-operator"),
                 GpuOperatorArgs(stack=args),
                 in_cluster(*joined.created),
             )
+            if uses_dra(plan):
+                # After the operator, whose container toolkit writes the CDI specs the
+                # driver's kubelet plugin hands devices out with.
+                dra_driver.append(
+                    DraDriver(
+                        children.name("dra-driver"), DraDriverArgs(stack=args), in_cluster(operator)
+                    )
+                )
             for pool in plan.pools:
                 if pool.operator_managed:
-                    pool_after[pool.name] = [operator]
+                    pool_after[pool.name] = [operator, *(dra_driver if pool.dra else [])]
             for target in repartition_targets(plan):
                 pool_after[target.pool].append(
                     InPlaceRepartition(
                         children.name(f"repartition-{target.pool}"),
                         InPlaceRepartitionArgs(stack=args, pool=target.pool),
-                        in_cluster(operator),
+                        in_cluster(operator, *dra_driver),
                     )
                 )
         pools = gpu_pools(args, plan, joined, children, kubernetes, pool_after)
         cluster_autoscaler(plan, joined, children, kubernetes, pools)
 
-        ready: list[pulumi.Resource] = [*pools, *([operator] if operator else [])]
+        ready: list[pulumi.Resource] = [*pools, *([operator] if operator else []), *dra_driver]
         if operator is not None and operator_spec.gate and gate_targets(plan):
             ready = [
                 MigReadyGate(

@@ -35,3 +35,10 @@ VERIFY_IMAGE = "python:3.13.7-slim-trixie"
 mounts into a container needs) for the serving check: the verify Job and every verified
 replica's slice check run `mig_inference/verify/probe.py` and `slice_check.py`, which use the
 standard library only."""
+
+DRA_DRIVER_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
+DRA_DRIVER_VERSION = "0.4.1"
+"""NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu), its newest release
+(v0.4.1, 2026-06-30; the chart moved from NVIDIA's calendar-versioned v25.12.0 to this
+registry). Its image follows the chart (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:
+v0.4.1`)."""

@@ -12,7 +12,9 @@ Behind it, a cluster: nodes whose MIG manager is `mig_inference.rollout.mig_mana
 one `step` of simulated time per API request), the device plugin's allocatable counts, pods
 holding devices, the GPU Operator's mig-manager pods (a DaemonSet: a deleted one comes back and
 its manager restarts), and faults: API errors or no answer on chosen requests, actions at chosen
-times (a node deleted mid-run).
+times (a node deleted mid-run). On DRA nodes, NVIDIA's DRA driver: a kubelet-plugin pod per node
+(a DaemonSet's) that publishes, in a ResourceSlice, the layout the GPUs had when it became Ready
+(the driver's static MIG mode discovers slices only when it starts), and LIST of ResourceSlices.
 """
 
 from __future__ import annotations
@@ -35,7 +37,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import json_merge_patch
 
-from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.names.labels import (
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    DRA_DRIVER,
+    DRA_PLUGIN_POD_SELECTOR,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+)
 from mig_inference.rollout.mig_manager import (
     CLIENT_LABEL,
     OPERAND_LABELS,
@@ -44,10 +52,15 @@ from mig_inference.rollout.mig_manager import (
     NodeLayout,
     Reboot,
     Write,
+    devices_of,
 )
 from tests.reference import ROOT, missing
 
 MIG_MANAGER_APP = "nvidia-mig-manager"
+DRA_NAMESPACE = "nvidia-dra-driver-gpu"
+DRA_PLUGIN_LABEL = dict([DRA_PLUGIN_POD_SELECTOR.split("=")])
+DRA_PLUGIN_START = 2.0
+"""Requests between a DRA kubelet-plugin pod's creation and its Ready (and publishing)."""
 GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
 FAST = Durations(
     pod_start=2, checks=1, operands_stop=1, operands_timeout=5, apply=2, reboot=4, plugin_start=1
@@ -146,6 +159,10 @@ class FakeCluster:
         self.version = 1
         self.serial = 0
         self.lock = threading.RLock()
+        self.published: dict[str, dict[str, int]] = {}
+        """Per DRA node: the devices its kubelet plugin published (a ResourceSlice)."""
+        self.dra_plugins_start = True
+        """False: a deleted DRA kubelet-plugin pod never comes back (its slices stay stale)."""
 
     # -- building the cluster ------------------------------------------------------------------
     def add_node(
@@ -161,12 +178,18 @@ class FakeCluster:
         shared_by: int = 1,
         rename: bool = False,
         gpu: bool = True,
+        dra: bool = False,
+        published: NodeLayout | None = None,
         **manager_options: Any,
     ) -> FakeNode:
-        """A node; with `gpu`, its MIG manager has applied `config` (or `hardware`) already."""
+        """A node; with `gpu`, its MIG manager has applied `config` (or `hardware`) already.
+        With `dra`, the GPU Operator's device plugin is off and the DRA driver's kubelet plugin
+        runs there, having published `published` (default: the hardware's layout)."""
         node_labels = {"kubernetes.io/hostname": name, **(labels or {})}
         if gpu:
             node_labels.update({key: "true" for key in (*OPERAND_LABELS, CLIENT_LABEL)})
+            if dra:
+                node_labels[DEVICE_PLUGIN_DEPLOY_LABEL] = "false"
             if config is not None:
                 node_labels[MIG_CONFIG_LABEL] = config
             if state is not None:
@@ -192,6 +215,12 @@ class FakeCluster:
         self.nodes[name] = node
         if gpu:
             self._mig_manager_pod(name)
+        if dra:
+            assert manager is not None
+            self.published[name] = devices_of(
+                published if published is not None else manager.hardware
+            )
+            self._dra_plugin_pod(name, ready=True)
         self._bump(obj)
         return node
 
@@ -300,7 +329,12 @@ class FakeCluster:
             if when <= self.clock:
                 del self.gone_at[pod_key]
                 pod = self.pods.pop(pod_key, None)
-                if pod is not None and pod["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet":
+                if pod is not None and pod["metadata"]["labels"] == DRA_PLUGIN_LABEL:
+                    if pod["spec"]["nodeName"] in self.nodes:
+                        self._start_dra_plugin(pod["spec"]["nodeName"])
+                elif (
+                    pod is not None and pod["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+                ):
                     self._recreate(pod)
         for node in self.nodes.values():
             if node.manager is None:
@@ -319,8 +353,69 @@ class FakeCluster:
                     self.events.append(f"t={event.time:g} {node.name} reboots")
 
     def _holds_gpus(self, node: str) -> bool:
-        return any(pod["spec"].get("nodeName") == node and _gpu_limits(pod)
+        return any(pod["spec"].get("nodeName") == node
+                   and (_gpu_limits(pod) or pod["spec"].get("resourceClaims"))
                    for pod in self.pods.values())  # fmt: skip
+
+    def _dra_plugin_pod(self, node: str, ready: bool) -> dict[str, Any]:
+        self.serial += 1
+        name = f"dra-driver-nvidia-gpu-kubelet-plugin-{self.serial:05d}"
+        pod = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "metadata": {"namespace": DRA_NAMESPACE, "name": name, "labels": dict(DRA_PLUGIN_LABEL),
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                              "name": "kubelet-plugin", "uid": "dra"}]},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "gpus", "image": "dra"}]},
+            "status": {"phase": "Running",
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+        }  # fmt: skip
+        self.pods[(DRA_NAMESPACE, name)] = pod
+        return pod
+
+    def _start_dra_plugin(self, node: str) -> None:
+        """A new kubelet-plugin pod: once Ready it publishes what the GPUs hold then."""
+        if not self.dra_plugins_start:
+            return
+        pod = self._dra_plugin_pod(node, ready=False)
+
+        def ready() -> None:
+            found = self.nodes.get(node)
+            if found is None or found.manager is None:
+                return
+            pod["status"]["conditions"][0]["status"] = "True"
+            self.published[node] = devices_of(found.manager.hardware)
+            self.events.append(
+                f"t={self.clock:g} {node} DRA kubelet plugin published {self.published[node]}"
+            )
+
+        self.at(self.clock + DRA_PLUGIN_START, ready)
+
+    def resource_slices(self) -> list[dict[str, Any]]:
+        """One ResourceSlice per DRA node, its devices as the driver shows them."""
+        slices = []
+        for node, devices in sorted(self.published.items()):
+            listed = []
+            for resource, count in devices.items():
+                kind, profile = (
+                    ("gpu", None)
+                    if resource == "nvidia.com/gpu"
+                    else ("mig", resource.removeprefix("nvidia.com/mig-"))
+                )
+                for index in range(count):
+                    attributes: dict[str, Any] = {"type": {"string": kind}}
+                    if profile:
+                        attributes["profile"] = {"string": profile}
+                    listed.append({"name": f"{kind}-{profile}-{index}", "attributes": attributes})
+            slices.append({
+                "kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1",
+                "metadata": {"name": f"{node}-{DRA_DRIVER}"},
+                "spec": {"driver": DRA_DRIVER, "nodeName": node,
+                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                         "devices": listed},
+            })  # fmt: skip
+        return slices
 
     # -- objects as the API server shows them ----------------------------------------------------
     def node_view(self, node: FakeNode) -> dict[str, Any]:
@@ -377,6 +472,9 @@ class FakeCluster:
     def handle(self, method: str, path: str, query: Mapping[str, str], body: bytes
                ) -> tuple[int, dict[str, Any]]:  # fmt: skip
         parts = path.strip("/").split("/")
+        if parts == ["apis", "resource.k8s.io", "v1", "resourceslices"] and method == "GET":
+            items = [s for s in self.resource_slices() if _selected(s, query)]
+            return 200, _list("ResourceSliceList", items, self.version)
         if parts[:2] != ["api", "v1"] or len(parts) < 3:
             return _status(404, "NotFound", f"the server could not find {path}")
         rest = parts[2:]
@@ -489,7 +587,13 @@ class FakeCluster:
 DISCOVERY: dict[str, dict[str, Any]] = {
     "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
         {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
-    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": []},
+    "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": "resource.k8s.io", "versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}],
+         "preferredVersion": {"groupVersion": "resource.k8s.io/v1", "version": "v1"}}]},
+    "/apis/resource.k8s.io/v1": {"kind": "APIResourceList", "groupVersion": "resource.k8s.io/v1",
+                                 "resources": [{"name": "resourceslices", "singularName": "resourceslice",
+                                                "namespaced": False, "kind": "ResourceSlice",
+                                                "verbs": ["list"]}]},
     "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
         {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node",
          "verbs": ["get", "list", "patch"], "shortNames": ["no"]},

@@ -10,10 +10,12 @@ import pytest
 import yaml
 
 from mig_inference.cli import main
-from mig_inference.spec.files import stack_names
+from mig_inference.spec.files import load_stack, stack_names
 from tests.mocked import stack_rendering
 
 KUBERNETES_VERSION = "1.33.0"
+"""What stacks without DRA are validated against (the oldest minor the clouds still run); a stack
+with DRA pools is validated against the version its `dra` section targets."""
 CUSTOM_RESOURCE_GROUPS = {"monitoring.coreos.com", "keda.sh"}
 REQUIRED_STACKS = {"gke-h100", "gke-native", "eks-p4d", "eks-p5-auto", "oke-h100", "existing",
                    "ephemeral-gke"}  # fmt: skip
@@ -28,10 +30,12 @@ def test_program_runs_and_objects_validate(stack: str) -> None:
     rendering = stack_rendering(stack)
     objects = rendering.kubernetes_objects()
     assert objects, "no Kubernetes objects"
+    dra = load_stack(stack).dra
+    version = f"{dra.kubernetes_version}.0" if dra else KUBERNETES_VERSION
     for obj in objects:
         if obj["apiVersion"].split("/")[0] in CUSTOM_RESOURCE_GROUPS:
             continue  # not in Kubernetes' own schema: checked in test_monitoring
-        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(obj, version, strict=True)
     assert set(rendering.outputs) >= {"pools", "services"}
 
 
@@ -60,8 +64,28 @@ def test_plan_json_matches_services(stack: str, capsys: pytest.CaptureFixture[st
     for service in plan["services"]:
         spec = deployments[service["name"]]["spec"]
         assert spec["replicas"] == service["replicas"]
-        limits = spec["template"]["spec"]["containers"][0]["resources"]["limits"]
-        assert limits[service["resource"]] == "1"
+        pod = spec["template"]["spec"]
+        resources = pod["containers"][0]["resources"]
+        if service["claim"] is None:
+            assert resources["limits"][service["resource"]] == "1"
+            continue
+        # A DRA pool: the pod claims its slice through the planned template, and asks for no
+        # extended resource.
+        assert not any(key.startswith("nvidia.com/") for key in resources["limits"])
+        assert resources["claims"] == [{"name": pod["resourceClaims"][0]["name"]}]
+        assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == service["claim"]["template"]
+        [template] = [
+            t.inputs
+            for t in stack_rendering(stack).of_type(
+                "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
+            )
+            if t.inputs["metadata"]["name"] == service["claim"]["template"]
+        ]
+        [request] = template["spec"]["spec"]["devices"]["requests"]
+        assert request["exactly"]["deviceClassName"] == service["claim"]["device_class"]
+        assert request["exactly"]["selectors"] == [
+            {"cel": {"expression": service["claim"]["selector"]}}
+        ]
 
 
 def test_plan_text_and_svg(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,6 +5,7 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
+from mig_inference.kube.dra import claim_template_name
 from mig_inference.kube.engines import HOME, engine_container, engine_image
 from mig_inference.kube.monitoring import (
     SCRAPED_ENGINES,
@@ -25,6 +26,7 @@ from mig_inference.versions import VERIFY_IMAGE
 
 from ..planning import planned, planned_service, secret_value
 from ..stack_args import Stack
+from ..workloads.device_claim import DeviceRequest, device_request
 from ..workloads.model_cache import (
     CACHE_ACCOUNT,
     ModelFill,
@@ -73,10 +75,11 @@ ENGINE_MOUNTS = [
 ]
 
 
-def slice_check(plan: ServicePlan) -> k8s.core.v1.ContainerArgs:
+def slice_check(plan: ServicePlan, request: DeviceRequest) -> k8s.core.v1.ContainerArgs:
     """The init container that fails the replica unless it sees exactly one device of the
-    planned profile; it asks for the engine's device, which the kubelet then gives the engine."""
-    device = {plan.resource: "1"}
+    planned profile; it asks for the engine's device (or shares its claim), which the kubelet
+    then gives the engine."""
+    device = request.resources
     return k8s.core.v1.ContainerArgs(
         name=SLICE_CHECK_CONTAINER,
         image=VERIFY_IMAGE,
@@ -95,6 +98,7 @@ def slice_check(plan: ServicePlan) -> k8s.core.v1.ContainerArgs:
         resources=k8s.core.v1.ResourceRequirementsArgs(
             requests={"cpu": "10m", "memory": "32Mi", **device},
             limits={"memory": "128Mi", **device},
+            claims=request.claims,
         ),
         security_context=ENGINE_SECURITY,
     )
@@ -108,6 +112,7 @@ def engine_pod(
     volumes: list[k8s.core.v1.VolumeArgs] | None = None,
     service_account: str | None = None,
     init_containers: list[k8s.core.v1.ContainerArgs] | None = None,
+    resource_claims: list[k8s.core.v1.PodResourceClaimArgs] | None = None,
 ) -> k8s.core.v1.PodSpecArgs:
     """The pod an engine runs in: on its pool's current nodes, tolerating the pool's taints,
     restricted (non-root, read-only root filesystem, no capabilities), with scratch volumes
@@ -159,6 +164,7 @@ def engine_pod(
         ),
         init_containers=init_containers or None,
         containers=[container],
+        resource_claims=resource_claims,
         volumes=[
             k8s.core.v1.VolumeArgs(
                 name="dshm",
@@ -270,10 +276,15 @@ class InferenceService(pulumi.ComponentResource):
         cache_volumes, cache_mounts, cache_annotations = (
             reader_volumes(cache, plan) if cache is not None else ([], [], {})
         )
-        device = {plan.resource: "1"}
+        request = device_request(
+            f"{name}-claim", claim_template_name(plan), namespace, plan, stack_plan, self
+        )
+        depends += request.depends_on
+        device = request.resources
         resources = k8s.core.v1.ResourceRequirementsArgs(
             requests={"cpu": f"{plan.cpu_millicores}m", "memory": f"{plan.memory_mib}Mi", **device},
             limits={"memory": f"{plan.memory_mib}Mi", **device},
+            claims=request.claims,
         )
         http = k8s.core.v1.HTTPGetActionArgs(path=engine.health_path, port="http")
         # Sized to the load: the model's bytes, where they are read from, every replica at once.
@@ -311,7 +322,8 @@ class InferenceService(pulumi.ComponentResource):
         pod = engine_pod(
             plan, container, selector, volumes=cache_volumes,
             service_account=CACHE_ACCOUNT if uses_cache_account(cache, plan) else None,
-            init_containers=[slice_check(plan)] if verified else None,
+            init_containers=[slice_check(plan, request)] if verified else None,
+            resource_claims=request.pod_claims,
         )  # fmt: skip
         rollout_seconds = startup_seconds + 600
         # An update replaces replicas one at a time: `pulumi up` waits for all of them.

@@ -11,6 +11,7 @@ from mig_inference.names.k8s_names import stack_scoped
 from ..planning import planned, stack_name
 from ..stack_args import Stack
 from ..workloads.node_job import NodeJob, NodeJobArgs
+from ..workloads.repartition import DRA_PLUGIN_RULES, DRA_SLICES
 
 GATE_NAME = "mig-ready-gate"
 READ_NODES = k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "list"])
@@ -39,6 +40,8 @@ class MigReadyGate(pulumi.ComponentResource):
         plan = planned(args["stack"])
         targets = gate_targets(plan)
         timeout = plan.spec.gpu_operator.gate_timeout_seconds
+        dra = plan.spec.dra
+        dra_namespace = dra.namespace if dra is not None and any(t.dra for t in targets) else ""
         job = NodeJob(
             name,
             NodeJobArgs(
@@ -50,8 +53,10 @@ class MigReadyGate(pulumi.ComponentResource):
                 env={
                     "GATE_TARGETS": gate_targets_value(targets),
                     "GATE_TIMEOUT_SECONDS": str(timeout),
+                    **({"DRA_NAMESPACE": dra_namespace} if dra_namespace else {}),
                 },
-                rules=[READ_NODES],
+                rules=[READ_NODES, *([DRA_SLICES] if dra_namespace else [])],
+                other_namespace_rules={dra_namespace: DRA_PLUGIN_RULES} if dra_namespace else {},
                 timeout_seconds=timeout,
                 avoid_nodes=[node for pool in plan.pools for node in pool.spec.node_names],
             ),

@@ -7,7 +7,7 @@ built on it."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -39,6 +39,10 @@ class NodeJobArgs:
     """How long the script may run; `pulumi up` waits for it that long."""
     namespace_rules: Sequence[k8s.rbac.v1.PolicyRuleArgs] = ()
     """What the script may do in `namespace` only (a Role, not the ClusterRole)."""
+    other_namespace_rules: Mapping[str, Sequence[k8s.rbac.v1.PolicyRuleArgs]] = field(
+        default_factory=dict
+    )
+    """What the script may do in other namespaces, each only there (a Role per namespace)."""
     avoid_nodes: Sequence[str] = ()
     """Nodes the Job's pod must not run on, by name (the stack's `existing` pools, whose
     nodes may lack the pool label until the first `pulumi up`); nodes with the pool label are
@@ -86,20 +90,23 @@ class NodeJob(pulumi.ComponentResource):
             opts=child,
         )
         bindings: list[pulumi.Resource] = [binding]
-        if args.namespace_rules:
+        local_rules = {args.namespace: args.namespace_rules} if args.namespace_rules else {}
+        for namespace, rules in {**local_rules, **args.other_namespace_rules}.items():
+            # Resource names as they were before other namespaces existed, for the Job's own.
+            prefix = f"{name}-local" if namespace == args.namespace else f"{name}-{namespace}"
             local = k8s.rbac.v1.Role(
-                f"{name}-local-role",
+                f"{prefix}-role",
                 metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=args.app, namespace=args.namespace, labels=labels
+                    name=args.app, namespace=namespace, labels=labels
                 ),
-                rules=list(args.namespace_rules),
+                rules=list(rules),
                 opts=child,
             )
             bindings.append(
                 k8s.rbac.v1.RoleBinding(
-                    f"{name}-local-binding",
+                    f"{prefix}-binding",
                     metadata=k8s.meta.v1.ObjectMetaArgs(
-                        name=args.app, namespace=args.namespace, labels=labels
+                        name=args.app, namespace=namespace, labels=labels
                     ),
                     role_ref=k8s.rbac.v1.RoleRefArgs(
                         api_group="rbac.authorization.k8s.io", kind="Role", name=local.metadata.name

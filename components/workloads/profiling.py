@@ -20,6 +20,7 @@ from ..workloads.inference import (
     engine_pod,
     secret_env,
 )
+from .device_claim import device_request
 from .egress import dns_and_https_egress
 
 BENCHMARK_SECONDS = 3600
@@ -84,7 +85,19 @@ class ProfilingJobs(pulumi.ComponentResource):
             if plan.spec.hf_token_secret:
                 # The Secret of the service's (first) Deployment holds the token.
                 env += [secret_env(var, credentials, HF_TOKEN_KEY) for var in engine.hf_token_env]
-            device = {plan.resource: "1"}
+            # Jobs are immutable: what the run measures is in its name, so a change is a new run.
+            measured = f"{run.profile}|{settings}|{' '.join(engine.args)}|{engine.image}"
+            # Kubernetes names stop at 63 characters: the hash keeps a shortened one unique.
+            job_name = f"{run.name[:56].rstrip('-')}-{short_hash(measured, 6)}"
+            request = device_request(
+                f"{name}-{run.profile}-claim",
+                job_name,
+                plan.spec.namespace,
+                plan,
+                plan_of_stack,
+                self,
+            )
+            device = request.resources
             container = k8s.core.v1.ContainerArgs(
                 name="profile",
                 image=engine.image,
@@ -98,6 +111,7 @@ class ProfilingJobs(pulumi.ComponentResource):
                         **device,
                     },
                     limits={"memory": f"{plan.memory_mib}Mi", **device},
+                    claims=request.claims,
                 ),
                 security_context=ENGINE_SECURITY,
                 volume_mounts=ENGINE_MOUNTS,
@@ -109,10 +123,6 @@ class ProfilingJobs(pulumi.ComponentResource):
                 "app.kubernetes.io/managed-by": "mig-inference",
                 "mig-inference.io/profile": run.profile,
             }
-            # Jobs are immutable: what the run measures is in its name, so a change is a new run.
-            measured = f"{run.profile}|{settings}|{' '.join(engine.args)}|{engine.image}"
-            # Kubernetes names stop at 63 characters: the hash keeps a shortened one unique.
-            job_name = f"{run.name[:56].rstrip('-')}-{short_hash(measured, 6)}"
             names.append(job_name)
             k8s.batch.v1.Job(
                 f"{name}-{run.profile}",
@@ -129,10 +139,16 @@ class ProfilingJobs(pulumi.ComponentResource):
                     active_deadline_seconds=startup_seconds + BENCHMARK_SECONDS,
                     template=k8s.core.v1.PodTemplateSpecArgs(
                         metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-                        spec=engine_pod(plan, container, labels, restart_policy="Never"),
+                        spec=engine_pod(
+                            plan,
+                            container,
+                            labels,
+                            restart_policy="Never",
+                            resource_claims=request.pod_claims,
+                        ),
                     ),
                 ),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=request.depends_on),
             )
         if runs:
             # The runs download the model from the hub and talk to their engine on localhost:

@@ -27,6 +27,17 @@ OPERATOR_NAMESPACE_RULES = [
 ]
 
 
+DRA_SLICES = k8s.rbac.v1.PolicyRuleArgs(
+    api_groups=["resource.k8s.io"], resources=["resourceslices"], verbs=["list"]
+)
+"""What NVIDIA's DRA driver publishes for a node: the slices it counts on a DRA pool."""
+DRA_PLUGIN_RULES = [
+    # Restart a node's DRA kubelet plugin once its layout is applied (it discovers slices only
+    # when it starts), and see the new one Ready.
+    k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["list", "delete"]),
+]
+
+
 class InPlaceRepartitionArgs(TypedDict):
     stack: Stack
     """The stack the pool belongs to: the planner gives the pool's nodes, the config they move
@@ -66,9 +77,12 @@ class InPlaceRepartition(pulumi.ComponentResource):
                 namespace=namespace,
                 script=repartition_script(),
                 env=target.env(timeout, namespace),
-                rules=RULES,
+                rules=[*RULES, *([DRA_SLICES] if target.dra else [])],
                 timeout_seconds=target.budget_seconds(timeout),
                 namespace_rules=OPERATOR_NAMESPACE_RULES,
+                other_namespace_rules={target.dra_namespace: DRA_PLUGIN_RULES}
+                if target.dra
+                else {},
                 avoid_nodes=[node for pool in plan.pools for node in pool.spec.node_names],
             ),
             pulumi.ResourceOptions(parent=self),

@@ -33,6 +33,9 @@ class GateTarget:
     capacity: Mapping[str, int] = field(default_factory=dict)
     """The GPU devices a node advertises once the config is applied (`PoolPlan`'s
     `capacity_per_node`)."""
+    dra: bool = False
+    """The devices are published by NVIDIA's DRA driver (ResourceSlices), whose kubelet plugin
+    the gate restarts once on a node that published them before its layout was applied."""
 
 
 def gate_script() -> str:
@@ -60,17 +63,19 @@ def gate_targets(plan: StackPlan) -> list[GateTarget]:
             pool.config_name,
             pool.min_nodes,
             pool.capacity_per_node(),
+            pool.dra,
         )
         for pool in plan.pools
-        if pool.operator_managed and pool.mig_enabled and pool.min_nodes > 0
+        if pool.mig_manager_applies and pool.mig_enabled and pool.min_nodes > 0
     ]
 
 
 def gate_targets_value(targets: list[GateTarget]) -> str:
-    """The gate's `GATE_TARGETS`: one `pool selector config nodes devices` line per pool, the
-    devices `resource=count` joined by commas."""
+    """The gate's `GATE_TARGETS`: one `pool selector config nodes devices [dra]` line per pool,
+    the devices `resource=count` joined by commas."""
     return "\n".join(
         f"{t.pool} {t.selector} {t.config} {t.nodes} {devices_value(t.capacity, ',')}"
+        + (" dra" if t.dra else "")
         for t in targets
     )
 

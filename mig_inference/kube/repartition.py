@@ -64,6 +64,11 @@ class RepartitionTarget:
     """The GPU devices a node advertises once the config is applied."""
     node_names_key: str = ""
     """The stack key naming `node_names` (`pools[i].nodeNames`), for the Job's messages."""
+    dra: bool = False
+    """The pool's devices are published by NVIDIA's DRA driver: its kubelet plugin is restarted
+    on a node once the layout is applied, and the slices are read from ResourceSlices."""
+    dra_namespace: str = ""
+    """Where the DRA driver's kubelet plugins run."""
 
     @property
     def fingerprint(self) -> str:
@@ -86,6 +91,8 @@ class RepartitionTarget:
             "RECONFIGURE_TIMEOUT_SECONDS": str(timeout_seconds),
             "PENDING_LIMIT_SECONDS": str(PENDING_LIMIT_SECONDS),
             "ADVERTISE_TIMEOUT_SECONDS": str(ADVERTISE_TIMEOUT_SECONDS),
+            # Only on DRA pools: the Job of every other pool stays as it was.
+            **({"DRA_POOL": "1", "DRA_NAMESPACE": self.dra_namespace} if self.dra else {}),
         }
 
     def budget_seconds(self, timeout_seconds: int) -> int:
@@ -102,7 +109,7 @@ def repartition_targets(plan: StackPlan) -> list[RepartitionTarget]:
 
 def _in_place(pool: PoolPlan) -> bool:
     # GPUs without MIG have nothing to re-partition (and no MIG manager to report success).
-    return pool.operator_managed and pool.gpu.mig_capable and pool.rollout is Rollout.IN_PLACE
+    return pool.mig_manager_applies and pool.rollout is Rollout.IN_PLACE
 
 
 def _target(plan: StackPlan, pool: PoolPlan) -> RepartitionTarget:
@@ -117,6 +124,8 @@ def _target(plan: StackPlan, pool: PoolPlan) -> RepartitionTarget:
         max_nodes=pool.max_nodes,
         capacity=pool.capacity_per_node(),
         node_names_key=f"pools[{index}].nodeNames" if names else "",
+        dra=pool.dra,
+        dra_namespace=plan.spec.dra.namespace if pool.dra and plan.spec.dra else "",
     )
 
 

@@ -28,3 +28,16 @@ MIG_MANAGER_POD_SELECTOR = "app=nvidia-mig-manager"
 CORDONED_FOR_ANNOTATION = "mig-inference.io/cordoned-for"
 """On a node the re-partitioning Job cordoned: the config it moves the node to. A later run
 resumes such a node; a cordon without it is someone else's and is left in place."""
+DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
+"""`false` keeps the GPU Operator's device plugin off a node (the MIG manager leaves a `false`
+deploy label as it is: mig-parted v0.15.0 `maybeSetPaused`)."""
+MIG_MANAGER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.mig-manager"
+"""`false` keeps the GPU Operator's MIG manager off a node (DynamicMIG pools)."""
+DRA_NODE_LABEL = "mig-inference.io/allocation"
+"""`dra` on the nodes of DRA pools: the DRA driver's kubelet plugin runs there and nowhere else,
+so no slice is ever offered by both a device plugin and the driver."""
+DRA_DRIVER = "gpu.nvidia.com"
+"""The DRA driver's name, and the domain of the attributes it publishes (v0.4.1
+cmd/gpu-kubelet-plugin/main.go)."""
+DRA_PLUGIN_POD_SELECTOR = "dra-driver-nvidia-gpu-component=kubelet-plugin"
+"""The DRA driver's kubelet-plugin pods (chart v0.4.1 `_helpers.tpl` selectorLabels)."""

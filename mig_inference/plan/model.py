@@ -101,6 +101,8 @@ class PoolPlan:
     pack_plan: PackPlan | None = None
     boot_disk: str | None = None
     """GKE: the boot disk type the machine boots from (per-machine facts); None elsewhere."""
+    dynamic_mig: bool = False
+    """A DRA pool under the driver's DynamicMIG (`dra.dynamicMig`)."""
     """The planner's answer for `mig: auto` pools."""
 
     @property
@@ -119,6 +121,17 @@ class PoolPlan:
     @property
     def operator_managed(self) -> bool:
         return self.mig_manager is MigManager.OPERATOR
+
+    @property
+    def dra(self) -> bool:
+        """NVIDIA's DRA driver, not a device plugin, hands the pool's devices to pods."""
+        return self.spec.dra
+
+    @property
+    def mig_manager_applies(self) -> bool:
+        """The GPU Operator's MIG manager applies the pool's layout (not on GKE-native pools,
+        GPUs without MIG, or DynamicMIG pools, whose driver creates slices per claim)."""
+        return self.operator_managed and self.gpu.mig_capable and not self.dynamic_mig
 
     def capacity_per_node(self) -> dict[str, int]:
         return {offer.resource: offer.per_node for offer in self.offers}

@@ -17,6 +17,7 @@ from mig_inference.plan.services import plan_services
 from mig_inference.plan.stack_plan import StackPlan
 from mig_inference.plan.startup import estimates
 from mig_inference.spec import Engine, SharingStrategy, StackSpec, key_path
+from mig_inference.spec.dra import DYNAMIC_MIG_WARNING
 
 
 def _check_gke_modes(pools: Sequence[PoolPlan]) -> None:
@@ -92,6 +93,7 @@ def plan_stack(spec: StackSpec) -> StackPlan:
         *_warnings(pools, services),
         *_profiling_warnings(runs, services),
         *_cache_warnings(cache),
+        *([DYNAMIC_MIG_WARNING] if spec.dra is not None and spec.dra.dynamic_mig else []),
     ]
     return StackPlan(spec, pools, services, warnings, runs, cache, estimates(services, cache, hub))
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from mig_inference.clouds import Cloud
 from mig_inference.gpus.layout import place, slot_bar
+from mig_inference.kube.dra import allocation_text, claim_json
 from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
 from mig_inference.plan.demand import demand_served
 from mig_inference.plan.startup import LoadEstimate, estimate
@@ -15,6 +16,7 @@ from mig_inference.verify.targets import slice_profile, verify_targets
 
 def _pool_json(pool: PoolPlan) -> dict[str, Any]:
     return {
+        "allocation": pool.spec.allocation.value,
         "name": pool.name,
         "gpu": pool.gpu.name,
         "machine_type": pool.machine.name if pool.machine else None,
@@ -121,6 +123,7 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
                 "name": s.name,
                 "profile": s.profile,
                 "resource": s.resource,
+                "claim": claim_json(s, plan),
                 "replicas": s.replicas,
                 "pool": s.pool.name,
                 "engine": s.spec.engine.value,
@@ -251,6 +254,8 @@ def plan_text(plan: StackPlan) -> str:
                 f"  layout changes re-partition in place, {pool.max_unavailable} node(s) at a time"
             )
         lines.append(f"  MIG: {how}")
+        if pool.dra:
+            lines.append(f"  devices: {allocation_text(pool, plan)}")
         if pool.pack_plan is not None:
             lines.append(f"  mig: auto chose it: {_proof(pool)}")
         sharing = pool.spec.sharing
@@ -291,8 +296,10 @@ def plan_text(plan: StackPlan) -> str:
             engine += (
                 f" max-model-len {s.sizing.max_model_len}, max-num-seqs {s.sizing.max_num_seqs}"
             )
+        claimed = " (DRA claims)" if claim_json(s, plan) else ""
         lines.append(
-            f"  {s.name:<{width}}  {s.replicas:>3} x {s.resource} on {s.pool.name}{need}; {engine}"
+            f"  {s.name:<{width}}  {s.replicas:>3} x {s.resource}{claimed} on {s.pool.name}{need}; "
+            f"{engine}"
         )
     if not plan.services:
         lines.append("  (none)")

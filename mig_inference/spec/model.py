@@ -33,6 +33,18 @@ class Rollout(StrEnum):
     holding MIG devices, relabel, wait for success, uncordon). `existing` pools always."""
 
 
+class Allocation(StrEnum):
+    """How a pool's MIG slices (or whole GPUs) reach pods."""
+
+    DEVICE_PLUGIN = "device-plugin"
+    """NVIDIA's device plugin advertises each slice as the extended resource
+    `nvidia.com/mig-<profile>` (the GPU Operator's, `mixed` strategy)."""
+    DRA = "dra"
+    """NVIDIA's DRA driver publishes each slice as a device in a ResourceSlice; pods claim one
+    through a ResourceClaimTemplate (or, with `dra.extendedResources`, keep their
+    `nvidia.com/mig-<profile>` request, which a DeviceClass maps to the device)."""
+
+
 class SharingStrategy(StrEnum):
     TIME_SLICING = "timeSlicing"
     """The device plugin advertises each device `replicas` times; no memory isolation."""
@@ -191,6 +203,12 @@ class PoolSpec:
     reservation: str | None = None
     """The reservation a `reservation` or `capacity-block` pool consumes (GCP reservation name,
     EC2 Capacity Reservation ID, OCI capacity reservation OCID)."""
+    allocation: Allocation = Allocation.DEVICE_PLUGIN
+    """How the pool's devices reach pods: the device plugin, or NVIDIA's DRA driver."""
+
+    @property
+    def dra(self) -> bool:
+        return self.allocation is Allocation.DRA
 
 
 @dataclass(frozen=True)
@@ -207,6 +225,27 @@ class GpuOperatorSpec:
     gate: bool = True
     """Wait for `nvidia.com/mig.config.state=success` on the pools' nodes before services."""
     gate_timeout_seconds: int = 1800
+
+
+@dataclass(frozen=True)
+class DraSpec:
+    """`mig-inference:dra`: NVIDIA's DRA driver for the pools with `allocation: dra`."""
+
+    kubernetes_minor: int
+    """The cluster's Kubernetes minor version (1.<minor>): what the DRA objects are written and
+    validated for."""
+    extended_resources: bool = False
+    """Kubernetes 1.36+: one DeviceClass per MIG profile with `extendedResourceName`, so pods keep
+    their `nvidia.com/mig-<profile>` requests instead of claims."""
+    dynamic_mig: bool = False
+    """The driver's alpha `DynamicMIG`: it creates the slices itself when a claim is prepared
+    (the MIG manager leaves DRA pools alone)."""
+    namespace: str = "nvidia-dra-driver-gpu"
+    """Where the driver runs (never `default`: the chart refuses it)."""
+
+    @property
+    def kubernetes_version(self) -> str:
+        return f"1.{self.kubernetes_minor}"
 
 
 @dataclass(frozen=True)
@@ -422,6 +461,8 @@ class StackSpec:
     ephemeral: EphemeralSpec | None = None
     cloud_tags: CloudTags = field(default_factory=CloudTags)
     """What every cloud resource the stack creates carries (`tags`, `definedTags`, `labels`)."""
+    dra: DraSpec | None = None
+    """NVIDIA's DRA driver (None: no pool has `allocation: dra`)."""
 
     def verified(self, service: ServiceSpec) -> bool:
         """Whether the service gets the serving check: its own switch, else the stack's."""

@@ -10,11 +10,13 @@ from mig_inference.errors import AlreadyReported, MigError
 from mig_inference.gpus.catalog import resolve_gpu
 from mig_inference.names.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
     GENERATION_LABEL,
     GKE_NO_DEVICE_PLUGIN_LABEL,
     GKE_PARTITION_LABEL,
     GKE_SHARED_CLIENTS_LABEL,
     MIG_CONFIG_LABEL,
+    MIG_MANAGER_DEPLOY_LABEL,
     MIG_STATE_LABEL,
     OKE_NO_DEVICE_PLUGIN_LABEL,
     POOL_LABEL,
@@ -22,6 +24,7 @@ from mig_inference.names.labels import (
 from mig_inference.spec import formats
 from mig_inference.spec.model import (
     AUTO,
+    Allocation,
     MigManager,
     NodeCount,
     PoolSpec,
@@ -36,13 +39,14 @@ POOL_NAME_MAX = 32
 POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
              "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
              "imageId", "rollout", "maxUnavailable", "sharing", "capacity",
-             "reservation", "bootDiskType", "userData")  # fmt: skip
+             "reservation", "bootDiskType", "userData", "allocation")  # fmt: skip
 MAX_SHARING_REPLICAS = 48
 """The most clients NVIDIA's MPS server (and so the device plugin) takes per GPU; the same cap
 holds for time-slicing here, where more clients only thin each one's memory further."""
 PROJECT_LABELS = (POOL_LABEL, GENERATION_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL,
                   DEVICE_PLUGIN_CONFIG_LABEL, GKE_NO_DEVICE_PLUGIN_LABEL, GKE_PARTITION_LABEL,
-                  GKE_SHARED_CLIENTS_LABEL, OKE_NO_DEVICE_PLUGIN_LABEL)  # fmt: skip
+                  GKE_SHARED_CLIENTS_LABEL, OKE_NO_DEVICE_PLUGIN_LABEL, DEVICE_PLUGIN_DEPLOY_LABEL,
+                  MIG_MANAGER_DEPLOY_LABEL)  # fmt: skip
 """Node labels the project sets itself (a pool's own value would be overridden)."""
 RESERVED_LABEL_PREFIXES = ("mig-inference.io/", "kubernetes.io/", "k8s.io/")
 """The project's own prefix, and Kubernetes' (the kubelet refuses `--node-labels` in the
@@ -313,6 +317,7 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
             "is an OKE node image; on this cloud the node image comes with the pool", None
         )
     sharing = node.attempt(lambda: _sharing(node.child("sharing")), None)
+    allocation = _allocation(node, mig_manager, sharing)
     boot_disk_type = _boot_disk_type(node.child("bootDiskType"), cloud)
     user_data = _user_data(node.child("userData"), cloud)
     if gpu is None:
@@ -342,7 +347,31 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         sharing=sharing,
         capacity=capacity,
         reservation=reservation,
+        allocation=allocation,
     )
+
+
+def _allocation(
+    node: ConfigNode, mig_manager: MigManager, sharing: SharingSpec | None
+) -> Allocation:
+    """`allocation`: the device plugin (default) or NVIDIA's DRA driver, which needs the GPU
+    Operator's MIG manager to apply the layout and owns every device of the node."""
+    allocation: Allocation = node.child("allocation").choice(Allocation, Allocation.DEVICE_PLUGIN)
+    if allocation is not Allocation.DRA:
+        return allocation
+    if mig_manager is MigManager.GKE:
+        return node.child("allocation").problem(
+            "GKE's native MIG (and its time-sharing) serve slices through GKE's own device "
+            "plugin, which cannot run beside a DRA driver; DRA pools take migManager: operator",
+            Allocation.DEVICE_PLUGIN,
+        )
+    if sharing is not None:
+        return node.child("sharing").problem(
+            "is the device plugin's time-slicing or MPS; a DRA pool's devices are each claimed "
+            "by one pod (leave sharing out, or use allocation: device-plugin)",
+            Allocation.DRA,
+        )
+    return allocation
 
 
 def _boot_disk_type(node: ConfigNode, cloud: Cloud) -> str | None:

@@ -10,6 +10,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.errors import AlreadyReported, MigError, MigErrors
 from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.cluster import cluster_spec
+from mig_inference.spec.dra import dra_spec
 from mig_inference.spec.model import Engine, ServiceSpec, StackSpec
 from mig_inference.spec.model_cache import model_cache_spec
 from mig_inference.spec.monitoring import monitoring_spec
@@ -33,6 +34,7 @@ TOP_KEYS = (
     "definedTags",
     "labels",
     "ephemeral",
+    "dra",
 )
 T = TypeVar("T")
 
@@ -179,6 +181,7 @@ def parse_stack(
                 "needs monitoring.prometheusUrl: the Prometheus KEDA reads the queue from",
                 f"{services_node.path}[{index}].queueAutoscaling",
             ))  # fmt: skip
+    dra = _attempt(problems, lambda: dra_spec(node("dra"), cloud, cluster, pools))
     tags = _attempt(problems, lambda: cloud_tags_spec({k: node(k) for k in TAG_KEYS}, cloud))
     creates = cluster is not None and cluster.create
     verify = _attempt(problems, lambda: verify_spec(node("verify"), creates))
@@ -200,7 +203,7 @@ def parse_stack(
     assert verify is not None
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
                      model_cache=cache, verify=verify, ephemeral=ephemeral,
-                     cloud_tags=tags or CloudTags())  # fmt: skip
+                     cloud_tags=tags or CloudTags(), dra=dra)  # fmt: skip
 
 
 def _unverifiable(stack_enabled: bool, service: ServiceSpec, path: str) -> list[MigError]:

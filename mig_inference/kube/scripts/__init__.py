@@ -8,6 +8,8 @@ from importlib.resources import files
 
 from mig_inference.names.labels import (
     CORDONED_FOR_ANNOTATION,
+    DRA_DRIVER,
+    DRA_PLUGIN_POD_SELECTOR,
     GPU_DEPLOY_LABEL_PREFIX,
     MIG_CONFIG_LABEL,
     MIG_MANAGER_POD_SELECTOR,
@@ -37,6 +39,8 @@ PLACEHOLDERS = {
     "PAUSED_VALUE": PAUSED_FOR_MIG_CHANGE,
     "MIG_MANAGER_SELECTOR": MIG_MANAGER_POD_SELECTOR,
     "RESULT_MARKER": THROUGHPUT_MARKER,
+    "DRA_PLUGIN_SELECTOR": DRA_PLUGIN_POD_SELECTOR,
+    "DRA_DRIVER_NAME": DRA_DRIVER,
 }
 """Words in the scripts that stand for the node labels, so the labels are named in one place."""
 

@@ -2,7 +2,9 @@
 # The MIG-ready gate: see mig_inference/kube/gate.py, which fills in the upper-case placeholders.
 # A node counts once it carries its pool's config, reports success and advertises the planned
 # devices; a failed node fails the gate only when it carries the pool's config (a failed left by
-# an older layout says nothing about this one). API errors count as "not ready yet".
+# an older layout says nothing about this one). On a DRA pool the devices are those the DRA driver
+# publishes, and a node whose kubelet plugin started before its layout was applied gets the plugin
+# restarted once. API errors count as "not ready yet".
 set -euf
 POLL=${GATE_POLL_SECONDS:-10}
 KUBECTL_TRIES=1
@@ -15,7 +17,7 @@ while :; do
   ready=1
   report=""
   details=""
-  while read -r pool selector config want capacity; do
+  while read -r pool selector config want capacity dra; do
     [ -n "$pool" ] || continue
     planned=$(printf '%s' "$capacity" | tr ',' ' ')
     if ! kc get nodes -l "$selector" -o "jsonpath=$FIELDS"; then
@@ -42,6 +44,31 @@ while :; do
         success)
           devices=$(gpu_devices "$node_alloc")
           paused=$(paused_labels "$node_labels")
+          if [ -n "$dra" ]; then
+            if ! dra_devices "$node"; then
+              details="$details
+  node $node (pool $pool): reading its ResourceSlices failed (retried until the deadline): $err"
+              continue
+            fi
+            devices=$dra_found
+            # Published before the layout was applied: the plugin discovers slices at start.
+            if [ -z "$paused" ] && [ "$devices" != "$planned" ] && [ ! -f "$kube_tmp/plugin.$node" ]; then
+              if restart_dra_plugin "$node"; then
+                echo "$dra_old" >"$kube_tmp/plugin.$node"
+                echo "node $node (pool $pool): restarted its DRA kubelet plugin (${dra_old:-none was running}); it published '${devices:-nothing}', planned '$planned'"
+              fi
+            fi
+            if [ -f "$kube_tmp/plugin.$node" ]; then
+              if ! dra_plugin_ready "$node" "$(cat "$kube_tmp/plugin.$node")"; then
+                dra_ready=""
+              fi
+              if [ -z "$dra_ready" ]; then
+                details="$details
+  node $node (pool $pool): its restarted DRA kubelet plugin is not Ready yet"
+                continue
+              fi
+            fi
+          fi
           if [ -z "$paused" ] && [ "$devices" = "$planned" ]; then
             count=$((count + 1))
           else

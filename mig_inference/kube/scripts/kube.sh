@@ -77,3 +77,55 @@ is_in() {
   esac
   return 1
 }
+
+# dra_devices NODE: 0 with $dra_found set to the devices NVIDIA's DRA driver publishes for NODE in
+# its ResourceSlices, counted as the device plugin would advertise them ("nvidia.com/gpu=N",
+# "nvidia.com/mig-<profile>=N" with `+` as `.`), sorted by name and separated by spaces; 1 with
+# $err when the listing fails.
+dra_devices() {
+  kc get resourceslices --field-selector "spec.nodeName=$1" \
+    -o 'jsonpath={range .items[?(@.spec.driver=="DRA_DRIVER_NAME")].spec.devices[*]}{.attributes.type.string}{"|"}{.attributes.profile.string}{"\n"}{end}' \
+    || return 1
+  dra_found=$(printf '%s\n' "$out" | while IFS='|' read -r dra_kind dra_profile; do
+    case $dra_kind in
+      mig) printf 'nvidia.com/mig-%s\n' "$dra_profile" | tr '+' '.' ;;
+      gpu) printf 'nvidia.com/gpu\n' ;;
+    esac
+  done | LC_ALL=C sort | uniq -c | while read -r dra_count dra_name; do
+    printf '%s=%s ' "$dra_name" "$dra_count"
+  done)
+  dra_found=${dra_found% }
+  return 0
+}
+
+# restart_dra_plugin NODE: delete the DRA driver's kubelet-plugin pods on NODE (its DaemonSet
+# starts a new one, which enumerates the node's MIG devices afresh: the driver's static MIG mode
+# discovers slices only when it starts); 0 with their names in $dra_old, 1 with $err.
+restart_dra_plugin() {
+  kc get pods -n "$DRA_NAMESPACE" -l 'DRA_PLUGIN_SELECTOR' --field-selector "spec.nodeName=$1" \
+    -o 'jsonpath={.items[*].metadata.name}' || return 1
+  dra_old=$out
+  for dra_pod in $dra_old; do
+    kc delete pod -n "$DRA_NAMESPACE" "$dra_pod" --ignore-not-found --wait=false || return 1
+  done
+  return 0
+}
+
+# dra_plugin_ready NODE OLD: 0 with dra_ready=1 when a kubelet-plugin pod not named in OLD runs
+# Ready on NODE (dra_ready empty otherwise); 1 with $err when the listing fails.
+dra_plugin_ready() {
+  dra_ready=""
+  kc get pods -n "$DRA_NAMESPACE" -l 'DRA_PLUGIN_SELECTOR' --field-selector "spec.nodeName=$1" \
+    -o 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' \
+    || return 1
+  while IFS='|' read -r dra_pod dra_deleting dra_status; do
+    [ -n "$dra_pod" ] || continue
+    is_in "$dra_pod" "$2" && continue
+    if [ -z "$dra_deleting" ] && [ "$dra_status" = True ]; then
+      dra_ready=1
+    fi
+  done <<DRA_PODS
+$out
+DRA_PODS
+  return 0
+}

@@ -4,15 +4,15 @@
 # in the Job's image). Per batch: look for GPU pods no eviction can move, cordon (marked with
 # CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, relabel (or restart the MIG
 # manager when the label is already the target), wait for success with the target config and
-# the planned devices advertised, uncordon. Then, on existing pools, release the nodes the pool
-# no longer names.
+# the planned devices advertised (on a DRA pool: the driver's kubelet plugin restarted and the
+# slices published), uncordon. Then, on existing pools, release the nodes the pool no longer names.
 set -euf
 POLL=${REPARTITION_POLL_SECONDS:-10}
 # shellcheck source=mig_inference/kube/scripts/kube.sh
 . ./kube.sh
 
 NODE_FIELDS='{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.annotations.CORDON_PATH}{"|"}{.spec.unschedulable}{"|"}{.metadata.labels}{"|"}{.status.allocatable}'
-POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"\n"}{end}'
+POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"\n"}{end}'
 CORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":"'$TARGET_CONFIG'"}},"spec":{"unschedulable":true}}'
 UNCORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":null}},"spec":{"unschedulable":null}}'
 RELABEL='{"metadata":{"labels":{"CONFIG_LABEL":"'$TARGET_CONFIG'","STATE_LABEL":null}}}'
@@ -46,16 +46,33 @@ EOF
     *" POOL_LABEL=${NAMED_POOL:-} "*) node_joined=true ;;
   esac
   node_devices=$(gpu_devices "$node_alloc")
+  if [ -n "${DRA_POOL:-}" ] && [ -n "$node_found" ]; then
+    # NVIDIA's DRA driver publishes the slices in ResourceSlices, not in the node's allocatable.
+    dra_devices "$1" || stop "node $1" "listing its ResourceSlices failed after $KUBE_TRIES tries: $err"
+    node_devices=$dra_found
+  fi
+}
+
+# plugin_current NODE: not a DRA pool, or the DRA kubelet plugin this Job restarted on NODE was
+# replaced by one that runs Ready.
+plugin_current() {
+  [ -n "${DRA_POOL:-}" ] && [ -f "$kube_tmp/plugin.$1" ] || return 0
+  dra_plugin_ready "$1" "$(cat "$kube_tmp/plugin.$1")" \
+    || stop "node $1" "listing its DRA kubelet-plugin pods failed after $KUBE_TRIES tries: $err"
+  [ -n "$dra_ready" ]
 }
 
 # on_target: the node last read carries the target, reports success, has its operands back and
-# advertises the planned devices (hardware evidence: the state label names no config).
+# advertises the planned devices (hardware evidence: the state label names no config); on a DRA
+# pool, a kubelet plugin this Job restarted there is back.
 on_target() {
   [ "$node_config" = "$TARGET_CONFIG" ] && [ "$node_state" = success ] \
-    && [ -z "$node_paused" ] && [ "$node_devices" = "$CAPACITY_PER_NODE" ]
+    && [ -z "$node_paused" ] && [ "$node_devices" = "$CAPACITY_PER_NODE" ] \
+    && plugin_current "$node_found"
 }
 
-# gpu_pods NODE: holders (pods on NODE holding GPU or MIG devices, to evict), leaving (those
+# gpu_pods NODE: holders (pods on NODE holding GPU or MIG devices, or on a DRA pool any device
+# claim, to evict), leaving (those
 # already terminating) and pinned (those a DaemonSet owns: DaemonSets ignore cordons and
 # recreate an evicted pod, so no eviction frees their GPUs). A listing that fails stops the Job.
 gpu_pods() {
@@ -66,10 +83,10 @@ gpu_pods() {
   holders=""
   leaving=""
   pinned=""
-  while IFS='|' read -r pod owners deleting limits; do
+  while IFS='|' read -r pod owners deleting limits claims; do
     case $limits in
       *'"nvidia.com/gpu'* | *'"nvidia.com/mig-'*) ;;
-      *) continue ;;
+      *) [ -n "${DRA_POOL:-}" ] && [ -n "$claims" ] || continue ;;
     esac
     if is_in DaemonSet "$owners"; then
       pinned="$pinned $pod"
@@ -367,10 +384,17 @@ wait_batch() {
             finish "$node"
             continue
           fi
-          # The device plugin comes back after the MIG manager restores its label.
+          # The device plugin comes back after the MIG manager restores its label. The DRA
+          # driver's kubelet plugin discovers slices only when it starts: it is restarted once.
+          if [ -n "${DRA_POOL:-}" ] && [ ! -f "$kube_tmp/plugin.$node" ]; then
+            restart_dra_plugin "$node" \
+              || stop "node $node" "restarting its DRA kubelet plugin failed after $KUBE_TRIES tries: $err"
+            echo "$dra_old" >"$kube_tmp/plugin.$node"
+            echo "node $node: restarted its DRA kubelet plugin (${dra_old:-none was running}) to publish the slices of $TARGET_CONFIG"
+          fi
           [ -f "$kube_tmp/success.$node" ] || echo "$now" >"$kube_tmp/success.$node"
           if [ $((now - $(cat "$kube_tmp/success.$node"))) -ge "$ADVERTISE_TIMEOUT_SECONDS" ]; then
-            stop "node $node" "STATE_LABEL=success, but after ${ADVERTISE_TIMEOUT_SECONDS}s it advertises '${node_devices:-no GPU devices}' where the plan has '$CAPACITY_PER_NODE'${node_paused:+ (operands still paused: $node_paused)}"
+            stop "node $node" "STATE_LABEL=success, but after ${ADVERTISE_TIMEOUT_SECONDS}s it advertises '${node_devices:-no GPU devices}'${DRA_POOL:+ in the ResourceSlices of the DRA driver (its restarted kubelet plugin: kubectl get pods -n $DRA_NAMESPACE -l DRA_PLUGIN_SELECTOR --field-selector spec.nodeName=$node)} where the plan has '$CAPACITY_PER_NODE'${node_paused:+ (operands still paused: $node_paused)}"
           fi
           ;;
         *)

@@ -23,6 +23,8 @@ from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.migparted import ALL_DISABLED, resolve_config
 from mig_inference.names.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    DRA_NODE_LABEL,
     GENERATION_LABEL,
     GKE_NO_DEVICE_PLUGIN_LABEL,
     GKE_PARTITION_LABEL,
@@ -30,6 +32,7 @@ from mig_inference.names.labels import (
     GPU_RESOURCE,
     GPU_TAINT_KEY,
     MIG_CONFIG_LABEL,
+    MIG_MANAGER_DEPLOY_LABEL,
     OKE_NO_DEVICE_PLUGIN_LABEL,
     OPERATOR_OPERANDS_LABEL,
     POOL_LABEL,
@@ -41,7 +44,16 @@ from mig_inference.plan.pools.generation import generation_of, replacement_input
 from mig_inference.plan.pools.zones import per_zone, pool_zones
 from mig_inference.plan.sharing import device_plugin_config_key, shared_offers
 from mig_inference.solving.packing import PackPlan, Workload, pack
-from mig_inference.spec import AUTO, FILL, MigManager, NodeCount, PoolSpec, StackSpec, key_path
+from mig_inference.spec import (
+    AUTO,
+    FILL,
+    Allocation,
+    MigManager,
+    NodeCount,
+    PoolSpec,
+    StackSpec,
+    key_path,
+)
 
 
 def _machine(spec: StackSpec, pool: PoolSpec, path: str) -> MachineShape | None:
@@ -211,7 +223,9 @@ def _max_pods(
     operator_pods = GPU_OPERATOR_PODS_PER_NODE if pool.mig_manager is MigManager.OPERATOR else 0
     system = pool.system_pods if pool.system_pods is not None else SYSTEM_PODS_PER_NODE[cloud]
     required = devices + operator_pods + system
-    breakdown = f"{devices} GPU devices + {operator_pods} GPU Operator pods + {system} system pods"
+    # On a DRA pool the driver's kubelet plugin takes the place of the operator's device plugin.
+    operands = "GPU Operator and DRA driver" if pool.dra else "GPU Operator"
+    breakdown = f"{devices} GPU devices + {operator_pods} {operands} pods + {system} system pods"
     low, high = MAX_PODS_RANGE[cloud]
     if cloud is Cloud.EKS and machine is not None and machine.default_max_pods:
         high = min(high, machine.default_max_pods)
@@ -290,8 +304,16 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
     max_pods, required, breakdown = _max_pods(spec, pool, machine, devices, path)
     labels = dict(pool.labels)
     labels[POOL_LABEL] = pool.name
+    dynamic_mig = pool.dra and spec.dra is not None and spec.dra.dynamic_mig
+    if pool.dra:
+        # The DRA driver's kubelet plugin owns the node's devices; the operator's device plugin
+        # stays off so no slice is offered twice.
+        labels[DRA_NODE_LABEL] = Allocation.DRA.value
+        labels[DEVICE_PLUGIN_DEPLOY_LABEL] = "false"
+        if dynamic_mig:
+            labels[MIG_MANAGER_DEPLOY_LABEL] = "false"
     if pool.mig_manager is MigManager.OPERATOR:
-        if pool.gpu.mig_capable:
+        if pool.gpu.mig_capable and not dynamic_mig:
             labels[MIG_CONFIG_LABEL] = config_name
         if pool.sharing is not None:
             # The device plugin reads this pool's sharing from its config ConfigMap, by this key.
@@ -357,6 +379,7 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         generation=generation,
         pack_plan=planned,
         boot_disk=bought.boot_disk,
+        dynamic_mig=dynamic_mig,
     )
     check_scale_from_zero(planned_pool, path)
     return planned_pool

@@ -20,8 +20,17 @@ NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 
 
 def check_scale_from_zero(pool: PoolPlan, path: str) -> None:
-    """Refuse `nodes.min: 0` where the cloud's autoscaler could never grow the pool."""
-    mig_resources = pool.operator_managed and pool.mig_enabled
+    """Refuse `nodes.min: 0` where the cloud's autoscaler could never grow the pool, and
+    autoscaled DRA pools."""
+    if pool.dra and pool.autoscaled:
+        raise MigError(
+            f"{{min: {pool.min_nodes}, max: {pool.max_nodes}}} on a DRA pool: a pending pod "
+            "waits for a ResourceClaim, not for an extended resource, and the autoscalers "
+            "decide from a node's ResourceSlices, which a new node publishes only once the "
+            "driver runs on it; this project does not model that yet: give a fixed count",
+            f"{path}.nodes",
+        )
+    mig_resources = pool.mig_manager_applies and pool.mig_enabled
     if pool.min_nodes or not pool.max_nodes or not mig_resources:
         return
     if pool.cloud in (Cloud.GKE, Cloud.OKE):

@@ -105,6 +105,12 @@ def replacement_inputs(
     if spec.cloud is Cloud.EKS and pool.user_data is not None:
         keys.append("userData")
         values["userData"] = short_hash(pool.user_data, 12)
+    if keys and pool.dra:
+        # A node moves from the device plugin to the DRA driver (or back) as it starts: the
+        # replicas already there hold devices of the other kind. Only when given, so pools
+        # deployed before the key existed keep their generation.
+        keys.append("allocation")
+        values["allocation"] = pool.allocation.value
     if spec.cloud is Cloud.GKE and pool.mig_manager is MigManager.GKE:
         keys.append("sharing")  # gpu_sharing_config is fixed when GKE creates the pool
     if keys and (pool.rollout is Rollout.BLUE_GREEN or pool.mig_manager is MigManager.GKE):

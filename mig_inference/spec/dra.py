@@ -1,0 +1,131 @@
+"""`mig-inference:dra`: NVIDIA's DRA driver, for pools with `allocation: dra`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from mig_inference.clouds import Cloud
+from mig_inference.spec.model import ClusterSpec, DraSpec, PoolSpec
+from mig_inference.spec.reader import ConfigNode, dns_label
+
+DRA_KEYS = ("kubernetesVersion", "extendedResources", "dynamicMig", "namespace")
+DRA_GA_MINOR = 34
+"""`resource.k8s.io/v1` is GA from Kubernetes 1.34 (KEP-4381); NVIDIA's driver asks for v1.34.2+
+(dra-driver-nvidia-gpu docs/prerequisites.md @ v0.4.1)."""
+EXTENDED_RESOURCE_MINOR = 36
+"""KEP-5004 (DeviceClass `extendedResourceName`, gate DRAExtendedResource): alpha in 1.34 and
+1.35, beta in 1.36, GA planned for 1.37 (kubernetes/enhancements @ 64765b4b)."""
+PARTITIONABLE_MINOR = 36
+"""KEP-4815 (partitionable devices, gate DRAPartitionableDevices), which DynamicMIG publishes
+its devices with: alpha 1.33-1.35, beta in 1.36."""
+NEWEST_MINOR = 37
+"""The newest Kubernetes whose schema the tests validate the DRA objects against."""
+VERSION = re.compile(r"v?1\.(\d{1,2})(\.\d{1,3})?")
+CLUSTER_VERSION_KEY = {Cloud.EKS: "version", Cloud.OKE: "kubernetesVersion"}
+"""Cluster keys that give the cluster's version (GKE's comes from its release channel)."""
+DYNAMIC_MIG_WARNING = (
+    "dra.dynamicMig is on: NVIDIA's DRA driver runs its ALPHA DynamicMIG feature on the DRA "
+    "pools. It creates a MIG slice when a claim is prepared and deletes it when the claim is "
+    "released, and it deletes MIG partitions it did not create; the GPU Operator's MIG manager "
+    "is kept off those nodes, and nothing else may partition their GPUs. Alpha: not for "
+    "production."
+)
+
+
+def _minor(node: ConfigNode) -> int | None:
+    value = node.string()
+    if value is None:
+        return None
+    found = VERSION.fullmatch(value)
+    if found is None:
+        return node.problem(f"{value!r} is not a Kubernetes version like 1.34", None)
+    return int(found.group(1))
+
+
+def _cluster_minor(cluster: ClusterSpec | None, cloud: Cloud) -> int | None:
+    key = CLUSTER_VERSION_KEY.get(cloud)
+    value = cluster.get(key) if cluster is not None and key else None
+    found = VERSION.fullmatch(value) if isinstance(value, str) else None
+    return int(found.group(1)) if found else None
+
+
+def dra_spec(
+    node: ConfigNode, cloud: Cloud, cluster: ClusterSpec | None, pools: Sequence[PoolSpec]
+) -> DraSpec | None:
+    """The driver's settings when a pool asks for DRA; the section alone is refused."""
+    uses_dra = any(pool.dra for pool in pools)
+    if node.value is None and not uses_dra:
+        return None
+    node.value = node.value if node.value is not None else {}
+    node.mapping(DRA_KEYS)
+    if not uses_dra:
+        return node.problem(
+            "applies when a pool has allocation: dra, and none has (leave the section out)", None
+        )
+    version_node = node.child("kubernetesVersion")
+    given = _minor(version_node)
+    from_cluster = _cluster_minor(cluster, cloud)
+    key = CLUSTER_VERSION_KEY.get(cloud)
+    if given is not None and from_cluster is not None and given != from_cluster:
+        return version_node.problem(
+            f"says 1.{given}, cluster.{key} says 1.{from_cluster}: leave it out (the cluster's "
+            "version counts)",
+            None,
+        )
+    minor = given if given is not None else from_cluster
+    if minor is None:
+        where = f" (or cluster.{key})" if key else ""
+        return version_node.problem(
+            f"is required with allocation: dra{where}: the cluster's Kubernetes version, "
+            "1.34 to 1.37, which the DRA objects are written for",
+            None,
+        )
+    if minor < DRA_GA_MINOR:
+        refused = version_node if given is not None else node
+        return refused.problem(
+            f"Kubernetes 1.{minor} has no GA DRA: allocation: dra needs 1.{DRA_GA_MINOR} or "
+            f"later (resource.k8s.io/v1; NVIDIA's driver asks for v1.34.2+)",
+            None,
+            [f"1.{m}" for m in range(DRA_GA_MINOR, NEWEST_MINOR + 1)],
+        )
+    if minor > NEWEST_MINOR:
+        return version_node.problem(
+            f"Kubernetes 1.{minor} is newer than this release knows (1.{NEWEST_MINOR}): its DRA "
+            "schema is unchecked",
+            None,
+            [f"1.{m}" for m in range(DRA_GA_MINOR, NEWEST_MINOR + 1)],
+        )
+    extended = node.child("extendedResources").boolean(False)
+    if extended and minor < EXTENDED_RESOURCE_MINOR:
+        node.child("extendedResources").problem(
+            f"maps MIG profiles to nvidia.com/mig-<profile> through DeviceClass "
+            f"extendedResourceName (KEP-5004), beta from Kubernetes 1.{EXTENDED_RESOURCE_MINOR} "
+            f"(alpha and off before); the cluster is 1.{minor}: leave it out (pods then claim "
+            "their slice through a ResourceClaimTemplate)",
+            None,
+        )
+        extended = False
+    dynamic = node.child("dynamicMig").boolean(False)
+    if dynamic and minor < PARTITIONABLE_MINOR:
+        node.child("dynamicMig").problem(
+            f"the driver's DynamicMIG publishes partitionable devices (KEP-4815), beta from "
+            f"Kubernetes 1.{PARTITIONABLE_MINOR}; the cluster is 1.{minor}",
+            None,
+        )
+        dynamic = False
+    namespace = (
+        dns_label(node.child("namespace"), 63)
+        if node.child("namespace").value
+        else DraSpec.namespace
+    )
+    if namespace == "default":
+        node.child("namespace").problem(
+            "the driver's chart refuses the default namespace: pick one of its own", None
+        )
+    return DraSpec(
+        kubernetes_minor=minor,
+        extended_resources=extended,
+        dynamic_mig=dynamic,
+        namespace=namespace,
+    )

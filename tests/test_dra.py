@@ -1,0 +1,396 @@
+"""MIG through DRA: `allocation: dra` pools and the `dra` section, read, planned and rendered.
+
+The stack `gke-h100-dra` and variants of it run under Pulumi's mocks; every Kubernetes object is
+validated (strict) against the schema of the version the stack targets, every CEL expression is
+parsed and evaluated with a CEL library against devices shaped as NVIDIA's driver publishes them,
+and the driver's chart (v0.4.1, ../shared/reference/dra) renders with the values the program
+gives it."""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import celpy
+import kubernetes_validate
+import pytest
+import yaml
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+
+from mig_inference.errors import MigErrors
+from mig_inference.kube.dra import MIG_DEVICE_CLASS, driver_values, profile_classes
+from mig_inference.kube.gate import gate_targets
+from mig_inference.kube.repartition import repartition_targets
+from mig_inference.names.labels import (
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    DRA_DRIVER,
+    DRA_NODE_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_MANAGER_DEPLOY_LABEL,
+)
+from mig_inference.plan import StackPlan, plan_stack
+from mig_inference.render import Rendering
+from mig_inference.spec import parse_stack
+from mig_inference.spec.dra import DYNAMIC_MIG_WARNING
+from mig_inference.spec.files import stack_path
+from mig_inference.versions import DRA_DRIVER_CHART, DRA_DRIVER_VERSION, GPU_OPERATOR_VERSION
+from tests.mocked import render_config, stack_rendering
+from tests.reference import helm_binary, reference_dir
+
+STACK = "gke-h100-dra"
+CLAIM_TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
+DEVICE_CLASS = "kubernetes:resource.k8s.io/v1:DeviceClass"
+CHART_DIR = "dra/charts/dra-driver-nvidia-gpu-0.4.1"
+SUPPORTED = ("1.34", "1.35", "1.36", "1.37")
+
+
+def base() -> dict[str, Any]:
+    """The DRA stack's config, keys without the namespace (secrets left out)."""
+    config = yaml.safe_load(stack_path(STACK).read_text())["config"]
+    return {
+        key.removeprefix("mig-inference:"): value
+        for key, value in config.items()
+        if not isinstance(value, dict) or "secure" not in value
+    }
+
+
+def variant(**changes: Any) -> dict[str, Any]:
+    config = copy.deepcopy(base())
+    for key, value in changes.items():
+        if key.startswith("pool_"):
+            config["pools"][0][key.removeprefix("pool_")] = value
+        else:
+            config[key] = value
+    for service in config["services"]:
+        service.pop("hfTokenSecret", None)
+    return config
+
+
+def plan_of(config: dict[str, Any]) -> StackPlan:
+    return plan_stack(parse_stack("t", config, pinned_operator_version=GPU_OPERATOR_VERSION))
+
+
+def refusal(config: dict[str, Any]) -> str:
+    with pytest.raises(MigErrors) as raised:
+        plan_of(config)
+    return str(raised.value)
+
+
+# --- reading and refusing -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "words"),
+    [
+        ({"pool_migManager": "gke", "pool_rollout": "blue-green", "pool_mig": "all-3g.40gb"},
+         "pools[0].allocation", "GKE's native MIG (and its time-sharing)"),
+        ({"pool_sharing": {"timeSlicing": {"replicas": 2}}}, "pools[0].sharing",
+         "each claimed by one pod"),
+        ({"dra": {"kubernetesVersion": "1.33"}}, "dra.kubernetesVersion", "needs 1.34 or later"),
+        ({"dra": {"kubernetesVersion": "1.38"}}, "dra.kubernetesVersion", "newer than this"),
+        ({"dra": {"kubernetesVersion": "latest"}}, "dra.kubernetesVersion", "not a Kubernetes version"),
+        ({"dra": None}, "dra.kubernetesVersion", "is required with allocation: dra"),
+        ({"dra": {"kubernetesVersion": "1.35", "extendedResources": True}},
+         "dra.extendedResources", "beta from Kubernetes 1.36"),
+        ({"dra": {"kubernetesVersion": "1.35", "dynamicMig": True}}, "dra.dynamicMig",
+         "beta from Kubernetes 1.36"),
+        ({"dra": {"kubernetesVersion": "1.35", "namespace": "default"}}, "dra.namespace",
+         "refuses the default namespace"),
+        ({"pool_allocation": "device-plugin"}, "dra", "applies when a pool has allocation: dra"),
+        ({"pool_allocation": "claims"}, "pools[0].allocation", "allowed: device-plugin, dra"),
+        ({"pool_nodes": {"min": 1, "max": 2}, "pool_rollout": "blue-green"}, "pools[0].nodes",
+         "give a fixed count"),
+    ],
+)  # fmt: skip
+def test_refusals_name_the_key_and_the_reason(
+    changes: dict[str, Any], path: str, words: str
+) -> None:
+    message = refusal(variant(**changes))
+    assert f"mig-inference:{path}:" in message and words in message, message
+
+
+def test_eks_and_oke_take_the_version_from_the_cluster_and_refuse_a_contradiction() -> None:
+    eks = yaml.safe_load(stack_path("eks-p4d").read_text())["config"]
+    config = {k.removeprefix("mig-inference:"): v for k, v in eks.items()
+              if not isinstance(v, dict) or "secure" not in v}  # fmt: skip
+    config["cluster"] = {**config["cluster"], "create": True, "vpcId": "vpc-0123456789abcdef0",
+                         "version": "1.34", "endpointPublicAccess": False}  # fmt: skip
+    config["pools"] = [{**config["pools"][0], "allocation": "dra"}]
+    for service in config["services"]:
+        service.pop("hfTokenSecret", None)
+        service.pop("apiKeySecret", None)
+    plan = plan_of(config)
+    assert plan.spec.dra is not None and plan.spec.dra.kubernetes_version == "1.34"
+    config["dra"] = {"kubernetesVersion": "1.36"}
+    assert "cluster.version says 1.34" in refusal(config)
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+
+def test_dra_nodes_keep_the_device_plugin_off_and_carry_the_driver_label() -> None:
+    plan = plan_of(variant())
+    [pool] = plan.pools
+    assert pool.node_labels[DEVICE_PLUGIN_DEPLOY_LABEL] == "false"
+    assert pool.node_labels[DRA_NODE_LABEL] == "dra"
+    assert pool.node_labels[MIG_CONFIG_LABEL] == "all-balanced"
+    assert "allocation" in pool.replacement_inputs
+    values = driver_values(plan)
+    assert values["kubeletPlugin"]["nodeSelector"] == {DRA_NODE_LABEL: "dra"}
+    # A device-plugin pool of the same stack carries neither label.
+    plain = plan_of(variant(pool_allocation="device-plugin", dra=None))
+    assert DEVICE_PLUGIN_DEPLOY_LABEL not in plain.pools[0].node_labels
+    assert DRA_NODE_LABEL not in plain.pools[0].node_labels
+    assert "allocation" not in plain.pools[0].replacement_inputs
+
+
+def test_the_layout_is_applied_by_the_mig_manager_and_gated_as_before() -> None:
+    plan = plan_of(variant())
+    assert [t.pool for t in gate_targets(plan)] == ["h100-dra"]
+    assert [t.pool for t in repartition_targets(plan)] == ["h100-dra"]
+    assert repartition_targets(plan)[0].dra and gate_targets(plan)[0].dra
+
+
+def test_dynamic_mig_is_an_opt_in_with_a_loud_warning() -> None:
+    plan = plan_of(variant(dra={"kubernetesVersion": "1.36", "dynamicMig": True}))
+    assert DYNAMIC_MIG_WARNING in plan.warnings
+    [pool] = plan.pools
+    assert pool.node_labels[MIG_MANAGER_DEPLOY_LABEL] == "false"
+    assert MIG_CONFIG_LABEL not in pool.node_labels
+    assert not gate_targets(plan) and not repartition_targets(plan)
+    assert driver_values(plan)["featureGates"] == {"DynamicMIG": True}
+    assert "featureGates" not in driver_values(plan_of(variant()))
+    assert DYNAMIC_MIG_WARNING not in plan_of(variant()).warnings
+
+
+# --- rendering and schema -------------------------------------------------------------------
+
+
+def rendered(tmp_path: Path, version: str, extended: bool = False) -> Rendering:
+    dra: dict[str, Any] = {"kubernetesVersion": version}
+    if extended:
+        dra["extendedResources"] = True
+    rendering = render_config(tmp_path, variant(dra=dra))
+    assert rendering.error is None, rendering.error
+    return rendering
+
+
+def validate_all(rendering: Rendering, version: str) -> int:
+    objects = rendering.kubernetes_objects()
+    for obj in objects:
+        kubernetes_validate.validate(obj, f"{version}.0", strict=True)
+    return len(objects)
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_claims_render_schema_valid_for_each_version(tmp_path: Path, version: str) -> None:
+    rendering = rendered(tmp_path, version)
+    assert validate_all(rendering, version) > 0
+    templates = {t.inputs["metadata"]["name"]: t.inputs for t in rendering.of_type(CLAIM_TEMPLATE)}
+    assert set(templates) == {"mistral-nemo-gpu-device", "qwen-small-gpu-device"}
+    for deployment in rendering.of_type("kubernetes:apps/v1:Deployment"):
+        pod = deployment.inputs["spec"]["template"]["spec"]
+        [claim] = pod["resourceClaims"]
+        assert claim["resourceClaimTemplateName"] in templates
+        for container in [*pod["containers"], *pod.get("initContainers", [])]:
+            resources = container["resources"]
+            assert resources["claims"] == [{"name": claim["name"]}]
+            assert not [k for k in resources.get("limits", {}) if k.startswith("nvidia.com/")]
+    assert not rendering.of_type(DEVICE_CLASS)
+
+
+@pytest.mark.parametrize("version", ("1.36", "1.37"))
+def test_the_bridge_renders_a_device_class_per_profile(tmp_path: Path, version: str) -> None:
+    rendering = rendered(tmp_path, version, extended=True)
+    validate_all(rendering, version)
+    assert not rendering.of_type(CLAIM_TEMPLATE)
+    classes = {
+        c.inputs["spec"]["extendedResourceName"]: c.inputs for c in rendering.of_type(DEVICE_CLASS)
+    }
+    assert set(classes) == {
+        "nvidia.com/mig-1g.10gb",
+        "nvidia.com/mig-2g.20gb",
+        "nvidia.com/mig-3g.40gb",
+    }
+    limits = {
+        d.inputs["metadata"]["name"]: d.inputs["spec"]["template"]["spec"]["containers"][0][
+            "resources"
+        ]["limits"]
+        for d in rendering.of_type("kubernetes:apps/v1:Deployment")
+    }
+    assert limits["mistral-nemo"]["nvidia.com/mig-3g.40gb"] == "1"
+    assert limits["qwen-small"]["nvidia.com/mig-1g.10gb"] == "1"
+
+
+def test_the_driver_is_installed_from_the_pinned_chart(tmp_path: Path) -> None:
+    [release] = [
+        r for r in stack_rendering(STACK).of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs["chart"] == DRA_DRIVER_CHART
+    ]  # fmt: skip
+    assert release.inputs["version"] == DRA_DRIVER_VERSION
+    assert release.inputs["namespace"] == "nvidia-dra-driver-gpu"
+    assert release.inputs["values"]["nvidiaDriverRoot"] == "/home/kubernetes/bin/nvidia"
+    # The device plugin is kept off DRA nodes, so the chart's guard may be overridden.
+    assert release.inputs["values"]["gpuResourcesEnabledOverride"] is True
+    # Pools without DRA install no driver.
+    plain = render_config(tmp_path, variant(pool_allocation="device-plugin", dra=None))
+    assert plain.error is None, plain.error
+    assert not [r for r in plain.of_type("kubernetes:helm.sh/v3:Release")
+                if r.inputs["chart"] == DRA_DRIVER_CHART]  # fmt: skip
+
+
+# --- CEL ------------------------------------------------------------------------------------
+
+MIB = 2**20
+
+
+def cel_quantity(text: celtypes.StringType) -> celtypes.IntType:
+    """Kubernetes' `quantity()` for the binary suffixes these expressions use."""
+    found = re.fullmatch(r"(\d+)(Mi|Gi)?", str(text))
+    assert found, f"quantity {text!r} not in the forms this project writes"
+    factor = {"Mi": MIB, "Gi": 1024 * MIB, None: 1}[found.group(2)]
+    return celtypes.IntType(int(found.group(1)) * factor)
+
+
+def cel_compare(left: celtypes.IntType, right: celtypes.IntType) -> celtypes.IntType:
+    return celtypes.IntType((left > right) - (left < right))
+
+
+def cel_matches(expression: str, device: dict[str, Any]) -> bool:
+    environment = celpy.Environment()
+    program = environment.program(
+        environment.compile(expression),
+        functions={"quantity": cel_quantity, "compareTo": cel_compare},
+    )
+    return bool(program.evaluate({"device": json_to_cel(device)}))
+
+
+def published(profile: str, memory_mib: int, kind: str = "mig") -> dict[str, Any]:
+    """A device as the driver's ResourceSlice has it, seen from CEL (NOTES.md section 1)."""
+    return {
+        "driver": DRA_DRIVER,
+        "attributes": {
+            DRA_DRIVER: {"type": kind, "profile": profile, "productName": "NVIDIA H100 80GB HBM3"}
+        },
+        "capacity": {DRA_DRIVER: {"memory": memory_mib * MIB}},
+    }
+
+
+def test_every_cel_expression_parses() -> None:
+    environment = celpy.Environment()
+    expressions = [
+        selector["cel"]["expression"]
+        for template in stack_rendering(STACK).of_type(CLAIM_TEMPLATE)
+        for request in template.inputs["spec"]["spec"]["devices"]["requests"]
+        for selector in request["exactly"]["selectors"]
+    ]
+    expressions += [
+        c.expression
+        for c in profile_classes(
+            plan_of(variant(dra={"kubernetesVersion": "1.36", "extendedResources": True}))
+        )
+    ]
+    assert len(expressions) == 5
+    for expression in expressions:
+        environment.compile(expression)
+    with pytest.raises(CELParseError):
+        environment.compile("device.attributes['gpu.nvidia.com'].profile == '1g.10gb' &&")
+
+
+def test_a_claim_takes_its_profile_with_room_for_the_model_and_nothing_else() -> None:
+    plan = plan_of(variant())
+    from mig_inference.kube.dra import slice_selector
+
+    for service in plan.services:
+        expression = slice_selector(service.offer, service.spec.need_mib)
+        own = published(service.profile, service.offer.memory_mib)
+        assert cel_matches(expression, own)
+        other = next(o for o in service.pool.offers if o.profile != service.profile)
+        assert not cel_matches(expression, published(other.profile, other.memory_mib))
+        # A slice NVML sizes below the model's need is not taken, whatever its name.
+        assert service.spec.need_mib is not None
+        short = int(service.spec.need_mib) - 1
+        assert not cel_matches(expression, published(service.profile, short))
+
+
+def test_a_bridge_class_selects_only_its_profile_of_this_driver() -> None:
+    plan = plan_of(variant(dra={"kubernetesVersion": "1.36", "extendedResources": True}))
+    for device_class in profile_classes(plan):
+        assert cel_matches(device_class.expression, published(device_class.profile, 9_984))
+        assert not cel_matches(device_class.expression, published("7g.80gb", 80_000))
+        assert not cel_matches(
+            device_class.expression, published(device_class.profile, 9_984, "gpu")
+        )
+        assert not cel_matches(
+            device_class.expression,
+            {**published(device_class.profile, 9_984), "driver": "other.example.com"},
+        )
+
+
+# --- the driver's chart ---------------------------------------------------------------------
+
+
+def helm_template(
+    values: dict[str, Any], namespace: str, version: str, tmp_path: Path
+) -> list[dict[str, Any]]:
+    chart = reference_dir(CHART_DIR)
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    result = subprocess.run(
+        [helm_binary(), "template", "dra-driver-nvidia-gpu", str(chart), "--namespace", namespace,
+         "--values", str(path), "--kube-version", f"{version}.0", "--api-versions", "resource.k8s.io/v1"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def test_the_chart_renders_with_each_stack_s_values(tmp_path: Path) -> None:
+    chart = reference_dir(CHART_DIR)
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    assert DRA_DRIVER_CHART.endswith("/" + meta["name"]) and meta["version"] == DRA_DRIVER_VERSION
+    defaults = yaml.safe_load((chart / "values.yaml").read_text())
+    for version in SUPPORTED:
+        plan = plan_of(variant(dra={"kubernetesVersion": version}))
+        values = driver_values(plan)
+        for key, value in values.items():
+            assert key in defaults, f"{key} is not a chart value"
+            if isinstance(value, dict):
+                assert set(value) <= set(defaults[key]), f"{key}: {set(value) - set(defaults[key])}"
+        documents = helm_template(values, "nvidia-dra-driver-gpu", version, tmp_path)
+        kinds = {(d["kind"], d["metadata"]["name"]) for d in documents}
+        assert ("DeviceClass", MIG_DEVICE_CLASS) in kinds
+        classes = {name for kind, name in kinds if kind == "DeviceClass"}
+        assert classes == {MIG_DEVICE_CLASS, "gpu.nvidia.com", "vfio.gpu.nvidia.com"}, classes
+        [plugin] = [d for d in documents if d["kind"] == "DaemonSet"]
+        pod = plugin["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {DRA_NODE_LABEL: "dra"}
+        assert {"operator": "Exists"} in pod["tolerations"]
+        roots = {
+            e["value"]
+            for c in pod["containers"]
+            for e in c.get("env", [])
+            if e["name"] == "NVIDIA_DRIVER_ROOT"
+        }
+        assert roots == {"/home/kubernetes/bin/nvidia"}
+        for document in documents:
+            kubernetes_validate.validate(document, f"{version}.0", strict=True)
+
+
+def test_the_chart_refuses_what_the_values_avoid(tmp_path: Path) -> None:
+    """The check can fail: the chart's own guards, which the values are written to pass."""
+    values = driver_values(plan_of(variant()))
+    with pytest.raises(AssertionError, match="standard GPU device plugin"):
+        helm_template(
+            {**values, "gpuResourcesEnabledOverride": False},
+            "nvidia-dra-driver-gpu",
+            "1.35",
+            tmp_path,
+        )
+    with pytest.raises(AssertionError, match="default"):
+        helm_template(values, "default", "1.35", tmp_path)

@@ -1,0 +1,151 @@
+"""DRA pools in the re-partitioning Job and the MIG-ready gate: the real scripts, with /bin/sh and
+the real kubectl, against the fake API server, whose DRA nodes run a kubelet plugin that publishes
+the layout the GPUs had when it started (NVIDIA's driver in its static MIG mode)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from mig_inference.kube.gate import GateTarget, gate_script, gate_targets_value
+from mig_inference.kube.repartition import RepartitionTarget, repartition_script
+from mig_inference.names.labels import (
+    CORDONED_FOR_ANNOTATION,
+    GENERATION_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    POOL_LABEL,
+)
+from tests.fake_apiserver import DRA_NAMESPACE, FakeCluster, run_script
+
+SEVEN = ("1g.10gb",) * 7
+TWO = ("3g.40gb", "3g.40gb")
+CONFIGS = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN), "all-disabled": (None, None)}
+OLD, TARGET = "all-3g.40gb", "all-1g.10gb"
+PLANNED = {"nvidia.com/mig-1g.10gb": 14}
+PLUGIN_DELETE = f"delete {DRA_NAMESPACE}/dra-driver-nvidia-gpu-kubelet-plugin-"
+
+
+def dra_pool(*names: str, config: str = OLD) -> FakeCluster:
+    cluster = FakeCluster(CONFIGS)
+    for name in names:
+        cluster.add_node(name, config, labels={POOL_LABEL: "p"}, dra=True)
+    return cluster
+
+
+def claim_pod(cluster: FakeCluster, name: str, node: str) -> None:
+    """A replica holding its slice through a ResourceClaim: no extended resource in its limits."""
+    cluster.add_pod("inference", name, node, resource=None)
+    cluster.pods[("inference", name)]["spec"]["resourceClaims"] = [
+        {"name": "gpu-device", "resourceClaimName": f"{name}-gpu-device-x"}
+    ]
+
+
+def repartition(
+    cluster: FakeCluster, tmp_path: Path, advertise: int = 30
+) -> subprocess.CompletedProcess[str]:
+    target = RepartitionTarget("p", TARGET, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), PLANNED,
+                               dra=True, dra_namespace=DRA_NAMESPACE)  # fmt: skip
+    env = {**target.env(30, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
+           "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
+           "ADVERTISE_TIMEOUT_SECONDS": str(advertise)}  # fmt: skip
+    return run_script(cluster, tmp_path, repartition_script(), env)
+
+
+def test_the_plugin_is_restarted_after_success_and_the_node_uncordoned_once_it_publishes(
+    tmp_path: Path,
+) -> None:
+    cluster = dra_pool("n1", "n2")
+    claim_pod(cluster, "llm-a", "n1")
+    claim_pod(cluster, "llm-b", "n2")
+    result = repartition(cluster, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for node in ("n1", "n2"):
+        assert cluster.published[node] == PLANNED
+        assert not cluster.cordoned(node)
+        assert CORDONED_FOR_ANNOTATION not in cluster.annotations(node)
+    # Per node: cordon, the claim holder evicted, relabel, the plugin restarted, uncordon.
+    kinds = [
+        c.split(" ")[0] + (" plugin" if c.startswith(PLUGIN_DELETE) else "")
+        for c in cluster.changes
+    ]
+    assert kinds == ["patch", "evict", "patch", "delete plugin", "patch"] * 2, cluster.changes
+    assert cluster.changes[2].endswith(f"{MIG_CONFIG_LABEL}={TARGET} {MIG_STATE_LABEL}-")
+    assert (
+        "restarted its DRA kubelet plugin (dra-driver-nvidia-gpu-kubelet-plugin-" in result.stdout
+    )
+    # The node is uncordoned only after the new plugin published the target's slices.
+    published = [e for e in cluster.events if "n1 DRA kubelet plugin published" in e]
+    assert published and "1g.10gb" in published[0]
+
+
+def test_a_restart_that_fails_stops_and_keeps_the_node_cordoned(tmp_path: Path) -> None:
+    cluster = dra_pool("n1")
+    cluster.fail("DELETE", f"/api/v1/namespaces/{DRA_NAMESPACE}/pods/.*", times=-1)
+    result = repartition(cluster, tmp_path)
+    assert result.returncode == 1
+    assert "STOPPED at node n1: restarting its DRA kubelet plugin failed" in result.stdout
+    assert cluster.cordoned("n1")
+    assert f"node n1 stays cordoned ({CORDONED_FOR_ANNOTATION}={TARGET})" in result.stdout
+
+
+def test_stale_slices_never_count_and_the_advertise_deadline_names_them(tmp_path: Path) -> None:
+    # The new plugin never comes back: the node's slices stay those of the old layout.
+    cluster = dra_pool("n1")
+    cluster.dra_plugins_start = False
+    result = repartition(cluster, tmp_path, advertise=5)
+    assert result.returncode == 1
+    assert "in the ResourceSlices of the DRA driver" in result.stdout
+    assert "nvidia.com/mig-3g.40gb=4" in result.stdout and cluster.cordoned("n1")
+
+
+def test_a_claim_holder_without_extended_resources_is_evicted(tmp_path: Path) -> None:
+    cluster = dra_pool("n1")
+    claim_pod(cluster, "llm", "n1")
+    cluster.add_pod("inference", "sidecar", "n1", resource=None)
+    result = repartition(cluster, tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert "evict inference/llm" in cluster.changes
+    assert "evict inference/sidecar" not in cluster.changes
+
+
+# --- the gate --------------------------------------------------------------------------------
+
+
+def gate(
+    cluster: FakeCluster, tmp_path: Path, timeout: int = 30
+) -> subprocess.CompletedProcess[str]:
+    selector = f"{GENERATION_LABEL}=g1,{POOL_LABEL}=p"
+    target = GateTarget("p", selector, TARGET, len(cluster.nodes), PLANNED, dra=True)
+    env = {"GATE_TARGETS": gate_targets_value([target]), "GATE_TIMEOUT_SECONDS": str(timeout),
+           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s", "DRA_NAMESPACE": DRA_NAMESPACE}  # fmt: skip
+    return run_script(cluster, tmp_path, gate_script(), env)
+
+
+def new_node(cluster: FakeCluster, name: str, published: tuple[object, ...] | None) -> None:
+    cluster.add_node(name, TARGET, labels={POOL_LABEL: "p", GENERATION_LABEL: "g1"}, dra=True,
+                     published=published)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_the_gate_restarts_a_plugin_that_published_before_the_layout(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    # n1's plugin started while its GPUs still had MIG off; n2's after the layout.
+    new_node(cluster, "n1", (None, None))
+    new_node(cluster, "n2", None)
+    result = gate(cluster, tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert "MIG ready: p:2/2" in result.stdout
+    deleted = [c for c in cluster.changes if c.startswith(PLUGIN_DELETE)]
+    assert len(deleted) == 1 and cluster.published["n1"] == PLANNED
+    assert "node n1 (pool p): restarted its DRA kubelet plugin" in result.stdout
+    assert "published 'nvidia.com/gpu=2', planned 'nvidia.com/mig-1g.10gb=14'" in result.stdout
+
+
+def test_the_gate_times_out_on_slices_that_never_match(tmp_path: Path) -> None:
+    cluster = FakeCluster(CONFIGS)
+    new_node(cluster, "n1", (None, None))
+    cluster.dra_plugins_start = False
+    result = gate(cluster, tmp_path, timeout=3)
+    assert result.returncode == 1
+    assert "p:0/1" in result.stdout
+    assert "its restarted DRA kubelet plugin is not Ready yet" in result.stdout
