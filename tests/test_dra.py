@@ -394,3 +394,72 @@ def test_the_chart_refuses_what_the_values_avoid(tmp_path: Path) -> None:
         )
     with pytest.raises(AssertionError, match="default"):
         helm_template(values, "default", "1.35", tmp_path)
+
+
+# --- the rollout simulator (diff) -----------------------------------------------------------
+
+
+def dra_stack(**pool: Any) -> dict[str, Any]:
+    from tests.test_rollout import stack
+
+    config = stack(rollout="in-place", allocation="dra", **pool)
+    config["dra"] = {"kubernetesVersion": "1.35"}
+    return config
+
+
+def test_a_claim_is_a_slice_in_the_simulator() -> None:
+    from mig_inference.rollout.model import claimed_devices, pod_template
+    from mig_inference.rollout.rendered import program_of
+
+    program = program_of(stack_rendering(STACK))
+    claims = claimed_devices(program)
+    assert claims == {
+        "mistral-nemo-gpu-device": "nvidia.com/mig-3g.40gb",
+        "qwen-small-gpu-device": "nvidia.com/mig-1g.10gb",
+    }
+    [deployment] = [d for d in program.of_type("kubernetes:apps/v1:Deployment")
+                    if d.inputs["metadata"]["name"] == "qwen-small"]  # fmt: skip
+    spec = deployment.inputs["spec"]["template"]["spec"]
+    assert pod_template(spec, claims).resource == "nvidia.com/mig-1g.10gb"
+    assert pod_template(spec).resource is None
+
+
+def test_an_in_place_change_of_a_dra_pool_restarts_the_plugin_and_serves_again() -> None:
+    from tests.test_rollout import transition
+
+    v1 = dra_stack()
+    v2 = dra_stack(mig="all-1g.10gb")
+    v2["services"][0]["profile"] = "1g.10gb"
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None, outcome.failure
+    assert any(
+        "DRA kubelet plugin restarted; it publishes all-1g.10gb" in text
+        for _, text in outcome.events
+    )
+    [service] = changes.services
+    assert service.serving_after == 4 and service.pending_at_end == 0
+    assert changes.pools[0].nodes_left_cordoned == []
+
+
+def test_without_the_restart_the_simulated_replicas_would_stay_pending(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check can fail: where no kubelet plugin restarts (neither the Job's nor the gate's),
+    the new slices are never published and the replicas that need them stay pending."""
+    from mig_inference.rollout.cluster import Cluster
+    from tests.test_rollout import _simulated, transition
+
+    v1 = dra_stack()
+    v2 = dra_stack(mig="all-1g.10gb")
+    v2["services"][0]["profile"] = "1g.10gb"
+
+    def never(cluster: Cluster, name: str) -> None:
+        del cluster, name
+
+    monkeypatch.setattr(Cluster, "restart_dra_plugin", never)
+    _simulated.cache_clear()
+    try:
+        outcome, changes = transition(v1, v2)
+    finally:
+        _simulated.cache_clear()
+    assert outcome.failure is not None or changes.services[0].pending_at_end == 4

@@ -123,6 +123,9 @@ class Cluster:
             running=applied is not None,
         )  # fmt: skip
         node.devices = self.devices_of(node, applied or "")
+        if node.dra:
+            node.published = applied
+            node.devices = self.devices_of(node, applied) if applied else {}
 
     def remove_node(self, name: str, why: str) -> None:
         node = self.nodes[name]
@@ -145,6 +148,12 @@ class Cluster:
 
     def set_taints(self, name: str, taints: list[Taint]) -> None:
         self.nodes[name].taints = list(taints)
+
+    def restart_dra_plugin(self, name: str) -> None:
+        """The node's DRA kubelet plugin restarts and publishes the layout the GPUs have now."""
+        node = self.nodes[name]
+        node.published = node.applied
+        self.log(f"node {name}: DRA kubelet plugin restarted; it publishes {node.applied}")
 
     def restart_mig_manager(self, name: str) -> None:
         """Its pod deleted: the DaemonSet's new pod applies the label's value once."""
@@ -209,7 +218,16 @@ class Cluster:
                     for pod in [p for p in self.pods if p.node == name and p.active]:
                         self.terminate(pod, f"node {name} rebooted", evicted=True)
             node.applied = self.config_of(node, manager.hardware)
-            node.devices = self.devices_of(node, node.applied or "") if manager.advertised() else {}
+            if node.dra:
+                if node.published is None:
+                    # A new node's kubelet plugin starts as soon as the node is up, whatever
+                    # layout its GPUs have by then.
+                    node.published = node.applied
+                node.devices = self.devices_of(node, node.published) if node.published else {}
+            else:
+                node.devices = (
+                    self.devices_of(node, node.applied or "") if manager.advertised() else {}
+                )
 
     def _busy_gpus(self, node: Node, hardware: NodeLayout) -> set[int]:
         """The GPUs a pod on the node holds an instance (or the whole GPU) of: its held devices

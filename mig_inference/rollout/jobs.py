@@ -41,15 +41,21 @@ class JobRun:
 class GateRun(JobRun):
     targets: list[tuple[str, str, str, int]] = field(default_factory=list)
     deadline: float = 0.0
+    dra_pools: set[str] = field(default_factory=set)
+    """Pools whose devices NVIDIA's DRA driver publishes (a `dra` sixth word)."""
 
     @classmethod
     def of(cls, env: Mapping[str, str], now: float) -> GateRun:
         targets = []
+        dra_pools = set()
         for line in env.get("GATE_TARGETS", "").splitlines():
             parts = line.split()
             if len(parts) >= 4:
                 targets.append((parts[0], parts[1], parts[2], int(parts[3])))
-        return cls(targets=targets, deadline=now + float(env.get("GATE_TIMEOUT_SECONDS", "1800")))
+            if parts[5:6] == ["dra"]:
+                dra_pools.add(parts[0])
+        deadline = now + float(env.get("GATE_TIMEOUT_SECONDS", "1800"))
+        return cls(targets=targets, deadline=deadline, dra_pools=dra_pools)
 
     def advance(self, cluster: Cluster) -> None:
         ready = True
@@ -61,11 +67,17 @@ class GateRun(JobRun):
                     f"failed: MIG config {config} failed on node {failed[0].name} (pool {pool})"
                 )
                 return
-            done = [
+            applied = [
                 n
                 for n in nodes
                 if n.config == config and n.state == "success" and n.applied == config
             ]
+            if pool in self.dra_pools:
+                # A plugin that published before the layout was applied is restarted once.
+                for node in applied:
+                    if node.published != config:
+                        cluster.restart_dra_plugin(node.name)
+            done = [n for n in applied if pool not in self.dra_pools or n.published == config]
             if len(done) < want:
                 ready = False
         if ready:
@@ -86,6 +98,9 @@ class RepartitionRun(JobRun):
     max_unavailable: int = 1
     drain_timeout: float = 1800.0
     reconfigure_timeout: float = 1800.0
+    dra: bool = False
+    """The pool's devices are NVIDIA's DRA driver's: its kubelet plugin is restarted on a node
+    once the layout is applied there."""
     named_pool: str = ""
     """Existing pools: a node on the target gets the pool's label; nodes carrying it that `names`
     no longer holds are released once the pool is done (cordoned, drained, the pool label
@@ -107,6 +122,7 @@ class RepartitionRun(JobRun):
             drain_timeout=float(env.get("DRAIN_TIMEOUT_SECONDS", node_timeout)),
             reconfigure_timeout=float(env.get("RECONFIGURE_TIMEOUT_SECONDS", node_timeout)),
             named_pool=env.get("NAMED_POOL", ""),
+            dra=bool(env.get("DRA_POOL")),
         )
 
     def _pool(self, cluster: Cluster) -> list[Node]:
@@ -182,6 +198,11 @@ class RepartitionRun(JobRun):
                         f"failed: node {name} reports {MIG_STATE_LABEL}=failed; it stays cordoned"
                     )
                     return
+            for name in self.batch:
+                node = cluster.nodes[name]
+                applied = node.state == "success" and node.applied == self.target
+                if self.dra and applied and node.published != self.target:
+                    cluster.restart_dra_plugin(name)
             waiting = [n for n in self.batch if not self._on_target(cluster.nodes[n])]
             if waiting:
                 if cluster.now >= self.deadline:
@@ -220,7 +241,10 @@ class RepartitionRun(JobRun):
 
     def _on_target(self, node: Node) -> bool:
         return (
-            node.config == self.target and node.state == "success" and node.applied == self.target
+            node.config == self.target
+            and node.state == "success"
+            and node.applied == self.target
+            and (not self.dra or node.published == self.target)
         )
 
     @staticmethod

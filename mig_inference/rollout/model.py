@@ -4,11 +4,19 @@ data read from the objects the program renders."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.names.labels import (
+    DRA_DRIVER,
+    DRA_NODE_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    POOL_LABEL,
+)
+from mig_inference.rollout.resources import Program
 
 DEVICE_PREFIX = "nvidia.com/"
 EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule",
@@ -87,8 +95,34 @@ class PodTemplate:
         return any(t.tolerates(taint) for t in self.tolerations)
 
 
-def pod_template(spec: Mapping[str, Any]) -> PodTemplate:
-    """The template of a rendered Deployment's `spec.template.spec`."""
+CLAIM_TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
+SELECTED_PROFILE = re.compile(r"\.profile == '([^']+)'")
+"""The profile a claim template's CEL selector names (`device.attributes[...].profile == 'P'`)."""
+
+
+def claimed_devices(program: Program) -> dict[str, str]:
+    """ResourceClaimTemplate name -> the device its claim takes, named as the device plugin
+    would advertise it: a whole GPU of the driver's GPU class, else the selector's profile."""
+    found = {}
+    for template in program.of_type(CLAIM_TEMPLATE):
+        for request in template.inputs["spec"]["spec"]["devices"]["requests"]:
+            exactly = request.get("exactly") or {}
+            # The driver's whole-GPU DeviceClass is named after the driver.
+            if exactly.get("deviceClassName") == DRA_DRIVER:
+                found[template.inputs["metadata"]["name"]] = "nvidia.com/gpu"
+                continue
+            for selector in exactly.get("selectors") or []:
+                named = SELECTED_PROFILE.search(selector["cel"]["expression"])
+                if named:
+                    resource = f"nvidia.com/mig-{named.group(1).replace('+', '.')}"
+                    found[template.inputs["metadata"]["name"]] = resource
+    return found
+
+
+def pod_template(spec: Mapping[str, Any], claims: Mapping[str, str] | None = None) -> PodTemplate:
+    """The template of a rendered Deployment's `spec.template.spec`; a pod that claims its device
+    through a ResourceClaimTemplate holds the device `claims` names for that template (a claim
+    is a slice)."""
     terms = (
         spec.get("affinity", {}).get("nodeAffinity", {})
         .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
@@ -103,6 +137,12 @@ def pod_template(spec: Mapping[str, Any]) -> PodTemplate:
     for container in spec.get("containers", []):
         limits.update((container.get("resources") or {}).get("limits") or {})
     devices = sorted(k for k in limits if k.startswith(DEVICE_PREFIX))
+    if not devices:
+        devices = sorted(
+            (claims or {})[claim["resourceClaimTemplateName"]]
+            for claim in spec.get("resourceClaims") or []
+            if claim.get("resourceClaimTemplateName") in (claims or {})
+        )
     return PodTemplate(
         devices[0] if devices else None,
         affinity,
@@ -127,7 +167,16 @@ class Node:
     annotations: dict[str, str] = field(default_factory=dict)
     applied: str | None = None
     """The MIG config the GPUs have now (what the MIG manager last applied)."""
+    published: str | None = None
+    """DRA nodes: the layout NVIDIA's DRA kubelet plugin published, the one the GPUs had when it
+    last started (None until it starts)."""
     devices: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def dra(self) -> bool:
+        """NVIDIA's DRA driver, not a device plugin, publishes the node's devices."""
+        return self.labels.get(DRA_NODE_LABEL) == "dra"
+
     """What the device plugin advertises now (allocatable GPU and MIG resources)."""
     draining: bool = False
     replaced: bool = False

@@ -19,7 +19,7 @@ from mig_inference.rollout.cluster import TICK, Cluster, Timings
 from mig_inference.rollout.facts import LoadFacts, PoolFacts
 from mig_inference.rollout.jobs import GateRun, JobRun, RepartitionRun, job_env
 from mig_inference.rollout.mig_manager import NodeLayout
-from mig_inference.rollout.model import Deployment, Node, Taint, pod_template
+from mig_inference.rollout.model import Deployment, Node, Taint, claimed_devices, pod_template
 from mig_inference.rollout.node_pools import EKS_LAUNCH_TEMPLATE, POOL_TYPES, PoolShape, pool_shape
 from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
 from mig_inference.rollout.resources import Key, Program, Resource
@@ -66,6 +66,8 @@ class Rollout:
         load: LoadFacts | None = None,
     ) -> None:
         self.before, self.after = before, after
+        self.claims = {**claimed_devices(before), **claimed_devices(after)}
+        """ResourceClaimTemplate name -> the device a pod claiming through it holds."""
         self.facts = facts
         self.load = load
         """The plans' estimates: per Deployment its replicas' start, per populate Job its fill
@@ -204,7 +206,7 @@ class Rollout:
         start = self.load.start_seconds.get(key) if self.load is not None else None
         deployment = Deployment(
             key[0], key[1], service, replicas,
-            pod_template(template.get("spec", {})),
+            pod_template(template.get("spec", {}), self.claims),
             self.timings.replica_start if start is None else start,
             budget=existing.budget if existing else None, labels=dict(labels),
         )  # fmt: skip
