@@ -160,6 +160,9 @@ class Pool(TypedDict):
     """GKE: the nodes' boot disk type (default: the first the machine takes)."""
     user_data: NotRequired[str]
     """EKS: a shell script or cloud-config run after the project's nodeadm parts."""
+    allocation: NotRequired[str]
+    """How the pool's devices reach pods: `device-plugin` (default) or `dra` (NVIDIA's DRA
+    driver; needs `dra`)."""
     labels: NotRequired[dict[str, str]]
     """Extra node labels."""
     taints: NotRequired[list[Taint]]
@@ -410,6 +413,21 @@ class VerifySettings(TypedDict):
     """Tokens that completion asks for (8)."""
 
 
+class DraSettings(TypedDict):
+    """NVIDIA's DRA driver, for pools with `allocation: dra`."""
+
+    kubernetes_version: NotRequired[str]
+    """The cluster's Kubernetes minor version, 1.34 to 1.37 (EKS and OKE: the cluster's
+    version when the stack creates it)."""
+    extended_resources: NotRequired[bool]
+    """Kubernetes 1.36+: a DeviceClass per MIG profile maps `nvidia.com/mig-<profile>`, so pods
+    keep their extended-resource requests (default false: ResourceClaimTemplates)."""
+    dynamic_mig: NotRequired[bool]
+    """The driver's alpha DynamicMIG (Kubernetes 1.36+; default false)."""
+    namespace: NotRequired[str]
+    """The driver's namespace (default nvidia-dra-driver-gpu; never `default`)."""
+
+
 class EphemeralSettings(TypedDict):
     """An ephemeral test stack: `mig-inference ephemeral up` refuses it above its budget, tags
     it with its expiry, and `ephemeral destroy --expired` removes it after that."""
@@ -441,6 +459,8 @@ class Stack(TypedDict):
     """The serving check after the rollout."""
     ephemeral: NotRequired[EphemeralSettings]
     """The budget and lifetime of an ephemeral test stack."""
+    dra: NotRequired[DraSettings]
+    """NVIDIA's DRA driver, for pools with `allocation: dra`."""
     tags: NotRequired[dict[str, str]]
     """EKS and OKE: tags on every cloud resource the stack creates that takes tags (AWS tags, OCI
     freeform tags), beside the provider's default tags."""

@@ -94,7 +94,7 @@ def refusal(config: dict[str, Any]) -> str:
         ({"dra": {"kubernetesVersion": "1.33"}}, "dra.kubernetesVersion", "needs 1.34 or later"),
         ({"dra": {"kubernetesVersion": "1.38"}}, "dra.kubernetesVersion", "newer than this"),
         ({"dra": {"kubernetesVersion": "latest"}}, "dra.kubernetesVersion", "not a Kubernetes version"),
-        ({"dra": None}, "dra.kubernetesVersion", "is required with allocation: dra"),
+        ({"dra": None}, "pools[0].allocation", "needs the section mig-inference:dra"),
         ({"dra": {"kubernetesVersion": "1.35", "extendedResources": True}},
          "dra.extendedResources", "beta from Kubernetes 1.36"),
         ({"dra": {"kubernetesVersion": "1.35", "dynamicMig": True}}, "dra.dynamicMig",

@@ -63,7 +63,9 @@ def _render(tmp_path: Path, stack: str, cache: dict[str, Any] | None) -> Renderi
     assert rendering.error is None, rendering.error
     for obj in rendering.kubernetes_objects():
         if obj["apiVersion"].split("/")[0] not in CUSTOM_RESOURCE_GROUPS:
-            kubernetes_validate.validate(obj, "1.33.0", strict=True)
+            dra = load_stack(stack).dra
+            version = f"{dra.kubernetes_version}.0" if dra else "1.33.0"
+            kubernetes_validate.validate(obj, version, strict=True)
     return rendering
 
 

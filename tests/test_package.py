@@ -21,6 +21,7 @@ from components.stack import MigInference
 from components.stack_args import Cluster, Stack
 from mig_inference.render import Rendering, run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
+from mig_inference.spec.dra import DRA_KEYS
 from mig_inference.spec.files import stack_path
 from mig_inference.spec.model_cache import MODEL_CACHE_KEYS
 from mig_inference.spec.monitoring import MONITORING_KEYS
@@ -112,7 +113,7 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
             "GpuOperatorSettings", "MonitoringSettings", "Service",
             "NetworkClient", "QueueAutoscaling", "AutoscaledPool", "ThroughputPoint",
             "Profiling", "ModelCache", "VerifySettings", "ServiceVerifySettings", "EphemeralSettings",
-            "Cloud",
+            "DraSettings", "Cloud",
         )
     }  # fmt: skip
     for token, typ in types.items():
@@ -146,6 +147,7 @@ def test_typed_args_mirror_every_stack_file_key() -> None:
     assert stack_keys("VerifySettings") == set(VERIFY_KEYS)
     assert stack_keys("ServiceVerifySettings") == set(SERVICE_VERIFY_KEYS)
     assert stack_keys("EphemeralSettings") == set(EPHEMERAL_KEYS)
+    assert stack_keys("DraSettings") == set(DRA_KEYS)
     assert stack_keys("Stack") == {*TOP_KEYS, "secrets", "stackName"}
 
 

@@ -51,12 +51,18 @@ def _cluster_minor(cluster: ClusterSpec | None, cloud: Cloud) -> int | None:
 
 
 def dra_spec(
-    node: ConfigNode, cloud: Cloud, cluster: ClusterSpec | None, pools: Sequence[PoolSpec]
+    node: ConfigNode,
+    cloud: Cloud,
+    cluster: ClusterSpec | None,
+    pools: Sequence[PoolSpec],
+    first_dra: ConfigNode | None = None,
 ) -> DraSpec | None:
-    """The driver's settings when a pool asks for DRA; the section alone is refused."""
+    """The driver's settings when a pool asks for DRA (`first_dra`: the first such pool's
+    `allocation`, where a missing section is reported); the section alone is refused."""
     uses_dra = any(pool.dra for pool in pools)
     if node.value is None and not uses_dra:
         return None
+    absent = node.value is None
     node.value = node.value if node.value is not None else {}
     node.mapping(DRA_KEYS)
     if not uses_dra:
@@ -76,6 +82,12 @@ def dra_spec(
     minor = given if given is not None else from_cluster
     if minor is None:
         where = f" (or cluster.{key})" if key else ""
+        if absent and first_dra is not None:
+            return first_dra.problem(
+                f"dra needs the section mig-inference:dra with kubernetesVersion{where}: the "
+                "cluster's Kubernetes version, 1.34 to 1.37, which the DRA objects are written for",
+                None,
+            )
         return version_node.problem(
             f"is required with allocation: dra{where}: the cluster's Kubernetes version, "
             "1.34 to 1.37, which the DRA objects are written for",

@@ -181,7 +181,10 @@ def parse_stack(
                 "needs monitoring.prometheusUrl: the Prometheus KEDA reads the queue from",
                 f"{services_node.path}[{index}].queueAutoscaling",
             ))  # fmt: skip
-    dra = _attempt(problems, lambda: dra_spec(node("dra"), cloud, cluster, pools))
+    first_dra = next(
+        (pools_node.child(index).child("allocation") for index, pool in parsed if pool.dra), None
+    )
+    dra = _attempt(problems, lambda: dra_spec(node("dra"), cloud, cluster, pools, first_dra))
     tags = _attempt(problems, lambda: cloud_tags_spec({k: node(k) for k in TAG_KEYS}, cloud))
     creates = cluster is not None and cluster.create
     verify = _attempt(problems, lambda: verify_spec(node("verify"), creates))
