@@ -23,7 +23,7 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 
 from mig_inference.errors import MigErrors
-from mig_inference.kube.dra import MIG_DEVICE_CLASS, driver_values, profile_classes
+from mig_inference.kube.dra import MIG_DEVICE_CLASS, driver_values, profile_classes, slice_selector
 from mig_inference.kube.gate import gate_targets
 from mig_inference.kube.repartition import repartition_targets
 from mig_inference.names.labels import (
@@ -304,8 +304,6 @@ def test_every_cel_expression_parses() -> None:
 
 def test_a_claim_takes_its_profile_with_room_for_the_model_and_nothing_else() -> None:
     plan = plan_of(variant())
-    from mig_inference.kube.dra import slice_selector
-
     for service in plan.services:
         expression = slice_selector(service.offer, service.spec.need_mib)
         own = published(service.profile, service.offer.memory_mib)

@@ -10,6 +10,7 @@ from mig_inference.versions import DRA_DRIVER_CHART, DRA_DRIVER_VERSION
 
 from ..planning import planned
 from ..stack_args import Stack
+from .agent_namespace import agent_namespace
 
 RELEASE_NAME = "dra-driver-nvidia-gpu"
 
@@ -36,18 +37,7 @@ class DraDriver(pulumi.ComponentResource):
         super().__init__("mig-inference:index:DraDriver", name, None, opts)
         plan = planned(args["stack"])
         settings = dra_settings(plan)
-        namespace = k8s.core.v1.Namespace(
-            name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=settings.namespace,
-                labels={
-                    # The kubelet plugin runs privileged on GPU nodes.
-                    "pod-security.kubernetes.io/enforce": "privileged",
-                    "app.kubernetes.io/managed-by": "mig-inference",
-                },
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        namespace = agent_namespace(name, settings.namespace, self)
         release = k8s.helm.v3.Release(
             name,
             k8s.helm.v3.ReleaseArgs(

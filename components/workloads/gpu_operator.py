@@ -22,6 +22,7 @@ from mig_inference.versions import (
 
 from ..planning import planned
 from ..stack_args import Stack
+from .agent_namespace import agent_namespace
 
 CRITICAL_PRIORITY_CLASSES = ["system-node-critical", "system-cluster-critical"]
 DRIVER_INSTALLER = "nvidia-driver-installer"
@@ -51,19 +52,7 @@ class GpuOperator(pulumi.ComponentResource):
         super().__init__("mig-inference:index:GpuOperator", name, None, opts)
         plan = planned(args["stack"])
         settings = plan.spec.gpu_operator
-        child = pulumi.ResourceOptions(parent=self)
-        namespace = k8s.core.v1.Namespace(
-            name,
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=settings.namespace,
-                labels={
-                    # The operator's operands run privileged on GPU nodes.
-                    "pod-security.kubernetes.io/enforce": "privileged",
-                    "app.kubernetes.io/managed-by": "mig-inference",
-                },
-            ),
-            opts=child,
-        )
+        namespace = agent_namespace(name, settings.namespace, self)
         depends: list[pulumi.Resource] = [namespace]
         if plan.spec.cloud is Cloud.GKE:
             depends.append(
