@@ -226,3 +226,20 @@ def test_profiling_pods_take_no_traffic_and_reach_only_dns_and_https() -> None:
             (port["protocol"], port["port"]) for rule in spec["egress"] for port in rule["ports"]
         )
         assert ports == [("TCP", 53), ("TCP", 443), ("UDP", 53)]
+
+
+def test_a_candidate_too_small_for_the_weights_is_named_at_its_place_in_the_list() -> None:
+    values = stack_with({"profiles": ["3g.40gb", "1g.10gb"]})
+    values["pools"][0]["mig"] = "all-balanced"
+    values["services"][0] = {
+        "name": "chat", "model": "meta-llama/Llama-3.1-8B-Instruct", "params": 8.03,
+        "dtype": "bf16", "layers": 32, "kvHeads": 8, "headDim": 128, "context": 4096,
+        "concurrency": 8, "profile": "3g.40gb", "replicas": 1,
+        "profiling": {"profiles": ["3g.40gb", "1g.10gb"]},
+    }  # fmt: skip
+    with pytest.raises(MigErrors) as raised:
+        plan_stack(parse_stack("t", values, pinned_operator_version=GPU_OPERATOR_VERSION))
+    [error] = raised.value.errors
+    # The candidate is the list item itself (a string), not a key under it.
+    assert error.path == "mig-inference:services[0].profiling.profiles[1]", error.path
+    assert "leave no room for a KV cache" in error.message

@@ -22,7 +22,8 @@ def profiling_runs(spec: StackSpec, services: Sequence[ServicePlan]) -> list[Pro
         settings = service.profiling
         if settings is None:
             continue
-        path = f"{key_path('services')}[{index}].profiling.profiles"
+        service_path = f"{key_path('services')}[{index}]"
+        path = f"{service_path}.profiling.profiles"
         served = next((s for s in services if s.spec is service), None)
         if served is None:
             problems.append(MigError(
@@ -41,8 +42,8 @@ def profiling_runs(spec: StackSpec, services: Sequence[ServicePlan]) -> list[Pro
                 ))  # fmt: skip
                 continue
             try:
-                fraction = utilization(offer, service.gpu_memory_utilization, path)
-                sizing = engine_sizing(service, offer, fraction, f"{path}[{rank}]")
+                fraction = utilization(offer, service.gpu_memory_utilization, service_path)
+                sizing = engine_sizing(service, offer, fraction, service_path, f"{path}[{rank}]")
             except MigError as error:
                 problems.append(error)
                 continue

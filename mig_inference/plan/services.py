@@ -138,8 +138,14 @@ def _place_demand(pools: Sequence[PoolPlan], service: ServiceSpec, path: str) ->
 
 
 def engine_sizing(
-    service: ServiceSpec, offer: Offer, memory_utilization: float, path: str
+    service: ServiceSpec,
+    offer: Offer,
+    memory_utilization: float,
+    path: str,
+    profile_key: str | None = None,
 ) -> EngineSizing:
+    """The engine's context and concurrency on `offer`; errors name the service's keys under
+    `path`, and the profile at `profile_key` (default: the service's `profile`)."""
     if (
         service.engine is Engine.CUSTOM
         or service.shape is None
@@ -155,7 +161,7 @@ def engine_sizing(
             "leave no room for a "
             f"KV cache in {memory_utilization:.0%} of {offer.profile}'s "
             f"{offer.memory_mib:,} MiB; pick a larger profile",
-            f"{path}.profile",
+            profile_key or f"{path}.profile",
         )
     tokens = int(kv_budget // shape.kv_bytes_per_token)
     seqs = service.max_num_seqs or shape.concurrency
