@@ -18,7 +18,7 @@ from mig_inference.spec import Engine, parse_stack
 from mig_inference.spec.files import load_stack, stack_path
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import stack_rendering
-from tests.test_stacks import CUSTOM_RESOURCE_GROUPS
+from tests.test_stacks import CUSTOM_RESOURCE_GROUPS, schema_version
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 JOB = "kubernetes:batch/v1:Job"
@@ -63,9 +63,7 @@ def _render(tmp_path: Path, stack: str, cache: dict[str, Any] | None) -> Renderi
     assert rendering.error is None, rendering.error
     for obj in rendering.kubernetes_objects():
         if obj["apiVersion"].split("/")[0] not in CUSTOM_RESOURCE_GROUPS:
-            dra = load_stack(stack).dra
-            version = f"{dra.kubernetes_version}.0" if dra else "1.33.0"
-            kubernetes_validate.validate(obj, version, strict=True)
+            kubernetes_validate.validate(obj, schema_version(load_stack(stack)), strict=True)
     return rendering
 
 

@@ -25,13 +25,13 @@ from mig_inference.cli import main
 from mig_inference.errors import MigError
 from mig_inference.render import run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
-from mig_inference.spec.files import stack_names, stack_path
+from mig_inference.spec.files import load_stack_file, stack_names, stack_path
 from mig_inference.spec.pools import POOL_KEYS
 from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
 from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
 from mig_inference.stackfile.yamlfile import parse_text
-from tests.test_stacks import CUSTOM_RESOURCE_GROUPS, KUBERNETES_VERSION
+from tests.test_stacks import CUSTOM_RESOURCE_GROUPS, schema_version
 
 
 def _shipped(name: str) -> tuple[dict[str, Any], frozenset[str]]:
@@ -244,10 +244,11 @@ def test_accepted_files_render_objects_kubernetes_accepts(
     assume(check_plan(path, capsys) == 0)
     rendering = run_program("prop", path)
     assert rendering.error is None, rendering.error
+    version = schema_version(load_stack_file(path, "prop"))
     for obj in rendering.kubernetes_objects():
         if obj["apiVersion"].split("/")[0] in CUSTOM_RESOURCE_GROUPS:
             continue
-        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(obj, version, strict=True)
 
 
 @settings(

@@ -10,12 +10,20 @@ import pytest
 import yaml
 
 from mig_inference.cli import main
+from mig_inference.spec import StackSpec
 from mig_inference.spec.files import load_stack, stack_names
 from tests.mocked import stack_rendering
 
 KUBERNETES_VERSION = "1.33.0"
 """What stacks without DRA are validated against (the oldest minor the clouds still run); a stack
 with DRA pools is validated against the version its `dra` section targets."""
+
+
+def schema_version(spec: StackSpec) -> str:
+    """The Kubernetes version a stack's objects are validated against."""
+    return f"{spec.dra.kubernetes_version}.0" if spec.dra else KUBERNETES_VERSION
+
+
 CUSTOM_RESOURCE_GROUPS = {"monitoring.coreos.com", "keda.sh"}
 REQUIRED_STACKS = {"gke-h100", "gke-native", "eks-p4d", "eks-p5-auto", "oke-h100", "existing",
                    "ephemeral-gke"}  # fmt: skip
@@ -30,8 +38,7 @@ def test_program_runs_and_objects_validate(stack: str) -> None:
     rendering = stack_rendering(stack)
     objects = rendering.kubernetes_objects()
     assert objects, "no Kubernetes objects"
-    dra = load_stack(stack).dra
-    version = f"{dra.kubernetes_version}.0" if dra else KUBERNETES_VERSION
+    version = schema_version(load_stack(stack))
     for obj in objects:
         if obj["apiVersion"].split("/")[0] in CUSTOM_RESOURCE_GROUPS:
             continue  # not in Kubernetes' own schema: checked in test_monitoring
