@@ -34,7 +34,7 @@ from mig_inference.names.labels import (
     MIG_MANAGER_DEPLOY_LABEL,
 )
 from mig_inference.plan import StackPlan, plan_stack
-from mig_inference.render import Rendering
+from mig_inference.render import _FAKE_CALLS, Rendering
 from mig_inference.spec import parse_stack
 from mig_inference.spec.dra import DYNAMIC_MIG_WARNING
 from mig_inference.spec.files import stack_path
@@ -45,6 +45,7 @@ from tests.reference import helm_binary, reference_dir
 STACK = "gke-h100-dra"
 CLAIM_TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
 DEVICE_CLASS = "kubernetes:resource.k8s.io/v1:DeviceClass"
+EKS_GET_CLUSTER = "aws:eks/getCluster:getCluster"
 CHART_DIR = "dra/charts/dra-driver-nvidia-gpu-0.4.1"
 SUPPORTED = ("1.34", "1.35", "1.36", "1.37")
 
@@ -128,6 +129,56 @@ def test_eks_and_oke_take_the_version_from_the_cluster_and_refuse_a_contradictio
     assert plan.spec.dra is not None and plan.spec.dra.kubernetes_version == "1.34"
     config["dra"] = {"kubernetesVersion": "1.36"}
     assert "cluster.version says 1.34" in refusal(config)
+
+
+def joined_eks_dra() -> dict[str, Any]:
+    """eks-p4d (which joins its cluster) with its pool on DRA, for Kubernetes 1.34."""
+    eks = yaml.safe_load(stack_path("eks-p4d").read_text())["config"]
+    config = {k.removeprefix("mig-inference:"): v for k, v in eks.items()
+              if not isinstance(v, dict) or "secure" not in v}  # fmt: skip
+    config["pools"] = [{**config["pools"][0], "allocation": "dra"}]
+    config["dra"] = {"kubernetesVersion": "1.34"}
+    for service in config["services"]:
+        service.pop("hfTokenSecret", None)
+        service.pop("apiKeySecret", None)
+    return config
+
+
+@pytest.mark.parametrize(
+    "compute_configs", [None, [{"enabled": False, "nodePools": [], "nodeRoleArn": ""}]]
+)
+def test_a_joined_eks_cluster_without_auto_mode_takes_dra_pools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compute_configs: list[Any] | None
+) -> None:
+    if compute_configs is not None:
+        monkeypatch.setitem(_FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", compute_configs)
+    rendering = render_config(tmp_path, joined_eks_dra())
+    assert rendering.error is None, rendering.error
+    [group] = rendering.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert group.inputs["clusterName"] == "p4d-cluster"
+    looked_up = [args for token, args in rendering.calls if token == EKS_GET_CLUSTER]
+    assert {"name": "p4d-cluster"} in looked_up
+
+
+def test_a_joined_eks_cluster_in_auto_mode_refuses_dra_pools_before_creating_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    auto_mode = [{"enabled": True, "nodePools": ["general-purpose"], "nodeRoleArn": "arn:r"}]
+    monkeypatch.setitem(_FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", auto_mode)
+    rendering = render_config(tmp_path, joined_eks_dra())
+    assert rendering.error is not None
+    assert "mig-inference:pools[0].allocation: cluster p4d-cluster runs EKS Auto Mode" in (
+        rendering.error
+    )
+    assert "DRA is not currently supported with EKS Auto Mode" in rendering.error
+    assert not rendering.of_type("aws:eks/nodeGroup:NodeGroup")
+    # The same cluster takes device-plugin pools: only DRA pools look it up.
+    config = joined_eks_dra()
+    config["pools"][0].pop("allocation")
+    config.pop("dra")
+    plain = render_config(tmp_path, config)
+    assert plain.error is None, plain.error
+    assert plain.of_type("aws:eks/nodeGroup:NodeGroup")
 
 
 # --- the plan -------------------------------------------------------------------------------

@@ -209,7 +209,37 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             provider, cluster_id, kubernetes_version=version, cluster_type=found.type
         )
     assert name is not None
+    if spec.cloud is Cloud.EKS:
+        return JoinedCluster(provider, _eks_cluster_for_dra(plan, name, provider, children))
     return JoinedCluster(provider, name)
+
+
+def _eks_cluster_for_dra(
+    plan: StackPlan,
+    name: pulumi.Input[str],
+    provider: pulumi.ProviderResource | None,
+    children: Children,
+) -> pulumi.Input[str]:
+    """The joined EKS cluster's name; with DRA pools, only once the cluster is known not to run
+    EKS Auto Mode (which has no DRA), so the preview stops before anything is created."""
+    allocations = [
+        f"{key_path('pools')}[{index}].allocation"
+        for index, pool in enumerate(plan.pools)
+        if pool.dra
+    ]
+    if not allocations:
+        return name
+    import pulumi_aws as aws
+
+    from .eks import auto_mode_enabled, without_auto_mode
+
+    found = aws.eks.get_cluster_output(
+        name=name,
+        opts=pulumi.InvokeOutputOptions(parent=children.parent, provider=provider),
+    )
+    return pulumi.Output.all(name, found.compute_configs).apply(
+        lambda known: without_auto_mode(str(known[0]), auto_mode_enabled(known[1]), allocations)
+    )
 
 
 def _gke_node_account(

@@ -39,6 +39,38 @@ node groups"; EC2 "On-Demand Capacity Reservations")."""
 CAPACITY_BLOCK_MARKET = "capacity-block"
 DEFAULT_HOP_LIMIT = 1
 """IMDSv2 answers only the node itself, not its pods (formats.IMDS_HOP_LIMIT has the source)."""
+DRA_NOT_ON_AUTO_MODE = (
+    'AWS: "DRA is not currently supported with EKS Auto Mode" (EKS User Guide, Manage hardware '
+    "devices on Amazon EKS)"
+)
+
+
+def without_auto_mode(cluster_name: str, auto_mode: bool, dra_allocations: Sequence[str]) -> str:
+    """The name of a joined cluster whose DRA pools can work: one without EKS Auto Mode.
+
+    `dra_allocations` are the key paths of the pools that ask for DRA, named in the refusal."""
+    if not auto_mode:
+        return cluster_name
+    raise pulumi.RunError(
+        f"{', '.join(dra_allocations)}: cluster {cluster_name} runs EKS Auto Mode, which has no "
+        f"DRA ({DRA_NOT_ON_AUTO_MODE}); give these pools allocation: device-plugin (the default), "
+        "or join a cluster without Auto Mode"
+    )
+
+
+def auto_mode_enabled(compute_configs: Sequence[object] | None) -> bool:
+    """Whether a cluster's `computeConfig`, as `aws.eks.get_cluster_output` resolves it (a
+    mapping per entry, or the SDK's result class), turns EKS Auto Mode on."""
+    for config in compute_configs or ():
+        if isinstance(config, Mapping):
+            enabled = config.get("enabled")
+        else:
+            enabled = getattr(config, "enabled", False)
+        if enabled:
+            return True
+    return False
+
+
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 """What a launch template's tag specifications tag when an instance starts (EC2
 `LaunchTemplateTagSpecificationRequest`)."""
