@@ -21,12 +21,29 @@ from pulumi_policy import (
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
 from mig_inference.clouds import EKS_INSTANCES, GKE_MACHINES, MACHINES, OKE_SHAPES, MachineShape
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import RESOURCE_PREFIX, GpuModel, load_catalog
 from mig_inference.names.labels import GPU_RESOURCE
+from mig_inference.policy_claims import (
+    CLAIM,
+    CLAIM_TEMPLATE,
+    DEVICE_CLASS,
+    ClaimedRequest,
+    ClaimIndex,
+    ClaimSource,
+    claim_requests,
+    claim_source,
+    class_profiles,
+    held_claims,
+    profile_key,
+    resource_kind,
+)
 from mig_inference.spec.cloud_tags import UNPROTECTED_TAG
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -323,6 +340,141 @@ def mig_device_violations(pod: Mapping[str, Any]) -> list[str]:
     return messages
 
 
+def known_profile(profile: str) -> bool:
+    """Whether some GPU of the catalog has the MIG profile (in either spelling)."""
+    return any(gpu.has_profile(profile) for gpu in load_catalog().every_gpu)
+
+
+def claim_profile_violations(kind: str, props: Mapping[str, Any]) -> list[str]:
+    """Claim (template) requests whose selector names a MIG profile no GPU has."""
+    messages = []
+    for request in claim_requests(kind, props):
+        for profile in sorted(request.profiles):
+            if not known_profile(profile):
+                messages.append(
+                    f'{kind} {request.describe()} selects the MIG profile "{profile}", which no '
+                    "GPU has: no device will ever match, and its pods stay pending (profiles "
+                    "are named like 1g.10gb, 3g.40gb, 1g.10gb+me)"
+                )
+    return messages
+
+
+def device_class_violations(props: Mapping[str, Any]) -> list[str]:
+    """DeviceClasses that bridge `nvidia.com/mig-<profile>` to DRA (`extendedResourceName`) but
+    do not select exactly that profile."""
+    resource = _dig(props, ("spec", "extendedResourceName"))
+    if not isinstance(resource, str) or not resource.startswith(RESOURCE_PREFIX):
+        return []
+    wanted = profile_key(resource)
+    if not known_profile(wanted):
+        return [f"DeviceClass maps {resource}, a MIG profile no GPU has"]
+    selected = sorted({profile_key(p) for p in class_profiles(props)})
+    if not selected:
+        return [
+            f"DeviceClass maps {resource} but its selectors name no profile: a pod asking for "
+            f"{resource} could be given any device of the class; select it with "
+            f"device.attributes['gpu.nvidia.com'].profile == '{wanted}'"
+        ]
+    if selected != [wanted]:
+        return [
+            f"DeviceClass maps {resource} but selects {', '.join(selected)}: a pod asking for "
+            f"{resource} could be given another slice"
+        ]
+    return []
+
+
+def _amount(request: ClaimedRequest) -> str:
+    return "every matching" if request.count is None else _number(request.count)
+
+
+def claim_count_violations(kind: str, props: Mapping[str, Any]) -> list[str]:
+    """Claim (template) requests that take more than one MIG device."""
+    return [
+        f"{kind} {request.describe()} takes {_amount(request)} MIG devices; a container that "
+        "holds the claim gets them all, and CUDA uses one MIG device per process: ask for one "
+        "(count 1, allocationMode ExactCount)"
+        for request in claim_requests(kind, props)
+        if request.mig and (request.count is None or request.count > 1)
+    ]
+
+
+def _claimed_devices(requests: Sequence[ClaimedRequest]) -> float | None:
+    """MIG devices a claim's requests give (one alternative of each `firstAvailable` request,
+    the largest); None when one takes every matching device."""
+    per_group: dict[str, float] = {}
+    for request in requests:
+        if not request.mig:
+            continue
+        if request.count is None:
+            return None
+        per_group[request.group] = max(per_group.get(request.group, 0), request.count)
+    return sum(per_group.values())
+
+
+def claimed_slice_violations(
+    pod: Mapping[str, Any], namespace: str | None, claims: ClaimIndex
+) -> list[str]:
+    """Containers holding MIG slices through the stack's claims, judged by the pod rules: each
+    claimed profile is one of every GPU the pod targets, a container holds one MIG device
+    (claimed and requested together) and no whole GPU beside it, and runs tensor parallelism 1.
+    Claims made outside the stack are not judged."""
+    gpus = target_gpus(pod)
+    messages = []
+    for container in containers(pod):
+        held = [
+            (claim, [r for r in claim.requests if r.mig])
+            for claim in held_claims(pod, container.spec, claims, namespace)
+        ]
+        held = [(claim, requests) for claim, requests in held if requests]
+        if not held:
+            continue
+        who = f'container "{container.name}"'
+        for claim, requests in held:
+            for request in requests:
+                for gpu in gpus:
+                    if not request.profiles or any(gpu.has_profile(p) for p in request.profiles):
+                        continue
+                    wanted = f"{who} holds {claim.describe()}, whose {request.describe()}"
+                    messages.append(
+                        f"{wanted} selects a profile {gpu.name} does not have; MIG profiles on "
+                        f"{gpu.name}: {_offered(gpu)}"
+                        if gpu.mig_capable
+                        else f"{wanted} selects a MIG slice, but the pod targets {gpu.name}, "
+                        "which has no MIG"
+                    )
+        counts = [_claimed_devices(requests) for _claim, requests in held]
+        requested = sum(mig_devices(container.spec, "limits").values())
+        listed = ", ".join(claim.describe() for claim, _requests in held)
+        if None in counts:
+            messages.append(
+                f"{who} holds {listed}, which takes every matching MIG device; CUDA uses one "
+                "MIG device per process, so a container gets at most one"
+            )
+        elif sum(c for c in counts if c is not None) + requested > 1:
+            also = f" and requests {_number(requested)} more" if requested else ""
+            messages.append(
+                f"{who} holds MIG devices through {listed}{also}; CUDA uses one MIG device per "
+                "process, so a container gets at most one"
+            )
+        whole_claimed = any(
+            r.whole_gpu
+            for claim in held_claims(pod, container.spec, claims, namespace)
+            for r in claim.requests
+        )
+        if whole_claimed or nvidia_resources(container.spec, "limits").get(GPU_RESOURCE, 0) > 0:
+            messages.append(
+                f"{who} holds a whole GPU next to the MIG slice of {listed}; ask for one or the "
+                "other"
+            )
+        for setting, degree in tensor_parallel(container.spec):
+            if degree > 1:
+                messages.append(
+                    f"{who} holds a MIG slice through {listed} but asks for tensor parallelism "
+                    f"{degree} ({setting}); a MIG device is a single GPU, use 1"
+                )
+    return messages
+
+
 def _literal_env(container: Mapping[str, Any]) -> dict[str, str]:
     found = {}
     for item in _sequence(container.get("env")):
@@ -460,6 +612,61 @@ def _pod_validation(
     return validate
 
 
+def _claim_validation(
+    pod_check: Callable[[Mapping[str, Any]], list[str]],
+    claim_check: Callable[[str, Mapping[str, Any]], list[str]],
+    class_check: Callable[[Mapping[str, Any]], list[str]] | None = None,
+) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+    """A pod rule that also judges the DRA objects that hand out MIG slices on their own."""
+    on_pods = _pod_validation(pod_check)
+
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        kind = resource_kind(args.resource_type)
+        if kind in (CLAIM, CLAIM_TEMPLATE):
+            messages = claim_check(kind, args.props)
+        elif kind == DEVICE_CLASS and class_check is not None:
+            messages = class_check(args.props)
+        else:
+            on_pods(args, report_violation)
+            return
+        for message in messages:
+            report_violation(message, None)
+
+    return validate
+
+
+def _validate_claimed_slices(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    # Every resource is judged that can be; a value unknown during preview then stops the policy
+    # as the engine stops resource policies (it reports that the policy could not run).
+    unknown: UnknownValueError | None = None
+    sources: list[ClaimSource] = []
+    for resource in args.resources:
+        try:
+            source = claim_source(resource.resource_type, resource.props)
+        except UnknownValueError as error:
+            unknown = unknown or error
+            continue
+        if source is not None:
+            sources.append(source)
+    claims = ClaimIndex(sources)
+    for resource in args.resources:
+        try:
+            pod = pod_spec(resource.resource_type, resource.props)
+            if pod is None:
+                continue
+            namespace = _dig(resource.props, ("metadata", "namespace"))
+            found = claimed_slice_violations(
+                pod, namespace if isinstance(namespace, str) else None, claims
+            )
+        except UnknownValueError as error:
+            unknown = unknown or error
+            continue
+        for message in found:
+            report_violation(message, resource.urn)
+    if unknown is not None:
+        raise unknown
+
+
 def opted_out(resource_type: str, props: Mapping[str, Any]) -> bool:
     """Whether the pool carries the opt-out a stack with `cluster.protect: false` gives its GPU
     pools (GKE as a node resource label, EKS and OKE as a tag)."""
@@ -491,18 +698,21 @@ MIG_PROFILE_EXISTS = ResourceValidationPolicy(
     name="mig-profile-exists-on-gpu",
     description=(
         "A container's nvidia.com/mig-<profile> request names a MIG profile of every GPU its pod's "
-        "node selection targets."
+        "node selection targets; a DRA claim's selector names a profile some GPU has; a "
+        "DeviceClass that maps nvidia.com/mig-<profile> selects that profile."
     ),
-    validate=_pod_validation(mig_profile_violations),
+    validate=_claim_validation(
+        mig_profile_violations, claim_profile_violations, device_class_violations
+    ),
     enforcement_level=EnforcementLevel.MANDATORY,
 )
 ONE_MIG_DEVICE = ResourceValidationPolicy(
     name="one-mig-device-per-container",
     description=(
         "A container asks for at most one MIG device and does not mix nvidia.com/gpu with MIG "
-        "resources."
+        "resources; a DRA claim's request takes at most one MIG device."
     ),
-    validate=_pod_validation(mig_device_violations),
+    validate=_claim_validation(mig_device_violations, claim_count_violations),
     enforcement_level=EnforcementLevel.MANDATORY,
 )
 TENSOR_PARALLEL_ONE = ResourceValidationPolicy(
@@ -519,6 +729,17 @@ NO_PLAINTEXT_TOKENS = ResourceValidationPolicy(
         "come from a Secret, not a literal value."
     ),
     validate=_pod_validation(plaintext_secret_violations),
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+CLAIMED_MIG_SLICES = StackValidationPolicy(
+    name="claimed-mig-slices-keep-the-pod-rules",
+    description=(
+        "A container that holds a MIG slice through a DRA claim of the stack (a claim is a slice) "
+        "keeps the pod rules: the claimed profile is one of every GPU its pod targets, one MIG "
+        "device per container (claimed and requested together), no whole GPU beside it, "
+        "tensor parallelism 1."
+    ),
+    validate=_validate_claimed_slices,
     enforcement_level=EnforcementLevel.MANDATORY,
 )
 GPU_POOLS_PROTECTED = ResourceValidationPolicy(
@@ -539,5 +760,6 @@ def policies() -> list[Policy]:
         ONE_MIG_DEVICE,
         TENSOR_PARALLEL_ONE,
         NO_PLAINTEXT_TOKENS,
+        CLAIMED_MIG_SLICES,
         GPU_POOLS_PROTECTED,
     ]

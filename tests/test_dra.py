@@ -23,7 +23,7 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 
 from mig_inference.errors import MigErrors
-from mig_inference.kube.dra import MIG_DEVICE_CLASS, driver_values, profile_classes, slice_selector
+from mig_inference.kube.dra import driver_values, profile_classes, slice_selector
 from mig_inference.kube.gate import gate_targets
 from mig_inference.kube.repartition import repartition_targets
 from mig_inference.names.labels import (
@@ -31,6 +31,7 @@ from mig_inference.names.labels import (
     DRA_DRIVER,
     DRA_NODE_LABEL,
     MIG_CONFIG_LABEL,
+    MIG_DEVICE_CLASS,
     MIG_MANAGER_DEPLOY_LABEL,
 )
 from mig_inference.plan import StackPlan, plan_stack

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import re
 import runpy
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +19,12 @@ from pulumi_policy import (
     EnforcementLevel,
     Policy,
     PolicyCustomTimeouts,
+    PolicyResource,
     PolicyResourceOptions,
     ResourceValidationArgs,
     ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
@@ -26,6 +32,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown
 import mig_inference.policy as pack
 from mig_inference.plan import plan_stack
 from mig_inference.policy import (
+    CLAIMED_MIG_SLICES,
     GPU_POOLS_PROTECTED,
     MIG_PROFILE_EXISTS,
     NO_PLAINTEXT_TOKENS,
@@ -35,8 +42,9 @@ from mig_inference.policy import (
     secret_like,
     target_gpus,
 )
-from mig_inference.spec.files import load_stack, stack_names
-from tests.mocked import stack_rendering
+from mig_inference.policy_claims import ClaimIndex, claim_source, held_claims
+from mig_inference.spec.files import load_stack, stack_names, stack_path
+from tests.mocked import render_config, stack_rendering
 
 PACK_DIR = Path(__file__).resolve().parent.parent / "policy"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -95,6 +103,40 @@ def violations(
     assert policy.validate(args, recorder) is None
     assert recorder.urns == [None] * len(recorder.messages)
     return recorder.messages
+
+
+def stack_violations(
+    policy: Policy, resources: Sequence[tuple[str, dict[str, Any]]]
+) -> list[tuple[str, str]]:
+    """A stack policy run on `resources` as the engine runs it: (URN, message) per violation."""
+    assert isinstance(policy, StackValidationPolicy)
+    options = PolicyResourceOptions(
+        protect=False,
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+    )
+    stack = [
+        PolicyResource(
+            resource_type=resource_type,
+            props=engine_props(props),
+            urn=f"urn:pulumi:dev::other-program::{resource_type}::r{index}",
+            name=f"r{index}",
+            opts=options,
+            provider=None,
+            parent=None,
+            dependencies=[],
+            property_dependencies={},
+        )
+        for index, (resource_type, props) in enumerate(resources)
+    ]
+    recorder = Recorder()
+    assert policy.validate(StackValidationArgs(stack), recorder) is None
+    return [
+        (str(urn), message) for urn, message in zip(recorder.urns, recorder.messages, strict=True)
+    ]
 
 
 def container(
@@ -487,6 +529,256 @@ def test_unprotected_eks_and_oke_gpu_pools_are_reported(
     assert violations(GPU_POOLS_PROTECTED, resource_type, props, protect=True) == []
 
 
+# --- DRA: a claim is a slice ------------------------------------------------------------------
+
+CLAIM_TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
+CLAIM = "kubernetes:resource.k8s.io/v1:ResourceClaim"
+DEVICE_CLASS = "kubernetes:resource.k8s.io/v1:DeviceClass"
+PROFILE = "device.attributes['gpu.nvidia.com'].profile"
+
+
+def device_request(
+    profile: str | None, name: str = "slice", device_class: str = "mig.nvidia.com", **extra: Any
+) -> dict[str, Any]:
+    selectors = [{"cel": {"expression": f"{PROFILE} == '{profile}'"}}] if profile else []
+    return {"name": name, "exactly": {"deviceClassName": device_class, "selectors": selectors,
+                                      **extra}}  # fmt: skip
+
+
+def claim_template(*requests: dict[str, Any], name: str = "slice-claim") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "inference"},
+        "spec": {"spec": {"devices": {"requests": list(requests) or [device_request("3g.40gb")]}}},
+    }
+
+
+def claiming(*names: str, request: str | None = None, **options: Any) -> dict[str, Any]:
+    """A vLLM container that holds the pod's claims `names` (and no MIG resource unless given)."""
+    spec = container(**{"mig": None, **options})
+    spec["resources"]["claims"] = [
+        {"name": n, **({"request": request} if request else {})} for n in names
+    ]
+    return spec
+
+
+def claiming_pod(*containers: dict[str, Any], templates: dict[str, str]) -> dict[str, Any]:
+    """An H100 Deployment whose pod claims (pod claim name -> template name)."""
+    spec = pod(*containers, node_selector={"nvidia.com/gpu.product": H100_PRODUCT})
+    spec["resourceClaims"] = [
+        {"name": claim, "resourceClaimTemplateName": template}
+        for claim, template in templates.items()
+    ]
+    return deployment(spec)
+
+
+def test_a_claim_selecting_a_profile_no_gpu_has_is_reported() -> None:
+    [message] = violations(MIG_PROFILE_EXISTS, CLAIM_TEMPLATE, claim_template(
+        device_request("3g.40gbb")))  # fmt: skip
+    assert 'ResourceClaimTemplate request "slice"' in message
+    assert 'selects the MIG profile "3g.40gbb", which no GPU has' in message
+    [message] = violations(MIG_PROFILE_EXISTS, CLAIM, {
+        "metadata": {"name": "c"}, "spec": {"devices": {"requests": [device_request("9g.1tb")]}}})  # fmt: skip
+    assert "ResourceClaim " in message and '"9g.1tb"' in message
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        f"{PROFILE} == '3g.40gb'",
+        f"'1g.10gb+me' == {PROFILE}",  # NVML's spelling, as the driver publishes it
+        'device.attributes["gpu.nvidia.com"]["profile"] == "2g.20gb"',
+        f"{PROFILE} in ['1g.24gb', '2g.48gb'] && device.capacity['gpu.nvidia.com'].memory"
+        ".compareTo(quantity('20Gi')) >= 0",
+        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'",
+    ],
+)
+def test_claims_selecting_real_profiles_or_none_pass(expression: str) -> None:
+    request = {"name": "slice", "exactly": {"deviceClassName": "mig.nvidia.com",
+               "selectors": [{"cel": {"expression": expression}}]}}  # fmt: skip
+    assert violations(MIG_PROFILE_EXISTS, CLAIM_TEMPLATE, claim_template(request)) == []
+
+
+def test_a_misspelt_profile_in_an_in_list_is_found() -> None:
+    request = {"name": "slice", "exactly": {"deviceClassName": "mig.nvidia.com",
+               "selectors": [{"cel": {"expression": f"{PROFILE} in ['3g.40gb', '3g40gb']"}}]}}  # fmt: skip
+    [message] = violations(MIG_PROFILE_EXISTS, CLAIM_TEMPLATE, claim_template(request))
+    assert '"3g40gb"' in message
+
+
+def bridge_class(resource: str, expression: str | None) -> dict[str, Any]:
+    selectors = [{"cel": {"expression": expression}}] if expression else []
+    return {"metadata": {"name": "c.mig-inference.io"},
+            "spec": {"extendedResourceName": resource, "selectors": selectors}}  # fmt: skip
+
+
+def test_a_bridge_class_must_select_the_profile_it_maps() -> None:
+    own = bridge_class("nvidia.com/mig-1g.10gb.me", f"{PROFILE} == '1g.10gb+me'")
+    assert violations(MIG_PROFILE_EXISTS, DEVICE_CLASS, own) == []
+    [other] = violations(MIG_PROFILE_EXISTS, DEVICE_CLASS, bridge_class(
+        "nvidia.com/mig-1g.10gb", f"{PROFILE} == '2g.20gb'"))  # fmt: skip
+    assert "maps nvidia.com/mig-1g.10gb but selects 2g.20gb" in other
+    [anything] = violations(MIG_PROFILE_EXISTS, DEVICE_CLASS, bridge_class(
+        "nvidia.com/mig-1g.10gb", "device.attributes['gpu.nvidia.com'].type == 'mig'"))  # fmt: skip
+    assert "its selectors name no profile" in anything
+    [unknown] = violations(MIG_PROFILE_EXISTS, DEVICE_CLASS, bridge_class(
+        "nvidia.com/mig-5g.50gb", f"{PROFILE} == '5g.50gb'"))  # fmt: skip
+    assert "nvidia.com/mig-5g.50gb, a MIG profile no GPU has" in unknown
+    # Classes that bridge no MIG resource are not this rule's business.
+    assert violations(MIG_PROFILE_EXISTS, DEVICE_CLASS, bridge_class("nvidia.com/gpu", None)) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "amount"), [({"count": 2}, "takes 2 MIG devices"),
+                          ({"allocationMode": "All"}, "takes every matching MIG devices")],
+)  # fmt: skip
+def test_a_claim_request_takes_at_most_one_mig_device(extra: dict[str, Any], amount: str) -> None:
+    [message] = violations(ONE_MIG_DEVICE, CLAIM_TEMPLATE, claim_template(
+        device_request("3g.40gb", **extra)))  # fmt: skip
+    assert amount in message and "CUDA uses one MIG device per process" in message
+    assert (
+        violations(ONE_MIG_DEVICE, CLAIM_TEMPLATE, claim_template(device_request("3g.40gb"))) == []
+    )
+    whole = device_request(None, device_class="gpu.nvidia.com", count=2)
+    assert violations(ONE_MIG_DEVICE, CLAIM_TEMPLATE, claim_template(whole)) == []
+
+
+def test_a_claimed_profile_the_targeted_gpu_lacks_is_reported_at_the_pod() -> None:
+    workload = claiming_pod(claiming("gpu"), templates={"gpu": "a100-slice"})
+    template = claim_template(device_request("3g.20gb"), name="a100-slice")
+    [(urn, message)] = stack_violations(
+        CLAIMED_MIG_SLICES, [(CLAIM_TEMPLATE, template), (DEPLOYMENT, workload)]
+    )
+    assert urn.endswith("::r1")
+    assert 'container "vllm" holds claim "gpu" (ResourceClaimTemplate a100-slice)' in message
+    assert "selects a profile H100-80GB does not have; MIG profiles on H100-80GB: 1g.10gb" in (
+        message
+    )
+    fits = claim_template(device_request("3g.40gb"), name="a100-slice")
+    assert (
+        stack_violations(CLAIMED_MIG_SLICES, [(CLAIM_TEMPLATE, fits), (DEPLOYMENT, workload)]) == []
+    )
+
+
+def test_a_claimed_slice_counts_as_a_device() -> None:
+    template = (CLAIM_TEMPLATE, claim_template())
+    both = claiming_pod(claiming("gpu", mig="1g.10gb"), templates={"gpu": "slice-claim"})
+    [(_, message)] = stack_violations(CLAIMED_MIG_SLICES, [template, (DEPLOYMENT, both)])
+    assert 'holds MIG devices through claim "gpu"' in message and "requests 1 more" in message
+    two = claiming_pod(claiming("a", "b"), templates={"a": "slice-claim", "b": "slice-claim"})
+    [(_, message)] = stack_violations(CLAIMED_MIG_SLICES, [template, (DEPLOYMENT, two)])
+    assert "at most one" in message
+    whole = claiming_pod(claiming("gpu", resources={"nvidia.com/gpu": "1"}),
+                         templates={"gpu": "slice-claim"})  # fmt: skip
+    [(_, message)] = stack_violations(CLAIMED_MIG_SLICES, [template, (DEPLOYMENT, whole)])
+    assert "holds a whole GPU next to the MIG slice" in message
+
+
+def test_one_alternative_or_one_named_request_is_one_device() -> None:
+    alternatives = {"name": "slice", "firstAvailable": [
+        {"name": "big", "deviceClassName": "mig.nvidia.com",
+         "selectors": [{"cel": {"expression": f"{PROFILE} == '3g.40gb'"}}]},
+        {"name": "small", "deviceClassName": "mig.nvidia.com",
+         "selectors": [{"cel": {"expression": f"{PROFILE} == '2g.20gb'"}}]},
+    ]}  # fmt: skip
+    first = (CLAIM_TEMPLATE, claim_template(alternatives))
+    workload = claiming_pod(claiming("gpu"), templates={"gpu": "slice-claim"})
+    assert stack_violations(CLAIMED_MIG_SLICES, [first, (DEPLOYMENT, workload)]) == []
+    pair = (CLAIM_TEMPLATE, claim_template(device_request("3g.40gb", "engine"),
+                                           device_request("1g.10gb", "sidecar")))  # fmt: skip
+    engine = claiming_pod(claiming("gpu", request="engine"), templates={"gpu": "slice-claim"})
+    assert stack_violations(CLAIMED_MIG_SLICES, [pair, (DEPLOYMENT, engine)]) == []
+    everything = claiming_pod(claiming("gpu"), templates={"gpu": "slice-claim"})
+    [(_, message)] = stack_violations(CLAIMED_MIG_SLICES, [pair, (DEPLOYMENT, everything)])
+    assert "at most one" in message
+
+
+def test_tensor_parallelism_on_a_claimed_slice_is_reported() -> None:
+    workload = claiming_pod(claiming("gpu", args=["--tensor-parallel-size", "2"]),
+                            templates={"gpu": "slice-claim"})  # fmt: skip
+    [(_, message)] = stack_violations(
+        CLAIMED_MIG_SLICES, [(CLAIM_TEMPLATE, claim_template()), (DEPLOYMENT, workload)]
+    )
+    assert "asks for tensor parallelism 2 (--tensor-parallel-size 2)" in message
+
+
+def test_claims_from_outside_the_stack_or_another_namespace_are_not_judged() -> None:
+    workload = claiming_pod(claiming("gpu", args=["-tp", "2"]), templates={"gpu": "elsewhere"})
+    assert (
+        stack_violations(
+            CLAIMED_MIG_SLICES, [(CLAIM_TEMPLATE, claim_template()), (DEPLOYMENT, workload)]
+        )
+        == []
+    )
+    other = claim_template(name="elsewhere")
+    other["metadata"]["namespace"] = "other-team"
+    assert (
+        stack_violations(CLAIMED_MIG_SLICES, [(CLAIM_TEMPLATE, other), (DEPLOYMENT, workload)])
+        == []
+    )
+
+
+def test_an_unknown_selector_still_lets_the_rest_be_judged_then_stops_the_policy() -> None:
+    unknown = claim_template(name="later")
+    unknown["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": UNKNOWN_STRING_VALUE}}
+    ]
+    bad = claiming_pod(claiming("gpu", args=["-tp", "4"]), templates={"gpu": "slice-claim"})
+    resources = [(CLAIM_TEMPLATE, unknown), (CLAIM_TEMPLATE, claim_template()), (DEPLOYMENT, bad)]
+    with pytest.raises(UnknownValueError):
+        stack_violations(CLAIMED_MIG_SLICES, resources)
+    recorder = Recorder()
+    stack = StackValidationArgs([
+        PolicyResource(t, engine_props(p), f"urn:r{i}", f"r{i}", None, None, None, [], {})  # type: ignore[arg-type]
+        for i, (t, p) in enumerate(resources)
+    ])  # fmt: skip
+    with pytest.raises(UnknownValueError):
+        CLAIMED_MIG_SLICES.validate(stack, recorder)
+    [message] = recorder.messages
+    assert "tensor parallelism 4" in message
+
+
+def test_the_dra_stack_s_claims_are_resolved_and_judged() -> None:
+    # Not vacuous: every GPU container of the DRA stack holds a claim the stack policy resolves.
+    rendering = stack_rendering("gke-h100-dra")
+    claims = ClaimIndex(
+        found for r in rendering.resources if (found := claim_source(r.type, r.inputs))
+    )
+    judged = 0
+    for deployment_ in rendering.of_type(DEPLOYMENT):
+        spec = pack.pod_spec(deployment_.type, deployment_.inputs)
+        assert spec is not None
+        namespace = deployment_.inputs["metadata"]["namespace"]
+        for item in pack.containers(spec):
+            held = held_claims(spec, item.spec, claims, namespace)
+            if item.spec.get("resources", {}).get("claims"):
+                [claim] = held
+                [request] = claim.requests
+                assert request.mig and request.count == 1 and len(request.profiles) == 1
+                judged += 1
+    assert judged >= 2
+    everything = [(r.type, r.inputs) for r in rendering.resources]
+    assert stack_violations(CLAIMED_MIG_SLICES, everything) == []
+
+
+def test_the_bridge_classes_the_program_renders_keep_the_rules(tmp_path: Path) -> None:
+    config = yaml.safe_load(stack_path("gke-h100-dra").read_text())["config"]
+    config = {k.removeprefix("mig-inference:"): v for k, v in config.items()
+              if not isinstance(v, dict) or "secure" not in v}  # fmt: skip
+    config["dra"] = {"kubernetesVersion": "1.36", "extendedResources": True}
+    for service in config["services"]:
+        service.pop("hfTokenSecret", None)
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None, rendering.error
+    classes = rendering.of_type(DEVICE_CLASS)
+    assert len(classes) == 3
+    for found in classes:
+        assert violations(MIG_PROFILE_EXISTS, found.type, found.inputs) == []
+    # A class mapping the wrong profile is caught in the program's own shape.
+    swapped = copy.deepcopy(classes[0].inputs)
+    swapped["spec"]["extendedResourceName"] = classes[1].inputs["spec"]["extendedResourceName"]
+    assert violations(MIG_PROFILE_EXISTS, DEVICE_CLASS, swapped)
+
+
 # --- the pack -----------------------------------------------------------------------------------
 
 
@@ -498,10 +790,15 @@ def test_policies_are_named_described_and_mandatory() -> None:
         "one-mig-device-per-container",
         "tensor-parallel-one-on-mig",
         "no-plaintext-tokens",
+        "claimed-mig-slices-keep-the-pod-rules",
         "gpu-node-pools-protected",
     ]
     assert all(p.description and p.enforcement_level is EnforcementLevel.MANDATORY for p in found)
-    declared = [v for v in vars(pack).values() if isinstance(v, ResourceValidationPolicy)]
+    declared = [
+        v
+        for v in vars(pack).values()
+        if isinstance(v, ResourceValidationPolicy | StackValidationPolicy)
+    ]
     assert sorted(p.name for p in declared) == sorted(names)
 
 
@@ -527,7 +824,14 @@ def test_pack_folder_declares_python_and_its_requirements() -> None:
         for line in (PACK_DIR / "requirements.txt").read_text().splitlines()
         if line and not line.startswith("#")
     ]
-    assert lines == ["pulumi-policy>=1.21.0,<2", ".."]
+    assert lines == ["..[policy]"]
+    pyproject = tomllib.loads((PACK_DIR.parent / "pyproject.toml").read_text())
+    extra = pyproject["project"]["optional-dependencies"]["policy"]
+    assert sorted(re.split(r"[<>=]", item)[0] for item in extra) == [
+        "cel-python",
+        "lark",
+        "pulumi-policy",
+    ]
 
 
 @pytest.mark.parametrize("stack", stack_names())
@@ -541,6 +845,8 @@ def test_the_projects_own_stacks_keep_the_rules(stack: str) -> None:
         gpu_pool = pack.gpu_node_pool(resource.type, resource.inputs) is not None
         workloads += pack.pod_spec(resource.type, resource.inputs) is not None
         for policy in policies():
+            if isinstance(policy, StackValidationPolicy):
+                continue
             found = violations(
                 policy, resource.type, resource.inputs, protect=protect, name=resource.name
             )
@@ -548,6 +854,8 @@ def test_the_projects_own_stacks_keep_the_rules(stack: str) -> None:
         if gpu_pool:
             assert protect or (not protected and pack.opted_out(resource.type, resource.inputs))
     assert workloads > 0
+    everything = [(r.type, r.inputs) for r in rendering.resources]
+    assert stack_violations(CLAIMED_MIG_SLICES, everything) == []
 
 
 @pytest.mark.parametrize(

@@ -17,16 +17,17 @@ from typing import Any
 
 from mig_inference.clouds import Cloud
 from mig_inference.kube.operator_values import GKE_NVIDIA_DIR, OPERAND_TOLERATIONS
-from mig_inference.names.labels import DRA_DRIVER, DRA_NODE_LABEL
+from mig_inference.names.labels import (
+    DRA_DRIVER,
+    DRA_NODE_LABEL,
+    GPU_DEVICE_CLASS,
+    MIG_DEVICE_CLASS,
+)
 from mig_inference.plan import StackPlan
 from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan, ServicePlan
 from mig_inference.spec import Allocation, DraSpec
 from mig_inference.versions import DRA_DRIVER_VERSION
 
-MIG_DEVICE_CLASS = "mig.nvidia.com"
-"""Every MIG slice the driver publishes (its chart's `deviceclass-mig.yaml`)."""
-GPU_DEVICE_CLASS = "gpu.nvidia.com"
-"""Every whole GPU the driver publishes (its chart's `deviceclass-gpu.yaml`)."""
 CLAIM_NAME = "gpu-device"
 """The pod-level name of a replica's claim, which its containers reference."""
 REQUEST_NAME = "slice"
