@@ -139,3 +139,5 @@ def test_the_picture_shows_every_service_and_every_gpu(stack: str) -> None:
         counts = [re.match(rf"{pool.name}: (\d+) x ", text) for text in texts]
         shown = sum(int(found.group(1)) for found in counts if found is not None)
         assert shown == pool.max_nodes * pool.gpus_per_node
+        titles = [text for found, text in zip(counts, texts, strict=True) if found is not None]
+        assert all(("claimed through DRA" in title) == pool.dra for title in titles)

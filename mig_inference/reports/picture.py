@@ -79,7 +79,8 @@ def _rows(plan: StackPlan) -> list[_Row]:
             rows.append(
                 _Row(
                     f"{pool.name}: {gpus} x {pool.gpu.name} ({nodes}) as "
-                    f"{layout if layout is not None else 'whole GPUs (MIG disabled)'}",
+                    f"{layout if layout is not None else 'whole GPUs (MIG disabled)'}"
+                    f"{', each slice claimed through DRA' if pool.dra else ''}",
                     _cells(pool, layout, indexes, tenants),
                     pool.gpu.memory_slices,
                 )
