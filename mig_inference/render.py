@@ -69,6 +69,37 @@ _FAKE_CALLS: dict[str, dict[str, Any]] = {
         "selfLink": "https://www.googleapis.com/compute/v1/projects/p/regions/r/subnetworks/s"
     },
 }
+# The version each cloud's lookup reports for a joined cluster, in its own form. Offline, the
+# cluster a DRA stack joins runs the Kubernetes minor the stack names.
+_CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
+    "aws:eks/getCluster:getCluster": ("version", "1.{minor}"),
+    "oci:ContainerEngine/getCluster:getCluster": ("kubernetesVersion", "v1.{minor}.0"),
+    "gcp:container/getCluster:getCluster": ("masterVersion", "1.{minor}.0-gke.0"),
+}
+_MINOR = re.compile(r"v?1\.(\d+)")
+
+
+def _dra_minor(config: Mapping[str, str]) -> str | None:
+    """The Kubernetes minor a DRA stack names (`dra.kubernetesVersion`, else the cluster's own
+    version key); None for a stack without the `dra` section."""
+    sections = {}
+    for key in ("dra", "cluster"):
+        try:
+            sections[key] = json.loads(config.get(f"mig-inference:{key}") or "null")
+        except ValueError:
+            sections[key] = None
+    if not isinstance(sections["dra"], dict):
+        return None
+    cluster = sections["cluster"] if isinstance(sections["cluster"], dict) else {}
+    for value in (
+        sections["dra"].get("kubernetesVersion"),
+        cluster.get("kubernetesVersion"),
+        cluster.get("version"),
+    ):
+        found = _MINOR.match(value) if isinstance(value, str) else None
+        if found:
+            return found.group(1)
+    return None
 
 
 @dataclass
@@ -238,6 +269,7 @@ def run_program(
     rendering = Rendering()
     config, secret_keys, secret_plain = stack_config(stack_file, secret_values)
     rendering.secrets = list(secret_plain)
+    dra_minor = _dra_minor(config)
 
     class Recorder(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
@@ -255,7 +287,11 @@ def run_program(
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
             rendering.calls.append((args.token, dict(args.args)))
             rendering.call_providers.append(args.provider or "")
-            return {**args.args, **_FAKE_CALLS.get(args.token, {})}, []
+            answer = {**args.args, **_FAKE_CALLS.get(args.token, {})}
+            version = _CLUSTER_VERSIONS.get(args.token)
+            if dra_minor is not None and version is not None:
+                answer[version[0]] = version[1].format(minor=dra_minor)
+            return answer, []
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,9 @@ from mig_inference.names.labels import (
     MIG_MANAGER_DEPLOY_LABEL,
 )
 from mig_inference.plan import StackPlan, plan_stack
-from mig_inference.render import _FAKE_CALLS, Rendering
+from mig_inference.render import _CLUSTER_VERSIONS, _FAKE_CALLS, Rendering
 from mig_inference.spec import parse_stack
-from mig_inference.spec.dra import DYNAMIC_MIG_WARNING
+from mig_inference.spec.dra import DYNAMIC_MIG_WARNING, joined_version_problem
 from mig_inference.spec.files import stack_path
 from mig_inference.versions import DRA_DRIVER_CHART, DRA_DRIVER_VERSION, GPU_OPERATOR_VERSION
 from tests.mocked import render_config, stack_rendering
@@ -47,6 +48,8 @@ STACK = "gke-h100-dra"
 CLAIM_TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
 DEVICE_CLASS = "kubernetes:resource.k8s.io/v1:DeviceClass"
 EKS_GET_CLUSTER = "aws:eks/getCluster:getCluster"
+GKE_GET_CLUSTER = "gcp:container/getCluster:getCluster"
+OKE_GET_CLUSTER = "oci:ContainerEngine/getCluster:getCluster"
 CHART_DIR = "dra/charts/dra-driver-nvidia-gpu-0.4.1"
 SUPPORTED = ("1.34", "1.35", "1.36", "1.37")
 
@@ -180,6 +183,59 @@ def test_a_joined_eks_cluster_in_auto_mode_refuses_dra_pools_before_creating_any
     plain = render_config(tmp_path, config)
     assert plain.error is None, plain.error
     assert plain.of_type("aws:eks/nodeGroup:NodeGroup")
+
+
+def joined_oke_dra() -> dict[str, Any]:
+    """oke-h100 (which joins its cluster) with its pools on DRA, at Kubernetes 1.35."""
+    oke = yaml.safe_load(stack_path("oke-h100").read_text())["config"]
+    config = {k.removeprefix("mig-inference:"): v for k, v in oke.items()
+              if not isinstance(v, dict) or "secure" not in v}  # fmt: skip
+    config["cluster"] = {**config["cluster"], "kubernetesVersion": "v1.35.1"}
+    config["pools"] = [{**pool, "allocation": "dra"} for pool in config["pools"]]
+    config["dra"] = {"kubernetesVersion": "1.35"}
+    for service in config["services"]:
+        service.pop("hfTokenSecret", None)
+        service.pop("apiKeySecret", None)
+    return config
+
+
+JOINED: dict[str, tuple[Callable[[], dict[str, Any]], str, str, str, str]] = {
+    "gke": (lambda: variant(dra={"kubernetesVersion": "1.36"}), GKE_GET_CLUSTER, "masterVersion",
+            "1.35.2-gke.1200", "1.36"),
+    "eks": (joined_eks_dra, EKS_GET_CLUSTER, "version", "1.33", "1.34"),
+    "oke": (joined_oke_dra, OKE_GET_CLUSTER, "kubernetesVersion", "v1.34.2", "1.35"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("cloud", sorted(JOINED))
+def test_a_joined_cluster_older_than_the_dra_objects_stops_the_preview(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cloud: str
+) -> None:
+    config, token, field, served, declared = JOINED[cloud]
+    # Offline the joined cluster runs what the stack names: the DRA stack renders as it is.
+    assert render_config(tmp_path, config()).error is None
+    # A cluster that reports an older version refuses it, before anything is created.
+    monkeypatch.delitem(_CLUSTER_VERSIONS, token)
+    monkeypatch.setitem(_FAKE_CALLS, token, {**_FAKE_CALLS.get(token, {}), field: served})
+    rendering = render_config(tmp_path, config())
+    assert rendering.error is not None
+    assert (
+        f"mig-inference:dra.kubernetesVersion: says {declared}, and the cluster runs {served}"
+        in rendering.error
+    )
+    assert not [r for r in rendering.resources if r.type.startswith("kubernetes:")]
+
+
+@pytest.mark.parametrize(
+    ("served", "words"),
+    [("1.36", None), ("v1.37.0", None), ("1.36.1-gke.1000", None), ("unknown", None),
+     ("1.35", "name the version the cluster runs"), ("1.33", "has no GA DRA")],
+)  # fmt: skip
+def test_the_version_a_joined_cluster_reports(served: str, words: str | None) -> None:
+    settings = plan_of(variant(dra={"kubernetesVersion": "1.36"})).spec.dra
+    assert settings is not None
+    problem = joined_version_problem(settings, served)
+    assert (problem is None) if words is None else (problem is not None and words in problem)
 
 
 # --- the plan -------------------------------------------------------------------------------

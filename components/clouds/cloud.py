@@ -6,6 +6,7 @@ package (see cloud_sdk)."""
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import pulumi
 
@@ -13,6 +14,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import StackPlan
 from mig_inference.spec import key_path
+from mig_inference.spec.dra import joined_version_problem
 
 from ..clouds.cloud_sdk import require_cloud_sdk
 from ..clouds.existing import ExistingNodePool, ExistingNodePoolArgs
@@ -206,12 +208,43 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
         )
         version = settings.get("kubernetesVersion") or found.kubernetes_version
         return JoinedCluster(
-            provider, cluster_id, kubernetes_version=version, cluster_type=found.type
+            provider,
+            _running_dra_version(plan, cluster_id, found.kubernetes_version),
+            kubernetes_version=version,
+            cluster_type=found.type,
         )
     assert name is not None
     if spec.cloud is Cloud.EKS:
         return JoinedCluster(provider, _eks_cluster_for_dra(plan, name, provider, children))
+    if spec.cloud is Cloud.GKE and spec.dra is not None:
+        import pulumi_gcp as gcp
+
+        joined_gke = gcp.container.get_cluster_output(
+            name=name,
+            location=settings.get("location"),
+            project=given("project", settings.get("project")),
+            opts=pulumi.InvokeOutputOptions(parent=children.parent, provider=provider),
+        )
+        return JoinedCluster(provider, _running_dra_version(plan, name, joined_gke.master_version))
     return JoinedCluster(provider, name)
+
+
+def _running_dra_version(
+    plan: StackPlan, ref: pulumi.Input[str], served: pulumi.Input[str | None]
+) -> pulumi.Input[str]:
+    """The joined cluster's reference; with DRA pools, only once the version the cluster
+    reports is known to take the DRA objects written for `dra.kubernetesVersion`."""
+    settings = plan.spec.dra
+    if settings is None:
+        return ref
+
+    def checked(known: list[Any]) -> str:
+        problem = joined_version_problem(settings, known[1])
+        if problem is not None:
+            raise pulumi.RunError(f"{key_path('dra')}.kubernetesVersion: {problem}")
+        return str(known[0])
+
+    return pulumi.Output.all(ref, served).apply(checked)
 
 
 def _eks_cluster_for_dra(
@@ -221,7 +254,8 @@ def _eks_cluster_for_dra(
     children: Children,
 ) -> pulumi.Input[str]:
     """The joined EKS cluster's name; with DRA pools, only once the cluster is known not to run
-    EKS Auto Mode (which has no DRA), so the preview stops before anything is created."""
+    EKS Auto Mode (which has no DRA) and to run the Kubernetes version the DRA objects are
+    written for, so the preview stops before anything is created."""
     allocations = [
         f"{key_path('pools')}[{index}].allocation"
         for index, pool in enumerate(plan.pools)
@@ -237,9 +271,10 @@ def _eks_cluster_for_dra(
         name=name,
         opts=pulumi.InvokeOutputOptions(parent=children.parent, provider=provider),
     )
-    return pulumi.Output.all(name, found.compute_configs).apply(
+    without = pulumi.Output.all(name, found.compute_configs).apply(
         lambda known: without_auto_mode(str(known[0]), auto_mode_enabled(known[1]), allocations)
     )
+    return _running_dra_version(plan, without, found.version)
 
 
 def _gke_node_account(

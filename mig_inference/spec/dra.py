@@ -33,6 +33,34 @@ DYNAMIC_MIG_WARNING = (
 )
 
 
+SERVED_VERSION = re.compile(r"v?1\.(\d{1,2})\b")
+"""The minor of a version a cloud reports for a cluster: EKS `1.34`, OKE `v1.34.1`, GKE
+`1.34.1-gke.1000`."""
+
+
+def joined_version_problem(settings: DraSpec, served: str | None) -> str | None:
+    """Why a cluster the stack joins, which reports running `served`, cannot take the DRA
+    objects written for `settings.kubernetes_version`; None when it can, or when the version
+    it reports is not one this can read."""
+    found = SERVED_VERSION.match(served or "")
+    if found is None:
+        return None
+    minor = int(found.group(1))
+    if minor >= settings.kubernetes_minor:
+        return None
+    if minor < DRA_GA_MINOR:
+        return (
+            f"says {settings.kubernetes_version}, and the cluster runs {served}, which has no GA "
+            f"DRA (resource.k8s.io/v1 is GA from 1.{DRA_GA_MINOR}): upgrade the cluster first, "
+            "or keep the pools on allocation: device-plugin"
+        )
+    return (
+        f"says {settings.kubernetes_version}, and the cluster runs {served}: the DRA objects are "
+        "written, and checked, for the version named here; name the version the cluster runs, "
+        "or upgrade the cluster first"
+    )
+
+
 def _minor(node: ConfigNode) -> int | None:
     value = node.string()
     if value is None:
