@@ -384,13 +384,15 @@ def device_class_violations(props: Mapping[str, Any]) -> list[str]:
 
 
 def _amount(request: ClaimedRequest) -> str:
-    return "every matching" if request.count is None else _number(request.count)
+    if request.count is None:
+        return "every matching MIG device"
+    return f"{_number(request.count)} MIG devices"
 
 
 def claim_count_violations(kind: str, props: Mapping[str, Any]) -> list[str]:
     """Claim (template) requests that take more than one MIG device."""
     return [
-        f"{kind} {request.describe()} takes {_amount(request)} MIG devices; a container that "
+        f"{kind} {request.describe()} takes {_amount(request)}; a container that "
         "holds the claim gets them all, and CUDA uses one MIG device per process: ask for one "
         "(count 1, allocationMode ExactCount)"
         for request in claim_requests(kind, props)

@@ -629,7 +629,7 @@ def test_a_bridge_class_must_select_the_profile_it_maps() -> None:
 
 @pytest.mark.parametrize(
     ("extra", "amount"), [({"count": 2}, "takes 2 MIG devices"),
-                          ({"allocationMode": "All"}, "takes every matching MIG devices")],
+                          ({"allocationMode": "All"}, "takes every matching MIG device;")],
 )  # fmt: skip
 def test_a_claim_request_takes_at_most_one_mig_device(extra: dict[str, Any], amount: str) -> None:
     [message] = violations(ONE_MIG_DEVICE, CLAIM_TEMPLATE, claim_template(
