@@ -44,6 +44,9 @@ from mig_inference.policy_claims import (
     profile_key,
     resource_kind,
 )
+from mig_inference.resource_props import dig as _dig
+from mig_inference.resource_props import mapping as _mapping
+from mig_inference.resource_props import sequence as _sequence
 from mig_inference.spec.cloud_tags import UNPROTECTED_TAG
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -112,24 +115,6 @@ _SECRET_VALUE = re.compile(
 # `*_FILE` names a file that holds the secret (the `POSTGRES_PASSWORD_FILE` convention).
 _SECRET_FILE = re.compile(r".*_FILE", re.IGNORECASE)
 _ENV_REFERENCE = re.compile(r"\$\(([-._a-zA-Z0-9]+)\)")
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _sequence(value: object) -> Sequence[Any]:
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return value
-    return ()
-
-
-def _dig(value: object, path: Iterable[str]) -> object:
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
 
 
 def _number(value: float) -> str:
@@ -423,11 +408,10 @@ def claimed_slice_violations(
     gpus = target_gpus(pod)
     messages = []
     for container in containers(pod):
+        every_claim = held_claims(pod, container.spec, claims, namespace)
         held = [
-            (claim, [r for r in claim.requests if r.mig])
-            for claim in held_claims(pod, container.spec, claims, namespace)
+            (claim, mig) for claim in every_claim if (mig := [r for r in claim.requests if r.mig])
         ]
-        held = [(claim, requests) for claim, requests in held if requests]
         if not held:
             continue
         who = f'container "{container.name}"'
@@ -458,22 +442,13 @@ def claimed_slice_violations(
                 f"{who} holds MIG devices through {listed}{also}; CUDA uses one MIG device per "
                 "process, so a container gets at most one"
             )
-        whole_claimed = any(
-            r.whole_gpu
-            for claim in held_claims(pod, container.spec, claims, namespace)
-            for r in claim.requests
-        )
+        whole_claimed = any(r.whole_gpu for claim in every_claim for r in claim.requests)
         if whole_claimed or nvidia_resources(container.spec, "limits").get(GPU_RESOURCE, 0) > 0:
             messages.append(
                 f"{who} holds a whole GPU next to the MIG slice of {listed}; ask for one or the "
                 "other"
             )
-        for setting, degree in tensor_parallel(container.spec):
-            if degree > 1:
-                messages.append(
-                    f"{who} holds a MIG slice through {listed} but asks for tensor parallelism "
-                    f"{degree} ({setting}); a MIG device is a single GPU, use 1"
-                )
+        messages += _tensor_parallel_messages(container, f"holds a MIG slice through {listed}")
     return messages
 
 
@@ -529,13 +504,18 @@ def tensor_parallel_violations(pod: Mapping[str, Any]) -> list[str]:
     for container in containers(pod):
         if not (mig_devices(container.spec, "limits") or mig_devices(container.spec, "requests")):
             continue
-        for setting, degree in tensor_parallel(container.spec):
-            if degree > 1:
-                messages.append(
-                    f'container "{container.name}" holds a MIG device but asks for tensor '
-                    f"parallelism {degree} ({setting}); a MIG device is a single GPU, use 1"
-                )
+        messages += _tensor_parallel_messages(container, "holds a MIG device")
     return messages
+
+
+def _tensor_parallel_messages(container: Container, holding: str) -> list[str]:
+    """The container's tensor-parallel degrees above 1, said of a container that `holding`."""
+    return [
+        f'container "{container.name}" {holding} but asks for tensor parallelism {degree} '
+        f"({setting}); a MIG device is a single GPU, use 1"
+        for setting, degree in tensor_parallel(container.spec)
+        if degree > 1
+    ]
 
 
 def secret_like(name: str) -> bool:

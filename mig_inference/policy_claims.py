@@ -11,7 +11,7 @@ not parse is left to the API server, which refuses it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeAlias
@@ -21,6 +21,9 @@ from lark import Token, Tree
 
 from mig_inference.gpus.catalog import RESOURCE_PREFIX
 from mig_inference.names.labels import DRA_DRIVER, GPU_DEVICE_CLASS, MIG_DEVICE_CLASS
+from mig_inference.resource_props import dig as _dig
+from mig_inference.resource_props import mapping as _mapping
+from mig_inference.resource_props import sequence as _sequence
 
 Node: TypeAlias = Tree[Token] | Token
 """A node of cel-python's parse tree: a subtree or a token."""
@@ -41,22 +44,6 @@ _WRAPPERS = frozenset(
 )  # fmt: skip
 ALL = "All"
 """`allocationMode: All`: every matching device on the node."""
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _sequence(value: object) -> Sequence[Any]:
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return value
-    return ()
-
-
-def _dig(value: object, path: Iterable[str]) -> object:
-    for key in path:
-        value = _mapping(value).get(key)
-    return value
 
 
 def profile_key(profile: str) -> str:
@@ -195,18 +182,23 @@ class ClaimedRequest:
         return f'request "{self.name}" ({self.device_class}, {named}, {amount})'
 
 
-def _request(name: str, group: str, body: Mapping[str, Any]) -> ClaimedRequest:
-    profiles: set[str] = set()
-    for selector in _sequence(body.get("selectors")):
+def _selector_profiles(selectors: object) -> frozenset[str]:
+    """MIG profiles a list of device selectors (`[{cel: {expression}}]`) names."""
+    found: set[str] = set()
+    for selector in _sequence(selectors):
         expression = _dig(selector, ("cel", "expression"))
         if isinstance(expression, str):
-            profiles.update(selected_profiles(expression) or ())
+            found.update(selected_profiles(expression) or ())
+    return frozenset(found)
+
+
+def _request(name: str, group: str, body: Mapping[str, Any]) -> ClaimedRequest:
     count = body.get("count", 1)
     return ClaimedRequest(
         name=name,
         group=group,
         device_class=str(body.get("deviceClassName") or ""),
-        profiles=frozenset(profiles),
+        profiles=_selector_profiles(body.get("selectors")),
         count=None if body.get("allocationMode") == ALL else _whole(count),
     )
 
@@ -241,12 +233,7 @@ def claim_requests(kind: str, props: Mapping[str, Any]) -> list[ClaimedRequest]:
 
 def class_profiles(props: Mapping[str, Any]) -> frozenset[str]:
     """MIG profiles a DeviceClass's selectors name."""
-    found: set[str] = set()
-    for selector in _sequence(_dig(props, ("spec", "selectors"))):
-        expression = _dig(selector, ("cel", "expression"))
-        if isinstance(expression, str):
-            found.update(selected_profiles(expression) or ())
-    return frozenset(found)
+    return _selector_profiles(_dig(props, ("spec", "selectors")))
 
 
 # --- pods and the claims they hold ------------------------------------------------------------

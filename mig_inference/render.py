@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from mig_inference.errors import MigError
+from mig_inference.spec.files import load_stack_file
 from mig_inference.stackfile.pulumi_config import read_stack_config
 
 PROJECT = "mig-inference"
@@ -76,30 +77,16 @@ _CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
     "oci:ContainerEngine/getCluster:getCluster": ("kubernetesVersion", "v1.{minor}.0"),
     "gcp:container/getCluster:getCluster": ("masterVersion", "1.{minor}.0-gke.0"),
 }
-_MINOR = re.compile(r"v?1\.(\d+)")
 
 
-def _dra_minor(config: Mapping[str, str]) -> str | None:
-    """The Kubernetes minor a DRA stack names (`dra.kubernetesVersion`, else the cluster's own
-    version key); None for a stack without the `dra` section."""
-    sections = {}
-    for key in ("dra", "cluster"):
-        try:
-            sections[key] = json.loads(config.get(f"mig-inference:{key}") or "null")
-        except ValueError:
-            sections[key] = None
-    if not isinstance(sections["dra"], dict):
+def _dra_minor(stack_file: Path) -> int | None:
+    """The Kubernetes minor a DRA stack's objects are written for; None for other stacks and for
+    a stack file the program itself will refuse."""
+    try:
+        dra = load_stack_file(stack_file).dra
+    except MigError:
         return None
-    cluster = sections["cluster"] if isinstance(sections["cluster"], dict) else {}
-    for value in (
-        sections["dra"].get("kubernetesVersion"),
-        cluster.get("kubernetesVersion"),
-        cluster.get("version"),
-    ):
-        found = _MINOR.match(value) if isinstance(value, str) else None
-        if found:
-            return found.group(1)
-    return None
+    return dra.kubernetes_minor if dra is not None else None
 
 
 @dataclass
@@ -269,7 +256,7 @@ def run_program(
     rendering = Rendering()
     config, secret_keys, secret_plain = stack_config(stack_file, secret_values)
     rendering.secrets = list(secret_plain)
-    dra_minor = _dra_minor(config)
+    dra_minor = _dra_minor(stack_file)
 
     class Recorder(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:

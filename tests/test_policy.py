@@ -74,6 +74,18 @@ def engine_props(props: dict[str, Any]) -> Mapping[str, Any]:
     return proxied
 
 
+def resource_options(protect: bool = False) -> PolicyResourceOptions:
+    """A resource's options as the engine gives them to a policy."""
+    return PolicyResourceOptions(
+        protect=protect,
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+    )
+
+
 def violations(
     policy: Policy,
     resource_type: str,
@@ -83,20 +95,12 @@ def violations(
     name: str = "gpu-pool",
 ) -> list[str]:
     assert isinstance(policy, ResourceValidationPolicy)
-    options = PolicyResourceOptions(
-        protect=protect,
-        ignore_changes=[],
-        delete_before_replace=None,
-        aliases=[],
-        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
-        additional_secret_outputs=[],
-    )
     args = ResourceValidationArgs(
         resource_type=resource_type,
         props=engine_props(props),
         urn=f"urn:pulumi:dev::other-program::{resource_type}::{name}",
         name=name,
-        opts=options,
+        opts=resource_options(protect),
         provider=None,
     )
     recorder = Recorder()
@@ -105,35 +109,33 @@ def violations(
     return recorder.messages
 
 
+def stack_args(resources: Sequence[tuple[str, dict[str, Any]]]) -> StackValidationArgs:
+    """The stack as the engine gives it to a stack policy (resource `r<i>` for the i-th)."""
+    return StackValidationArgs(
+        [
+            PolicyResource(
+                resource_type=resource_type,
+                props=engine_props(props),
+                urn=f"urn:pulumi:dev::other-program::{resource_type}::r{index}",
+                name=f"r{index}",
+                opts=resource_options(),
+                provider=None,
+                parent=None,
+                dependencies=[],
+                property_dependencies={},
+            )
+            for index, (resource_type, props) in enumerate(resources)
+        ]
+    )
+
+
 def stack_violations(
     policy: Policy, resources: Sequence[tuple[str, dict[str, Any]]]
 ) -> list[tuple[str, str]]:
     """A stack policy run on `resources` as the engine runs it: (URN, message) per violation."""
     assert isinstance(policy, StackValidationPolicy)
-    options = PolicyResourceOptions(
-        protect=False,
-        ignore_changes=[],
-        delete_before_replace=None,
-        aliases=[],
-        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
-        additional_secret_outputs=[],
-    )
-    stack = [
-        PolicyResource(
-            resource_type=resource_type,
-            props=engine_props(props),
-            urn=f"urn:pulumi:dev::other-program::{resource_type}::r{index}",
-            name=f"r{index}",
-            opts=options,
-            provider=None,
-            parent=None,
-            dependencies=[],
-            property_dependencies={},
-        )
-        for index, (resource_type, props) in enumerate(resources)
-    ]
     recorder = Recorder()
-    assert policy.validate(StackValidationArgs(stack), recorder) is None
+    assert policy.validate(stack_args(resources), recorder) is None
     return [
         (str(urn), message) for urn, message in zip(recorder.urns, recorder.messages, strict=True)
     ]
@@ -724,17 +726,12 @@ def test_an_unknown_selector_still_lets_the_rest_be_judged_then_stops_the_policy
     ]
     bad = claiming_pod(claiming("gpu", args=["-tp", "4"]), templates={"gpu": "slice-claim"})
     resources = [(CLAIM_TEMPLATE, unknown), (CLAIM_TEMPLATE, claim_template()), (DEPLOYMENT, bad)]
-    with pytest.raises(UnknownValueError):
-        stack_violations(CLAIMED_MIG_SLICES, resources)
     recorder = Recorder()
-    stack = StackValidationArgs([
-        PolicyResource(t, engine_props(p), f"urn:r{i}", f"r{i}", None, None, None, [], {})  # type: ignore[arg-type]
-        for i, (t, p) in enumerate(resources)
-    ])  # fmt: skip
     with pytest.raises(UnknownValueError):
-        CLAIMED_MIG_SLICES.validate(stack, recorder)
+        CLAIMED_MIG_SLICES.validate(stack_args(resources), recorder)
     [message] = recorder.messages
     assert "tensor parallelism 4" in message
+    assert recorder.urns == ["urn:pulumi:dev::other-program::kubernetes:apps/v1:Deployment::r2"]
 
 
 def test_the_dra_stack_s_claims_are_resolved_and_judged() -> None:
