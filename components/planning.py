@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 
 from mig_inference.errors import MigError
-from mig_inference.plan import PoolPlan, ServicePlan, StackPlan, plan_stack
+from mig_inference.plan import PoolPlan, ServicePlan, StackPlan, plan_of
 from mig_inference.spec import NAMESPACE, parse_stack
 from mig_inference.spec.reader import CONFIG_SECRET
 from mig_inference.versions import GPU_OPERATOR_VERSION
@@ -62,14 +62,15 @@ def _plan(
     name: str, values_json: str, secret_keys: frozenset[str], how_to_add_secret: str
 ) -> StackPlan:
     try:
-        spec = parse_stack(
-            name,
-            json.loads(values_json),
-            secret_keys=secret_keys,
-            how_to_add_secret=how_to_add_secret,
-            pinned_operator_version=GPU_OPERATOR_VERSION,
+        return plan_of(
+            lambda: parse_stack(
+                name,
+                json.loads(values_json),
+                secret_keys=secret_keys,
+                how_to_add_secret=how_to_add_secret,
+                pinned_operator_version=GPU_OPERATOR_VERSION,
+            )
         )
-        return plan_stack(spec)
     except MigError as error:
         # RunError ends the program with just this message: no traceback, nothing created.
         raise pulumi.RunError(str(error)) from None

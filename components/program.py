@@ -7,6 +7,7 @@ Pulumi secrets; everything else is planned, and refused with its key path, befor
 import pulumi
 from pulumi.runtime import config as runtime_config
 
+from mig_inference.errors import MigError
 from mig_inference.spec import NAMESPACE, secret_references
 from mig_inference.stackfile.pulumi_config import project_values
 
@@ -26,9 +27,12 @@ def engine_config() -> dict[str, str]:
 def stack_program() -> None:
     """Read the stack's config, build the stack, export what `pulumi stack output` shows."""
     config = pulumi.Config(NAMESPACE)
-    values, secret_keys = project_values(
-        engine_config(), lambda key: pulumi.runtime.is_config_secret(key)
-    )
+    try:
+        values, secret_keys = project_values(
+            engine_config(), lambda key: pulumi.runtime.is_config_secret(key)
+        )
+    except MigError as error:
+        raise pulumi.RunError(str(error)) from None
     secrets: dict[str, pulumi.Input[str]] = {
         name: config.require_secret(name)
         for name in secret_references(values)

@@ -155,9 +155,18 @@ def test_a_throughput_profile_the_gpu_lacks_is_named(
         "throughput": [*DEMAND["throughput"], {"profile": "2g.20g", "requestsPerSecond": 30}],
     }
     code, errors = run_plan(tmp_path, capsys, changed("services", [typo]))
+    assert code == 1
+    assert (
+        "'2g.20g' is not a MIG profile" in errors["mig-inference:services[0].throughput[2].profile"]
+    )
+    one_of_another_gpu = {
+        **DEMAND,
+        "throughput": [*DEMAND["throughput"], {"profile": "3g.71gb", "requestsPerSecond": 30}],
+    }
+    code, errors = run_plan(tmp_path, capsys, changed("services", [one_of_another_gpu]))
     assert (
         code == 1
-        and "'2g.20g' is not a profile of A100-80GB"
+        and "'3g.71gb' is not a profile of A100-80GB"
         in errors["mig-inference:services[0].throughput"]
     )
 

@@ -30,7 +30,7 @@ from mig_inference.spec.pools import POOL_KEYS
 from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
 from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
-from mig_inference.stackfile.yamlfile import parse_text
+from mig_inference.stackfile.yamlfile import MAX_DEPTH, parse_text
 from tests.test_stacks import CUSTOM_RESOURCE_GROUPS, schema_version
 
 
@@ -264,3 +264,76 @@ def test_the_installed_command_exits_0_or_1_without_a_traceback(
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+
+
+# Deep and wide values: nested past the reader's bound (and far past Python's recursion
+# limit), or wide (long lists and mappings, long strings), anywhere in a shipped stack. The
+# deep part is written as flow YAML text (PyYAML's dumper recurses as deep as the value).
+DEEP_MARK = "__deep_value__"
+
+
+@st.composite
+def deep_or_wide(draw: st.DrawFn) -> tuple[Any, str]:
+    """A value and its flow YAML text."""
+    leaf = draw(st.sampled_from(["1", "x", "[]", "{}", "null"]))
+    kind = draw(st.sampled_from(["deep", "wide-list", "wide-map", "long-string"]))
+    if kind == "deep":
+        depth = draw(st.one_of(st.integers(MAX_DEPTH - 5, MAX_DEPTH + 5), st.integers(1, 3000)))
+        shape = draw(st.sampled_from(["lists", "mappings", "alternating"]))
+        value: Any = yaml.safe_load(leaf)
+        kinds = [shape == "lists" or (shape == "alternating" and level % 2 == 0)
+                 for level in range(depth)]  # fmt: skip
+        for as_list in kinds:  # from the leaf outwards
+            value = [value] if as_list else {"k": value}
+        opening = "".join("[" if as_list else "{k: " for as_list in reversed(kinds))
+        closing = "".join("]" if as_list else "}" for as_list in kinds)
+        return value, opening + leaf + closing
+    size = draw(st.integers(0, 5_000))
+    if kind == "wide-list":
+        return [yaml.safe_load(leaf)] * size, "[" + ", ".join([leaf] * size) + "]"
+    if kind == "wide-map":
+        items = {f"k{i}": yaml.safe_load(leaf) for i in range(size)}
+        return items, "{" + ", ".join(f"k{i}: {leaf}" for i in range(size)) + "}"
+    return "x" * size * 20, "x" * size * 20
+
+
+@st.composite
+def stacks_with_deep_or_wide_values(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
+    """A shipped stack with one value replaced by a deep or wide one, and its stack file text."""
+    values_of, secrets = STACKS[draw(st.sampled_from(sorted(STACKS)))]
+    stack = copy.deepcopy(values_of)
+    path = draw(st.sampled_from(_paths(stack)[1:]))
+    parent: Any = stack
+    for part in path[:-1]:
+        parent = parent[part]
+    value, text = draw(deep_or_wide())
+    parent[path[-1]] = DEEP_MARK
+    body = {"config": {f"mig-inference:{k}": v for k, v in stack.items()}}
+    body["config"].update({f"mig-inference:{k}": {"secure": "v1:test"} for k in secrets})
+    written = yaml.safe_dump(body, width=10**9).replace(DEEP_MARK, text)
+    parent[path[-1]] = value
+    return stack, written
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                            HealthCheck.too_slow,
+                                                            HealthCheck.data_too_large]
+)  # fmt: skip
+@given(generated=stacks_with_deep_or_wide_values())
+def test_deep_and_wide_values_are_refused_at_keys_the_file_has(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    generated: tuple[dict[str, Any], str],
+) -> None:
+    stack, text = generated
+    path = tmp_path / "Pulumi.prop.yaml"
+    path.write_text(text, encoding="utf-8")
+    code = main(["plan", "--stack-file", str(path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)
+    for error in out.get("errors", []):
+        key = error["key"]
+        assert key.startswith("mig-inference:"), error
+        assert _resolves(stack, key.removeprefix("mig-inference:")), error
+        assert len(error["message"]) < 2_000, error["message"][:200]

@@ -626,7 +626,7 @@ def _weights_line(service: ServiceDiff) -> str:
 def load_deployed(path: Path) -> dict[str, Any]:
     """A deployed plan: `pulumi stack output --json` saved to a file (its `plan`), a plan
     record, or an older stack file (planned here)."""
-    from mig_inference.plan import plan_stack
+    from mig_inference.plan import plan_of
     from mig_inference.spec.files import load_stack_file
 
     data = load_yaml(path, "deployed plan")
@@ -635,7 +635,7 @@ def load_deployed(path: Path) -> dict[str, Any]:
     if isinstance(data, dict) and data.get("format") == RECORD_FORMAT:
         return data
     if isinstance(data, dict) and "config" in data:
-        return plan_record(plan_stack(load_stack_file(path)))
+        return plan_record(plan_of(lambda: load_stack_file(path)))
     raise MigError(
         f"not a deployed plan: expected `pulumi stack output --json` of a mig-inference stack "
         f"(with a `plan` of format {RECORD_FORMAT}) or a stack file",

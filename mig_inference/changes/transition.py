@@ -14,7 +14,7 @@ import yaml
 
 from mig_inference.changes.record import RECORD_FORMAT
 from mig_inference.errors import MigError
-from mig_inference.plan import StackPlan, plan_stack
+from mig_inference.plan import StackPlan, plan_of
 from mig_inference.rollout.cluster import Timings
 from mig_inference.rollout.outcome import Outcome
 from mig_inference.spec import NAMESPACE, SECRET_MARKER, parse_stack
@@ -35,13 +35,14 @@ class StackVersion:
 
     @cached_property
     def plan(self) -> StackPlan:
-        spec = parse_stack(
-            self.name,
-            self.values,
-            secret_keys=self.secret_keys,
-            pinned_operator_version=GPU_OPERATOR_VERSION,
+        return plan_of(
+            lambda: parse_stack(
+                self.name,
+                self.values,
+                secret_keys=self.secret_keys,
+                pinned_operator_version=GPU_OPERATOR_VERSION,
+            )
         )
-        return plan_stack(spec)
 
     def stack_file(self) -> dict[str, Any]:
         """A stack file of this version (secrets as placeholders: their values never matter

@@ -23,11 +23,11 @@ def register(verb: Verb) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from mig_inference.clouds.prices import load_prices
-    from mig_inference.plan import plan_stack
+    from mig_inference.plan import plan_of
     from mig_inference.reports.stack import plan_json, plan_text
     from mig_inference.reports.stack_cost import cost_json, cost_text, stack_cost
 
-    plan = plan_stack(read_stack(args))
+    plan = plan_of(lambda: read_stack(args))
     if args.deployed:
         from mig_inference.changes.change_plan import change_warnings
 

@@ -23,10 +23,10 @@ def register(verb: Verb) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from mig_inference.plan import plan_stack
+    from mig_inference.plan import plan_of
     from mig_inference.render import run_program, write_rendering
 
-    plan = plan_stack(read_stack(args))  # the same errors as `plan`, before Pulumi loads
+    plan = plan_of(lambda: read_stack(args))  # the same errors as `plan`, before Pulumi loads
     path = stack_file_path(args)
     name = args.stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
     rendering = run_program(name, path)

@@ -130,13 +130,14 @@ def _up(args: argparse.Namespace) -> int:
     from mig_inference.ephemeral.budget import budget, budget_problem, budget_text
     from mig_inference.ephemeral.expiry import EXPIRES_TAG, expiry, is_ephemeral, stack_tags
     from mig_inference.errors import MigError
-    from mig_inference.plan import plan_stack
+    from mig_inference.plan import plan_of
     from mig_inference.reports.stack_cost import stack_cost
     from mig_inference.spec import key_path
     from mig_inference.spec.files import load_stack_file
     from mig_inference.spec.verify import duration_minutes, ttl_problem
 
-    spec = load_stack_file(_stack_file(args), args.stack)
+    plan = plan_of(lambda: load_stack_file(_stack_file(args), args.stack))
+    spec = plan.spec
     if spec.ephemeral is None:
         raise MigError(
             "is required for `ephemeral up`: give maxCost (US dollars) and ttl, e.g. "
@@ -149,7 +150,6 @@ def _up(args: argparse.Namespace) -> int:
         raise MigError(problem, "--ttl", value=ttl)
     minutes = duration_minutes(ttl)
     assert minutes is not None
-    plan = plan_stack(spec)
     costs = budget(stack_cost(plan, load_prices(args.prices)), minutes, spec.ephemeral.max_cost)
     refused = budget_problem(costs, args.allow_unpriced)
     if refused is not None:

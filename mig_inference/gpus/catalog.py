@@ -12,7 +12,7 @@ from importlib import resources
 
 import yaml
 
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, shown
 
 RESOURCE_PREFIX = "nvidia.com/mig-"
 # Profile name suffixes (go-nvlib's MIG profile attributes, vendored by the k8s-device-plugin):
@@ -147,7 +147,7 @@ class GpuModel:
             raise MigError(f"{self.name} has no MIG profiles", value=name)
         allowed = ", ".join(p.name for p in self.profiles)
         raise MigError(
-            f"{name!r} is not a MIG profile of {self.name}; allowed: {allowed}",
+            f"{shown(name)} is not a MIG profile of {self.name}; allowed: {allowed}",
             value=name,
             allowed=[p.name for p in self.profiles],
         )
@@ -279,7 +279,7 @@ class Catalog:
                 if candidate in keys:
                     return gpu
         raise MigError(
-            f"unknown GPU {name!r}; known models: {', '.join(self.names())}",
+            f"unknown GPU {shown(name)}; known models: {', '.join(self.names())}",
             value=name,
             allowed=self.names(),
         )

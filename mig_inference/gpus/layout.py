@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, shown
 from mig_inference.gpus.catalog import GpuModel, Profile
 
 
@@ -43,7 +43,9 @@ class Layout:
         if isinstance(counts, Mapping):
             for name, count in counts.items():
                 if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                    raise MigError(f"count for {name} must be a whole number >= 0, got {count!r}")
+                    raise MigError(
+                        f"count for {name} must be a whole number >= 0, got {shown(count)}"
+                    )
                 tally[gpu.profile(name).name] += count
         else:
             for name in counts:
@@ -77,7 +79,7 @@ def parse_custom_layout(gpu: GpuModel, text: str) -> Layout:
             name, sep, count = part.partition("=")
             if not sep or not count.strip().isdigit():
                 raise MigError(
-                    f"bad layout entry {part.strip()!r}; write PROFILE=COUNT, e.g. 1g.10gb=2"
+                    f"bad layout entry {shown(part.strip())}; write PROFILE=COUNT, e.g. 1g.10gb=2"
                 )
             counts[gpu.profile(name.strip()).name] += int(count)
     else:

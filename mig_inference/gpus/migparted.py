@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, shown
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout, parse_custom_layout, place
 from mig_inference.names.digest import short_hash
@@ -90,7 +90,7 @@ def resolve_config(gpu: GpuModel, text: str | Mapping[str, int]) -> ResolvedConf
         if text.startswith("all-"):
             allowed = ", ".join(configs)
             raise MigError(
-                f"{text!r} is not a named MIG config of {gpu.name}; allowed: {allowed}",
+                f"{shown(text)} is not a named MIG config of {gpu.name}; allowed: {allowed}",
                 value=text,
                 allowed=list(configs),
             )

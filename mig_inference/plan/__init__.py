@@ -13,7 +13,7 @@ from mig_inference.plan.model import (
     PoolPlan,
     ServicePlan,
 )
-from mig_inference.plan.stack import layout_of, plan_stack, utilization
+from mig_inference.plan.stack import layout_of, plan_of, plan_stack, utilization
 from mig_inference.plan.stack_plan import StackPlan
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "ServicePlan",
     "StackPlan",
     "layout_of",
+    "plan_of",
     "plan_stack",
     "utilization",
 ]

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from mig_inference.clouds import NODE_ALLOCATABLE_FRACTION
-from mig_inference.errors import MigError, MigErrors
+from mig_inference.errors import MigError, MigErrors, shown
 from mig_inference.gpus.catalog import Profile
 from mig_inference.gpus.sizing import MIB, profiles_holding
 from mig_inference.plan.demand import (
@@ -34,7 +34,7 @@ def _candidate_pools(pools: Sequence[PoolPlan], service: ServiceSpec, path: str)
         match = [p for p in pools if p.name == service.pool]
         if not match:
             raise MigError(
-                f"no pool named {service.pool!r}; pools: {', '.join(p.name for p in pools)}",
+                f"no pool named {shown(service.pool)}; pools: {', '.join(p.name for p in pools)}",
                 f"{path}.pool",
             )
         return match
@@ -327,7 +327,7 @@ def _name_clashes(spec: StackSpec, plans: Sequence[ServicePlan]) -> list[MigErro
             key = (plan.spec.namespace, kind, name)
             if key in seen and seen[key] != plan.spec.name:
                 problems.append(MigError(
-                    f"its {kind} {name!r} is also service {seen[key]}'s (a service sized by "
+                    f"its {kind} {shown(name)} is also service {seen[key]}'s (a service sized by "
                     "demand runs a Deployment per profile, `<service>-<profile>`); rename one",
                     f"{key_path('services')}[{index}].name", value=plan.spec.name,
                 ))  # fmt: skip

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, shown
 from mig_inference.names.digest import short_hash
 from mig_inference.plan.model import WHOLE_GPU, Offer
 from mig_inference.spec import AUTO, MigManager, PoolSpec, SharingSpec, SharingStrategy
@@ -66,7 +66,8 @@ def shared_offers(pool: PoolSpec, offers: Sequence[Offer], path: str) -> list[Of
     for index, profile in enumerate(sharing.profiles):
         if profile not in offered:
             raise MigError(
-                f"{profile!r} is not a slice of this pool's layout; it offers {', '.join(offered)}",
+                f"{shown(profile)} is not a slice of this pool's layout; it offers "
+                f"{', '.join(offered)}",
                 f"{where}.{strategy}.profiles[{index}]",
                 value=profile,
                 allowed=offered,

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from mig_inference.clouds import Cloud
-from mig_inference.errors import MigError, MigErrors
+from mig_inference.errors import MigError, collected
 from mig_inference.gpus.layout import place
 from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan, plan_model_cache
+from mig_inference.plan.partial import cut
 from mig_inference.plan.pools import plan_pool
 from mig_inference.plan.pools.autoscaling import waiting_for_scale_up
 from mig_inference.plan.profiling import profiling_runs
@@ -18,9 +19,10 @@ from mig_inference.plan.stack_plan import StackPlan
 from mig_inference.plan.startup import estimates
 from mig_inference.spec import Engine, SharingStrategy, StackSpec, key_path
 from mig_inference.spec.dra import DYNAMIC_MIG_WARNING
+from mig_inference.spec.stack import StackErrors
 
 
-def _check_gke_modes(pools: Sequence[PoolPlan]) -> None:
+def _gke_modes(pools: Sequence[PoolPlan]) -> Iterator[MigError]:
     """GKE's device plugin and the operator's must never run on the same node. Operator pools
     always carry the opt-out label (set in `plan_pool`); a native pool must not."""
     for index, pool in enumerate(pools):
@@ -28,7 +30,7 @@ def _check_gke_modes(pools: Sequence[PoolPlan]) -> None:
             continue
         has_flag = pool.node_labels.get(GKE_NO_DEVICE_PLUGIN_LABEL) == "true"
         if not pool.operator_managed and has_flag:
-            raise MigError(
+            yield MigError(
                 "a GKE-native MIG pool cannot carry gke-no-default-nvidia-gpu-device-plugin=true: "
                 "GKE's device plugin must serve it",
                 f"{key_path('pools')}[{index}].labels",
@@ -72,19 +74,48 @@ def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> lis
     return warnings
 
 
+def plan_of(read: Callable[[], StackSpec]) -> StackPlan:
+    """The plan of the stack `read` returns. When the stack file has errors, what of it reads
+    cleanly is planned all the same, and the plan's errors join the file's (none that follows
+    from a value the file gives wrongly), so that one run names every error."""
+    try:
+        spec = read()
+    except StackErrors as errors:
+        partial = errors.partial
+        if partial is None:
+            raise
+        positions = (partial.pool_positions, partial.service_positions)
+        part = cut(partial.spec, partial.left_out, positions=positions)
+        try:
+            plan_stack(part.spec)
+        except MigError as planned:
+            found = [part.placed(error) for error in planned.errors]
+            raise StackErrors([*errors.errors, *found], partial) from None
+        raise
+    return plan_stack(spec)
+
+
 def plan_stack(spec: StackSpec) -> StackPlan:
-    """Everything decided offline for a stack, or MigErrors naming every bad key path."""
+    """Everything decided offline for a stack, or MigErrors naming every bad key path: the
+    errors of each pool, and those of the services on the pools that could be planned."""
     problems: list[MigError] = []
-    pools = []
+    planned: dict[int, PoolPlan] = {}
     for index in range(len(spec.pools)):
         try:
-            pools.append(plan_pool(spec, index))
+            planned[index] = plan_pool(spec, index, problems)
         except MigError as error:
             problems.append(error)
-    if problems:  # services are placed on pools: those must all be sound first
-        raise MigErrors(problems)
-    _check_gke_modes(pools)
-    services = plan_services(spec, pools)
+    unplanned = [index for index in range(len(spec.pools)) if index not in planned]
+    part = cut(spec, pools_out=unplanned)
+    pools = [planned[index] for index in part.pool_positions]
+    problems.extend(part.placed(error) for error in _gke_modes(pools))
+    services: list[ServicePlan] = []
+    try:
+        services = plan_services(part.spec, pools) if pools else []
+    except MigError as error:
+        problems.extend(part.placed(found) for found in error.errors)
+    if problems:
+        raise collected(problems)
     runs = profiling_runs(spec, services)
     cache = plan_model_cache(spec, services)
     hub = spec.model_cache.hub_mb_per_s if spec.model_cache else None

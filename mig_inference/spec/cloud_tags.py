@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mig_inference.clouds import Cloud
+from mig_inference.errors import shown
 from mig_inference.spec import formats
 from mig_inference.spec.formats import Format
 from mig_inference.spec.reader import ConfigNode
@@ -66,7 +67,9 @@ def _read(
     if node.value is None:
         return {}
     if not isinstance(node.value, dict):
-        return node.problem(f"must be a mapping of keys to string values, got {node.value!r}", {})
+        return node.problem(
+            f"must be a mapping of keys to string values, got {shown(node.value)}", {}
+        )
     if most is not None and len(node.value) > most:
         return node.problem(f"has {len(node.value)} entries; the cloud takes at most {most}", {})
     found: dict[str, str] = {}
@@ -77,7 +80,7 @@ def _read(
             problem = (
                 value_format.problem(value)
                 if isinstance(value, str)
-                else f"{value!r} is not a string (quote numbers and booleans)"
+                else f"{shown(value)} is not a string (quote numbers and booleans)"
             )
         if problem is not None:
             where.problem(problem, None)

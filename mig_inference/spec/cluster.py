@@ -94,8 +94,8 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
     raw = node.mapping(base + CLUSTER_KEYS[cloud] + ACCESS_KEYS)
     create = node.child("create").boolean(False)
     if create and cloud is Cloud.EXISTING:
-        raise node.child("create").error(
-            "an `existing` cluster cannot be created; pick gke, eks or oke"
+        create = node.child("create").problem(
+            "an `existing` cluster cannot be created; pick gke, eks or oke", False
         )
     if create:
         required = CLUSTER_REQUIRED[cloud] + CLUSTER_REQUIRED_WHEN_CREATING[cloud]
@@ -106,23 +106,25 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
     for key in required:
         if raw.get(key) in (None, "", []):
             common = key in CLUSTER_REQUIRED[cloud]
-            raise node.child(key).error(
-                f"is required for cloud {cloud.value}{'' if common else when}"
+            node.child(key).problem(
+                f"is required for cloud {cloud.value}{'' if common else when}", None
             )
     if not create:
         for key in ONLY_WHEN_CREATING:
             if raw.get(key) is not None:
-                raise node.child(key).error(
+                node.child(key).problem(
                     "only applies when create is true (this stack joins a cluster it does not "
-                    "create)"
+                    "create)",
+                    None,
                 )
     if raw.get("context") is not None and raw.get("kubeconfig") is not None:
-        raise node.child("kubeconfig").error("give context or kubeconfig, not both")
+        node.child("kubeconfig").problem("give context or kubeconfig, not both", None)
     if cloud is Cloud.EXISTING and raw.get("context") is None and raw.get("kubeconfig") is None:
-        raise node.child("context").error(
+        node.child("context").problem(
             "is required for cloud existing (a context of your kubeconfig file), or set "
             "kubeconfig to a secret config key holding one; the program never uses whatever "
-            "context happens to be current"
+            "context happens to be current",
+            None,
         )
     settings: dict[str, Any] = {}
     key_formats = {**KEY_FORMATS[cloud], "context": formats.CONTEXT}
@@ -152,7 +154,7 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
         cloud is Cloud.EKS
         and create
         and settings.get("endpointPublicAccess")
-        and not settings.get("publicAccessCidrs")
+        and raw.get("publicAccessCidrs") in (None, [])
     ):
         node.child("publicAccessCidrs").problem(
             "is required when the created cluster's endpoint is public (endpointPublicAccess, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, shown
 from mig_inference.spec import formats
 from mig_inference.spec.model import Demand, Engine, ProfilingSpec, ThroughputPoint
 from mig_inference.spec.reader import ConfigNode
@@ -22,7 +22,7 @@ def _points(node: ConfigNode) -> list[ThroughputPoint]:
         item.mapping(POINT_KEYS)
         points.append(
             ThroughputPoint(
-                profile=item.child("profile").req_string(),
+                profile=item.child("profile").text(formats.MIG_PROFILE, required=True) or "",
                 requests_per_second=(
                     item.child("requestsPerSecond").number(bound=formats.REQUESTS_PER_SECOND)
                     if item.child("requestsPerSecond").value is not None
@@ -105,13 +105,13 @@ def profiling_spec(node: ConfigNode, engine: Engine) -> ProfilingSpec | None:
         return node.problem(
             f"runs vLLM's own benchmark, so it needs engine vllm, not {engine.value}", None
         )
-    profiles = node.child("profiles").strings()
-    if not profiles:
+    if node.child("profiles").value in (None, []):
         return node.child("profiles").problem("is required: the profiles to measure", None)
+    profiles = node.child("profiles").texts(formats.MIG_PROFILE)
     for rank, profile in enumerate(profiles):
         if profiles.index(profile) != rank:
             node.child("profiles").child(rank).problem(
-                f"{profile!r} is listed twice (its two Jobs would have one name)", None
+                f"{shown(profile)} is listed twice (its two Jobs would have one name)", None
             )
     return ProfilingSpec(
         profiles=tuple(dict.fromkeys(profiles)),

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from mig_inference.clouds import Cloud
+from mig_inference.errors import shown
 from mig_inference.spec.model import ClusterSpec, DraSpec, PoolSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
 
@@ -67,7 +68,7 @@ def _minor(node: ConfigNode) -> int | None:
         return None
     found = VERSION.fullmatch(value)
     if found is None:
-        return node.problem(f"{value!r} is not a Kubernetes version like 1.34", None)
+        return node.problem(f"{shown(value)} is not a Kubernetes version like 1.34", None)
     return int(found.group(1))
 
 

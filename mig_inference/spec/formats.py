@@ -50,6 +50,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mig_inference.errors import shown
+
 
 @dataclass(frozen=True)
 class Format:
@@ -63,9 +65,9 @@ class Format:
     def problem(self, value: str) -> str | None:
         """Why `value` is not of this format, or None."""
         if len(value) > self.max_length:
-            return f"{value!r} is longer than {self.max_length} characters ({self.name})"
+            return f"{shown(value)} is longer than {self.max_length} characters ({self.name})"
         if not re.fullmatch(self.pattern, value):
-            return f"{value!r} is not {self.name}, like {self.example}"
+            return f"{shown(value)} is not {self.name}, like {self.example}"
         return None
 
 
@@ -317,6 +319,14 @@ GKE_MACHINE = Format(
 )
 EC2_INSTANCE = Format("an EC2 instance type", r"[a-z][a-z0-9-]*\.[a-z0-9-]+", 63, "p4d.24xlarge")
 OKE_SHAPE = Format("an OCI shape", r"(BM|VM)\.[A-Za-z0-9.-]+", 63, "BM.GPU.H100.8")
+MIG_PROFILE = Format(
+    "a MIG profile (<compute>g.<memory>gb, + an option like +me), `gpu` (a whole GPU) or `auto`",
+    r"auto|gpu|[1-8]g\.[0-9]{1,4}gb(\+[a-z]+(\.[a-z]+)?)?",
+    24,
+    "3g.40gb",
+)
+"""NVIDIA's profile names (`nvidia-smi mig -lgip`: 1g.10gb, 1g.10gb+me, 1g.24gb+me.all); which
+of them a GPU has is the catalog's."""
 URL_PATH = Format("an HTTP path", r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*", 1024, "/health")
 HF_REVISION = Format(
     "a Hugging Face revision (a branch, tag or commit hash, or refs/pr/<n>)",
@@ -343,6 +353,14 @@ AWS_SECURITY_GROUP = Format(
     20,
     "sg-0a1b2c3d4e5f60718",
 )
+CONFIG_KEY_NAME = Format(
+    "a config key name of this project (no spaces or ':')",
+    r"[^\s:]+",
+    256,
+    "hfToken",
+)
+"""The name of a config key (`pulumi config set --secret <name>`): Pulumi's config.ParseKey
+takes `<namespace>:<name>`, so a name holds no ':'; 256 characters is this project's bound."""
 CONTEXT = Format("a kubeconfig context name", r"[^\s\x00-\x1f][^\x00-\x1f]*", 253, "lab-admin")
 ARGUMENT = Format(
     "an argument without control characters",

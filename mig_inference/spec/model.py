@@ -9,9 +9,11 @@ from typing import Any
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Capacity
+from mig_inference.errors import AlreadyReported
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.sizing import ModelShape
 from mig_inference.spec.cloud_tags import CloudTags
+from mig_inference.stackfile.pulumi_config import NAMESPACE
 
 AUTO = "auto"
 FILL = "fill"
@@ -154,8 +156,14 @@ class ClusterSpec:
     """Protect the cluster and pools from accidental deletion."""
     settings: Mapping[str, Any] = field(default_factory=dict)
     """Cloud-specific keys (project, location, region, subnetIds, compartmentId, ...)."""
+    refused: frozenset[str] = frozenset()
+    """Keys whose value the stack file gives wrongly (only in a spec planned to find the plan's
+    own errors beside them): reading one stops the check that reads it, without a second
+    error for the same value."""
 
     def get(self, key: str, default: Any = None) -> Any:
+        if key in self.refused:
+            raise AlreadyReported(f"{NAMESPACE}:cluster.{key}")
         return self.settings.get(key, default)
 
 

@@ -14,6 +14,7 @@ The storage each cloud offers for it (each its CSI driver's documented choice):
 from __future__ import annotations
 
 from mig_inference.clouds import Cloud
+from mig_inference.errors import shown
 from mig_inference.spec import formats
 from mig_inference.spec.model import CacheStorage, ModelCacheSpec
 from mig_inference.spec.reader import ConfigNode
@@ -64,7 +65,8 @@ def _storage(node: ConfigNode, cloud: Cloud) -> CacheStorage:
         return offered[0]
     if raw not in allowed:
         return node.child("storage").problem(
-            f"{raw!r} is not a model cache storage on {cloud.value}; allowed: {', '.join(allowed)}",
+            f"{shown(raw)} is not a model cache storage on {cloud.value}; allowed: "
+            f"{', '.join(allowed)}",
             offered[0],
             allowed,
         )
@@ -93,7 +95,7 @@ def model_cache_spec(node: ConfigNode, cloud: Cloud) -> ModelCacheSpec | None:
             allowed = [str(v) for v in formats.FSX_PER_UNIT]
             throughput = throughput_node.problem(
                 f"FSx for Lustre takes a per-unit throughput (MB/s per TiB) of "
-                f"{', '.join(allowed)}; got {throughput_node.value!r}",
+                f"{', '.join(allowed)}; got {shown(throughput_node.value)}",
                 None,
                 allowed,
             )

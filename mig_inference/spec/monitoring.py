@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from mig_inference.errors import shown
 from mig_inference.spec import formats
 from mig_inference.spec.model import MonitoringSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
@@ -26,7 +27,8 @@ def monitoring_spec(node: ConfigNode) -> MonitoringSpec:
     url = node.child("prometheusUrl").string()
     if url is not None and not _URL.match(url):
         url = node.child("prometheusUrl").problem(
-            f"{url!r} is not an http(s) URL like http://prometheus-operated.monitoring:9090", None
+            f"{shown(url)} is not an http(s) URL like http://prometheus-operated.monitoring:9090",
+            None,
         )
     pending = node.child("pendingMinutes").integer(15, minimum=1, maximum=1440)
     assert pending is not None

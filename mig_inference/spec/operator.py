@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from mig_inference.clouds import Cloud
+from mig_inference.errors import shown
 from mig_inference.spec.model import GpuOperatorSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
 
@@ -18,7 +19,7 @@ def gpu_operator_spec(node: ConfigNode, cloud: Cloud, pinned_version: str) -> Gp
     version = node.child("version").string(pinned_version)
     assert version is not None
     if not re.match(r"^v\d+\.\d+\.\d+$", version):
-        raise node.child("version").error(f"{version!r} is not a chart version like v26.7.0")
+        raise node.child("version").error(f"{shown(version)} is not a chart version like v26.7.0")
     namespace = (
         dns_label(node.child("namespace"), 63) if node.child("namespace").value else "gpu-operator"
     )

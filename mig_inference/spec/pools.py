@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from mig_inference.clouds import K8S_TAINT_EFFECTS, Cloud
 from mig_inference.clouds.capacity import CLOUD_CAPACITY, RESERVED, Capacity
-from mig_inference.errors import AlreadyReported, MigError
+from mig_inference.errors import AlreadyReported, MigError, shown
 from mig_inference.gpus.catalog import resolve_gpu
 from mig_inference.names.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
@@ -83,13 +83,13 @@ def _taints(node: ConfigNode) -> tuple[Taint, ...]:
         effect = item.child("effect").string("NoSchedule")
         if effect not in K8S_TAINT_EFFECTS:
             raise item.child("effect").error(
-                f"{effect!r} is not a taint effect; allowed: {', '.join(K8S_TAINT_EFFECTS)} "
+                f"{shown(effect)} is not a taint effect; allowed: {', '.join(K8S_TAINT_EFFECTS)} "
                 "(Kubernetes spelling; translated per cloud)"
             )
         key = item.child("key").req_string()
         key_problem = label_key_problem(key, "taint") if key else None
         if key_problem is not None:
-            raise item.child("key").error(f"{key!r} is not a valid taint key: {key_problem}")
+            raise item.child("key").error(f"{shown(key)} is not a valid taint key: {key_problem}")
         value = item.child("value").string("") or ""
         value_problem = formats.TAINT_VALUE.problem(value) if value else None
         if value_problem is not None:
@@ -112,7 +112,7 @@ def _labels(node: ConfigNode) -> dict[str, str]:
         if ours or key.startswith(RESERVED_LABEL_PREFIXES):
             whose = "this project sets" if ours else "Kubernetes reserves (the kubelet refuses it)"
             node.child(key).problem(
-                f"{key!r} is a label {whose}; pick a key of your own prefix", None
+                f"{shown(key)} is a label {whose}; pick a key of your own prefix", None
             )
             del labels[key]
     return labels
@@ -147,7 +147,8 @@ def _capacity(node: ConfigNode, cloud: Cloud) -> tuple[Capacity, str | None]:
         )
     elif given is not None and given not in allowed:
         node.child("capacity").problem(
-            f"{given!r} is not a capacity choice on {cloud.value}; allowed: {', '.join(allowed)}",
+            f"{shown(given)} is not a capacity choice on {cloud.value}; allowed: "
+            f"{', '.join(allowed)}",
             None,
             allowed,
         )
@@ -183,13 +184,13 @@ def _mig(node: ConfigNode) -> str | Mapping[str, int]:
     if isinstance(value, dict):
         for key, count in value.items():
             if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
-                raise node.child(str(key)).error(f"must be a count > 0, got {count!r}")
+                raise node.child(str(key)).error(f"must be a count > 0, got {shown(count)}")
         return {str(k): int(v) for k, v in value.items()}
     if isinstance(value, str) and value.strip():
         return value.strip()
     raise node.error(
         f"must be a named config (all-balanced, all-1g.10gb...), {{profile: count}} or auto; "
-        f"got {value!r}"
+        f"got {shown(value)}"
     )
 
 
@@ -217,7 +218,7 @@ def _sharing(node: ConfigNode) -> SharingSpec | None:
         strategy=strategy,
         replicas=replicas,
         rename=inner.child("rename").boolean(False),
-        profiles=inner.child("profiles").strings(),
+        profiles=inner.child("profiles").texts(formats.MIG_PROFILE),
     )
 
 
@@ -240,17 +241,18 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     if cloud is not Cloud.EXISTING and machine is None:
         node.child("machineType").problem(f"is required for cloud {cloud.value}", None)
     node_names = node.child("nodeNames").texts(formats.NODE_NAME)
-    for index, node_name in enumerate(node_names):
-        if node_names.index(node_name) != index:
+    listed = raw.get("nodeNames") if isinstance(raw.get("nodeNames"), list) else []
+    for index, node_name in enumerate(listed):
+        if node_name in node_names and listed.index(node_name) != index:
             node.child("nodeNames").child(index).problem(
-                f"node {node_name!r} is listed twice (it would count its GPUs twice)", None
+                f"node {shown(node_name)} is listed twice (it would count its GPUs twice)", None
             )
     if cloud is Cloud.EXISTING:
-        if not node_names:
+        if raw.get("nodeNames") in (None, []):
             node.child("nodeNames").problem(
                 "is required for an existing cluster: the nodes of this pool", None
             )
-    elif node_names:
+    elif raw.get("nodeNames") not in (None, []):
         node.child("nodeNames").problem(
             "is only for cloud `existing`; cloud pools are created", None
         )
@@ -260,15 +262,20 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
             f"`gke` is GKE's native MIG; cloud is {cloud.value}", MigManager.OPERATOR
         )
     nodes_given = raw.get("nodes") is not None
-    mig = _mig(node.child("mig"))
+    # A mig or nodes refused is recorded; AUTO then asks for no node count beside it.
+    mig: str | Mapping[str, int] = node.attempt(lambda: _mig(node.child("mig")), AUTO)
     if cloud is Cloud.EXISTING:
-        nodes = NodeCount(len(node_names), len(node_names))
-        if nodes_given and node_names and _nodes(node.child("nodes"), cloud) != nodes:
-            node.child("nodes").problem(
-                f"must equal the {len(node_names)} nodeNames (or be left out)", None
-            )
+        count = len(listed) or len(node_names)
+        nodes = NodeCount(count, count)
+        given = (
+            node.attempt(lambda: _nodes(node.child("nodes"), cloud), nodes)
+            if nodes_given
+            else nodes
+        )
+        if count and given != nodes:
+            node.child("nodes").problem(f"must equal the {count} nodeNames (or be left out)", None)
     elif nodes_given:
-        nodes = _nodes(node.child("nodes"), cloud)
+        nodes = node.attempt(lambda: _nodes(node.child("nodes"), cloud), NodeCount(0, 0))
     elif mig == AUTO:
         nodes = NodeCount(0, 0)  # sized by the planner
     else:
@@ -387,7 +394,7 @@ def _boot_disk_type(node: ConfigNode, cloud: Cloud) -> str | None:
     allowed = list(formats.GKE_BOOT_DISK_TYPES)
     if node.value not in allowed:
         return node.problem(
-            f"{node.value!r} is not allowed; allowed: {', '.join(allowed)}", None, allowed
+            f"{shown(node.value)} is not allowed; allowed: {', '.join(allowed)}", None, allowed
         )
     return str(node.value)
 

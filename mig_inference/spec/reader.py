@@ -14,8 +14,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
 
-from mig_inference.errors import MigError
-from mig_inference.spec.formats import LABEL_KEY, LABEL_NAME_MAX, LABEL_VALUE, Bound, Format
+from mig_inference.errors import MigError, record, report, shown
+from mig_inference.spec.formats import (
+    CONFIG_KEY_NAME,
+    LABEL_KEY,
+    LABEL_NAME_MAX,
+    LABEL_VALUE,
+    Bound,
+    Format,
+)
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 T = TypeVar("T")
@@ -29,7 +36,7 @@ def label_key_problem(key: str, what: str = "label") -> str | None:
         return found.replace("label", what)
     prefix, _, name = key.rpartition("/")
     if len(name) > LABEL_NAME_MAX or len(prefix) > 253:
-        return f"{key!r}: a {what} key's name has at most 63 characters and its prefix 253"
+        return f"{shown(key)}: a {what} key's name has at most 63 characters and its prefix 253"
     return None
 
 
@@ -64,33 +71,25 @@ class ConfigNode:
 
     def problem(self, message: str, placeholder: T, allowed: Sequence[str] | None = None) -> T:
         """Record (or raise) what is wrong here; carry on with `placeholder`."""
-        error = self.error(message, allowed)
-        if self.problems is None:
-            raise error
-        self.problems.append(error)
+        report(self.problems, self.error(message, allowed))
         return placeholder
 
     def attempt(self, read: Callable[[], T], placeholder: T) -> T:
         """`read()`, or (collecting) `placeholder` once the error that stopped it is recorded."""
-        if self.problems is None:
-            return read()
-        try:
-            return read()
-        except MigError as error:
-            self.problems.append(error)
-            return placeholder
+        return record(self.problems, read, placeholder)
 
     def mapping(self, allowed: tuple[str, ...]) -> dict[str, Any]:
         if self.value is None:
             raise self.error(f"is required: a mapping with keys {', '.join(allowed)}", allowed)
         if not isinstance(self.value, dict):
             raise self.error(
-                f"must be a mapping with keys {', '.join(allowed)}; got {self.value!r}", allowed
+                f"must be a mapping with keys {', '.join(allowed)}; got {shown(self.value)}",
+                allowed,
             )
         for key in self.value:
             if key not in allowed:
                 self.child(str(key)).problem(
-                    f"unknown key {key!r}; allowed: {', '.join(allowed)}", None, allowed
+                    f"unknown key {shown(key)}; allowed: {', '.join(allowed)}", None, allowed
                 )
         return self.value
 
@@ -98,7 +97,7 @@ class ConfigNode:
         if self.value is None:
             return
         if not isinstance(self.value, list):
-            self.problem(f"must be a list, got {self.value!r}", None)
+            self.problem(f"must be a list, got {shown(self.value)}", None)
             return
         for index in range(len(self.value)):
             yield self.child(index)
@@ -127,7 +126,9 @@ class ConfigNode:
                 return self.problem("is required", "")
             return default
         if not isinstance(self.value, str) or not self.value.strip():
-            return self.problem(f"must be a non-empty string, got {self.value!r}", default or "")
+            return self.problem(
+                f"must be a non-empty string, got {shown(self.value)}", default or ""
+            )
         return self.value.strip()
 
     def req_string(self) -> str:
@@ -138,7 +139,7 @@ class ConfigNode:
             return default
         if not isinstance(self.value, bool):
             return self.problem(
-                f"must be true or false, got {self.value!r}", default, ["true", "false"]
+                f"must be true or false, got {shown(self.value)}", default, ["true", "false"]
             )
         return self.value
 
@@ -153,7 +154,7 @@ class ConfigNode:
             return default
         fallback = default if default is not None else (minimum or 0)
         if isinstance(self.value, bool) or not isinstance(self.value, int):
-            return self.problem(f"must be a whole number, got {self.value!r}", fallback)
+            return self.problem(f"must be a whole number, got {shown(self.value)}", fallback)
         if bound is not None and bound.problem(self.value) is not None:
             return self.problem(str(bound.problem(self.value)), fallback)
         if minimum is not None and self.value < minimum:
@@ -172,9 +173,9 @@ class ConfigNode:
             return default
         fallback = default if default is not None else 1.0
         if isinstance(self.value, bool) or not isinstance(self.value, int | float):
-            return self.problem(f"must be a number, got {self.value!r}", fallback)
+            return self.problem(f"must be a number, got {shown(self.value)}", fallback)
         if isinstance(self.value, float) and not math.isfinite(self.value):
-            return self.problem(f"must be a finite number, got {self.value!r}", fallback)
+            return self.problem(f"must be a finite number, got {shown(self.value)}", fallback)
         if bound is not None and bound.problem(self.value) is not None:
             return self.problem(str(bound.problem(self.value)), fallback)
         if minimum is not None and self.value <= minimum:
@@ -190,17 +191,19 @@ class ConfigNode:
         allowed = [str(e.value) for e in enum]
         if self.value not in allowed:
             return self.problem(
-                f"{self.value!r} is not allowed; allowed: {', '.join(allowed)}", default, allowed
+                f"{shown(self.value)} is not allowed; allowed: {', '.join(allowed)}",
+                default,
+                allowed,
             )
         return enum(self.value)
 
     def secret_key_name(self, secrets: SecretNames) -> str | None:
         """The name of a secret (never the secret itself), checked to be one the stack holds."""
-        name = self.string()
+        name = self.text(CONFIG_KEY_NAME)
         if name is not None and name not in secrets.names:
             return self.problem(
                 f"must name a secret of this stack ({secrets.how_to_add.format(name=name)}); "
-                f"{name!r} is not one",
+                f"{shown(name)} is not one",
                 None,
                 sorted(secrets.names),
             )
@@ -211,17 +214,19 @@ class ConfigNode:
             return {}
         if not isinstance(self.value, dict):
             return self.problem(
-                f"must be a mapping of label keys to values, got {self.value!r}", {}
+                f"must be a mapping of label keys to values, got {shown(self.value)}", {}
             )
         result = {}
         for key, value in self.value.items():
             where = self.child(str(key))
             key_problem = label_key_problem(key) if isinstance(key, str) else "not a string"
             if key_problem is not None:
-                where.problem(f"{key!r} is not a valid Kubernetes label key: {key_problem}", None)
+                where.problem(
+                    f"{shown(key)} is not a valid Kubernetes label key: {key_problem}", None
+                )
             elif not isinstance(value, str) or LABEL_VALUE.problem(value) is not None:
                 where.problem(
-                    f"{value!r} is not a valid label value (a string of at most 63 letters, "
+                    f"{shown(value)} is not a valid label value (a string of at most 63 letters, "
                     "digits, '-', '_' or '.', starting and ending alphanumeric)",
                     None,
                 )
@@ -234,7 +239,7 @@ def dns_label(node: ConfigNode, max_length: int = 40) -> str:
     value = node.req_string()
     if value and (not DNS_LABEL.match(value) or len(value) > max_length):
         return node.problem(
-            f"{value!r} must be a lowercase DNS label (letters, digits, '-'; at most "
+            f"{shown(value)} must be a lowercase DNS label (letters, digits, '-'; at most "
             f"{max_length} characters)",
             value,
         )

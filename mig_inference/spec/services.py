@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, shown
 from mig_inference.gpus.sizing import BYTES_PER_PARAM, DEFAULT_OVERHEAD, ModelShape, gib_to_mib
 from mig_inference.spec import formats
 from mig_inference.spec.demand import DEMAND_KEYS, demand_spec, profiling_spec
@@ -110,7 +110,7 @@ def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
         dtype = node.child("dtype").string("bf16")
         if dtype not in BYTES_PER_PARAM:
             dtype = node.child("dtype").problem(
-                f"{dtype!r} is not allowed; allowed: {', '.join(BYTES_PER_PARAM)}",
+                f"{shown(dtype)} is not allowed; allowed: {', '.join(BYTES_PER_PARAM)}",
                 "bf16",
                 list(BYTES_PER_PARAM),
             )
@@ -134,7 +134,7 @@ def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
             node.child(key).problem(error.message, None)
         need = shape.need_mib if shape is not None else None
     demand = demand_spec(node)
-    profile = node.child("profile").string(AUTO) or AUTO
+    profile = node.child("profile").text(formats.MIG_PROFILE, AUTO) or AUTO
     if raw.get("requestsPerSecond") is not None:
         for key in ("replicas", "hpaMaxReplicas", "queueAutoscaling"):
             if raw.get(key) is not None:
@@ -170,7 +170,7 @@ def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
     utilization = _utilization(node.child("gpuMemoryUtilization"))
     command = node.child("command").texts(formats.ARGUMENT)
     image = node.child("image").text(formats.IMAGE)
-    if engine is Engine.CUSTOM and (image is None or not command):
+    if engine is Engine.CUSTOM and (image is None or raw.get("command") in (None, [])):
         node.child("image" if image is None else "command").problem(
             "engine custom needs both image and command", None
         )
@@ -237,7 +237,7 @@ def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
         shape=shape,
         profile=profile,
         replicas=replicas,
-        pool=node.child("pool").string(),
+        pool=node.child("pool").text(formats.DNS_LABEL),
         hf_token_secret=node.child("hfTokenSecret").secret_key_name(secrets),
         api_key_secret=node.child("apiKeySecret").secret_key_name(secrets),
         tensor_parallel_size=1,

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
 from mig_inference.clouds import Cloud
-from mig_inference.errors import AlreadyReported, MigError, MigErrors
+from mig_inference.errors import AlreadyReported, MigError, MigErrors, shown
 from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.cluster import cluster_spec
 from mig_inference.spec.dra import dra_spec
-from mig_inference.spec.model import Engine, ServiceSpec, StackSpec
+from mig_inference.spec.model import (
+    Engine,
+    GpuOperatorSpec,
+    PoolSpec,
+    ServiceSpec,
+    StackSpec,
+)
 from mig_inference.spec.model_cache import model_cache_spec
 from mig_inference.spec.monitoring import monitoring_spec
 from mig_inference.spec.operator import gpu_operator_spec
@@ -42,6 +49,48 @@ T = TypeVar("T")
 def key_path(key: str) -> str:
     """The full config key path of a top-level key, e.g. `mig-inference:pools`."""
     return f"{NAMESPACE}:{key}"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Pools and services of a stack file that a partial spec leaves out."""
+
+    pool_names: frozenset[str] = frozenset()
+    unnamed_pool: bool = False
+    """A pool whose name cannot be read is left out (a service may name it)."""
+    service_pools: tuple[str | None, ...] = ()
+    """The pool each left-out service names (None: none, or one that cannot be read)."""
+
+
+@dataclass(frozen=True)
+class PartialStack:
+    """What of a stack file with errors reads cleanly, for the plan to find its own errors beside
+    the file's: the pools and services with no error under their key (and their positions in the
+    file), every other section as read or, when it has an error, as if it were left out, and the
+    cluster with the keys it gives wrongly marked (ClusterSpec.refused)."""
+
+    spec: StackSpec
+    pool_positions: tuple[int, ...]
+    service_positions: tuple[int, ...]
+    left_out: LeftOut
+
+
+class StackErrors(MigErrors):
+    """Every error of a stack file, and what of it reads cleanly (None when too little does:
+    no cloud, no cluster, or no list of pools)."""
+
+    def __init__(self, found: list[MigError], partial: PartialStack | None) -> None:
+        super().__init__(found)
+        self.partial = partial
+
+
+def _under(problems: Sequence[MigError], path: str) -> bool:
+    """Whether an error names `path` or a key inside it."""
+    return any(
+        p.path == path or (p.path or "").startswith((f"{path}.", f"{path}["))
+        for p in problems
+        for p in p.errors
+    )
 
 
 def secret_references(values: Mapping[str, Any]) -> dict[str, str]:
@@ -75,7 +124,7 @@ def _duplicates(items: Any, path: str, what: str, problems: list[MigError]) -> N
     names = [item.get("name") if isinstance(item, dict) else None for item in items or []]
     for index, name in enumerate(names):
         if isinstance(name, str) and names.index(name) != index:
-            problems.append(MigError(f"duplicate {what} {name!r}", f"{path}[{index}].name",
+            problems.append(MigError(f"duplicate {what} {shown(name)}", f"{path}[{index}].name",
                                      value=name))  # fmt: skip
 
 
@@ -95,7 +144,7 @@ def parse_stack(
     for name, where in secret_references(values).items():
         if name in TOP_KEYS:
             problems.append(MigError(
-                f"{name!r} is a key of the stack itself, not a secret; name the secret config "
+                f"{shown(name)} is a key of the stack itself, not a secret; name the secret config "
                 "key that holds the value",
                 key_path(where), value=name,
             ))  # fmt: skip
@@ -151,7 +200,7 @@ def parse_stack(
         for position, node_name in enumerate(pool.node_names):
             if owners.setdefault(node_name, pool.name) != pool.name:
                 problems.append(MigError(
-                    f"node {node_name!r} is already in pool {owners[node_name]}",
+                    f"node {shown(node_name)} is already in pool {owners[node_name]}",
                     f"{pools_node.path}[{index}].nodeNames[{position}]", value=node_name,
                 ))  # fmt: skip
     operator = _attempt(problems, lambda: gpu_operator_spec(
@@ -201,12 +250,103 @@ def parse_stack(
                 _unverifiable(verify.enabled, service, f"{services_node.path}[{index}]")
             )
     if problems:
-        raise MigErrors(problems)
+        partial_stack = None
+        pools_read = isinstance(pools_node.value, list) and not any(
+            error.path == pools_node.path for problem in problems for error in problem.errors
+        )
+        if cluster is not None and pools_read:
+            sections = {
+                "gpuOperator": operator,
+                "monitoring": monitoring,
+                "modelCache": cache,
+                "verify": verify,
+                "ephemeral": ephemeral,
+                "tags": tags,
+                "dra": dra,
+            }
+            partial_stack = _partial(
+                StackSpec(stack, cloud, cluster, (), GpuOperatorSpec(pinned_operator_version), (),
+                          secret_keys),
+                values, problems, parsed, parsed_services, sections, pinned_operator_version,
+            )  # fmt: skip
+        raise StackErrors(problems, partial_stack)
     assert cluster is not None and operator is not None and monitoring is not None
     assert verify is not None
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
                      model_cache=cache, verify=verify, ephemeral=ephemeral,
                      cloud_tags=tags or CloudTags(), dra=dra)  # fmt: skip
+
+
+def _partial(
+    base: StackSpec,
+    values: Mapping[str, Any],
+    problems: Sequence[MigError],
+    pools: Sequence[tuple[int, PoolSpec]],
+    services: Sequence[tuple[int, ServiceSpec]],
+    sections: Mapping[str, Any],
+    pinned_operator_version: str,
+) -> PartialStack:
+    """`base` (its stack, cloud, cluster and secret keys) with what else reads cleanly: the
+    pools and services without an error, each section as read or, with an error, as if it
+    were left out."""
+
+    def refused(key: str) -> bool:
+        return _under(problems, key_path(key))
+
+    def section(key: str, left_out: Callable[[ConfigNode], Any]) -> Any:
+        value = sections[key]
+        return left_out(ConfigNode(None, key_path(key))) if value is None or refused(key) else value
+
+    kept_pools = [(i, pool) for i, pool in pools if not refused(f"pools[{i}]")]
+    kept_services = [(i, service) for i, service in services if not refused(f"services[{i}]")]
+    raw_pools = values.get("pools") if isinstance(values.get("pools"), list) else []
+    out_pools = [raw for i, raw in enumerate(raw_pools) if i not in dict(kept_pools)]
+    names = [raw.get("name") if isinstance(raw, dict) else None for raw in out_pools]
+    raw_services = values.get("services")
+    if isinstance(raw_services, list):
+        out_services = [raw for i, raw in enumerate(raw_services) if i not in dict(kept_services)]
+        targets = tuple(
+            raw.get("pool") if isinstance(raw, dict) and isinstance(raw.get("pool"), str)
+            else None
+            for raw in out_services
+        )  # fmt: skip
+    else:
+        targets = (None,) if refused("services") else ()
+    cluster_key = f"{key_path('cluster')}."
+    cluster_refused = frozenset(
+        error.path.removeprefix(cluster_key).split(".")[0].split("[")[0]
+        for problem in problems
+        for error in problem.errors
+        if error.path and error.path.startswith(cluster_key)
+    )
+    cloud, creates = base.cloud, base.cluster.create
+    spec = replace(
+        base,
+        cluster=replace(base.cluster, refused=cluster_refused),
+        pools=tuple(pool for _i, pool in kept_pools),
+        services=tuple(service for _i, service in kept_services),
+        gpu_operator=section(
+            "gpuOperator", lambda blank: gpu_operator_spec(blank, cloud, pinned_operator_version)
+        ),
+        monitoring=section("monitoring", monitoring_spec),
+        verify=section("verify", lambda blank: verify_spec(blank, creates)),
+        model_cache=section("modelCache", lambda _blank: None),
+        ephemeral=section("ephemeral", lambda _blank: None),
+        cloud_tags=CloudTags()
+        if any(refused(key) for key in TAG_KEYS)
+        else sections["tags"] or CloudTags(),
+        dra=section("dra", lambda _blank: None),
+    )
+    return PartialStack(
+        spec,
+        tuple(i for i, _pool in kept_pools),
+        tuple(i for i, _service in kept_services),
+        LeftOut(
+            frozenset(name for name in names if isinstance(name, str)),
+            any(not isinstance(name, str) for name in names),
+            targets,
+        ),
+    )
 
 
 def _unverifiable(stack_enabled: bool, service: ServiceSpec, path: str) -> list[MigError]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from mig_inference.errors import shown
 from mig_inference.spec import formats
 from mig_inference.spec.model import (
     DEFAULT_VERIFY_PROMPT,
@@ -40,7 +41,7 @@ def ttl_problem(text: str) -> str | None:
     minutes = duration_minutes(text)
     assert minutes is not None
     bound = formats.TTL_MINUTES.problem(minutes)
-    return f"{text!r} is {minutes:,} minutes; {bound}" if bound is not None else None
+    return f"{shown(text)} is {minutes:,} minutes; {bound}" if bound is not None else None
 
 
 def verify_spec(node: ConfigNode, creates_cluster: bool) -> VerifySpec:

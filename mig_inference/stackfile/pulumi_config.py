@@ -13,13 +13,15 @@ is Go's `2024-01-02 00:00:00 +0000 UTC`, `.inf` and `.nan` make the whole file f
 
 The program's side (`project_values`): `cloud` is the string; every other key is that string read
 as JSON (what `Config.get_object` does), or the string itself when it is not JSON, so that the
-spec reader can say what is wrong with it at its key path.
+spec reader can say what is wrong with it at its key path. A value nested deeper than the stack
+file reader takes (yamlfile.MAX_DEPTH) is refused at its key before `json.loads` recurses into it.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +29,14 @@ from typing import Any
 
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.stackfile.yamlfile import (
+    MAX_DEPTH,
     Document,
+    YamlPath,
     go_json_float,
     load_document,
     parse_text,
     read_text,
+    too_deep,
 )
 
 NAMESPACE = "mig-inference"
@@ -190,7 +195,7 @@ def engine_config(document: Document, source: str, project: str = NAMESPACE) -> 
     return EngineConfig(values, frozenset(secrets), tuple(warnings), frozenset(nested))
 
 
-def _readable(source: str, path: tuple[str | int, ...]) -> str:
+def _readable(source: str, path: YamlPath) -> str:
     """A YAML path under `config:` as a key path (`mig-inference:pools[0].name`)."""
     if len(path) < 2 or path[0] != "config":
         return source
@@ -220,13 +225,68 @@ def project_name(stack_file: Path) -> str:
 
 def read_stack_config(path: Path) -> EngineConfig:
     """The engine's config for the stack file at `path`."""
-    document = load_document(path, "stack file", go_times=True)
-    return engine_config(document, str(path), project_name(path))
+    source = str(path)
+    document = load_document(
+        path, "stack file", go_times=True, key_path=lambda where: _readable(source, where)
+    )
+    return engine_config(document, source, project_name(path))
 
 
-def as_object(text: str) -> Any:
+CONFIG_VALUE_DEPTH = MAX_DEPTH - 2
+"""How deep a config value may nest: the stack file's own mapping and its `config:` mapping are
+the first two of yamlfile.MAX_DEPTH levels."""
+_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+"""JSON strings (skipped whole: brackets in them do not nest) and brackets."""
+_CUT = "\x00nested too deep"
+
+
+def _too_deep_span(text: str) -> tuple[int, int] | None:
+    """Where the first list or object of JSON `text` nested deeper than CONFIG_VALUE_DEPTH
+    starts and ends, found without recursing (Python's json recurses once per level)."""
+    depth, start = 0, None
+    for token in _JSON_NESTING.finditer(text):
+        bracket = token.group()
+        if bracket in "[{":
+            depth += 1
+            if depth > CONFIG_VALUE_DEPTH and start is None:
+                start = token.start()
+        elif bracket in "]}":
+            depth -= 1
+            if start is not None and depth == CONFIG_VALUE_DEPTH:
+                return start, token.end()
+    return None if start is None else (start, len(text))
+
+
+def _path_to(value: Any, target: str, path: str = "") -> str | None:
+    """The key path (`.key`, `[index]`) of `target` in a decoded JSON value."""
+    if value == target:
+        return path
+    if isinstance(value, dict):
+        steps = [(f".{key}", item) for key, item in value.items()]
+    elif isinstance(value, list):
+        steps = [(f"[{index}]", item) for index, item in enumerate(value)]
+    else:
+        return None
+    for step, item in steps:
+        found = _path_to(item, target, path + step)
+        if found is not None:
+            return found
+    return None
+
+
+def as_object(text: str, key: str = "") -> Any:
     """A config string as `Config.get_object` reads it (JSON); the string itself when it is not
-    JSON, for the spec reader to refuse with its key path."""
+    JSON, for the spec reader to refuse with its key path. MigError at the key path of a value
+    nested deeper than CONFIG_VALUE_DEPTH (`key` names the config key)."""
+    span = _too_deep_span(text)
+    if span is not None:
+        # The deep part cut out, the rest is shallow enough to read and to find the cut in.
+        start, end = span
+        try:
+            where = _path_to(json.loads(f"{text[:start]}{json.dumps(_CUT)}{text[end:]}"), _CUT)
+        except ValueError:
+            where = None
+        raise MigError(too_deep(), f"{key}{where or ''}")
     try:
         return json.loads(text)
     except ValueError:
@@ -241,6 +301,7 @@ def project_values(
     Empty values are left out."""
     values: dict[str, Any] = {}
     secrets: set[str] = set()
+    problems: list[MigError] = []
     prefix = f"{NAMESPACE}:"
     for full_key in sorted(config):
         if not full_key.startswith(prefix):
@@ -250,5 +311,10 @@ def project_values(
             secrets.add(key)
         elif config[full_key] != "":
             text = config[full_key]
-            values[key] = text if key in PLAIN_KEYS else as_object(text)
+            try:
+                values[key] = text if key in PLAIN_KEYS else as_object(text, full_key)
+            except MigError as error:
+                problems.append(error)
+    if problems:
+        raise MigErrors(problems)
     return values, frozenset(secrets)

@@ -16,9 +16,10 @@ re-stated here over PyYAML's parser, which comes from the same libyaml lineage a
 - `.inf`, `.nan` are floats; a key given twice, spelled the same, is an error; merge keys `<<`
   as in YAML 1.1; only the first document of the file is read.
 
-Two choices are stricter than yaml.v3: keys that only differ in how they are written (`1` and
+Three choices are stricter than yaml.v3: keys that only differ in how they are written (`1` and
 `"1"`, which a Go map would keep apart and Pulumi would then merge in no fixed order) are refused
-as given twice, and `!!binary` data that is not UTF-8 text is refused.
+as given twice, `!!binary` data that is not UTF-8 text is refused, and lists and mappings may
+nest at most MAX_DEPTH levels (yaml.v3 takes 10,000).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import base64
 import binascii
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -34,6 +36,7 @@ from typing import Any
 
 import yaml
 from yaml.composer import Composer
+from yaml.events import MappingStartEvent, SequenceStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.parser import Parser
 from yaml.reader import Reader
@@ -73,6 +76,16 @@ _TIMESTAMP_FORMS = (
     re.compile(r"(?P<y>\d{4})-(?P<mo>\d\d?)-(?P<d>\d\d?)"),
 )  # fmt: skip
 _DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+MAX_DEPTH = 100
+"""The most levels of lists and mappings a file may nest, the document's own mapping being the
+first (so a stack file's config value nests at most 98). yaml.v3 stops at 10,000 (scannerc.go,
+`max_flow_level` and `max_indents`: "exceeded max depth of 10000"), and so does Go's
+encoding/json that hands config to the program; but a Python program reads an object config
+value with `json.loads` (Pulumi's `Config.get_object`), which fails with RecursionError near the
+interpreter's recursion limit (1,000 frames by default), and so would this reader, which
+recurses once or more per level. 100 is far above the deepest value a stack key takes (6 levels
+in the shipped stacks) and far below those limits."""
+YamlPath = tuple[str | int, ...]
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,7 @@ class Reading:
     """A plain scalar that yaml.v3 reads unlike what its text suggests (a timestamp printed by
     Go, an octal number)."""
 
-    path: tuple[str | int, ...]
+    path: YamlPath
     text: str
     value: Any
     why: str
@@ -112,14 +125,47 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
         Parser.__init__(self)
         Composer.__init__(self)
         _Resolver.__init__(self)
+        self.path: list[str | int | None] = []
+        """Where the node being composed is: a key's text, an index, or None for the root and
+        for keys (which the decoder refuses when they are lists or mappings)."""
+
+    # PyYAML's composer recurses once per level: the path is kept here so that a value nested
+    # too deep is refused, at its key, before the recursion runs out.
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        del current_node  # the index says where
+        part = current_index.value if isinstance(current_index, ScalarNode) else current_index
+        self.path.append(part if isinstance(part, str | int) else None)
+        event = self.peek_event()
+        if len(self.path) > MAX_DEPTH and isinstance(event, SequenceStartEvent | MappingStartEvent):
+            where = tuple(p for p in self.path[1:] if p is not None)
+            raise YamlError(too_deep(), line=event.start_mark.line + 1, path=where)
+
+    def ascend_resolver(self) -> None:
+        self.path.pop()
+
+
+def too_deep() -> str:
+    return (
+        f"nests lists and mappings more than {MAX_DEPTH} levels deep; no stack key takes more "
+        "than a few"
+    )
 
 
 class YamlError(Exception):
-    """What yaml.v3 refuses, and the node (its line) where."""
+    """What yaml.v3 refuses, and the node (its line) where; `path` is where in the document
+    when the value there is what is refused."""
 
-    def __init__(self, message: str, node: Node | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        node: Node | None = None,
+        *,
+        line: int | None = None,
+        path: YamlPath | None = None,
+    ) -> None:
         self.message = message
-        self.line = node.start_mark.line + 1 if node is not None else None
+        self.line = node.start_mark.line + 1 if node is not None else line
+        self.path = path
         super().__init__(message)
 
 
@@ -279,7 +325,9 @@ class _Decoder:
         self.seen: dict[int, int] = {}
         self.active: set[int] = set()
 
-    def value(self, node: Node, path: tuple[str | int, ...]) -> Any:
+    def value(self, node: Node, path: YamlPath) -> Any:
+        if len(path) >= MAX_DEPTH and not isinstance(node, ScalarNode):
+            raise YamlError(too_deep(), node, path=path)  # deeper through aliases
         self.decoded += 1
         times = self.seen.get(id(node), 0)
         self.seen[id(node)] = times + 1
@@ -304,7 +352,7 @@ class _Decoder:
         finally:
             self.active.discard(id(node))
 
-    def scalar(self, node: ScalarNode, path: tuple[str | int, ...]) -> Any:
+    def scalar(self, node: ScalarNode, path: YamlPath) -> Any:
         text = str(node.value)
         tag = node.tag
         if tag == _PLAIN:
@@ -336,13 +384,13 @@ class _Decoder:
             )
         return text  # other tags: yaml.v3 keeps the text
 
-    def key(self, node: Node, path: tuple[str | int, ...]) -> str:
+    def key(self, node: Node, path: YamlPath) -> str:
         value = self.value(node, path)
         if isinstance(value, list | dict):
             raise YamlError("a key must be a plain value, got a mapping or list", node)
         return go_key_text(value)
 
-    def mapping(self, node: MappingNode, path: tuple[str | int, ...]) -> dict[str, Any]:
+    def mapping(self, node: MappingNode, path: YamlPath) -> dict[str, Any]:
         pairs = list(node.value)
         for i, (key_i, _value) in enumerate(pairs):
             for key_j, _other in pairs[i + 1 :]:
@@ -440,12 +488,22 @@ def read_text(path: Path, what: str) -> str:
         ) from None
 
 
-def parse_text(text: str, source: str, *, go_times: bool = False) -> Document:
-    """`parse_yaml`, its errors as one MigError naming `source` and the line."""
+def parse_text(
+    text: str,
+    source: str,
+    *,
+    go_times: bool = False,
+    key_path: Callable[[YamlPath], str] | None = None,
+) -> Document:
+    """`parse_yaml`, its errors as one MigError naming `source` and the line, or, for a value
+    refused where it is, the key path `key_path` names it by (by default its path in `source`)."""
     try:
         return parse_yaml(text, go_times=go_times)
     except YamlError as error:
         where = f" at line {error.line}" if error.line is not None else ""
+        if error.path is not None:
+            named = key_path(error.path) if key_path else _in_file(source, error.path)
+            raise MigError(f"{error.message} (line {error.line})", named) from None
         raise MigError(f"not valid YAML{where}: {error.message}", source) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
@@ -455,8 +513,19 @@ def parse_text(text: str, source: str, *, go_times: bool = False) -> Document:
         raise MigError(f"not valid YAML{where}{detail}", source) from None
 
 
-def load_document(path: Path, what: str, *, go_times: bool = False) -> Document:
-    return parse_text(read_text(path, what), str(path), go_times=go_times)
+def _in_file(source: str, path: YamlPath) -> str:
+    steps = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+    return f"{source}:{steps.removeprefix('.')}"
+
+
+def load_document(
+    path: Path,
+    what: str,
+    *,
+    go_times: bool = False,
+    key_path: Callable[[YamlPath], str] | None = None,
+) -> Document:
+    return parse_text(read_text(path, what), str(path), go_times=go_times, key_path=key_path)
 
 
 def load_yaml(path: Path, what: str) -> Any:

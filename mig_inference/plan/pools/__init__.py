@@ -17,7 +17,7 @@ from mig_inference.clouds import (
     Cloud,
     MachineShape,
 )
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, record, report, shown
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.migparted import ALL_DISABLED, resolve_config
@@ -39,7 +39,7 @@ from mig_inference.names.labels import (
 )
 from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan
 from mig_inference.plan.pools.autoscaling import check_scale_from_zero
-from mig_inference.plan.pools.capacity import check_capacity, check_oke_domains
+from mig_inference.plan.pools.capacity import PoolCapacity, check_capacity, check_oke_domains
 from mig_inference.plan.pools.generation import generation_of, replacement_inputs
 from mig_inference.plan.pools.zones import per_zone, pool_zones
 from mig_inference.plan.sharing import device_plugin_config_key, shared_offers
@@ -65,7 +65,7 @@ def _machine(spec: StackSpec, pool: PoolSpec, path: str) -> MachineShape | None:
     if machine is None:
         if pool.gpus_per_node is None:
             raise MigError(
-                f"unknown {spec.cloud.value} machine type {pool.machine_type!r}; known: "
+                f"unknown {spec.cloud.value} machine type {shown(pool.machine_type)}; known: "
                 f"{', '.join(known)} (or set gpusPerNode for another type)",
                 f"{path}.machineType",
             )
@@ -102,7 +102,7 @@ def _auto_workloads(spec: StackSpec, pool: PoolSpec, path: str) -> tuple[list[Wo
             for name, _ in service.demand.rates():
                 if not pool.gpu.has_profile(name):
                     raise MigError(
-                        f"{name!r} is not a MIG profile of {pool.gpu.name}",
+                        f"{shown(name)} is not a MIG profile of {pool.gpu.name}",
                         f"{where}.throughput",
                         value=name,
                         allowed=[p.name for p in pool.gpu.profiles],
@@ -217,8 +217,15 @@ def _offers(
 
 
 def _max_pods(
-    spec: StackSpec, pool: PoolSpec, machine: MachineShape | None, devices: int, path: str
+    spec: StackSpec,
+    pool: PoolSpec,
+    machine: MachineShape | None,
+    devices: int,
+    path: str,
+    problems: list[MigError] | None,
 ) -> tuple[int, int, str]:
+    """The pool's max pods, the pods each node needs, and what they are; a max pods out of the
+    cloud's range or below the need is recorded (raised when not collecting)."""
     cloud = spec.cloud
     operator_pods = GPU_OPERATOR_PODS_PER_NODE if pool.mig_manager is MigManager.OPERATOR else 0
     system = pool.system_pods if pool.system_pods is not None else SYSTEM_PODS_PER_NODE[cloud]
@@ -241,14 +248,17 @@ def _max_pods(
                 f" ({machine.name if machine else 'this instance'}: min of its ENI-based default "
                 f"and the {EKS_MANAGED_NODE_GROUP_MAX_PODS} managed node groups allow)"
             )
-        raise MigError(f"{effective} is out of range; {limit}", where, value=effective)
-    if effective < required:
+        found = MigError(f"{effective} is out of range; {limit}", where, value=effective)
+    elif effective < required:
         source = "" if pool.max_pods is not None else f" (the {cloud.value} default)"
-        raise MigError(
+        found = MigError(
             f"{effective}{source} is below the {required} this pool needs per node ({breakdown})",
             where,
             value=effective,
         )
+    else:
+        return effective, required, breakdown
+    report(problems, found)
     return effective, required, breakdown
 
 
@@ -264,7 +274,10 @@ def _tolerations(pool: PoolSpec) -> tuple[dict[str, str], ...]:
     return tuple({"key": key, "operator": "Exists"} for key in keys)
 
 
-def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
+def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = None) -> PoolPlan:
+    """The pool's plan. Raises MigError when the pool cannot be planned (its machine, layout or
+    zones); with `problems`, errors that leave it plannable (max pods, capacity, availability
+    domains, scale from zero) are recorded there and the plan made all the same."""
     pool = spec.pools[index]
     path = f"{key_path('pools')}[{index}]"
     machine = _machine(spec, pool, path)
@@ -281,8 +294,12 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         )
     config_name, layouts, builtin, planned = _layouts(spec, pool, gpus_per_node, path)
     zones = pool_zones(spec, pool, path)
-    check_oke_domains(spec, pool, machine, path)
-    bought = check_capacity(spec, pool, machine, path)
+    record(problems, lambda: check_oke_domains(spec, pool, machine, path), None)
+    bought = record(
+        problems,
+        lambda: check_capacity(spec, pool, machine, path),
+        PoolCapacity(pool.capacity, pool.reservation, pool.boot_disk_type, None),
+    )
     min_nodes, max_nodes = pool.nodes.min, pool.nodes.max
     if planned is not None:
         needed = planned.node_count
@@ -301,7 +318,7 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         partition = _gke_partition(pool, layouts, path)
     offers = shared_offers(pool, _offers(pool.gpu, layouts, pool.mig_manager), path)
     devices = sum(o.per_node for o in offers)
-    max_pods, required, breakdown = _max_pods(spec, pool, machine, devices, path)
+    max_pods, required, breakdown = _max_pods(spec, pool, machine, devices, path, problems)
     labels = dict(pool.labels)
     labels[POOL_LABEL] = pool.name
     dynamic_mig = pool.dra and spec.dra is not None and spec.dra.dynamic_mig
@@ -324,11 +341,11 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         # GKE's device plugin serves this pool; keep the operator's operands (its device
         # plugin above all) off these nodes so the two never meet.
         if labels.get(OPERATOR_OPERANDS_LABEL, "false") != "false":
-            raise MigError(
+            report(problems, MigError(
                 f"{OPERATOR_OPERANDS_LABEL} must stay false on a GKE-native pool in a stack that "
                 "also runs the GPU Operator",
                 f"{path}.labels",
-            )
+            ))  # fmt: skip
         labels[OPERATOR_OPERANDS_LABEL] = "false"
     if spec.cloud is Cloud.OKE and pool.mig_manager is MigManager.OPERATOR:
         # OKE's own device plugin would advertise the same GPUs next to the operator's.
@@ -381,7 +398,7 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         boot_disk=bought.boot_disk,
         dynamic_mig=dynamic_mig,
     )
-    check_scale_from_zero(planned_pool, path)
+    record(problems, lambda: check_scale_from_zero(planned_pool, path), None)
     return planned_pool
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from mig_inference.clouds import Cloud
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, shown
 from mig_inference.spec import NodeCount, PoolSpec, StackSpec, key_path
 
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
@@ -33,14 +33,14 @@ def pool_zones(spec: StackSpec, pool: PoolSpec, path: str) -> tuple[str, ...]:
     region = gke_region(location)
     if region is None:
         raise MigError(
-            f"{location!r} is not a GKE region (us-central1) or zone (us-central1-c)",
+            f"{shown(location)} is not a GKE region (us-central1) or zone (us-central1-c)",
             f"{key_path('cluster')}.location",
         )
     for index, zone in enumerate(pool.zones):
         match = _ZONE.match(zone)
         if match is None or match.group(1) != region:
             raise MigError(
-                f"{zone!r} is not a zone of the cluster's region {region} "
+                f"{shown(zone)} is not a zone of the cluster's region {region} "
                 f"(cluster location {location})",
                 f"{path}.zones[{index}]",
             )
