@@ -238,3 +238,37 @@ def test_overhead_is_a_multiplier_on_weights_and_kv_cache(
         assert "multiplier" in errors[key] or "below 1" in errors[key], errors[key]
     else:
         assert code == 0, errors
+
+
+def test_a_dra_version_taken_from_the_cluster_is_refused_at_the_cluster_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    eks = changed("cluster", {**EKS["cluster"], "create": True, "vpcId": "vpc-0a1b2c3d",
+                              "version": "1.31", "publicAccessCidrs": ["203.0.113.0/24"]})  # fmt: skip
+    eks = changed("pools.0.allocation", "dra", eks)
+    code, errors = run_plan(tmp_path, capsys, eks)
+    assert code == 1 and list(errors) == ["mig-inference:cluster.version"], errors
+    assert "Kubernetes 1.31 has no GA DRA" in errors["mig-inference:cluster.version"]
+
+
+@pytest.mark.parametrize(
+    ("account", "accepted"),
+    [
+        ("default", True),
+        ("123456789012-compute@developer.gserviceaccount.com", True),
+        ("gpu-nodes@my-gcp-project.iam.gserviceaccount.com", True),
+        ("0123-compute@developer.gserviceaccount.com", False),
+        ("compute@developer.gserviceaccount.com", False),
+    ],
+)
+def test_the_compute_engine_default_account_by_its_email(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], account: str, accepted: bool
+) -> None:
+    gke = {"cloud": "gke", "cluster": {"name": "c", "project": "my-gcp-project",
+                                       "location": "us-central1-a", "nodeServiceAccount": account},
+           "pools": [{"name": "h100", "gpu": "h100", "machineType": "a3-highgpu-8g", "nodes": 1,
+                      "mig": "all-3g.40gb", "maxPods": 64}]}  # fmt: skip
+    code, errors = run_plan(tmp_path, capsys, gke)
+    assert (code == 0) is accepted, errors
+    if not accepted:
+        assert list(errors) == ["mig-inference:cluster.nodeServiceAccount"]

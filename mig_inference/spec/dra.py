@@ -9,6 +9,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.errors import shown
 from mig_inference.spec.model import ClusterSpec, DraSpec, PoolSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
+from mig_inference.stackfile.pulumi_config import NAMESPACE
 
 DRA_KEYS = ("kubernetesVersion", "extendedResources", "dynamicMig", "namespace")
 DRA_GA_MINOR = 34
@@ -122,16 +123,19 @@ def dra_spec(
             "1.34 to 1.37, which the DRA objects are written for",
             None,
         )
+    # A version read from the cluster is refused at the cluster key that gives it.
+    source = version_node
+    if given is None and key is not None and cluster is not None:
+        source = ConfigNode(cluster.get(key), f"{NAMESPACE}:cluster.{key}", node.problems)
     if minor < DRA_GA_MINOR:
-        refused = version_node if given is not None else node
-        return refused.problem(
+        return source.problem(
             f"Kubernetes 1.{minor} has no GA DRA: allocation: dra needs 1.{DRA_GA_MINOR} or "
             f"later (resource.k8s.io/v1; NVIDIA's driver asks for v1.34.2+)",
             None,
             [f"1.{m}" for m in range(DRA_GA_MINOR, NEWEST_MINOR + 1)],
         )
     if minor > NEWEST_MINOR:
-        return version_node.problem(
+        return source.problem(
             f"Kubernetes 1.{minor} is newer than this release knows (1.{NEWEST_MINOR}): its DRA "
             "schema is unchecked",
             None,

@@ -115,12 +115,17 @@ NODE_NAME = Format(
     "gpu-node-01",
 )
 GCP_NODE_SERVICE_ACCOUNT = Format(
-    "a service account email (<name>@<project>.iam.gserviceaccount.com), or `default` for the "
-    "Compute Engine default service account",
-    r"default|[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com",
+    "a service account email (<name>@<project>.iam.gserviceaccount.com), or the Compute Engine "
+    "default service account: `default` or its email <project number>-compute@developer."
+    "gserviceaccount.com",
+    r"default|[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com"
+    r"|[1-9][0-9]{0,18}-compute@developer\.gserviceaccount\.com",
     100,
     "gpu-nodes@my-gcp-project.iam.gserviceaccount.com",
 )
+"""Compute Engine "Service accounts": user-managed accounts are
+<name>@<project ID>.iam.gserviceaccount.com (names of 6-30 characters), the Compute Engine default
+service account is <project number>-compute@developer.gserviceaccount.com."""
 IAM_ROLE_ARN = Format(
     "an IAM role ARN",
     r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}",
