@@ -55,14 +55,23 @@ class CloudTags:
         return dict(self.tags) or None
 
     def of_gpu_pool(self, protected: bool) -> dict[str, str] | None:
-        """What a GPU pool resource carries: the tags, and the opt-out of the policy pack's
-        protection rule when the stack turned protection off."""
-        key, value = UNPROTECTED_TAG
-        return {**self.tags, **({} if protected else {key: value})} or None
+        """What a GPU pool resource carries: the tags, and what the project adds to them."""
+        return {**self.tags, **added_by_project(protected)} or None
+
+
+def added_by_project(protected: bool) -> dict[str, str]:
+    """The tags (labels on GKE) the project adds to a GPU pool's own: the opt-out of the policy
+    pack's protection rule when the stack turns protection off. Every count limit counts them."""
+    key, value = UNPROTECTED_TAG
+    return {} if protected else {key: value}
 
 
 def _read(
-    node: ConfigNode, key_format: Format, value_format: Format, most: int | None
+    node: ConfigNode,
+    key_format: Format,
+    value_format: Format,
+    most: int | None,
+    added: dict[str, str],
 ) -> dict[str, str]:
     if node.value is None:
         return {}
@@ -70,8 +79,19 @@ def _read(
         return node.problem(
             f"must be a mapping of keys to string values, got {shown(node.value)}", {}
         )
-    if most is not None and len(node.value) > most:
-        return node.problem(f"has {len(node.value)} entries; the cloud takes at most {most}", {})
+    carried = set(node.value) | set(added)
+    if most is not None and len(carried) > most:
+        ours = set(added) - set(node.value)
+        adds = (
+            f" and the project adds {', '.join(sorted(ours))} (cluster.protect is false)"
+            if ours
+            else ""
+        )
+        return node.problem(
+            f"has {len(node.value)} entries{adds}: {len(carried)} on a GPU pool; the cloud takes "
+            f"at most {most}",
+            {},
+        )
     found: dict[str, str] = {}
     for key, value in node.value.items():
         where = node.child(str(key))
@@ -89,9 +109,9 @@ def _read(
     return found
 
 
-def cloud_tags_spec(top: dict[str, ConfigNode], cloud: Cloud) -> CloudTags:
-    """The stack's tags, checked against its cloud's rules; a key of another cloud is refused
-    with the one to use."""
+def cloud_tags_spec(top: dict[str, ConfigNode], cloud: Cloud, protected: bool) -> CloudTags:
+    """The stack's tags, checked against its cloud's rules, counting what the project adds
+    (`protected`: cluster.protect); a key of another cloud is refused with the one to use."""
     read: dict[str, dict[str, str]] = {}
     for key in TAG_KEYS:
         node = top[key]
@@ -105,5 +125,6 @@ def cloud_tags_spec(top: dict[str, ConfigNode], cloud: Cloud) -> CloudTags:
             )
             node.problem(f"is not taken on {cloud.value}: {why}", None, list(ACCEPTED[cloud]))
             continue
-        read[key] = _read(node, *FORMATS[(cloud, key)])
+        added = added_by_project(protected) if key != "definedTags" else {}
+        read[key] = _read(node, *FORMATS[(cloud, key)], added)
     return CloudTags(read.get("tags") or read.get("labels") or {}, read.get("definedTags") or {})

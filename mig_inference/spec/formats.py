@@ -163,6 +163,15 @@ AWS_TAG_VALUE = Format(
 AWS_TAGS_MAX = 50
 """AWS "Tag naming limits and requirements": at most 50 user tags per resource, keys of 1-128
 and values of 0-256 characters, `aws:` reserved."""
+AUTOSCALING_TAG_KEY_MAX = 128
+"""EC2 Auto Scaling API `Tag`: keys of 1-128 characters, values of 0-256."""
+AUTOSCALING_TAGS_MAX = 50
+"""AWS "Tag naming limits and requirements": at most 50 user tags per resource, an Auto
+Scaling group included."""
+EKS_AUTOSCALING_GROUP_TAGS = 5
+"""The tags EKS itself puts on a managed node group's Auto Scaling group (eks:cluster-name,
+eks:nodegroup-name, k8s.io/cluster-autoscaler/enabled, k8s.io/cluster-autoscaler/<cluster>,
+kubernetes.io/cluster/<cluster>): unconfirmed, taken from groups seen, not from a document."""
 GCP_LABEL_KEY = Format(
     "a Google Cloud label key (lowercase letters, digits, '_' and '-', starting with a letter)",
     r"[a-z][a-z0-9_-]*",

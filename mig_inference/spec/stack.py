@@ -234,7 +234,11 @@ def parse_stack(
         (pools_node.child(index).child("allocation") for index, pool in parsed if pool.dra), None
     )
     dra = _attempt(problems, lambda: dra_spec(node("dra"), cloud, cluster, pools, first_dra))
-    tags = _attempt(problems, lambda: cloud_tags_spec({k: node(k) for k in TAG_KEYS}, cloud))
+    raw_cluster = values.get("cluster")
+    protected = not (isinstance(raw_cluster, dict) and raw_cluster.get("protect") is False)
+    tags = _attempt(
+        problems, lambda: cloud_tags_spec({k: node(k) for k in TAG_KEYS}, cloud, protected)
+    )
     creates = cluster is not None and cluster.create
     verify = _attempt(problems, lambda: verify_spec(node("verify"), creates))
     ephemeral = _attempt(problems, lambda: ephemeral_spec(node("ephemeral")))

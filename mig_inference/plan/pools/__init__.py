@@ -38,7 +38,7 @@ from mig_inference.names.labels import (
     POOL_LABEL,
 )
 from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan
-from mig_inference.plan.pools.autoscaling import check_scale_from_zero
+from mig_inference.plan.pools.autoscaling import check_node_template_tags, check_scale_from_zero
 from mig_inference.plan.pools.capacity import PoolCapacity, check_capacity, check_oke_domains
 from mig_inference.plan.pools.generation import generation_of, replacement_inputs
 from mig_inference.plan.pools.zones import per_zone, pool_zones
@@ -399,6 +399,7 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
         dynamic_mig=dynamic_mig,
     )
     record(problems, lambda: check_scale_from_zero(planned_pool, path), None)
+    check_node_template_tags(planned_pool, path, problems)
     return planned_pool
 
 

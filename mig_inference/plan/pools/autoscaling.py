@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from mig_inference.clouds import Cloud
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, report
 from mig_inference.plan.model import PoolPlan, ServicePlan
+from mig_inference.spec import formats
 
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 
@@ -47,6 +48,39 @@ def check_scale_from_zero(pool: PoolPlan, path: str) -> None:
             f"{path}.nodes.min",
             value=0,
         )
+
+
+def check_node_template_tags(pool: PoolPlan, path: str, problems: list[MigError] | None) -> None:
+    """EKS: the node-template tags of an autoscaled pool fit its Auto Scaling group, beside the
+    tags EKS puts there: each key within EC2 Auto Scaling's 128 characters (refused at the
+    label or taint key that makes it longer), and at most 50 in all."""
+    if pool.cloud is not Cloud.EKS or not pool.autoscaled:
+        return
+    for key in pool.spec.labels:
+        if len(f"{NODE_TEMPLATE}/label/{key}") > formats.AUTOSCALING_TAG_KEY_MAX:
+            report(problems, MigError(_too_long("label", key), f"{path}.labels.{key}", value=key))
+    for index, taint in enumerate(pool.spec.taints):
+        if len(f"{NODE_TEMPLATE}/taint/{taint.key}") > formats.AUTOSCALING_TAG_KEY_MAX:
+            where = f"{path}.taints[{index}].key"
+            report(problems, MigError(_too_long("taint", taint.key), where, value=taint.key))
+    count = len(node_template_tags(pool)) + formats.EKS_AUTOSCALING_GROUP_TAGS
+    if count > formats.AUTOSCALING_TAGS_MAX:
+        report(problems, MigError(
+            f"an autoscaled pool's Auto Scaling group carries a node-template tag per node "
+            f"label, taint and MIG resource, and EKS's own {formats.EKS_AUTOSCALING_GROUP_TAGS}: "
+            f"{count} here, and EC2 Auto Scaling takes at most {formats.AUTOSCALING_TAGS_MAX}; "
+            "give fewer labels",
+            f"{path}.labels",
+        ))  # fmt: skip
+
+
+def _too_long(what: str, key: str) -> str:
+    room = formats.AUTOSCALING_TAG_KEY_MAX - len(f"{NODE_TEMPLATE}/{what}/")
+    return (
+        f"is {len(key)} characters; the Cluster Autoscaler reads it from the Auto Scaling group "
+        f"tag {NODE_TEMPLATE}/{what}/<key>, whose key EC2 Auto Scaling takes up to "
+        f"{formats.AUTOSCALING_TAG_KEY_MAX} characters: at most {room} here"
+    )
 
 
 def node_template_tags(pool: PoolPlan) -> dict[str, str]:
