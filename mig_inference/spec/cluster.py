@@ -3,6 +3,7 @@ reaches its Kubernetes API."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from mig_inference.clouds import Cloud
@@ -147,6 +148,7 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
         node.child("masterIpv4CidrBlock").problem(
             "must be a /28 block: GKE gives the control plane exactly 16 addresses", None
         )
+    _network_rules(node, cloud, settings)
     name = dns_label(node.child("name"))
     if cloud is Cloud.GKE and create and not cidr:
         settings["masterIpv4CidrBlock"] = gke_master_cidr(name)
@@ -168,3 +170,50 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
         protect=node.child("protect").boolean(True),
         settings=settings,
     )
+
+
+def _network_rules(node: ConfigNode, cloud: Cloud, settings: dict[str, Any]) -> None:
+    """What the clouds refuse of lists and of values read together: EKS's 40 public access
+    blocks, none of them reserved; GKE's 100 authorized networks; IAM ARNs of the region's
+    partition (each rule's source is beside its bound in formats)."""
+    if cloud is Cloud.EKS:
+        blocks = settings.get("publicAccessCidrs") or ()
+        if len(blocks) > formats.EKS_PUBLIC_ACCESS_CIDRS_MAX:
+            node.child("publicAccessCidrs").problem(
+                f"has {len(blocks)} blocks; EKS takes at most "
+                f"{formats.EKS_PUBLIC_ACCESS_CIDRS_MAX} per cluster",
+                None,
+            )
+        reserved = [ipaddress.IPv4Network(block) for block in formats.EKS_RESERVED_RANGES]
+        listed = node.child("publicAccessCidrs").value
+        for index, block in enumerate(listed if isinstance(listed, list) else []):
+            if block not in blocks:
+                continue  # refused for its format already
+            network = ipaddress.IPv4Network(block, strict=False)
+            inside = next((r for r in reserved if network.subnet_of(r)), None)
+            if inside is not None:
+                node.child("publicAccessCidrs").child(index).problem(
+                    f"{block} is inside the reserved range {inside}: EKS refuses reserved "
+                    "addresses for public endpoint access (reach a private range through the "
+                    "private endpoint instead)",
+                    None,
+                )
+        region = settings.get("region")
+        for key in ("nodeRoleArn", "permissionsBoundary"):
+            arn = settings.get(key)
+            if isinstance(arn, str) and isinstance(region, str):
+                partition, wanted = arn.split(":")[1], formats.aws_partition(region)
+                if partition != wanted:
+                    node.child(key).problem(
+                        f"is in partition {partition}, and region {region} is in {wanted}: "
+                        "IAM ARNs of another partition do not exist there",
+                        None,
+                    )
+    if cloud is Cloud.GKE:
+        networks = settings.get("authorizedNetworks") or ()
+        if len(networks) > formats.GKE_AUTHORIZED_NETWORKS_MAX:
+            node.child("authorizedNetworks").problem(
+                f"has {len(networks)} networks; GKE takes at most "
+                f"{formats.GKE_AUTHORIZED_NETWORKS_MAX} on a cluster with private nodes",
+                None,
+            )

@@ -126,18 +126,38 @@ GCP_NODE_SERVICE_ACCOUNT = Format(
 """Compute Engine "Service accounts": user-managed accounts are
 <name>@<project ID>.iam.gserviceaccount.com (names of 6-30 characters), the Compute Engine default
 service account is <project number>-compute@developer.gserviceaccount.com."""
+AWS_PARTITIONS = {"aws", "aws-cn", "aws-us-gov", "aws-iso", "aws-iso-b", "aws-iso-e", "aws-iso-f"}
+_PARTITION = "(" + "|".join(sorted(AWS_PARTITIONS)) + ")"
 IAM_ROLE_ARN = Format(
-    "an IAM role ARN",
-    r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}",
+    "an IAM role ARN (arn:<partition>:iam::<account>:role/[<path>/]<name>: a name of at most 64 "
+    "of A-Z a-z 0-9 _ + = , . @ -)",
+    rf"arn:{_PARTITION}:iam::\d{{12}}:role/([!-~]{{0,510}}/)?[A-Za-z0-9_+=,.@-]{{1,64}}",
     2048,
     "arn:aws:iam::123456789012:role/gpu-nodes",
 )
+r"""IAM "IAM and AWS STS quotas" and the IAM API's Role: role names of 1-64 characters of
+[\w+=,.@-] (ASCII word characters: Python's \w would take any Unicode letter), paths of up to
+512 printable ASCII characters between slashes."""
 IAM_POLICY_ARN = Format(
-    "an IAM policy ARN",
-    r"arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[\w+=,.@/-]{1,512}",
+    "an IAM policy ARN (arn:<partition>:iam::<account or aws>:policy/[<path>/]<name>: a name "
+    "of at most 128 of A-Z a-z 0-9 _ + = , . @ -)",
+    rf"arn:{_PARTITION}:iam::(\d{{12}}|aws):policy/([!-~]{{0,510}}/)?[A-Za-z0-9_+=,.@-]{{1,128}}",
     2048,
     "arn:aws:iam::123456789012:policy/boundary",
 )
+
+
+def aws_partition(region: str) -> str:
+    """The partition of an AWS region (AWS General Reference, "Amazon Resource Names": aws,
+    aws-cn for China, aws-us-gov for GovCloud; the ISO partitions as botocore names them)."""
+    for prefix, partition in (("cn-", "aws-cn"), ("us-gov-", "aws-us-gov"),
+                              ("us-isob-", "aws-iso-b"), ("us-iso-", "aws-iso"),
+                              ("eu-isoe-", "aws-iso-e"), ("us-isof-", "aws-iso-f")):  # fmt: skip
+        if region.startswith(prefix):
+            return partition
+    return "aws"
+
+
 IMDS_HOP_LIMIT = Bound(1, 64, "EC2 instance metadata options: HttpPutResponseHopLimit is 1 to 64")
 """AWS EKS Best Practices Guide (security, "Restrict access to the instance profile assigned to
 the worker node"): with IMDSv2 required, a hop limit of 1 keeps pods that are not on the host
@@ -152,17 +172,23 @@ EC2_USER_DATA_BYTES = 16 * 1024
 """EC2: user data is limited to 16 KB, before base64 encoding (EC2 "Run commands when you launch
 an EC2 instance with user data input")."""
 AWS_TAG_KEY = Format(
-    "an AWS tag key (letters, digits, spaces and _ . : / = + - @; not starting with 'aws:')",
-    r"(?!aws:)[\w .:/=+\-@]+",
+    "an AWS tag key (letters, digits, spaces and _ . : / = + - @; not starting with 'aws:' in "
+    "any case)",
+    r"(?!(?i:aws:))[\w .:/=+\-@]+",
     128,
     "team",
 )
 AWS_TAG_VALUE = Format(
-    "an AWS tag value (letters, digits, spaces and _ . : / = + - @)", r"[\w .:/=+\-@]*", 256, "ml"
+    "an AWS tag value (letters, digits, spaces and _ . : / = + - @; not starting with 'aws:' in "
+    "any case)",
+    r"(?!(?i:aws:))[\w .:/=+\-@]*",
+    256,
+    "ml",
 )
 AWS_TAGS_MAX = 50
 """AWS "Tag naming limits and requirements": at most 50 user tags per resource, keys of 1-128
-and values of 0-256 characters, `aws:` reserved."""
+and values of 0-256 characters; `aws:`, `AWS:` or any other case is reserved as a prefix of keys
+and of values."""
 AUTOSCALING_TAG_KEY_MAX = 128
 """EC2 Auto Scaling API `Tag`: keys of 1-128 characters, values of 0-256."""
 AUTOSCALING_TAGS_MAX = 50
@@ -275,6 +301,20 @@ IPV4_CIDR = Format(
     18,
     "203.0.113.0/24",
 )
+EKS_PUBLIC_ACCESS_CIDRS_MAX = 40
+"""Amazon EKS service quotas: "Public endpoint access CIDR ranges per cluster": 40."""
+EKS_RESERVED_RANGES = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8",
+                       "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16",
+                       "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4")  # fmt: skip
+"""EKS "Cluster API server endpoint": a public access block "cannot include reserved addresses"
+(the IANA special-purpose ranges: this network, private, shared, loopback, link-local, IETF
+protocol, benchmarking, multicast, reserved). A block inside one of them is refused; the
+documentation ranges are left alone (EKS's own example is 203.0.113.5/32), and 0.0.0.0/0 is
+EKS's default."""
+GKE_AUTHORIZED_NETWORKS_MAX = 100
+"""GKE "Add authorized networks for control plane access": up to 100 authorized networks on a
+cluster with private nodes (50 with public nodes); the clusters this project creates have
+private nodes."""
 GKE_RELEASE_CHANNEL = Format(
     "a GKE release channel (RAPID, REGULAR, STABLE or EXTENDED)",
     "RAPID|REGULAR|STABLE|EXTENDED",
@@ -348,18 +388,31 @@ HF_REVISION = Format(
     255,
     "main",
 )
+_IP_SHAPED = r"(?![0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$)"
 GCS_BUCKET = Format(
-    "a Cloud Storage bucket name (3-63 lowercase letters, digits, '-', '_', '.')",
-    r"[a-z0-9][-a-z0-9_.]{1,61}[a-z0-9]",
+    "a Cloud Storage bucket name (3-63 lowercase letters, digits, '-', '_', '.'; not an IP "
+    "address, not starting with 'goog', not containing 'google' or a close misspelling)",
+    rf"{_IP_SHAPED}(?!goog)(?!.*g[o0][o0]g[l1]e)(?!.*\.\.)[a-z0-9][-a-z0-9_.]{{1,61}}[a-z0-9]",
     63,
     "my-models",
 )
+"""Cloud Storage "Bucket naming": 3-63 characters of lowercase letters, digits, '-', '_' and '.',
+starting and ending with a letter or digit, not an IP address in dotted-decimal notation, not
+starting with "goog", not containing "google" or close misspellings such as "g00gle" (read here
+as g, two of o/0, g, l/1, e). Dotted names of up to 222 characters are not taken here."""
 S3_BUCKET = Format(
-    "an S3 bucket name (3-63 lowercase letters, digits, '-', '.')",
+    "an S3 bucket name (3-63 lowercase letters, digits, '-', '.'; not an IP address, none of "
+    "S3's reserved prefixes xn--, sthree-, amzn-s3-demo- or suffixes -s3alias, --ol-s3, .mrap, "
+    "--x-s3, --table-s3)",
+    rf"{_IP_SHAPED}(?!xn--|sthree-|amzn-s3-demo-)(?!.*(-s3alias|--ol-s3|\.mrap|--x-s3|--table-s3)$)"
     r"(?!.*\.\.)[a-z0-9][-a-z0-9.]{1,61}[a-z0-9]",
     63,
     "my-models",
 )
+"""Amazon S3 "General purpose bucket naming rules": 3-63 characters of lowercase letters, digits,
+'.' and '-', starting and ending with a letter or digit, no two adjacent periods, not formatted
+as an IP address, not starting with xn--, sthree- or amzn-s3-demo-, not ending with -s3alias,
+--ol-s3, .mrap, --x-s3 or --table-s3."""
 STORAGE_CLASS = Format("a StorageClass name (a DNS-1123 subdomain)", _SUBDOMAIN, 253, "nfs-rwx")
 AWS_SECURITY_GROUP = Format(
     "an EC2 security group ID (sg- and 8 or 17 hexadecimal digits)",

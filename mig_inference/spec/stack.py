@@ -13,6 +13,7 @@ from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.cluster import cluster_spec
 from mig_inference.spec.dra import dra_spec
 from mig_inference.spec.model import (
+    CacheStorage,
     Engine,
     GpuOperatorSpec,
     PoolSpec,
@@ -216,6 +217,19 @@ def parse_stack(
     monitoring_path = key_path("monitoring")
     monitoring = _attempt(problems, lambda: monitoring_spec(node("monitoring")))
     cache = _attempt(problems, lambda: model_cache_spec(node("modelCache"), cloud))
+    if (
+        cache is not None
+        and cache.storage is CacheStorage.GCS_FUSE
+        and cluster is not None
+        and cluster.settings.get("workloadIdentity") is False
+    ):
+        problems.append(MigError(
+            "gcs-fuse mounts the bucket through the Cloud Storage FUSE CSI driver's sidecar, "
+            "which authenticates with Workload Identity, and cluster.workloadIdentity is false "
+            "(GKE \"Cloud Storage FUSE CSI driver\": Workload Identity Federation is required); "
+            "turn it on, or use another storage",
+            f"{key_path('modelCache')}.storage", value=cache.storage.value,
+        ))  # fmt: skip
     # A refused section or URL is reported at its own key, not again at each service.
     url_refused = any(
         p.path in (monitoring_path, f"{monitoring_path}.prometheusUrl") for p in problems
