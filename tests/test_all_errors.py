@@ -23,7 +23,7 @@ from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.reference import ROOT
 from tests.stack_mutations import key_paths, shipped
 
-OKE = {
+OKE: dict[str, Any] = {
     "cloud": "oke",
     "cluster": {"name": "c", "create": True, "compartmentId": "ocid1.compartment.oc1..aaaa",
                 "subnetIds": ["ocid1.subnet.oc1.iad.aaaa"],
@@ -32,7 +32,7 @@ OKE = {
                "mig": "all-1g.10gb", "maxPods": 90, "imageId": "ocid1.image.oc1.iad.aaaa"}],
     "services": [{"name": "chat", "model": "m/m", "memoryGiB": 8, "replicas": 8}],
 }  # fmt: skip
-GKE = {
+GKE: dict[str, Any] = {
     "cloud": "gke",
     "cluster": {"name": "c", "project": "my-gcp-project", "location": "us-central1-a"},
     "pools": [{"name": "h100", "gpu": "H100-80GB", "machineType": "a3-highgpu-8g", "nodes": 1,
@@ -148,7 +148,7 @@ def test_the_command_prints_them_all(tmp_path: Path) -> None:
 STACKS = {name: shipped(name) for name in ("eks-p5-auto", "oke-h100", "eks-p4de-demand",
                                            "existing")}  # fmt: skip
 STACKS["two-pools"] = (TWO_POOLS, frozenset())
-BAD = [None, [], {}, "x", -1, True, "🚀", 10**6]
+BAD: list[Any] = [None, [], {}, "x", -1, True, "🚀", 10**6]
 
 
 def _mutated(values: dict[str, Any], path: tuple[Any, ...], bad: Any) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ def read_error(path: Path) -> MigError:
 
 
 def test_the_bound_leaves_room_below_pythons_recursion_limit() -> None:
-    assert MAX_DEPTH * 3 < sys.getrecursionlimit()
+    assert sys.getrecursionlimit() > MAX_DEPTH * 3
     assert CONFIG_VALUE_DEPTH == MAX_DEPTH - 2
 
 
@@ -87,11 +87,11 @@ def test_the_engines_json_is_refused_at_its_key_before_json_recurses(depth: int)
     reading of them is refused at the key path, as deep as the bound."""
     text = '{"name": "c", "x": [{"b]\\"": ' + "[" * depth + "]" * depth + "}]}"
     with pytest.raises(MigError) as raised:
-        project_values({"mig-inference:cluster": text}, lambda key: False)
+        project_values({"mig-inference:cluster": text}, lambda _key: False)
     prefix = 'mig-inference:cluster.x[0].b]"'
     assert raised.value.path == prefix + "[0]" * (CONFIG_VALUE_DEPTH - 3)
     shallow = '{"x": ' + "[" * (CONFIG_VALUE_DEPTH - 1) + "]" * (CONFIG_VALUE_DEPTH - 1) + "}"
-    values, _ = project_values({"mig-inference:cluster": shallow}, lambda key: False)
+    values, _ = project_values({"mig-inference:cluster": shallow}, lambda _key: False)
     assert "x" in values["cluster"]
 
 

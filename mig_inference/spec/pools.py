@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from mig_inference.clouds import K8S_TAINT_EFFECTS, Cloud
 from mig_inference.clouds.capacity import CLOUD_CAPACITY, RESERVED, Capacity
@@ -241,7 +242,8 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     if cloud is not Cloud.EXISTING and machine is None:
         node.child("machineType").problem(f"is required for cloud {cloud.value}", None)
     node_names = node.child("nodeNames").texts(formats.NODE_NAME)
-    listed = raw.get("nodeNames") if isinstance(raw.get("nodeNames"), list) else []
+    named = raw.get("nodeNames")
+    listed: list[Any] = named if isinstance(named, list) else []
     for index, node_name in enumerate(listed):
         if node_name in node_names and listed.index(node_name) != index:
             node.child("nodeNames").child(index).problem(
@@ -263,7 +265,8 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         )
     nodes_given = raw.get("nodes") is not None
     # A mig or nodes refused is recorded; AUTO then asks for no node count beside it.
-    mig: str | Mapping[str, int] = node.attempt(lambda: _mig(node.child("mig")), AUTO)
+    no_mig: str | Mapping[str, int] = AUTO
+    mig = node.attempt(lambda: _mig(node.child("mig")), no_mig)
     if cloud is Cloud.EXISTING:
         count = len(listed) or len(node_names)
         nodes = NodeCount(count, count)

@@ -317,7 +317,8 @@ def _partial(
 
     kept_pools = [(i, pool) for i, pool in pools if not refused(f"pools[{i}]")]
     kept_services = [(i, service) for i, service in services if not refused(f"services[{i}]")]
-    raw_pools = values.get("pools") if isinstance(values.get("pools"), list) else []
+    given_pools = values.get("pools")
+    raw_pools: list[Any] = given_pools if isinstance(given_pools, list) else []
     out_pools = [raw for i, raw in enumerate(raw_pools) if i not in dict(kept_pools)]
     names = [raw.get("name") if isinstance(raw, dict) else None for raw in out_pools]
     raw_services = values.get("services")

@@ -135,10 +135,11 @@ class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
         del current_node  # the index says where
         part = current_index.value if isinstance(current_index, ScalarNode) else current_index
         self.path.append(part if isinstance(part, str | int) else None)
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if len(self.path) > MAX_DEPTH and isinstance(event, SequenceStartEvent | MappingStartEvent):
             where = tuple(p for p in self.path[1:] if p is not None)
-            raise YamlError(too_deep(), line=event.start_mark.line + 1, path=where)
+            mark = event.start_mark
+            raise YamlError(too_deep(), line=mark.line + 1 if mark else None, path=where)
 
     def ascend_resolver(self) -> None:
         self.path.pop()
