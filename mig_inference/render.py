@@ -79,6 +79,30 @@ _CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
 }
 
 
+def offline_outputs(type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A created resource's outputs offline: its inputs, and the computed outputs the program
+    reads from resources of that type."""
+    return {**inputs, **_FAKE_OUTPUTS.get(type_token, {})}
+
+
+def offline_answer(
+    token: str, args: Mapping[str, Any], kubernetes_minor: int | None = None
+) -> dict[str, Any]:
+    """A data source's answer offline: its arguments echoed, with the fields the program reads
+    (a joined cluster's endpoint, CA, version ...); with `kubernetes_minor`, the version the
+    cluster reports is that minor."""
+    answer = {**args, **_FAKE_CALLS.get(token, {})}
+    version = _CLUSTER_VERSIONS.get(token)
+    if kubernetes_minor is not None and version is not None:
+        answer[version[0]] = version[1].format(minor=kubernetes_minor)
+    return answer
+
+
+def answers_offline(token: str) -> bool:
+    """Whether `offline_answer` knows the fields the program reads from this data source."""
+    return token in _FAKE_CALLS
+
+
 def _dra_minor(stack_file: Path) -> int | None:
     """The Kubernetes minor a DRA stack's objects are written for; None for other stacks and for
     a stack file the program itself will refuse."""
@@ -268,17 +292,12 @@ def run_program(
                 return "", {}
             inputs = _integral(dict(args.inputs), rendering.secrets)
             rendering.resources.append(Recorded(args.typ, args.name, inputs, args.provider or ""))
-            outputs = {**args.inputs, **_FAKE_OUTPUTS.get(args.typ, {})}
-            return f"{args.name}-id", outputs
+            return f"{args.name}-id", offline_outputs(args.typ, args.inputs)
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
             rendering.calls.append((args.token, dict(args.args)))
             rendering.call_providers.append(args.provider or "")
-            answer = {**args.args, **_FAKE_CALLS.get(args.token, {})}
-            version = _CLUSTER_VERSIONS.get(args.token)
-            if dra_minor is not None and version is not None:
-                answer[version[0]] = version[1].format(minor=dra_minor)
-            return answer, []
+            return offline_answer(args.token, args.args, dra_minor), []
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
