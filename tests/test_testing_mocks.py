@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -18,6 +19,8 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.stack import MigInference
 from components.testing import MigInferenceMocks
+from mig_inference.render import answers_offline
+from tests.mocked import stack_rendering
 from tests.test_platform_fit import stack_values, typed
 
 JOINING = {"gke": "gke-h100", "eks": "eks-p4d", "oke": "oke-h100"}
@@ -94,3 +97,12 @@ def test_an_unanswered_lookup_is_named_with_the_field_it_lacks(
     assert error is not None
     assert f"{lookup} answered without {field}" in error, error
     assert "TypeError" not in error
+
+
+STACKS = sorted(p.name.split(".")[1] for p in Path("stacks").glob("Pulumi.*.yaml"))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_lookup_a_shipped_stack_makes_has_an_answer(stack: str) -> None:
+    unanswered = {token for token, _ in stack_rendering(stack).calls if not answers_offline(token)}
+    assert not unanswered, f"add the fields the components read to render's answers: {unanswered}"
