@@ -61,7 +61,7 @@ def test_the_workflow_is_valid_against_githubs_schema(tmp_path: Path) -> None:
 def test_plan_up_verify_then_destroy_always_with_the_artifacts() -> None:
     flow = workflow()
     triggers: dict[str, Any] = flow.get("on") or flow[True]  # PyYAML reads `on` as a boolean
-    assert set(triggers) == {"workflow_dispatch", "schedule"}
+    assert set(triggers) == {"workflow_dispatch", "schedule", "pull_request"}
     assert flow["permissions"] == {"contents": "read", "id-token": "write"}
     steps = flow["jobs"]["test-cluster"]["steps"]
     runs = [(s.get("run", ""), s.get("if")) for s in steps]
@@ -187,16 +187,29 @@ def test_every_command_line_is_one_the_cli_takes(script: str, tmp_path: Path) ->
         f"open({str(tmp_path / 'argv.jsonl')!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
     )
     stub.chmod(0o755)
+    # The runner's pulumi and git, as far as the gate's script uses them: a deployed stack's
+    # outputs, and the stack files a pull request changed.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "pulumi").write_text('#!/bin/sh\necho "{}"\n')
+    (tools / "git").write_text("#!/bin/sh\necho stacks/Pulumi.ephemeral-gke.yaml\n")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.ephemeral-gke.yaml").write_text("config: {}\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
     run = subprocess.run(
         ["bash", "-e", "-c", script.replace("${{ inputs.ttl }}", "2h")],
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "STACK": "ephemeral-gke",
+        env={"PATH": f"{tools}:/usr/bin:/bin", "STACK": "ephemeral-gke", "BASE": "base",
              "PRICES": "examples/prices/a2-highgpu-1g.yaml"},
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     calls = [json.loads(line) for line in (tmp_path / "argv.jsonl").read_text().splitlines()]
-    assert calls and all(call[:1] in (["plan"], ["ephemeral"]) for call in calls)
+    assert calls and all(call[:1] in (["plan"], ["ephemeral"], ["diff"]) for call in calls)
     for call in calls:
+        if call[0] == "diff":
+            assert call[call.index("--min-serving") + 1] == "budget"
+            assert call[call.index("--deployed") + 1] == "out/ephemeral-gke.deployed.json"
         if call[0] == "plan" or call[:2] == ["ephemeral", "up"]:
             assert call[call.index("--prices") + 1] == "examples/prices/a2-highgpu-1g.yaml"
