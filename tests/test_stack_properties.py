@@ -31,6 +31,7 @@ from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
 from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
 from mig_inference.stackfile.yamlfile import MAX_DEPTH, parse_text
+from tests.stack_mutations import key_paths
 from tests.test_stacks import CUSTOM_RESOURCE_GROUPS, schema_version
 
 
@@ -92,17 +93,6 @@ for _values, _secrets in STACKS.values():
     _collect(_values)
 
 
-def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [path]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += _paths(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found += _paths(item, (*path, index))
-    return found
-
-
 def _schema_mutation(draw: st.DrawFn, stack: dict[str, Any]) -> None:
     """A key of the schema, in one section of the stack, set to a plausible or a trap value, or
     removed."""
@@ -133,8 +123,8 @@ def stack_files(draw: st.DrawFn) -> tuple[dict[str, Any], frozenset[str]]:
         if draw(st.booleans()):
             _schema_mutation(draw, stack)
             continue
-        paths = [p for p in _paths(stack) if p]
-        path = draw(st.sampled_from(paths))
+        paths = key_paths(stack)
+        path: tuple[Any, ...] = draw(st.sampled_from(paths))
         parent: Any = stack
         for part in path[:-1]:
             parent = parent[part]
@@ -302,7 +292,7 @@ def stacks_with_deep_or_wide_values(draw: st.DrawFn) -> tuple[dict[str, Any], st
     """A shipped stack with one value replaced by a deep or wide one, and its stack file text."""
     values_of, secrets = STACKS[draw(st.sampled_from(sorted(STACKS)))]
     stack = copy.deepcopy(values_of)
-    path = draw(st.sampled_from(_paths(stack)[1:]))
+    path = draw(st.sampled_from(key_paths(stack)))
     parent: Any = stack
     for part in path[:-1]:
         parent = parent[part]
