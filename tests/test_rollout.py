@@ -259,3 +259,20 @@ def test_swapping_a_node_of_an_existing_pool_moves_its_replicas_before_the_node_
     assert any("b leave(s) the pool" in w for w in change_warnings(changes))
     # Every replica runs on the pool's nodes at the end, none on the released one.
     assert "re-partitioning Job: released b" in [text for _, text in outcome.events]
+
+
+def test_reordering_set_typed_inputs_changes_nothing() -> None:
+    """`aws_eks_node_group.subnet_ids` and `taint` are TypeSets: the bridged provider ignores
+    their order, so a reorder is no step of the node group (subnets were a refused
+    replacement)."""
+    subnets = ["subnet-00000001", "subnet-00000002"]
+    v1, v2 = stack("eks", protect=True), stack("eks", protect=True)
+    v1["cluster"]["subnetIds"], v2["cluster"]["subnetIds"] = subnets, subnets[::-1]
+    outcome, changes = transition(v1, v2)
+    assert not outcome.plan.changed() and not outcome.refused, outcome.plan.changed()
+    assert [p.change for p in changes.pools] == [PoolChange.UNCHANGED]
+    taints = [{"key": "a", "value": "1", "effect": "NoSchedule"},
+              {"key": "b", "value": "2", "effect": "NoSchedule"}]  # fmt: skip
+    outcome, _ = transition(stack("eks", taints=taints), stack("eks", taints=taints[::-1]))
+    [group] = [s for s in outcome.plan.forward if s.key[0] == "aws:eks/nodeGroup:NodeGroup"]
+    assert group.op is Op.SAME

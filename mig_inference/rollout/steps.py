@@ -13,12 +13,13 @@ resource is never replaced or deleted: Pulumi refuses, at preview.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from mig_inference.rollout.force_new import force_new_paths, provider_deletes_first
+from mig_inference.rollout.force_new import SET_TYPED, force_new_paths, provider_deletes_first
 from mig_inference.rollout.resources import Key, Program, Resource
 
 
@@ -97,10 +98,27 @@ def changed_paths(
     return [p for p in paths if not any(_under(p, i) for i in ignored)]
 
 
+def as_sets(inputs: Mapping[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
+    """`inputs` with the lists at `paths` (dotted) in one canonical order, as a provider that
+    holds them as sets compares them."""
+    copied = dict(inputs)
+    for path in paths:
+        head, _, rest = path.partition(".")
+        value = copied.get(head)
+        if rest and isinstance(value, Mapping):
+            copied[head] = as_sets(value, (rest,))
+        elif not rest and isinstance(value, list):
+            copied[head] = sorted(value, key=lambda item: json.dumps(item, sort_keys=True))
+    return copied
+
+
 def _diff(old: Resource, new: Resource) -> Step:
     if not new.custom:
         return Step(Op.SAME, new.key, old, new)
-    changed = changed_paths(old.inputs, new.inputs, new.ignore_changes)
+    sets = SET_TYPED.get(new.type, ())
+    changed = changed_paths(
+        as_sets(old.inputs, sets), as_sets(new.inputs, sets), new.ignore_changes
+    )
     if not changed:
         return Step(Op.SAME, new.key, old, new)
     forcing = (*new.replace_on_changes, *force_new_paths(new.type))
