@@ -83,6 +83,7 @@ def test_a_stack_applied_to_itself_changes_nothing(name: str) -> None:
             0,
         )
         assert pool.left_cordoned == [] and pool.extra_gpus == 0
+        assert pool.most_devices_down == 0  # every node advertises what its labels give it
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks", "oke"])
@@ -276,3 +277,34 @@ def test_reordering_set_typed_inputs_changes_nothing() -> None:
     outcome, _ = transition(stack("eks", taints=taints), stack("eks", taints=taints[::-1]))
     [group] = [s for s in outcome.plan.forward if s.key[0] == "aws:eks/nodeGroup:NodeGroup"]
     assert group.op is Op.SAME
+
+
+def test_gke_native_nodes_come_up_partitioned_and_serve() -> None:
+    """GKE partitions a native-MIG node when it creates it (no MIG manager there): a new
+    generation's nodes offer their partitions, and a scale-up lands on them."""
+    native = {"migManager": "gke", "zones": ["us-central1-c"]}
+    v1 = stack(replicas=16, **native)
+    outcome, changes = transition(v1, stack(replicas=16, diskSizeGb=500, **native))
+    assert outcome.failure is None, outcome.failure
+    [chat] = changes.services
+    assert (chat.serving_before, chat.serving_after, chat.pending_at_end) == (16, 16, 0)
+    assert changes.pools[0].slices_unavailable == 0
+    outcome, changes = transition(v1, stack(replicas=16, nodes=2, **native))
+    assert outcome.failure is None and changes.pools[0].slices_unavailable == 0
+
+
+def test_a_sharing_change_keeps_each_versions_device_plugin_config_apart() -> None:
+    """Time-sliced nodes advertise what their own device-plugin config label names: the
+    deployed nodes serve the deployed factor until their label moves."""
+    base = {"name": "l40s", "gpu": "L40S-48GB", "machineType": "g6e.12xlarge", "nodes": 1,
+            "maxPods": 50}  # fmt: skip
+    v1 = stack("eks", replicas=16)
+    v1["pools"] = [{**base, "sharing": {"timeSlicing": {"replicas": 4}}}]
+    v1["services"][0].update(pool="l40s", memoryGiB=8)
+    v2 = copy.deepcopy(v1)
+    v2["pools"][0]["sharing"]["timeSlicing"]["replicas"] = 2
+    v2["services"][0]["replicas"] = 8
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None, outcome.failure
+    [chat] = changes.services
+    assert (chat.serving_before, chat.serving_after, chat.pending_at_end) == (16, 8, 0)

@@ -75,7 +75,9 @@ class CloudPools:
             return shape.nodes
         facts = self.facts.get(shape.labels.get(POOL_LABEL, ""))
         template = Node("template", dict(shape.labels), [])
-        per_node = sum(facts.devices_with(template.config or "").values()) if facts else 0
+        per_node = (
+            sum(facts.devices_with(template.config or "", template.labels).values()) if facts else 0
+        )
         needed = math.ceil(replicas / per_node) if per_node else 0
         return max(shape.min_nodes, min(shape.max_nodes, needed))
 
@@ -181,7 +183,7 @@ class CloudPools:
                 continue
             template = Node("template", dict(shape.labels), list(shape.taints))
             facts = self.facts.get(template.pool or "")
-            offered = facts.devices_with(template.config or "") if facts else {}
+            offered = facts.devices_with(template.config or "", template.labels) if facts else {}
             if any(
                 p.template.admits(template) and offered.get(p.template.resource or "", 0) > 0
                 for p in pending

@@ -112,8 +112,14 @@ class Cluster:
     def add_node(self, node: Node, applied: str | None = None) -> None:
         """A node joins; with `applied`, its GPUs already have that layout and its MIG manager
         runs (a running node); without, its GPUs have MIG disabled and its MIG manager starts
-        once the node is up."""
+        once the node is up. A node with neither `applied` nor a `nvidia.com/mig.config` label
+        runs no MIG manager (GKE's native MIG partitions the GPUs when it creates the node; a
+        GPU without MIG is shared by its device plugin's config): it advertises what its
+        labels give it."""
         self.nodes[node.name] = node
+        if applied is None and MIG_CONFIG_LABEL not in node.labels:
+            node.devices = self.devices_of(node, "")
+            return
         configs = self.configs_of(node)
         hardware = configs.get(applied or "all-disabled") or (None,) * node.gpus
         node.applied = applied
@@ -157,7 +163,8 @@ class Cluster:
 
     def restart_mig_manager(self, name: str) -> None:
         """Its pod deleted: the DaemonSet's new pod applies the label's value once."""
-        self.managers[name].restart()
+        if name in self.managers:
+            self.managers[name].restart()
 
     def drain(self, name: str, why: str, *, delete: bool, respect_budgets: bool = True,
               timeout: float | None = None) -> None:  # fmt: skip
@@ -201,6 +208,10 @@ class Cluster:
         self._schedule()
 
     def _mig_managers(self) -> None:
+        for node in self.live_nodes():
+            if node.name not in self.managers:
+                # Its device plugin advertises what the node's labels (a sharing config) give.
+                node.devices = self.devices_of(node, "")
         for name, manager in self.managers.items():
             node = self.nodes[name]
             if node.gone or self.now < node.up_at:

@@ -96,7 +96,7 @@ class Rollout:
     # -- facts -------------------------------------------------------------------------------
     def _devices(self, node: Node, config: str) -> dict[str, int]:
         facts = self._facts_of(node)
-        return facts.devices_with(config) if facts else {}
+        return facts.devices_with(config, node.labels) if facts else {}
 
     def _facts_of(self, node: Node) -> PoolFacts | None:
         # A node an existing pool names has that pool's GPUs before it carries the pool's label.
