@@ -282,7 +282,7 @@ def test_reordering_set_typed_inputs_changes_nothing() -> None:
 def test_gke_native_nodes_come_up_partitioned_and_serve() -> None:
     """GKE partitions a native-MIG node when it creates it (no MIG manager there): a new
     generation's nodes offer their partitions, and a scale-up lands on them."""
-    native = {"migManager": "gke", "zones": ["us-central1-c"]}
+    native: dict[str, Any] = {"migManager": "gke", "zones": ["us-central1-c"]}
     v1 = stack(replicas=16, **native)
     outcome, changes = transition(v1, stack(replicas=16, diskSizeGb=500, **native))
     assert outcome.failure is None, outcome.failure

@@ -318,7 +318,8 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
     changes.simulated = True
     changes.failure = outcome.failure
     changes.seconds = outcome.seconds
-    refused = {r.key[1]: r for r in outcome.plan.refusals}
+    pool_types = {resource for _, resource in POOL_RESOURCE.values()}
+    refused = {r.key[1]: r for r in outcome.plan.refusals if r.key[0] in pool_types}
     for pool in changes.pools:
         observed = outcome.pools.get(pool.name)
         if observed is not None:
@@ -349,9 +350,11 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
         )
     listed = {p.name for p in changes.pools}
     changes.other_refusals += [
-        f"{r.message}. Way forward: `pulumi state unprotect '{r.urn}'`, then `pulumi up`"
+        f"{r.message}. Way forward: "
+        + (r.way or f"`pulumi state unprotect '{r.urn}'`, then `pulumi up`")
         for r in outcome.plan.refusals
-        if not any(r.key[1] == n or r.key[1].startswith(f"{n}-") for n in listed)
+        if r.key[0] not in pool_types
+        or not any(r.key[1] == n or r.key[1].startswith(f"{n}-") for n in listed)
     ]
     changes.other_refusals += _eks_minimum_refusals(deployed, current)
     groups = {

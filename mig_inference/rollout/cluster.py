@@ -10,7 +10,7 @@ the replicas serving between them; its times are estimates."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from mig_inference.rollout.mig_manager import Durations, MigManager, NodeLayout, Reboot, Write
@@ -83,6 +83,9 @@ class Cluster:
     deleted nodes), per pool."""
     started: dict[tuple[str, str], int] = field(default_factory=dict)
     """Replicas bound to a node (each loads its model), per (namespace, Deployment)."""
+    claim_templates: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    """The ResourceClaimTemplates in the cluster now: (namespace, name) -> the device a claim
+    made from it takes (None: one the simulator does not read)."""
 
     # -- bookkeeping -----------------------------------------------------------------------
     def log(self, text: str) -> None:
@@ -322,16 +325,27 @@ class Cluster:
                     self.terminate(old[0], f"rolling update of {deployment.name}")
             for _ in range(deployment.replicas - len([p for p in pods if p.active])):
                 self.pod_counter += 1
-                self.pods.append(
-                    Pod(
-                        f"{deployment.name}-{self.pod_counter}",
-                        deployment.namespace,
-                        deployment.name,
-                        deployment.service,
-                        deployment.template,
-                        self.now,
-                    )
+                pod = Pod(
+                    f"{deployment.name}-{self.pod_counter}",
+                    deployment.namespace,
+                    deployment.name,
+                    deployment.service,
+                    deployment.template,
+                    self.now,
                 )
+                self._make_claims(pod)
+                self.pods.append(pod)
+
+    def _make_claims(self, pod: Pod) -> None:
+        """The pod's claims, made from its ResourceClaimTemplates as they are now (the
+        control plane never updates a claim afterwards): the device it holds."""
+        if not pod.template.claims:
+            return
+        keys = [(pod.namespace, name) for name in pod.template.claims]
+        pod.claims_made = all(key in self.claim_templates for key in keys)
+        if pod.claims_made:
+            devices = sorted(d for key in keys if (d := self.claim_templates[key]) is not None)
+            pod.template = replace(pod.template, resource=devices[0] if devices else None)
 
     def free(self, node: Node, resource: str) -> int:
         return node.devices.get(resource, 0) - device_counts(self.pods, node.name).get(resource, 0)
@@ -340,6 +354,10 @@ class Cluster:
         for pod in self.pods:
             if pod.node is not None or not pod.active:
                 continue
+            if not pod.claims_made:
+                self._make_claims(pod)
+                if not pod.claims_made:
+                    continue
             fits = [
                 n
                 for n in self.live_nodes()

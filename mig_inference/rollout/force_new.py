@@ -61,6 +61,14 @@ SET_TYPED: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 """Input paths the provider holds as sets: a new order of the same items is no change."""
 
+SERVER_IMMUTABLE: dict[str, tuple[str, ...]] = {
+    "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate": ("spec",),
+}
+"""Kubernetes fields the API server refuses to update (kubernetes/kubernetes
+`pkg/apis/resource/validation/validation.go` `ValidateResourceClaimTemplateUpdate`:
+`ValidateImmutableField(template.Spec, ...)`) that pulumi-kubernetes' `forceNew` table does not
+list: it plans an update, whose preview (a server-side dry run) fails."""
+
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
 """Every Kubernetes object is another object under another name or namespace."""
 

@@ -19,7 +19,15 @@ from mig_inference.rollout.cluster import TICK, Cluster, Timings
 from mig_inference.rollout.facts import LoadFacts, PoolFacts
 from mig_inference.rollout.jobs import GateRun, JobRun, RepartitionRun, job_env
 from mig_inference.rollout.mig_manager import NodeLayout
-from mig_inference.rollout.model import Deployment, Node, Taint, claimed_devices, pod_template
+from mig_inference.rollout.model import (
+    CLAIM_TEMPLATE,
+    Deployment,
+    Node,
+    Taint,
+    claimed_device,
+    object_key,
+    pod_template,
+)
 from mig_inference.rollout.node_pools import EKS_LAUNCH_TEMPLATE, POOL_TYPES, PoolShape, pool_shape
 from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
 from mig_inference.rollout.resources import Key, Program, Resource
@@ -66,8 +74,6 @@ class Rollout:
         load: LoadFacts | None = None,
     ) -> None:
         self.before, self.after = before, after
-        self.claims = {**claimed_devices(before), **claimed_devices(after)}
-        """ResourceClaimTemplate name -> the device a pod claiming through it holds."""
         self.facts = facts
         self.load = load
         """The plans' estimates: per Deployment its replicas' start, per populate Job its fill
@@ -131,7 +137,9 @@ class Rollout:
                 if name not in self.cluster.nodes:  # a node of the cluster not in a pool yet
                     self.cluster.add_node(Node(name, {}, []), applied="all-disabled")
         for resource in self.before:
-            if resource.type == DEPLOYMENT:
+            if resource.type == CLAIM_TEMPLATE:
+                self.cluster.claim_templates[object_key(resource)] = claimed_device(resource)
+            elif resource.type == DEPLOYMENT:
                 self._apply_deployment(resource)
             elif resource.type == BUDGET:
                 self._apply_budget(resource)
@@ -206,7 +214,7 @@ class Rollout:
         start = self.load.start_seconds.get(key) if self.load is not None else None
         deployment = Deployment(
             key[0], key[1], service, replicas,
-            pod_template(template.get("spec", {}), self.claims),
+            pod_template(template.get("spec", {})),
             self.timings.replica_start if start is None else start,
             budget=existing.budget if existing else None, labels=dict(labels),
         )  # fmt: skip
@@ -319,6 +327,10 @@ class Rollout:
         elif resource.type == BUDGET:
             self._apply_budget(resource)
             task.done = True
+        elif resource.type == CLAIM_TEMPLATE:
+            # Claims made from now on take the new template's device; made ones keep theirs.
+            cluster.claim_templates[object_key(resource)] = claimed_device(resource)
+            task.done = True
         else:
             task.done = True
 
@@ -358,6 +370,12 @@ class Rollout:
             task.done = True
         elif resource.type == BUDGET:
             self._apply_budget(resource, remove=True)
+            task.done = True
+        elif resource.type == CLAIM_TEMPLATE:
+            # The old half of a replacement under the same name is the new object by now.
+            key = object_key(resource)
+            if all(object_key(r) != key for r in self.after.of_type(CLAIM_TEMPLATE)):
+                cluster.claim_templates.pop(key, None)
             task.done = True
         elif resource.type == NAMESPACE:
             namespace = resource.inputs.get("metadata", {}).get("name")

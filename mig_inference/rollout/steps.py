@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from mig_inference.rollout.force_new import SET_TYPED, force_new_paths, provider_deletes_first
+from mig_inference.rollout.force_new import (
+    SERVER_IMMUTABLE,
+    SET_TYPED,
+    force_new_paths,
+    provider_deletes_first,
+)
 from mig_inference.rollout.resources import Key, Program, Resource
 
 
@@ -56,6 +61,8 @@ class Refusal:
     key: Key
     urn: str
     message: str
+    way: str = ""
+    """The way forward (empty: unprotect the resource, or undo the change)."""
 
 
 @dataclass
@@ -152,6 +159,27 @@ def plan_steps(before: Program, after: Program, stack: str, project: str) -> Ste
                     urn,
                     f"unable to replace resource {urn} as it is currently marked for protection "
                     f"({', '.join(step.replaced_by)} changed)",
+                )
+            )
+        immutable = [
+            p
+            for p in step.changed
+            if step.op is Op.UPDATE
+            and any(_under(p, f) for f in SERVER_IMMUTABLE.get(resource.type, ()))
+        ]
+        if immutable:
+            urn = after.urn(resource.key, stack, project)
+            name = (resource.inputs.get("metadata") or {}).get("name", resource.name)
+            kind = resource.type.rsplit(":", 1)[-1]
+            refusals.append(
+                Refusal(
+                    resource.key,
+                    urn,
+                    f"the API server refuses to update {kind} {name}: its "
+                    f"{', '.join(SERVER_IMMUTABLE[resource.type])} is immutable "
+                    f"({', '.join(immutable)} changed), and the preview's server-side dry run "
+                    "fails",
+                    f"replace it (the `replaceOnChanges` option on {urn})",
                 )
             )
     replaced = {s.key for s in forward if s.op is Op.REPLACE and not s.delete_first}
