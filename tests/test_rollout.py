@@ -22,7 +22,9 @@ from mig_inference.changes.change_plan import (
 from mig_inference.changes.record import plan_record
 from mig_inference.changes.transition import StackVersion, simulate_transition
 from mig_inference.plan import plan_stack
+from mig_inference.rollout.cluster import Timings
 from mig_inference.rollout.facts import config_names, pool_facts
+from mig_inference.rollout.mig_manager import Durations
 from mig_inference.rollout.outcome import Outcome
 from mig_inference.rollout.rendered import program_of
 from mig_inference.rollout.resources import Program
@@ -308,3 +310,30 @@ def test_a_sharing_change_keeps_each_versions_device_plugin_config_apart() -> No
     assert outcome.failure is None, outcome.failure
     [chat] = changes.services
     assert (chat.serving_before, chat.serving_after, chat.pending_at_end) == (16, 8, 0)
+
+
+def test_the_simulation_settles_only_when_nothing_can_change() -> None:
+    """The update fails (the Deployment times out while the new node's MIG manager still
+    applies its layout), yet the replicas pending then are served once it is done: the run ends
+    at a fixpoint, not while a node is still working."""
+    v1 = stack(replicas=16)
+    v1["gpuOperator"] = {"gate": False}
+    v2 = copy.deepcopy(v1)
+    v2["pools"][0]["nodes"], v2["services"][0]["replicas"] = 2, 32
+    timings = Timings(mig_manager=Durations(apply=6 * 3600.0))
+    before, after = (StackVersion("test", v, frozenset()) for v in (v1, v2))
+    outcome = simulate_transition(before, after, timings)
+    assert outcome.failure is not None and "did not roll out" in outcome.failure
+    served = outcome.services["chat"]
+    assert (served.after, served.pending_at_end) == (32, 0)
+
+
+def test_a_removed_service_is_not_pending() -> None:
+    v1 = stack(replicas=16)
+    v1["services"].append({"name": "gone", "model": "m", "memoryGiB": 8, "replicas": 4,
+                           "pool": "h100"})  # fmt: skip
+    v1["pools"][0]["nodes"] = 2
+    v2 = copy.deepcopy(v1)
+    v2["services"].pop()
+    outcome, _ = transition(v1, v2)
+    assert outcome.services["gone"].pending_at_end == 0 and outcome.services["gone"].after == 0

@@ -179,7 +179,9 @@ class CloudPools:
             nodes = self.nodes(shape.physical)
             if shape.min_nodes == shape.max_nodes or len(nodes) >= shape.max_nodes:
                 continue
-            if any(not n.ready(self.cluster.now) for n in nodes):
+            # A GPU node counts as coming up until it advertises its devices (the Cluster
+            # Autoscaler's `FilterOutNodesWithUnreadyResources`): no second node meanwhile.
+            if any(not n.ready(self.cluster.now) or not n.devices for n in nodes):
                 continue
             template = Node("template", dict(shape.labels), list(shape.taints))
             facts = self.facts.get(template.pool or "")

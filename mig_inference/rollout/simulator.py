@@ -40,8 +40,6 @@ NODE_PATCH = "kubernetes:core/v1:NodePatch"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SERVICE_LABEL = "app.kubernetes.io/instance"
-SETTLE = 7200.0
-"""How long the cluster is watched after the last step, for replicas still starting."""
 HORIZON = 6 * 3600.0 * 4
 """No transition runs longer than this (a guard against a step that never ends)."""
 
@@ -401,8 +399,10 @@ class Rollout:
         if failure is None:
             deletes = self._delete_tasks()
             failure = self._run_tasks(deletes)
-        end = self.cluster.now + SETTLE
-        while self.cluster.now < end and not self._settled():
+        # After the last step (or the one Pulumi failed at) the cluster goes on until nothing
+        # can change any more: nodes booting, MIG managers applying, replicas starting.
+        end = self.cluster.now + HORIZON
+        while not self._settled() and self.cluster.now < end:
             self._tick()
         return self._result(failure)
 
@@ -458,14 +458,19 @@ class Rollout:
         return f"{resource.type} {resource.name} did not finish"
 
     def _settled(self) -> bool:
+        """A fixpoint: no controller has anything left that could change what serves (every
+        timer of the simulated cluster has run out)."""
         cluster = self.cluster
-        pods_starting = any(
-            p.node is not None and not p.ready(cluster.now) and p.active for p in cluster.pods
+        pods_moving = any(
+            (p.node is not None and not p.ready(cluster.now)) or not p.active for p in cluster.pods
         )
-        nodes_busy = any(not n.ready(cluster.now) for n in cluster.live_nodes()) or bool(
-            cluster.drains
+        gone = any(d.deleted and cluster.pods_of(d) for d in cluster.deployments.values())
+        nodes_busy = bool(cluster.drains) or any(
+            not n.ready(cluster.now)
+            or (n.name in cluster.managers and not cluster.managers[n.name].idle)
+            for n in cluster.live_nodes()
         )
-        return not pods_starting and not nodes_busy
+        return not pods_moving and not gone and not nodes_busy
 
     def _tick(self) -> None:
         self.clouds.autoscale()
@@ -519,7 +524,12 @@ class Rollout:
                 1 for p in cluster.pods if p.service == service and p.ready(cluster.now)
             )
             served.pending_at_end = sum(
-                1 for p in cluster.pods if p.service == service and p.node is None and p.active
+                1
+                for p in cluster.pods
+                if p.service == service
+                and p.node is None
+                and p.active
+                and not cluster.deployments[(p.namespace, p.deployment)].deleted
             )
         for node in cluster.live_nodes():
             if node.unschedulable and node.pool:
