@@ -167,7 +167,12 @@ def _pool_diff(
     cloud: str,
 ) -> PoolDiff:  # fmt: skip
     if old["generation"] != new["generation"]:
-        fields = _field_changes(old["replacement_inputs"], new["replacement_inputs"])
+        # A key left out of one side's hash holds its legacy value there (a record exported
+        # before `legacy_inputs` existed does not say it: it shows as unset).
+        fields = _field_changes(
+            {**old.get("legacy_inputs", {}), **old["replacement_inputs"]},
+            {**new.get("legacy_inputs", {}), **new["replacement_inputs"]},
+        )
         if old["rollout"] != new["rollout"]:
             # The layout joins (or leaves) the generation's inputs with the rollout: it is a
             # change only when the config itself changes.
@@ -220,6 +225,13 @@ def _service_diff(
 ) -> ServiceDiff:
     if old["pool"] != new["pool"]:
         return ServiceDiff(name, ServiceChange.MOVED, f"pool {old['pool']} -> {new['pool']}")
+    if old.get("namespace", new.get("namespace")) != new.get("namespace"):
+        return ServiceDiff(
+            name,
+            ServiceChange.MOVED,
+            f"namespace {old['namespace']} -> {new['namespace']}: a new Deployment next to the "
+            "old one, which Pulumi deletes last",
+        )
     if old["generation"] != new["generation"]:
         return ServiceDiff(
             name,
