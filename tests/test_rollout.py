@@ -337,3 +337,29 @@ def test_a_removed_service_is_not_pending() -> None:
     v2["services"].pop()
     outcome, _ = transition(v1, v2)
     assert outcome.services["gone"].pending_at_end == 0 and outcome.services["gone"].after == 0
+
+
+def test_an_eks_launch_template_roll_follows_the_documented_phases() -> None:
+    """A tag value is a new launch template version: EKS surges max(2 x AZs, maxUnavailable)
+    new nodes, waits for them Ready, cordons the old ones, then drains maxUnavailable at a time
+    through the Eviction API; pods that do not leave in 15 minutes fail the update
+    (PodEvictionFailure) with the old node left cordoned."""
+    v1, v2 = stack("eks", replicas=16), stack("eks", replicas=16)
+    v1["tags"], v2["tags"] = {"team": "a"}, {"team": "b"}
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is not None and "PodEvictionFailure" in outcome.failure
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NODES_REPLACED and pool.nodes_created == 2  # 1 AZ: 2
+    assert outcome.pools["h100"].peak_gpus == 24  # the old node's 8 GPUs and the surge's 16
+    assert len(pool.nodes_left_cordoned) == 1
+    served = outcome.services["chat"]
+    assert served.least >= 15  # the budget lets one replica go at a time: never a full outage
+    # A group whose replicas leave in time is replaced: the surplus new node goes at the end.
+    v1, v2 = stack("eks", replicas=1), stack("eks", replicas=1)
+    v1["tags"], v2["tags"] = {"team": "a"}, {"team": "b"}
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None, outcome.failure
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NODES_REPLACED and pool.nodes_left_cordoned == []
+    assert (pool.nodes_created, pool.nodes_replaced, pool.extra_gpus) == (2, 2, 16)
+    assert outcome.services["chat"].after == 1

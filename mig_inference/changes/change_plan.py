@@ -344,7 +344,8 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
             pool.extra_gpus = observed.extra_gpus
             pool.replicas_evicted = observed.evicted
             pool.slices_unavailable = observed.most_devices_down
-            replaced = observed.nodes_deleted and observed.nodes_created and pool.change in (
+            taken = observed.nodes_deleted or observed.nodes_drained
+            replaced = taken and observed.nodes_created and pool.change in (
                 PoolChange.UNCHANGED, PoolChange.IN_PLACE,
             )  # fmt: skip
             if replaced:

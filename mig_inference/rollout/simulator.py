@@ -234,7 +234,10 @@ class Rollout:
         step, cluster, t = task.step, self.cluster, self.timings
         resource = step.resource
         task.started = cluster.now
-        if step.op is Op.SAME:
+        relaunched = resource.type in POOL_TYPES and self._launch_template_changed(
+            pool_shape(resource)
+        )
+        if step.op is Op.SAME and not relaunched:
             task.done = True
             return
         if step.op is Op.DELETE:
@@ -242,9 +245,25 @@ class Rollout:
             return
         if resource.type in POOL_TYPES:
             new = pool_shape(resource)
-            if step.op is Op.UPDATE:
+            if step.op in (Op.UPDATE, Op.SAME):
+                # SAME: the node group's launch template version is an output that moves with
+                # the template (its new version), so the group is updated too.
                 old = pool_shape(step.old) if step.old else new
-                self.clouds.update(old, new, recycled=self._launch_template_changed(new))
+                update = resource.inputs.get("updateConfig") or {}
+                self.clouds.update(
+                    old, new, recycled=relaunched,
+                    max_unavailable=int(update.get("maxUnavailable") or 1),
+                )  # fmt: skip
+
+                def updated(new: PoolShape = new) -> str | None:
+                    rolled = self.clouds.roll_outcome(new.physical)
+                    if rolled is None or rolled:
+                        return rolled
+                    return "" if self.clouds.settled(new) else None
+
+                task.check = updated
+                task.deadline = cluster.now + 6 * 3600
+                return
             elif step.op is Op.REPLACE and step.delete_first and step.old is not None:
                 # Delete-before-replace: the old pool is gone (drained, deleted) before the new
                 # one is even asked for.
@@ -473,6 +492,7 @@ class Rollout:
         return not pods_moving and not gone and not nodes_busy
 
     def _tick(self) -> None:
+        self.clouds.advance()
         self.clouds.autoscale()
         self.cluster.tick()
         for service, count in self.cluster.serving().items():
