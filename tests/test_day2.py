@@ -391,3 +391,29 @@ def test_diff_refuses_a_plan_of_another_cloud(
 def test_the_program_exports_the_plan_diff_reads(tmp_path: Path) -> None:
     rendering = render(tmp_path, stack())
     assert rendering.outputs["plan"] == json.loads(json.dumps(record(stack())))
+
+
+def test_a_namespace_move_moves_the_service() -> None:
+    v2 = copy.deepcopy(stack())
+    v2["services"][0]["namespace"] = "other"
+    [service] = diff_records(record(stack()), record(v2)).services
+    assert (
+        service.change is ServiceChange.MOVED and "namespace inference -> other" in service.reason
+    )
+
+
+def test_a_boot_disk_type_equal_to_the_default_keeps_the_generation() -> None:
+    # a3-highgpu-8g boots from pd-balanced unless told otherwise: writing it changes nothing.
+    [pool] = diff_records(record(stack()), record(stack(bootDiskType="pd-balanced"))).pools
+    assert pool.change is PoolChange.UNCHANGED
+    [pool] = diff_records(record(stack()), record(stack(bootDiskType="pd-ssd"))).pools
+    assert pool.change is PoolChange.NEW_NODES
+    assert [str(f) for f in pool.fields] == ["bootDiskType: pd-balanced -> pd-ssd"]
+
+
+def test_an_imds_hop_limit_of_2_is_named_not_unset() -> None:
+    v1, v2 = stack("eks"), stack("eks")
+    v1["cluster"]["imdsHopLimit"], v2["cluster"]["imdsHopLimit"] = 2, 1
+    [pool] = diff_records(record(v1), record(v2)).pools
+    assert pool.change is PoolChange.NEW_NODES
+    assert [str(f) for f in pool.fields] == ["cluster.imdsHopLimit: 2 -> 1"]

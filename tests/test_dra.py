@@ -514,20 +514,22 @@ def dra_stack(**pool: Any) -> dict[str, Any]:
 
 
 def test_a_claim_is_a_slice_in_the_simulator() -> None:
-    from mig_inference.rollout.model import claimed_devices, pod_template
+    from mig_inference.rollout.model import CLAIM_TEMPLATE, claimed_device, pod_template
     from mig_inference.rollout.rendered import program_of
 
     program = program_of(stack_rendering(STACK))
-    claims = claimed_devices(program)
+    claims = {
+        t.inputs["metadata"]["name"]: claimed_device(t) for t in program.of_type(CLAIM_TEMPLATE)
+    }
     assert claims == {
         "mistral-nemo-gpu-device": "nvidia.com/mig-3g.40gb",
         "qwen-small-gpu-device": "nvidia.com/mig-1g.10gb",
     }
     [deployment] = [d for d in program.of_type("kubernetes:apps/v1:Deployment")
                     if d.inputs["metadata"]["name"] == "qwen-small"]  # fmt: skip
-    spec = deployment.inputs["spec"]["template"]["spec"]
-    assert pod_template(spec, claims).resource == "nvidia.com/mig-1g.10gb"
-    assert pod_template(spec).resource is None
+    template = pod_template(deployment.inputs["spec"]["template"]["spec"])
+    # The device is the claim's, made from the template when a pod is created.
+    assert template.claims == ("qwen-small-gpu-device",) and template.resource is None
 
 
 def test_an_in_place_change_of_a_dra_pool_restarts_the_plugin_and_serves_again() -> None:

@@ -167,7 +167,12 @@ def _pool_diff(
     cloud: str,
 ) -> PoolDiff:  # fmt: skip
     if old["generation"] != new["generation"]:
-        fields = _field_changes(old["replacement_inputs"], new["replacement_inputs"])
+        # A key left out of one side's hash holds its legacy value there (a record exported
+        # before `legacy_inputs` existed does not say it: it shows as unset).
+        fields = _field_changes(
+            {**old.get("legacy_inputs", {}), **old["replacement_inputs"]},
+            {**new.get("legacy_inputs", {}), **new["replacement_inputs"]},
+        )
         if old["rollout"] != new["rollout"]:
             # The layout joins (or leaves) the generation's inputs with the rollout: it is a
             # change only when the config itself changes.
@@ -220,6 +225,13 @@ def _service_diff(
 ) -> ServiceDiff:
     if old["pool"] != new["pool"]:
         return ServiceDiff(name, ServiceChange.MOVED, f"pool {old['pool']} -> {new['pool']}")
+    if old.get("namespace", new.get("namespace")) != new.get("namespace"):
+        return ServiceDiff(
+            name,
+            ServiceChange.MOVED,
+            f"namespace {old['namespace']} -> {new['namespace']}: a new Deployment next to the "
+            "old one, which Pulumi deletes last",
+        )
     if old["generation"] != new["generation"]:
         return ServiceDiff(
             name,
@@ -318,7 +330,8 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
     changes.simulated = True
     changes.failure = outcome.failure
     changes.seconds = outcome.seconds
-    refused = {r.key[1]: r for r in outcome.plan.refusals}
+    pool_types = {resource for _, resource in POOL_RESOURCE.values()}
+    refused = {r.key[1]: r for r in outcome.plan.refusals if r.key[0] in pool_types}
     for pool in changes.pools:
         observed = outcome.pools.get(pool.name)
         if observed is not None:
@@ -331,7 +344,8 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
             pool.extra_gpus = observed.extra_gpus
             pool.replicas_evicted = observed.evicted
             pool.slices_unavailable = observed.most_devices_down
-            replaced = observed.nodes_deleted and observed.nodes_created and pool.change in (
+            taken = observed.nodes_deleted or observed.nodes_drained
+            replaced = taken and observed.nodes_created and pool.change in (
                 PoolChange.UNCHANGED, PoolChange.IN_PLACE,
             )  # fmt: skip
             if replaced:
@@ -349,9 +363,11 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
         )
     listed = {p.name for p in changes.pools}
     changes.other_refusals += [
-        f"{r.message}. Way forward: `pulumi state unprotect '{r.urn}'`, then `pulumi up`"
+        f"{r.message}. Way forward: "
+        + (r.way or f"`pulumi state unprotect '{r.urn}'`, then `pulumi up`")
         for r in outcome.plan.refusals
-        if not any(r.key[1] == n or r.key[1].startswith(f"{n}-") for n in listed)
+        if r.key[0] not in pool_types
+        or not any(r.key[1] == n or r.key[1].startswith(f"{n}-") for n in listed)
     ]
     changes.other_refusals += _eks_minimum_refusals(deployed, current)
     groups = {

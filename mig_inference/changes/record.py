@@ -54,6 +54,7 @@ def pool_record(pool: PoolPlan, protect: bool) -> dict[str, Any]:
         "zones": list(pool.zones),
         "protect": protect,
         "replacement_inputs": dict(pool.replacement_inputs),
+        "legacy_inputs": dict(pool.legacy_inputs),
         "in_place_inputs": _in_place_inputs(pool),
         "capacity_per_node": pool.capacity_per_node(),
         "layout": layout_of(pool),
@@ -101,6 +102,7 @@ def weights_record(plan: StackPlan, service: ServicePlan) -> dict[str, Any]:
 def service_record(service: ServicePlan, plan: StackPlan) -> dict[str, Any]:
     return {
         "pool": service.pool.name,
+        "namespace": service.spec.namespace,
         "generation": service.pool.generation,
         "profile": service.profile,
         "resource": service.resource,

@@ -98,6 +98,10 @@ class PoolPlan:
     """Stack keys whose change needs new nodes (and so a new generation), with their values."""
     generation: str | None = None
     """Hash of `replacement_inputs`; part of the physical pool name (None: existing nodes)."""
+    legacy_inputs: Mapping[str, str] = field(default_factory=dict)
+    """Keys that need new nodes when they change but are left out of the hash while they hold
+    the value pools had before the key existed (so those pools keep their generation), with that
+    value: what a change is from."""
     pack_plan: PackPlan | None = None
     boot_disk: str | None = None
     """GKE: the boot disk type the machine boots from (per-machine facts); None elsewhere."""

@@ -192,6 +192,14 @@ class MigManager:
         """The value a run in progress applies (None: idle, or no pod)."""
         return self._run.value if self._run else None
 
+    @property
+    def idle(self) -> bool:
+        """Nothing left to do until someone changes its node: no run, reboot or pod start due,
+        and its device plugin is not restarting."""
+        return self._next_due() is None and self.now >= self._plugin_since + (
+            self.durations.plugin_start
+        )
+
     def advertised(self) -> dict[str, int]:
         """What the device plugin advertises now: nothing while the node is down, its label is
         paused or `false`, or it is still starting; else the GPUs' current layout."""

@@ -40,7 +40,7 @@ from mig_inference.names.labels import (
 from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan
 from mig_inference.plan.pools.autoscaling import check_scale_from_zero
 from mig_inference.plan.pools.capacity import check_capacity, check_oke_domains
-from mig_inference.plan.pools.generation import generation_of, replacement_inputs
+from mig_inference.plan.pools.generation import generation_of, legacy_inputs, replacement_inputs
 from mig_inference.plan.pools.zones import per_zone, pool_zones
 from mig_inference.plan.sharing import device_plugin_config_key, shared_offers
 from mig_inference.solving.packing import PackPlan, Workload, pack
@@ -338,7 +338,8 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         if spec.cloud is Cloud.GKE
         else min_nodes
     )
-    inputs = replacement_inputs(spec, pool, gpus_per_node, max_pods, config_name)
+    default_disk = bought.facts.boot_disks[0] if bought.facts and spec.cloud is Cloud.GKE else None
+    inputs = replacement_inputs(spec, pool, gpus_per_node, max_pods, config_name, default_disk)
     generation = generation_of(inputs)
     selector = {POOL_LABEL: pool.name}
     if generation:
@@ -377,6 +378,9 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         max_unavailable=pool.max_unavailable,
         replacement_inputs=inputs,
         generation=generation,
+        legacy_inputs={
+            k: v for k, v in legacy_inputs(spec, default_disk).items() if k not in inputs
+        },
         pack_plan=planned,
         boot_disk=bought.boot_disk,
         dynamic_mig=dynamic_mig,
