@@ -7,16 +7,26 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mig_inference.kube.gate import GateTarget, gate_script, gate_targets_value
 from mig_inference.names.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
 from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, PAUSED
-from tests.fake_apiserver import FakeCluster, run_script
+from tests import fake_apiserver
+from tests.fake_apiserver import AGENTS, FakeCluster, run_script
 
 SEVEN = ("1g.10gb",) * 7
 TWO = ("3g.40gb", "3g.40gb")
 CONFIGS = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN)}
 DEVICES = {"all-3g.40gb": {"nvidia.com/mig-3g.40gb": 4},
            "all-1g.10gb": {"nvidia.com/mig-1g.10gb": 14}}  # fmt: skip
+
+
+@pytest.fixture(autouse=True, params=AGENTS)
+def agents(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs against both models of NVIDIA's node agents."""
+    monkeypatch.setattr(fake_apiserver, "default_agents", request.param)
+    return str(request.param)
 
 
 def node(cluster: FakeCluster, name: str, pool: str, config: str, state: str = "success",

@@ -27,7 +27,8 @@ from mig_inference.names.labels import (
 from mig_inference.plan import plan_stack
 from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, OPERAND_LABELS, PAUSED, Durations
 from mig_inference.spec.files import load_stack
-from tests.fake_apiserver import FakeCluster, run_script
+from tests import fake_apiserver
+from tests.fake_apiserver import AGENTS, FakeCluster, run_script
 from tests.mocked import stack_rendering
 from tests.reference import ROOT
 
@@ -45,6 +46,13 @@ RECOVERY = (
     f"kubectl label node n1 {MIG_STATE_LABEL}- && kubectl delete pod -n gpu-operator "
     "-l app=nvidia-mig-manager --field-selector spec.nodeName=n1"
 )
+
+
+@pytest.fixture(autouse=True, params=AGENTS)
+def agents(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs against both models of NVIDIA's node agents."""
+    monkeypatch.setattr(fake_apiserver, "default_agents", request.param)
+    return str(request.param)
 
 
 def pool(*names: str, config: str = OLD, **options: Any) -> FakeCluster:
