@@ -64,12 +64,15 @@ def test_fails_fast_naming_a_failed_node_that_carries_the_config(tmp_path: Path)
     cluster = FakeCluster(CONFIGS)
     node(cluster, "n1", "a", "all-3g.40gb")
     node(cluster, "n2", "a", "all-3g.40gb", state="failed")
-    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 2)])
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 2)], timeout=5)
     assert result.returncode == 1
     assert (
         "MIG config all-3g.40gb failed on node n2 (pool a): nvidia.com/mig.config.state=failed "
         "with nvidia.com/mig.config=all-3g.40gb" in result.stdout
     )
+    # Fast: the first look at the pool ends it, before any wait or time-out.
+    assert cluster.requests == ["GET /api/v1/nodes"]
+    assert "waiting for" not in result.stdout and "timed out" not in result.stdout
 
 
 def test_a_failed_left_by_an_older_layout_does_not_fail_the_gate(tmp_path: Path) -> None:
@@ -112,6 +115,23 @@ def test_success_with_paused_operands_does_not_count(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "advertises 'no GPU devices'" in result.stdout
     assert f"operands paused: {DEVICE_PLUGIN_LABEL}" in result.stdout
+
+
+def test_paused_operands_do_not_count_while_the_kubelet_still_shows_the_old_devices(
+    tmp_path: Path,
+) -> None:
+    # The device plugin stopped, but the kubelet has not reported since: the node object still
+    # shows the planned devices. Only the paused operands tell the node is not serving.
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb")
+    cluster.freeze_status("n1")
+    cluster.relabel("n1", {DEVICE_PLUGIN_LABEL: PAUSED})
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
+    assert result.returncode == 1
+    assert (
+        "advertises 'nvidia.com/mig-3g.40gb=4' (planned: 'nvidia.com/mig-3g.40gb=4'), operands "
+        f"paused: {DEVICE_PLUGIN_LABEL}" in result.stdout
+    )
 
 
 def test_waits_for_a_node_that_is_being_reconfigured(tmp_path: Path) -> None:

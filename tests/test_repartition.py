@@ -323,6 +323,22 @@ def test_success_with_paused_operands_is_not_on_the_target(tmp_path: Path) -> No
     assert "operands paused" in result.stdout and "restarted its MIG manager" in result.stdout
 
 
+def test_paused_operands_are_not_on_the_target_while_the_kubelet_shows_the_old_devices(
+    tmp_path: Path,
+) -> None:
+    # The node carries the target with `success`, but its device plugin is paused (the v0.15.0
+    # wedge) and the kubelet has not reported since it stopped: the node object still shows the
+    # planned devices. The Job must not take it for done: it restarts the MIG manager.
+    cluster = pool("n1", config=TARGET)
+    cluster.freeze_status("n1")
+    cluster.relabel("n1", {DEVICE_PLUGIN_LABEL: PAUSED})
+    result = run(cluster, tmp_path)
+    assert "already on all-1g.10gb" not in result.stdout
+    assert "restarted its MIG manager" in result.stdout, output(result)
+    assert any(change.startswith("delete gpu-operator/nvidia-mig-manager") for change in
+               cluster.changes)  # fmt: skip
+
+
 def test_a_stale_success_from_a_run_in_progress_cannot_pass(tmp_path: Path) -> None:
     # The MIG manager is applying an older value when the Job relabels: that run's `success` comes
     # after the patch. Today's script took it for the target's and uncordoned a node that then
