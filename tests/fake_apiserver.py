@@ -217,6 +217,9 @@ class FakeCluster:
         self.faults: list[Fault] = []
         self.actions: list[tuple[float, Callable[[], None]]] = []
         self.hooks: list[tuple[Callable[[str], bool], Callable[[], object]]] = []
+        self.befores: list[tuple[list[Any], Callable[[], object]]] = []
+        self.statuses: list[int] = []
+        """The status of every answer, in order."""
         self.changes: list[str] = []
         """What clients changed, one entry per request: `patch NODE <changes>`, `evict NS/NAME`,
         `delete NS/NAME`."""
@@ -422,6 +425,11 @@ class FakeCluster:
              after: int = 0, applied: bool = False) -> None:  # fmt: skip
         """Requests that fail; with `applied`, the change is made and its answer lost."""
         self.faults.append(Fault(method, path, times, status, after, applied=applied))
+
+    def before(self, method: str, path: str, action: Callable[[], object], after: int = 0) -> None:
+        """Run `action` once, just before the request after the first `after` that match (a
+        change someone else makes between a client's read and its write)."""
+        self.befores.append(([method, path, after], action))
 
     def at(self, when: float, action: Callable[[], None]) -> None:
         """Run `action` once the clock reaches `when`."""
@@ -696,6 +704,16 @@ class FakeCluster:
         self.pods[(new["metadata"]["namespace"], new["metadata"]["name"])] = new
 
     # -- requests ------------------------------------------------------------------------------
+    def run_befores(self, method: str, path: str) -> None:
+        for entry in list(self.befores):
+            (wanted, pattern, after), action = entry
+            if wanted == method and re.fullmatch(pattern, path):
+                if after > 0:
+                    entry[0][2] = after - 1
+                    continue
+                self.befores.remove(entry)
+                action()
+
     def fault_for(self, method: str, path: str) -> Fault | None:
         for fault in self.faults:
             if fault.method == method and re.fullmatch(fault.path, path):
@@ -935,6 +953,7 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             if fault is None or fault.applied:
                 with cluster.lock:
+                    cluster.run_befores(self.command, url.path)
                     cluster.tick()
                     try:
                         code, answer = cluster.handle(self.command, url.path, query, body)
@@ -942,6 +961,7 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
                         cluster.errors.append(f"{self.command} {self.path}: {error!r}")
                         code, answer = _status(400, "BadRequest", f"not modelled: {error!r}")
                 if fault is None:
+                    cluster.statuses.append(code)
                     return self._send(code, answer)
             if fault.status == 0:
                 time.sleep(HANG_SECONDS)

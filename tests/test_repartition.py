@@ -26,7 +26,9 @@ from mig_inference.names.labels import (
 )
 from mig_inference.plan import plan_stack
 from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, OPERAND_LABELS, PAUSED, Durations
+from mig_inference.spec import parse_stack
 from mig_inference.spec.files import load_stack
+from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests import fake_apiserver
 from tests.fake_apiserver import AGENTS, FakeCluster, run_script
 from tests.mocked import stack_rendering
@@ -74,11 +76,14 @@ def run(
     advertise: int = 30,
     capacity: dict[str, int] | None = None,
     poll: int = 0,
+    evict_unmanaged: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     selector = None if named else f"{POOL_LABEL}=p"
     key = "pools[2].nodeNames" if named else ""
     target = RepartitionTarget("p", TARGET, selector, named, max_unavailable, len(cluster.nodes),
-                               PLANNED if capacity is None else capacity, key)  # fmt: skip
+                               PLANNED if capacity is None else capacity, key,
+                               evict_unmanaged=evict_unmanaged,
+                               unmanaged_key="pools[0].evictUnmanagedPods")  # fmt: skip
     env = {**target.env(30, "gpu-operator"), "REPARTITION_POLL_SECONDS": str(poll),
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "DRAIN_TIMEOUT_SECONDS": str(drain), "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure),
@@ -277,6 +282,70 @@ def test_the_relabel_is_one_patch_that_clears_the_state(tmp_path: Path) -> None:
     result = run(cluster, tmp_path)
     assert result.returncode == 0, output(result)
     assert f"patch n1 {RELABEL}" in cluster.changes
+
+
+def test_a_relabel_whose_answer_was_lost_is_not_sent_again(tmp_path: Path) -> None:
+    # The relabel reached the API server, its answer did not; the MIG manager (instant here) wrote
+    # `success` before the Job tried again. The old retry sent the same patch, clearing that
+    # `success` for good (the label's value did not change again): the Job waited out its deadline.
+    instant = Durations(pod_start=0, checks=0, operands_stop=0, apply=0, plugin_start=0)
+    cluster = pool("n1", durations=instant)
+    cluster.fail("PATCH", "/api/v1/nodes/n1", times=1, after=1, applied=True)  # after the cordon
+    result = run(cluster, tmp_path, reconfigure=3)
+    assert result.returncode == 0, output(result)
+    assert cluster.changes.count(f"patch n1 {RELABEL}") == 1
+    assert on_target(cluster, "n1")
+
+
+def test_a_relabel_refused_because_the_node_changed_is_read_and_sent_again(
+    tmp_path: Path,
+) -> None:
+    # The relabel carries the version the Job read; a label someone else changes in between
+    # makes the API refuse it (409), and the Job reads the node again and relabels.
+    cluster = pool("n1")
+    cluster.before("PATCH", "/api/v1/nodes/n1", lambda: cluster.relabel("n1", {"team": "a"}),
+                   after=1)  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert 409 in cluster.statuses
+    assert cluster.changes.count(f"patch n1 {RELABEL}") == 1 and on_target(cluster, "n1")
+
+
+def test_gpu_pods_without_a_controller_stop_the_job_before_any_change(tmp_path: Path) -> None:
+    # An eviction deletes a bare pod for good; `kubectl drain` refuses it without --force.
+    cluster = pool("n1", "n2")
+    cluster.add_pod("inference", "llm", "n1")
+    cluster.add_pod("research", "notebook", "n2", owner=None)
+    cluster.add_pod("research", "adopted", "n2", owner="Foo", controller=False)
+    result = run(cluster, tmp_path)
+    assert cluster.changes == []
+    assert result.returncode == 1
+    assert (
+        "STOPPED at node n2: pods that declare no controller hold its GPUs: research/adopted "
+        "research/notebook. No controller would recreate them, so an eviction deletes them for "
+        "good; `kubectl drain` refuses them too." in result.stdout
+    )
+    assert "set pools[0].evictUnmanagedPods: true" in result.stdout
+
+
+def test_the_stack_may_let_the_job_evict_pods_without_a_controller(tmp_path: Path) -> None:
+    cluster = pool("n1")
+    cluster.add_pod("research", "notebook", "n1", owner=None)
+    result = run(cluster, tmp_path, evict_unmanaged=True)
+    assert result.returncode == 0, output(result)
+    assert "evict research/notebook" in cluster.changes and on_target(cluster, "n1")
+
+
+def test_a_stop_names_as_cordoned_only_the_nodes_that_are(tmp_path: Path) -> None:
+    # n1 is done and uncordoned; reading n2 for the next batch fails. The old stop still listed
+    # n1 (the finished batch) as staying cordoned.
+    cluster = pool("n1", "n2")
+    cluster.fail("GET", "/api/v1/nodes/n2", times=-1, after=1)
+    result = run(cluster, tmp_path)
+    assert result.returncode == 1
+    assert "STOPPED at node n2: reading it failed after 3 tries" in result.stdout
+    assert on_target(cluster, "n1")
+    assert "stays cordoned" not in result.stdout, result.stdout
 
 
 def test_a_failed_node_on_the_target_is_reapplied_by_restarting_its_mig_manager(
@@ -539,6 +608,29 @@ def test_the_job_gets_the_plan_s_devices_namespace_and_deadlines() -> None:
     assert env["DRAIN_TIMEOUT_SECONDS"] == env["RECONFIGURE_TIMEOUT_SECONDS"] == "1800"
     assert env["OPERATOR_NAMESPACE"] == "gpu-operator"
     assert target.budget_seconds(1800) == 2 * (1800 + 1800 + 300)
+
+
+def test_evicting_pods_without_a_controller_is_the_stack_s_choice_on_in_place_pools() -> None:
+    from mig_inference.errors import MigError
+    from tests.test_rollout import stack
+
+    [target] = repartition_targets(plan_stack(load_stack("existing")))
+    assert "EVICT_UNMANAGED" not in target.env(60, "gpu-operator")
+    assert target.env(60, "gpu-operator")["UNMANAGED_KEY"] == "pools[0].evictUnmanagedPods"
+    config = stack(rollout="in-place", evictUnmanagedPods=True)
+    [allowed] = repartition_targets(
+        plan_stack(parse_stack("t", config, pinned_operator_version=GPU_OPERATOR_VERSION))
+    )
+    assert allowed.env(60, "gpu-operator")["EVICT_UNMANAGED"] == "1"
+    with pytest.raises(MigError) as caught:
+        plan_stack(
+            parse_stack(
+                "t", stack(evictUnmanagedPods=True), pinned_operator_version=GPU_OPERATOR_VERSION
+            )
+        )
+    [error] = caught.value.errors
+    assert error.path == "mig-inference:pools[0].evictUnmanagedPods"
+    assert "only applies to rollout: in-place" in error.message
 
 
 def test_cloud_pools_in_blue_green_have_no_repartition_job() -> None:

@@ -5,14 +5,19 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
 `nvidia.com/mig.config` changes (or its pod starts). So, per batch, the script:
 
 - stops before any change when a pod holding a GPU can never be evicted (owned by a DaemonSet),
-  and, on `existing` pools, when a named node does not exist;
+  when one has no controller (an eviction deletes it for good: refused as `kubectl drain` refuses
+  it, unless `pools[i].evictUnmanagedPods`), and, on `existing` pools, when a named node does not
+  exist;
 - cordons the nodes, marking its own cordons (`mig-inference.io/cordoned-for=<config>`), so a
   later run resumes a node an interrupted one left cordoned; a node someone else cordoned is
   re-partitioned and left cordoned;
 - evicts the pods that hold GPU or MIG devices through the Eviction API (PodDisruptionBudgets
   decide) until the drain deadline; a drain that cannot finish uncordons the nodes it never
   relabelled and names the pods and the refusals;
-- relabels in one patch that also clears `nvidia.com/mig.config.state`, or, when the label is the
+- relabels in one patch that also clears `nvidia.com/mig.config.state`, conditional on the node
+  being unchanged since the Job read it; a failed patch is followed by a fresh read, and a node
+  that already carries the target (an answer lost after the change was made) is not patched again
+  (that would clear the state its MIG manager wrote since); or, when the label is the
   target already (a `failed` from an earlier run), clears the state and restarts the node's MIG
   manager pod, the re-trigger NVIDIA's source supports;
 - waits, until the reconfiguration deadline, for `success` while the label still names the target
@@ -69,6 +74,11 @@ class RepartitionTarget:
     on a node once the layout is applied, and the slices are read from ResourceSlices."""
     dra_namespace: str = ""
     """Where the DRA driver's kubelet plugins run."""
+    evict_unmanaged: bool = False
+    """GPU pods no controller owns are evicted too (deleted for good) instead of stopping the
+    Job (`pools[i].evictUnmanagedPods`)."""
+    unmanaged_key: str = ""
+    """The stack key that allows it, for the Job's refusal."""
 
     @property
     def fingerprint(self) -> str:
@@ -91,6 +101,8 @@ class RepartitionTarget:
             "RECONFIGURE_TIMEOUT_SECONDS": str(timeout_seconds),
             "PENDING_LIMIT_SECONDS": str(PENDING_LIMIT_SECONDS),
             "ADVERTISE_TIMEOUT_SECONDS": str(ADVERTISE_TIMEOUT_SECONDS),
+            "UNMANAGED_KEY": self.unmanaged_key,
+            **({"EVICT_UNMANAGED": "1"} if self.evict_unmanaged else {}),
             # Only on DRA pools: the Job of every other pool stays as it was.
             **({"DRA_POOL": "1", "DRA_NAMESPACE": self.dra_namespace} if self.dra else {}),
         }
@@ -126,6 +138,8 @@ def _target(plan: StackPlan, pool: PoolPlan) -> RepartitionTarget:
         node_names_key=f"pools[{index}].nodeNames" if names else "",
         dra=pool.dra,
         dra_namespace=plan.spec.dra.namespace if pool.dra and plan.spec.dra else "",
+        evict_unmanaged=pool.spec.evict_unmanaged_pods,
+        unmanaged_key=f"pools[{index}].evictUnmanagedPods",
     )
 
 

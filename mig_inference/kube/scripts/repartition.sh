@@ -1,7 +1,8 @@
 #!/bin/sh
 # In-place re-partitioning of one pool, MAX_UNAVAILABLE nodes at a time: see
 # mig_inference/kube/repartition.py, which fills in the upper-case placeholders. POSIX sh (busybox ash
-# in the Job's image). Per batch: look for GPU pods no eviction can move, cordon (marked with
+# in the Job's image). Per batch: look for GPU pods no eviction can move (or that no controller
+# would recreate), cordon (marked with
 # CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, relabel (or restart the MIG
 # manager when the label is already the target), wait for success with the target config and
 # the planned devices advertised (on a DRA pool: the driver's kubelet plugin restarted and the
@@ -11,11 +12,11 @@ POLL=${REPARTITION_POLL_SECONDS:-10}
 # shellcheck source=mig_inference/kube/scripts/kube.sh
 . ./kube.sh
 
-NODE_FIELDS='{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.annotations.CORDON_PATH}{"|"}{.spec.unschedulable}{"|"}{.metadata.labels}{"|"}{.status.allocatable}'
-POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"\n"}{end}'
+NODE_FIELDS='{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.annotations.CORDON_PATH}{"|"}{.spec.unschedulable}{"|"}{.metadata.resourceVersion}{"|"}{.metadata.labels}{"|"}{.status.allocatable}'
+# A pod's controller, as `kubectl drain` finds it (metav1.GetControllerOf): none for a bare pod.
+POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[?(@.controller==true)].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"\n"}{end}'
 CORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":"'$TARGET_CONFIG'"}},"spec":{"unschedulable":true}}'
 UNCORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":null}},"spec":{"unschedulable":null}}'
-RELABEL='{"metadata":{"labels":{"CONFIG_LABEL":"'$TARGET_CONFIG'","STATE_LABEL":null}}}'
 CLEAR_STATE='{"metadata":{"labels":{"STATE_LABEL":null}}}'
 RELEASE='{"metadata":{"labels":{"POOL_LABEL":null}}}'
 JOIN='{"metadata":{"labels":{"POOL_LABEL":"'${NAMED_POOL:-}'"}}}'
@@ -31,13 +32,13 @@ gone=""        # vanished from the cluster
 released=""    # no longer named by the pool: moved out of it
 
 # read_node NODE: node_found (empty when the node does not exist), node_config, node_state,
-# node_mark (CORDON_ANNOTATION), node_cordoned, node_paused, node_devices. A read that fails
-# stops the Job.
+# node_mark (CORDON_ANNOTATION), node_cordoned, node_version (resourceVersion), node_paused,
+# node_devices. A read that fails stops the Job.
 read_node() {
   kc get node "$1" --ignore-not-found -o "jsonpath=$NODE_FIELDS" \
     || stop "node $1" "reading it failed after $KUBE_TRIES tries: $err"
-  IFS='|' read -r node_found node_config node_state node_mark node_cordoned node_labels \
-    node_alloc <<EOF
+  IFS='|' read -r node_found node_config node_state node_mark node_cordoned node_version \
+    node_labels node_alloc <<EOF
 $out
 EOF
   node_paused=$(paused_labels "$node_labels")
@@ -72,9 +73,10 @@ on_target() {
 }
 
 # gpu_pods NODE: holders (pods on NODE holding GPU or MIG devices, or on a DRA pool any device
-# claim, to evict), leaving (those
-# already terminating) and pinned (those a DaemonSet owns: DaemonSets ignore cordons and
-# recreate an evicted pod, so no eviction frees their GPUs). A listing that fails stops the Job.
+# claim, to evict), leaving (those already terminating), pinned (those a DaemonSet controls:
+# DaemonSets ignore cordons and recreate an evicted pod, so no eviction frees their GPUs) and
+# unmanaged (no controller: evicted, they are gone for good; holders too with EVICT_UNMANAGED).
+# A listing that fails stops the Job.
 gpu_pods() {
   kc get pods --all-namespaces \
     --field-selector "spec.nodeName=$1,status.phase!=Succeeded,status.phase!=Failed" \
@@ -83,13 +85,16 @@ gpu_pods() {
   holders=""
   leaving=""
   pinned=""
-  while IFS='|' read -r pod owners deleting limits claims; do
+  unmanaged=""
+  while IFS='|' read -r pod controller deleting limits claims; do
     case $limits in
       *'"nvidia.com/gpu'* | *'"nvidia.com/mig-'*) ;;
       *) [ -n "${DRA_POOL:-}" ] && [ -n "$claims" ] || continue ;;
     esac
-    if is_in DaemonSet "$owners"; then
+    if [ "$controller" = DaemonSet ]; then
       pinned="$pinned $pod"
+    elif [ -z "$deleting" ] && [ -z "$controller" ] && [ -z "${EVICT_UNMANAGED:-}" ]; then
+      unmanaged="$unmanaged $pod"
     elif [ -n "$deleting" ]; then
       leaving="$leaving $pod"
     else
@@ -147,11 +152,12 @@ uncordon() {
 }
 
 # stop SUBJECT REASON: exit 1. Nodes of the batch cordoned by this Job and never relabelled are
-# uncordoned; relabelled ones stay cordoned (their GPUs are not in service) with the way back;
-# the nodes not reached are named.
+# uncordoned; relabelled ones not yet finished stay cordoned (their GPUs are not in service) with
+# the way back; the nodes not reached are named.
 stop() {
   echo "STOPPED at $1: $2"
   for node in $batch; do
+    is_in "$node" "$done_nodes $gone" && continue
     if is_in "$node" "$keep" && is_in "$node" "$ours"; then
       echo "node $node stays cordoned (CORDON_ANNOTATION=$TARGET_CONFIG): its GPUs are not in service."
       echo "  Fix the cause (kubectl logs -n $OPERATOR_NAMESPACE \$(kubectl get pod -n $OPERATOR_NAMESPACE -l MIG_MANAGER_SELECTOR --field-selector spec.nodeName=$node -o name)),"
@@ -201,6 +207,7 @@ finish() {
 # pick: list the pool afresh; finish nodes already on the target; batch = up to MAX_UNAVAILABLE
 # of the others, those an earlier run cordoned first.
 pick() {
+  batch=""
   if [ -n "$REPARTITION_SELECTOR" ]; then
     kc get nodes -l "$REPARTITION_SELECTOR" -o 'jsonpath={.items[*].metadata.name}' \
       || stop "the pool" "listing its nodes ($REPARTITION_SELECTOR) failed after $KUBE_TRIES tries: $err"
@@ -252,12 +259,20 @@ pick() {
   done
 }
 
-# no_pinned_pods NODES: stop before cordoning when a GPU pod on one of them can never be evicted.
+# no_pinned_pods NODES: stop before cordoning when a GPU pod on one of them can never be evicted,
+# or would be deleted for good.
 no_pinned_pods() {
   for node in $1; do
     gpu_pods "$node"
     [ -z "$pinned" ] || stop "node $node" "pods owned by a DaemonSet hold its GPUs:$pinned. DaemonSets ignore cordons and recreate an evicted pod, so no drain frees these GPUs: keep that DaemonSet off the pool's nodes (nodeSelector or affinity), then run pulumi up again"
+    no_unmanaged_pods "$node"
   done
+}
+
+# no_unmanaged_pods NODE: stop when pods that declare no controller hold its GPUs (gpu_pods last
+# run for NODE), as `kubectl drain` refuses them without --force.
+no_unmanaged_pods() {
+  [ -z "$unmanaged" ] || stop "node $1" "pods that declare no controller hold its GPUs:$unmanaged. No controller would recreate them, so an eviction deletes them for good; \`kubectl drain\` refuses them too. Move or delete them yourself, or set ${UNMANAGED_KEY:-evictUnmanagedPods}: true to let the Job evict them, then run pulumi up again"
 }
 
 cordon_batch() {
@@ -293,6 +308,7 @@ drain_batch() {
       is_in "$node" "$gone" && continue
       gpu_pods "$node"
       [ -z "$pinned" ] || stop "node $node" "pods owned by a DaemonSet appeared on it and hold its GPUs:$pinned (no eviction can free them)"
+      no_unmanaged_pods "$node"
       for pod in $holders; do
         if evict "$pod"; then
           echo "  evicted $pod"
@@ -310,6 +326,29 @@ their evictions were refused (a PodDisruptionBudget decides):$refused}"
     fi
     [ -z "$refused" ] || echo "  evictions refused, retried until the drain deadline:$refused"
     sleep "$POLL"
+  done
+}
+
+# relabel NODE: one patch that sets the target and clears the state, so a terminal state seen
+# later was written for the new value. The patch holds the resourceVersion the Job last read (the
+# API refuses it when the node changed since); after a failure the node is read again, and one
+# that already carries the target took an earlier attempt whose answer was lost: patching it again
+# would clear the state its MIG manager has written since.
+relabel() {
+  relabel_try=1
+  while :; do
+    relabel_patch='{"metadata":{"resourceVersion":"'$node_version'","labels":{"CONFIG_LABEL":"'$TARGET_CONFIG'","STATE_LABEL":null}}}'
+    if kubectl --request-timeout="$KUBE_TIMEOUT" patch node "$1" --type merge -p "$relabel_patch" \
+      -o name </dev/null >/dev/null 2>"$kube_tmp/err"; then
+      return 0
+    fi
+    err=$(tr '\n' ' ' <"$kube_tmp/err")
+    read_node "$1"
+    [ -n "$node_found" ] || return 0
+    [ "$node_config" != "$TARGET_CONFIG" ] || return 0
+    [ "$relabel_try" -lt "$KUBE_TRIES" ] || stop "node $1" "relabelling it failed after $KUBE_TRIES tries: $err"
+    relabel_try=$((relabel_try + 1))
+    sleep "$KUBE_RETRY_SECONDS"
   done
 }
 
@@ -334,11 +373,14 @@ trigger_batch() {
     fi
     keep="$keep $node"
     if [ "$node_config" != "$TARGET_CONFIG" ]; then
-      patch_node "$node" "$RELABEL"
-      echo "node $node: CONFIG_LABEL=$TARGET_CONFIG (was ${node_config:-unset}), STATE_LABEL cleared"
+      was_config=$node_config
+      was_paused=$node_paused
+      was_state=$node_state
+      relabel "$node"
+      echo "node $node: CONFIG_LABEL=$TARGET_CONFIG (was ${was_config:-unset}), STATE_LABEL cleared"
       # A run for the old value may still write its end state; paused operands stay paused
       # after a failure until the process restarts (NVIDIA mig-parted v0.15.0).
-      if [ -n "$node_paused" ] || [ "$node_state" = pending ]; then
+      if [ -n "$was_paused" ] || [ "$was_state" = pending ]; then
         restart_mig_manager "$node"
       fi
     else
