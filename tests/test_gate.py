@@ -41,10 +41,13 @@ def target(pool: str, config: str, count: int, generation: str = "g1") -> GateTa
 
 
 def run_gate(
-    cluster: FakeCluster, tmp_path: Path, targets: list[GateTarget], timeout: int = 30
-) -> subprocess.CompletedProcess[str]:
+    cluster: FakeCluster, tmp_path: Path, targets: list[GateTarget], timeout: int = 30,
+    pending: int = 600,
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
     env = {"GATE_TARGETS": gate_targets_value(targets), "GATE_TIMEOUT_SECONDS": str(timeout),
-           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s"}  # fmt: skip
+           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
+           "GATE_PENDING_LIMIT_SECONDS": str(pending), "OPERATOR_NAMESPACE": "gpu-operator",
+           "KUBECTL_RETRY_SECONDS": "0"}  # fmt: skip
     return run_script(cluster, tmp_path, gate_script(), env)
 
 
@@ -184,3 +187,28 @@ def test_keeps_waiting_while_no_node_exists_yet(tmp_path: Path) -> None:
     cluster = FakeCluster(CONFIGS)
     result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
     assert result.returncode == 1 and "a:0/1" in result.stdout
+
+
+def test_a_node_wedged_in_pending_gets_its_mig_manager_restarted_once(tmp_path: Path) -> None:
+    # NVIDIA/gpu-operator#2833: an operand outlived the MIG manager's wait; its run ended with no
+    # state. The operand has gone since, but only a new MIG manager process applies the label.
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-1g.10gb", operands_stuck=True)
+    cluster.relabel("n1", {MIG_CONFIG_LABEL: "all-3g.40gb"})
+    cluster.settle(20)
+    manager = cluster.nodes["n1"].manager
+    assert manager is not None and cluster.node_labels("n1")["nvidia.com/mig.config.state"] == (
+        "pending"
+    )
+    manager.operands_stuck = False
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], pending=1)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "node n1 (pool a): nvidia.com/mig.config.state=pending for 1s without moving: the MIG "
+        "manager's known wedge (NVIDIA/gpu-operator#2833); restarted its MIG manager pod "
+        "(nvidia-mig-manager-00001)" in result.stdout
+    )
+    assert "MIG ready: a:1/1" in result.stdout
+    assert [c for c in cluster.changes if c.startswith("delete")] == [
+        "delete gpu-operator/nvidia-mig-manager-00001"
+    ]

@@ -467,15 +467,40 @@ def test_failed_stops_keeps_the_node_cordoned_and_a_rerun_recovers_it(tmp_path: 
     assert "left untouched (still on their old config): n2 n3" in out
 
 
-def test_a_pending_that_does_not_move_stops(tmp_path: Path) -> None:
+def test_a_pending_that_does_not_move_after_a_restart_stops(tmp_path: Path) -> None:
     cluster = FakeCluster(CONFIGS)
     cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, operands_stuck=True)
     result = run(cluster, tmp_path, pending=0)
     assert result.returncode == 1
-    assert "STOPPED at node n1: nvidia.com/mig.config.state=pending for 0s without moving" in (
-        result.stdout
+    assert "restarted its MIG manager" in result.stdout
+    assert (
+        "STOPPED at node n1: nvidia.com/mig.config.state=pending for 0s without moving, again "
+        "after its MIG manager was restarted" in result.stdout
     )
     assert cluster.cordoned("n1")
+
+
+def test_the_mig_manager_s_pending_wedge_is_recovered_by_restarting_it(tmp_path: Path) -> None:
+    # An operand pod outlives the MIG manager's 5-minute wait (5 requests here): its run ends
+    # with no state, `pending` for good (NVIDIA/gpu-operator#2833). The pod goes later; only a
+    # restart of the MIG manager applies the label again.
+    cluster = FakeCluster(CONFIGS)
+    node = cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, operands_stuck=True)
+    manager = node.manager
+    assert manager is not None
+
+    def unstick() -> None:
+        manager.operands_stuck = False
+
+    cluster.after_change(lambda change: change == f"patch n1 {RELABEL}",
+                         lambda: cluster.at(cluster.clock + 8, unstick))  # fmt: skip
+    result = run(cluster, tmp_path, pending=2)
+    assert result.returncode == 0, output(result)
+    assert (
+        "node n1: nvidia.com/mig.config.state=pending for 2s without moving: the MIG manager's "
+        "known wedge (NVIDIA/gpu-operator#2833); restarting its MIG manager pod" in result.stdout
+    )
+    assert on_target(cluster, "n1")
 
 
 def test_a_reboot_is_waited_for(tmp_path: Path) -> None:
@@ -676,9 +701,12 @@ def test_the_mig_manager_restart_is_allowed_only_in_the_operator_namespace() -> 
                                   "name": "mig-repartition-lab-h100"}  # fmt: skip
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mig-repartition-lab-h100",
                                     "namespace": "gpu-operator"}]  # fmt: skip
-    gate_roles = [r for r in rendering.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+    # The gate may restart a MIG manager wedged in `pending`: there, and nowhere else.
+    gate_roles = [r.inputs for r in rendering.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
                   if "gate" in r.inputs["metadata"]["name"]]  # fmt: skip
-    assert gate_roles == []
+    assert [(r["metadata"]["namespace"], r["rules"]) for r in gate_roles] == [
+        ("gpu-operator", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]}])
+    ]
 
 
 # -- the documented way back ------------------------------------------------------------------------

@@ -29,24 +29,23 @@ applies it after the Job), and nodes that still carry the pool's label but are n
 nodes), the pool label removed, uncordoned. Pulumi deletes their patches (the layout and taint
 labels) at the end of the update, once no pod holds their GPUs.
 
-It stops at `failed`, a `pending` that does not move, or a deadline, naming the node (which stays
-cordoned, with the way back) and the nodes left untouched. Every API read fails closed: a read
-that fails after its retries stops the Job before any change to that node.
+A node `pending` for `PENDING_LIMIT_SECONDS` (the MIG manager's known wedge, NVIDIA/gpu-operator
+#2833) gets its MIG manager pod restarted once, said in the output; a second such wait stops it.
+It stops at `failed`, a `pending` that does not move after that restart, or a deadline, naming
+the node (which stays cordoned, with the way back) and the nodes left untouched. Every API read
+fails closed: a read that fails after its retries stops the Job before any change to that node.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mig_inference.kube.gate import devices_value, node_selector
+from mig_inference.kube.gate import PENDING_LIMIT_SECONDS, devices_value, node_selector
 from mig_inference.kube.scripts import load
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import PoolPlan, StackPlan
 from mig_inference.spec import Rollout
 
-PENDING_LIMIT_SECONDS = 600
-"""How long a node may sit in `pending` after its pods are gone before the Job stops: with no
-GPU clients left, the MIG manager moves on within minutes (a reboot shows as `rebooting`)."""
 ADVERTISE_TIMEOUT_SECONDS = 300
 """How long after `success` the node may take to advertise the planned devices (the MIG manager
 restores the device plugin's label last; the plugin then starts and registers with the kubelet).

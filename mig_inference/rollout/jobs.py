@@ -1,6 +1,7 @@
 """The project's two Jobs as the simulator runs them: the MIG-ready gate, and the in-place
 re-partitioning of a pool. They follow the algorithms of `mig_inference/kube/scripts/gate.sh` and
-`repartition.sh` (whose tests run the scripts themselves against a fake API server)."""
+`repartition.sh` (whose tests run the scripts themselves against a fake API server), the
+watchdog for a MIG manager wedged in `pending` included."""
 
 from __future__ import annotations
 
@@ -38,11 +39,38 @@ class JobRun:
 
 
 @dataclass
+class PendingWatch:
+    """The scripts' watchdog for the MIG manager's `pending` wedge (NVIDIA/gpu-operator#2833): a
+    node `pending` for `limit` seconds gets its MIG manager restarted once."""
+
+    limit: float = 600.0
+    since: dict[str, float] = field(default_factory=dict)
+    restarted: set[str] = field(default_factory=set)
+
+    def check(self, cluster: Cluster, node: Node) -> bool:
+        """Watch `node`; True when it stays `pending` past the limit after its restart."""
+        if node.state != "pending":
+            self.since.pop(node.name, None)
+            return False
+        since = self.since.setdefault(node.name, cluster.now)
+        if cluster.now - since < self.limit:
+            return False
+        if node.name in self.restarted:
+            return True
+        self.restarted.add(node.name)
+        self.since[node.name] = cluster.now
+        cluster.restart_mig_manager(node.name)
+        cluster.log(f"node {node.name}: pending without moving; its MIG manager restarted")
+        return False
+
+
+@dataclass
 class GateRun(JobRun):
     targets: list[tuple[str, str, str, int]] = field(default_factory=list)
     deadline: float = 0.0
     dra_pools: set[str] = field(default_factory=set)
     """Pools whose devices NVIDIA's DRA driver publishes (a `dra` sixth word)."""
+    watch: PendingWatch = field(default_factory=PendingWatch)
 
     @classmethod
     def of(cls, env: Mapping[str, str], now: float) -> GateRun:
@@ -55,12 +83,16 @@ class GateRun(JobRun):
             if parts[5:6] == ["dra"]:
                 dra_pools.add(parts[0])
         deadline = now + float(env.get("GATE_TIMEOUT_SECONDS", "1800"))
-        return cls(targets=targets, deadline=deadline, dra_pools=dra_pools)
+        watch = PendingWatch(float(env.get("GATE_PENDING_LIMIT_SECONDS", "600")))
+        return cls(targets=targets, deadline=deadline, dra_pools=dra_pools, watch=watch)
 
     def advance(self, cluster: Cluster) -> None:
         ready = True
         for pool, selector, config, want in self.targets:
             nodes = [n for n in cluster.live_nodes() if _matches(n, selector)]
+            for node in nodes:
+                if node.config == config:
+                    self.watch.check(cluster, node)  # the gate waits on after a second wedge
             failed = [n for n in nodes if n.config == config and n.state == "failed"]
             if failed:
                 self.outcome = (
@@ -105,6 +137,7 @@ class RepartitionRun(JobRun):
     """Existing pools: a node on the target gets the pool's label; nodes carrying it that `names`
     no longer holds are released once the pool is done (cordoned, drained, the pool label
     removed, uncordoned)."""
+    watch: PendingWatch = field(default_factory=PendingWatch)
     batch: list[str] = field(default_factory=list)
     phase: str = "pick"
     deadline: float = 0.0
@@ -123,6 +156,7 @@ class RepartitionRun(JobRun):
             reconfigure_timeout=float(env.get("RECONFIGURE_TIMEOUT_SECONDS", node_timeout)),
             named_pool=env.get("NAMED_POOL", ""),
             dra=bool(env.get("DRA_POOL")),
+            watch=PendingWatch(float(env.get("PENDING_LIMIT_SECONDS", "600"))),
         )
 
     def _pool(self, cluster: Cluster) -> list[Node]:
@@ -196,6 +230,12 @@ class RepartitionRun(JobRun):
                 elif node.state == "failed":
                     self.outcome = (
                         f"failed: node {name} reports {MIG_STATE_LABEL}=failed; it stays cordoned"
+                    )
+                    return
+                elif self.watch.check(cluster, node):
+                    self.outcome = (
+                        f"failed: node {name} stays {MIG_STATE_LABEL}=pending after its MIG "
+                        "manager was restarted; it stays cordoned"
                     )
                     return
             for name in self.batch:

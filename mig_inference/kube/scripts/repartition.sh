@@ -129,15 +129,7 @@ patch_node() {
 # the label's current value once (NVIDIA's manager reacts to a change of the value only, so a
 # same-value relabel re-applies nothing).
 restart_mig_manager() {
-  kc get pods -n "$OPERATOR_NAMESPACE" -l 'MIG_MANAGER_SELECTOR' \
-    --field-selector "spec.nodeName=$1" -o 'jsonpath={.items[*].metadata.name}' \
-    || stop "node $1" "listing its MIG manager pod failed after $KUBE_TRIES tries: $err"
-  managers=$out
-  [ -n "$managers" ] || stop "node $1" "no MIG manager pod (MIG_MANAGER_SELECTOR, namespace $OPERATOR_NAMESPACE) runs on it: is the GPU Operator's MIG manager deployed there?"
-  for manager in $managers; do
-    kc delete pod -n "$OPERATOR_NAMESPACE" "$manager" --ignore-not-found --wait=false \
-      || stop "node $1" "deleting its MIG manager pod $manager failed after $KUBE_TRIES tries: $err"
-  done
+  restart_mig_manager_pods "$1" || stop "node $1" "restarting its MIG manager failed: $err"
   echo "node $1: restarted its MIG manager ($managers): the new one applies $TARGET_CONFIG"
 }
 
@@ -417,7 +409,15 @@ wait_batch() {
           rm -f "$kube_tmp/success.$node"
           [ -f "$kube_tmp/pending.$node" ] || echo "$now" >"$kube_tmp/pending.$node"
           if [ $((now - $(cat "$kube_tmp/pending.$node"))) -ge "$PENDING_LIMIT_SECONDS" ]; then
-            stop "node $node" "STATE_LABEL=pending for ${PENDING_LIMIT_SECONDS}s without moving (its MIG manager waits for GPU clients that do not stop, NVIDIA/gpu-operator#2833)"
+            # The MIG manager's known wedge (NVIDIA/gpu-operator#2833): operands that did not stop
+            # within its 5 minutes end its run with no state, and it waits for a label change
+            # that never comes. Its pod restarted, it applies the label again (docs/
+            # troubleshooting.md); a second wedge stops the Job.
+            [ ! -f "$kube_tmp/watchdog.$node" ] || stop "node $node" "STATE_LABEL=pending for ${PENDING_LIMIT_SECONDS}s without moving, again after its MIG manager was restarted (its operands do not stop: kubectl get pods -n $OPERATOR_NAMESPACE --field-selector spec.nodeName=$node; NVIDIA/gpu-operator#2833)"
+            touch "$kube_tmp/watchdog.$node"
+            echo "node $node: STATE_LABEL=pending for ${PENDING_LIMIT_SECONDS}s without moving: the MIG manager's known wedge (NVIDIA/gpu-operator#2833); restarting its MIG manager pod, as docs/troubleshooting.md says"
+            restart_mig_manager "$node"
+            echo "$now" >"$kube_tmp/pending.$node"
           fi
           ;;
         success)
