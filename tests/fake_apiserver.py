@@ -343,7 +343,7 @@ class FakeCluster:
             }
             metadata["ownerReferences"] = [{**reference, "controller": True} if controller
                                            else reference]  # fmt: skip
-        pod = {
+        pod: dict[str, Any] = {
             "kind": "Pod",
             "apiVersion": "v1",
             "metadata": metadata,

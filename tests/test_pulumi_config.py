@@ -44,6 +44,7 @@ def assert_same_refusal(go: str, ours: str) -> None:
     kinds = [(kind, re.search(theirs, go), re.search(mine, ours))
              for kind, theirs, mine in REFUSALS]  # fmt: skip
     [(kind, go_found, ours_found)] = [k for k in kinds if k[1] is not None]
+    assert go_found is not None
     assert ours_found is not None, f"Go refuses with {kind!r} ({go!r}), we say {ours!r}"
     for group, value in go_found.groupdict().items():
         found = ours_found[group]
