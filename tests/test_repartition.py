@@ -276,6 +276,60 @@ def test_an_eviction_refused_for_a_while_is_retried(tmp_path: Path) -> None:
     assert on_target(cluster, "n1")
 
 
+# -- the pool's own budgets: strict between updates, relaxed only while the Job runs --------------
+RELAXED = "mig-inference.io/relaxed-from"
+
+
+def test_the_pool_s_budgets_are_relaxed_while_the_job_runs_and_restored_after(
+    tmp_path: Path,
+) -> None:
+    # One node holds both replicas of a service whose budget lets one go at a time: the drain
+    # needs the budget relaxed, and only while the Job runs.
+    cluster = pool("n1")
+    cluster.add_service("inference", "chat", 2, "nvidia.com/mig-3g.40gb", pool="p", on={"n1": 2})
+    cluster.add_service("team-b", "other", 1, "nvidia.com/mig-3g.40gb", pool="q", on={},
+                        max_unavailable=0)  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert on_target(cluster, "n1")
+    budget = cluster.budgets[("inference", "chat")]
+    assert (
+        budget["spec"]["maxUnavailable"] == 1 and RELAXED not in budget["metadata"]["annotations"]
+    )
+    assert [c for c in cluster.changes if c.startswith("patch pdb")] == [
+        f"patch pdb inference/chat @{RELAXED}=1 maxUnavailable=100%",
+        f"patch pdb inference/chat @{RELAXED}- maxUnavailable=1",
+    ]
+    assert cluster.budgets[("team-b", "other")]["spec"]["maxUnavailable"] == 0  # not ours
+    assert "PodDisruptionBudget inference/chat: maxUnavailable 1 again" in result.stdout
+
+
+def test_a_stop_restores_the_budgets_too(tmp_path: Path) -> None:
+    cluster = pool("n1", "n2")
+    del cluster.configs[TARGET]  # the MIG manager fails at once
+    cluster.add_service("inference", "chat", 2, "nvidia.com/mig-3g.40gb", pool="p", on={"n1": 2})
+    result = run(cluster, tmp_path)
+    assert result.returncode == 1 and "STOPPED at node n1" in result.stdout
+    budget = cluster.budgets[("inference", "chat")]
+    assert (
+        budget["spec"]["maxUnavailable"] == 1 and RELAXED not in budget["metadata"]["annotations"]
+    )
+
+
+def test_a_budget_a_killed_run_left_relaxed_is_restored(tmp_path: Path) -> None:
+    cluster = pool("n1", config=TARGET)
+    cluster.add_service("inference", "chat", 2, "nvidia.com/mig-1g.10gb", pool="p", on={"n1": 2},
+                        max_unavailable="100%")  # fmt: skip
+    cluster.budgets[("inference", "chat")]["metadata"]["annotations"][RELAXED] = "1"
+    cluster.add_node("n2", OLD, labels={POOL_LABEL: "p"})
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    budget = cluster.budgets[("inference", "chat")]
+    assert (
+        budget["spec"]["maxUnavailable"] == 1 and RELAXED not in budget["metadata"]["annotations"]
+    )
+
+
 # -- 4. relabel so that success is provably about the target --------------------------------------
 def test_the_relabel_is_one_patch_that_clears_the_state(tmp_path: Path) -> None:
     cluster = pool("n1")
@@ -492,12 +546,13 @@ def test_the_mig_manager_s_pending_wedge_is_recovered_by_restarting_it(tmp_path:
     def unstick() -> None:
         manager.operands_stuck = False
 
-    cluster.after_change(lambda change: change == f"patch n1 {RELABEL}",
-                         lambda: cluster.at(cluster.clock + 8, unstick))  # fmt: skip
-    result = run(cluster, tmp_path, pending=2)
+    # By the time the watchdog fires the stuck operand has gone (the wedge outlives it).
+    cluster.after_change(lambda change: change.startswith("delete gpu-operator/nvidia-mig-manager"),
+                         unstick)  # fmt: skip
+    result = run(cluster, tmp_path, pending=5)
     assert result.returncode == 0, output(result)
     assert (
-        "node n1: nvidia.com/mig.config.state=pending for 2s without moving: the MIG manager's "
+        "node n1: nvidia.com/mig.config.state=pending for 5s without moving: the MIG manager's "
         "known wedge (NVIDIA/gpu-operator#2833); restarting its MIG manager pod" in result.stdout
     )
     assert on_target(cluster, "n1")

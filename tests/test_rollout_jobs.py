@@ -8,7 +8,7 @@ from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_L
 from mig_inference.rollout.cluster import Cluster, Timings
 from mig_inference.rollout.jobs import GateRun, RepartitionRun
 from mig_inference.rollout.mig_manager import Durations, NodeLayout, devices_of
-from mig_inference.rollout.model import Node
+from mig_inference.rollout.model import Deployment, Node, PodTemplate
 
 TWO = ("3g.40gb", "3g.40gb")
 SEVEN = ("1g.10gb",) * 7
@@ -60,3 +60,33 @@ def test_the_job_restarts_a_wedged_mig_manager_once_then_stops() -> None:
     restarts = [e for e in cluster.events if "its MIG manager restarted" in e.text]
     assert len(restarts) == 1
     assert job.outcome.startswith("failed: node n1 stays nvidia.com/mig.config.state=pending")
+
+
+def test_the_job_relaxes_its_pool_s_budgets_while_it_runs_and_restores_them() -> None:
+    cluster = Cluster(
+        Timings(mig_manager=Durations(pod_start=10, checks=5, operands_stop=10, apply=10)),
+        devices_of=lambda _, config: devices_of(LAYOUTS[config]) if config else {},
+        configs_of=lambda _: dict(LAYOUTS),
+        config_of=lambda _, layout: next((n for n, lay in LAYOUTS.items() if lay == layout), None),
+    )  # fmt: skip
+    labels = {POOL_LABEL: "p", MIG_CONFIG_LABEL: "all-3g.40gb", MIG_STATE_LABEL: "success"}
+    cluster.add_node(Node("n1", labels, [], gpus=2), applied="all-3g.40gb")
+    pods = {POOL_LABEL: "p", "app.kubernetes.io/managed-by": "mig-inference"}
+    template = PodTemplate("nvidia.com/mig-3g.40gb", ((POOL_LABEL, "In", ("p",)),), (), "v1")
+    chat = Deployment("inference", "chat", "chat", 2, template, 60.0, budget=1, labels=pods)
+    elsewhere = PodTemplate("nvidia.com/mig-3g.40gb", ((POOL_LABEL, "In", ("q",)),), (), "v1")
+    other = Deployment("team-b", "other", "other", 1, elsewhere, 60.0, budget=0, labels={})
+    cluster.deployments = {chat.key: chat, other.key: other}
+    for _ in range(3):
+        cluster.tick()
+    env = {"TARGET_CONFIG": "all-1g.10gb", "REPARTITION_SELECTOR": "mig-inference.io/pool=p",
+           "BUDGET_SELECTOR": "mig-inference.io/pool=p,app.kubernetes.io/managed-by=mig-inference"}  # fmt: skip
+    job = RepartitionRun.of(env)
+    relaxed = []
+    while job.outcome is None:
+        cluster.tick()
+        job.advance(cluster)
+        relaxed.append(chat.budget)
+    assert job.outcome == "complete"
+    assert cluster.evicted.get("p") == 2  # both replicas of one node, one budget of one
+    assert 2 in relaxed and chat.budget == 1 and other.budget == 0

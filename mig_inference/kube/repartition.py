@@ -11,6 +11,10 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
 - cordons the nodes, marking its own cordons (`mig-inference.io/cordoned-for=<config>`), so a
   later run resumes a node an interrupted one left cordoned; a node someone else cordoned is
   re-partitioned and left cordoned;
+- relaxes the PodDisruptionBudgets of the stack's services on the pool (one replica at a time
+  otherwise) to `maxUnavailable: 100%` while it runs, marking each with the value to restore
+  (`mig-inference.io/relaxed-from`), and restores them on every way out (an EXIT trap; a run
+  killed before it could is adopted and restored by the next run);
 - evicts the pods that hold GPU or MIG devices through the Eviction API (PodDisruptionBudgets
   decide) until the drain deadline; a drain that cannot finish uncordons the nodes it never
   relabelled and names the pods and the refusals;
@@ -43,9 +47,14 @@ from dataclasses import dataclass, field
 from mig_inference.kube.gate import PENDING_LIMIT_SECONDS, devices_value, node_selector
 from mig_inference.kube.scripts import load
 from mig_inference.names.digest import short_hash
+from mig_inference.names.labels import POOL_LABEL
 from mig_inference.plan import PoolPlan, StackPlan
 from mig_inference.spec import Rollout
 
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "mig-inference"
+"""With the pool label, what the stack's PodDisruptionBudgets on a pool carry: the budgets the Job
+relaxes while it runs (strict, one replica, the rest of the time)."""
 ADVERTISE_TIMEOUT_SECONDS = 300
 """How long after `success` the node may take to advertise the planned devices (the MIG manager
 restores the device plugin's label last; the plugin then starts and registers with the kubelet).
@@ -101,6 +110,7 @@ class RepartitionTarget:
             "PENDING_LIMIT_SECONDS": str(PENDING_LIMIT_SECONDS),
             "ADVERTISE_TIMEOUT_SECONDS": str(ADVERTISE_TIMEOUT_SECONDS),
             "UNMANAGED_KEY": self.unmanaged_key,
+            "BUDGET_SELECTOR": f"{POOL_LABEL}={self.pool},{MANAGED_BY_LABEL}={MANAGED_BY}",
             **({"EVICT_UNMANAGED": "1"} if self.evict_unmanaged else {}),
             # Only on DRA pools: the Job of every other pool stays as it was.
             **({"DRA_POOL": "1", "DRA_NAMESPACE": self.dra_namespace} if self.dra else {}),

@@ -120,9 +120,10 @@ class GateRun(JobRun):
 
 @dataclass
 class RepartitionRun(JobRun):
-    """Batch by batch: cordon (marked as ours), evict the pods holding devices (budgets decide),
-    relabel (clearing the state), wait for success on the target, uncordon; then release the
-    nodes an existing pool no longer names."""
+    """Batch by batch: cordon (marked as ours), evict the pods holding devices (budgets decide:
+    the pool's own services' budgets relaxed while the Job runs), relabel (clearing the state),
+    wait for success on the target, uncordon; then release the nodes an existing pool no longer
+    names."""
 
     target: str = ""
     selector: str = ""
@@ -138,6 +139,10 @@ class RepartitionRun(JobRun):
     no longer holds are released once the pool is done (cordoned, drained, the pool label
     removed, uncordoned)."""
     watch: PendingWatch = field(default_factory=PendingWatch)
+    budget_selector: str = ""
+    """The pool's services' PodDisruptionBudgets (strict otherwise): relaxed to every replica
+    while the Job runs, restored when it ends, however it ends."""
+    relaxed: dict[tuple[str, str], int] = field(default_factory=dict)
     batch: list[str] = field(default_factory=list)
     phase: str = "pick"
     deadline: float = 0.0
@@ -157,6 +162,7 @@ class RepartitionRun(JobRun):
             named_pool=env.get("NAMED_POOL", ""),
             dra=bool(env.get("DRA_POOL")),
             watch=PendingWatch(float(env.get("PENDING_LIMIT_SECONDS", "600"))),
+            budget_selector=env.get("BUDGET_SELECTOR", ""),
         )
 
     def _pool(self, cluster: Cluster) -> list[Node]:
@@ -173,6 +179,32 @@ class RepartitionRun(JobRun):
         return [p for p in cluster.pods if p.node == node and p.template.resource]
 
     def advance(self, cluster: Cluster) -> None:
+        self._advance(cluster)
+        if self.outcome is not None:
+            self._restore(cluster)
+
+    def _relax(self, cluster: Cluster) -> None:
+        if self.relaxed or not self.budget_selector:
+            return
+        pairs = [p.split("=", 1) for p in self.budget_selector.split(",") if p]
+        for deployment in cluster.deployments.values():
+            if deployment.budget is not None and all(
+                deployment.labels.get(k) == v for k, v in pairs
+            ):
+                self.relaxed[deployment.key] = deployment.budget
+                deployment.budget = max(deployment.replicas, 1)
+        if self.relaxed:
+            cluster.log(f"re-partitioning Job: {len(self.relaxed)} budgets relaxed")
+
+    def _restore(self, cluster: Cluster) -> None:
+        for key, budget in self.relaxed.items():
+            if key in cluster.deployments:
+                cluster.deployments[key].budget = budget
+        if self.relaxed:
+            cluster.log("re-partitioning Job: budgets restored")
+        self.relaxed = {}
+
+    def _advance(self, cluster: Cluster) -> None:
         if self.phase == "pick":
             for node in self._pool(cluster):
                 if self._on_target(node):
@@ -189,6 +221,7 @@ class RepartitionRun(JobRun):
             else:
                 self.batch = [n.name for n in todo[: self.max_unavailable]]
                 self.phase = "drain"
+            self._relax(cluster)
             self._cordon(cluster)
             self.deadline = cluster.now + self.drain_timeout
         if self.phase in ("drain", "release"):

@@ -7,6 +7,8 @@
 # manager when the label is already the target), wait for success with the target config and
 # the planned devices advertised (on a DRA pool: the driver's kubelet plugin restarted and the
 # slices published), uncordon. Then, on existing pools, release the nodes the pool no longer names.
+# The pool's own PodDisruptionBudgets (one replica at a time otherwise) are relaxed while it runs
+# and restored on every way out.
 set -euf
 POLL=${REPARTITION_POLL_SECONDS:-10}
 # shellcheck source=mig_inference/kube/scripts/kube.sh
@@ -30,6 +32,7 @@ keep=""        # nodes whose label or MIG manager was changed: a stop leaves the
 done_nodes=""  # on the target, finished
 gone=""        # vanished from the cluster
 released=""    # no longer named by the pool: moved out of it
+BUDGETS_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.spec.maxUnavailable}{"|"}{.metadata.annotations.RELAXED_PATH}{"\n"}{end}'
 
 # read_node NODE: node_found (empty when the node does not exist), node_config, node_state,
 # node_mark (CORDON_ANNOTATION), node_cordoned, node_version (resourceVersion), node_paused,
@@ -53,6 +56,68 @@ EOF
     node_devices=$dra_found
   fi
 }
+
+# relax_budgets: the PodDisruptionBudgets of the stack's services on the pool (BUDGET_SELECTOR)
+# let every replica go while the Job runs (the Job evicts every replica of a node, and replicas
+# whose slice the new layout lacks wait until the pool is done), each marked with the value to
+# restore; one an earlier run left relaxed (killed before it could restore it) is taken over.
+# Recorded in $kube_tmp/relaxed for restore_budgets.
+relax_budgets() {
+  [ -n "${BUDGET_SELECTOR:-}" ] && [ ! -f "$kube_tmp/relaxed" ] || return 0
+  : >"$kube_tmp/relaxed"
+  kc get pdb --all-namespaces -l "$BUDGET_SELECTOR" -o "jsonpath=$BUDGETS_FIELDS" \
+    || stop "the pool's PodDisruptionBudgets" "listing them ($BUDGET_SELECTOR) failed after $KUBE_TRIES tries: $err"
+  while IFS='|' read -r budget strict relaxed_from; do
+    [ -n "$budget" ] || continue
+    if [ -n "$relaxed_from" ]; then
+      strict=$relaxed_from
+    elif [ -n "$strict" ]; then
+      kc patch pdb -n "${budget%%/*}" "${budget#*/}" --type merge -o name \
+        -p '{"metadata":{"annotations":{"RELAXED_ANNOTATION":"'"$strict"'"}},"spec":{"maxUnavailable":"100%"}}' \
+        || stop "PodDisruptionBudget $budget" "relaxing it failed after $KUBE_TRIES tries: $err"
+    else
+      continue # minAvailable: set by someone else, left alone
+    fi
+    echo "$budget $strict" >>"$kube_tmp/relaxed"
+    echo "PodDisruptionBudget $budget: maxUnavailable 100% while the Job runs (was $strict)"
+  done <<EOF
+$out
+EOF
+}
+
+# restore_budgets: every budget relax_budgets relaxed gets its value back; 1 when one could not be
+# restored (named, with the command to do it by hand). Never stops: the EXIT trap calls it.
+restore_budgets() {
+  [ -s "$kube_tmp/relaxed" ] || return 0
+  restore_status=0
+  while read -r budget strict; do
+    case $strict in
+      *%) value="\"$strict\"" ;;
+      *) value=$strict ;;
+    esac
+    restore='{"metadata":{"annotations":{"RELAXED_ANNOTATION":null}},"spec":{"maxUnavailable":'"$value"'}}'
+    if kc patch pdb -n "${budget%%/*}" "${budget#*/}" --type merge -p "$restore" -o name; then
+      echo "PodDisruptionBudget $budget: maxUnavailable $strict again"
+    else
+      echo "PodDisruptionBudget $budget: could not be restored ($err); it still lets every replica go. By hand: kubectl patch pdb -n ${budget%%/*} ${budget#*/} --type merge -p '$restore'"
+      restore_status=1
+    fi
+  done <"$kube_tmp/relaxed"
+  : >"$kube_tmp/relaxed"
+  return "$restore_status"
+}
+
+# On every way out (the end, a stop, a failed command, SIGTERM at the Job's deadline) the budgets
+# are restored; a restore that fails makes the Job fail.
+on_exit() {
+  exit_status=$?
+  restore_budgets || exit_status=1
+  rm -rf "$kube_tmp"
+  exit "$exit_status"
+}
+trap on_exit EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 # plugin_current NODE: not a DRA pool, or the DRA kubelet plugin this Job restarted on NODE was
 # replaced by one that runs Ready.
@@ -471,6 +536,7 @@ release() {
   [ -n "$outgoing" ] || return 0
   echo "released from the pool (no longer in $REPARTITION_NODES_KEY):$outgoing"
   no_pinned_pods "$outgoing"
+  relax_budgets
   batch=$outgoing
   ours=""
   foreign=""
@@ -508,6 +574,7 @@ while :; do
   pick
   [ -n "$batch" ] || break
   no_pinned_pods "$todo"
+  relax_budgets
   cordon_batch
   drain_batch
   deadline=$(($(date +%s) + RECONFIGURE_TIMEOUT_SECONDS))
@@ -515,4 +582,5 @@ while :; do
   wait_batch
 done
 release
+restore_budgets || exit 1
 echo "re-partitioned to $TARGET_CONFIG:${done_nodes:- no node}${gone:+ (gone, skipped:$gone)}${released:+; released:$released}"
