@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "mig_inference" / "kube" / "scripts"
 SHELL_TESTS = {
-    "gate.sh": ["tests/test_gate.py"],
-    "repartition.sh": ["tests/test_repartition.py"],
-    "kube.sh": ["tests/test_repartition.py", "tests/test_gate.py"],
+    "gate.sh": ["tests/test_gate.py", "tests/test_dra_restart.py"],
+    "repartition.sh": ["tests/test_repartition.py", "tests/test_dra_restart.py"],
+    "kube.sh": ["tests/test_repartition.py", "tests/test_gate.py", "tests/test_dra_restart.py"],
 }
 SPEC = ROOT / "mig_inference" / "spec"
 SPEC_TESTS = ["tests/test_broken_stacks.py", "tests/test_pools.py", "tests/test_sharing.py",

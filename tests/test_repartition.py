@@ -190,6 +190,15 @@ def test_passing_api_errors_and_a_request_without_answer_are_retried(tmp_path: P
     assert on_target(cluster, "n1")
 
 
+def test_a_node_patch_that_keeps_failing_stops_the_job_at_that_patch(tmp_path: Path) -> None:
+    cluster = pool("n1")
+    cluster.fail("PATCH", "/api/v1/nodes/n1", times=-1)
+    result = run(cluster, tmp_path)
+    assert result.returncode == 1 and cluster.changes == []
+    assert "STOPPED at node n1: patching it with" in result.stdout
+    assert "cordoned-for" in result.stdout.split("STOPPED at node n1: patching it with")[1]
+
+
 # -- 2. own cordons are marked and resumed ------------------------------------------------------
 def test_a_rerun_resumes_a_node_an_interrupted_run_left_cordoned(tmp_path: Path) -> None:
     # Today's script took its own earlier cordon for someone else's: left cordoned, exit 0.
@@ -328,6 +337,33 @@ def test_a_budget_a_killed_run_left_relaxed_is_restored(tmp_path: Path) -> None:
     assert (
         budget["spec"]["maxUnavailable"] == 1 and RELAXED not in budget["metadata"]["annotations"]
     )
+
+
+def test_the_next_node_waits_until_the_replicas_moved_back_are_serving(tmp_path: Path) -> None:
+    # Each node serves 7 of 14 replicas on 1g.10gb slices, a profile the new layout keeps. The
+    # old Job drained n2 while n1's replicas, back on n1, were still loading: none served.
+    configs = {**CONFIGS, "mixed": (SEVEN, TWO)}
+    cluster = FakeCluster(configs)
+    for name in ("n1", "n2"):
+        cluster.add_node(name, "mixed", labels={POOL_LABEL: "p"})
+    cluster.add_service("inference", "chat", 14, "nvidia.com/mig-1g.10gb", pool="p",
+                        on={"n1": 7, "n2": 7}, start=25)  # fmt: skip
+    result = run(cluster, tmp_path, reconfigure=120)
+    assert result.returncode == 0, output(result)
+    assert on_target(cluster, "n1") and on_target(cluster, "n2")
+    assert cluster.least_ready("chat") == 7
+    assert "waiting for the pool's services on n1: loading:" in result.stdout
+    assert cluster.ready_of("chat") >= 7
+
+
+def test_replicas_whose_slice_is_gone_are_not_waited_for(tmp_path: Path) -> None:
+    cluster = pool("n1", "n2")
+    cluster.add_service("inference", "chat", 8, "nvidia.com/mig-3g.40gb", pool="p",
+                        on={"n1": 4, "n2": 4}, start=25)  # fmt: skip
+    result = run(cluster, tmp_path, reconfigure=120)
+    assert result.returncode == 0, output(result)
+    assert "waiting for the pool's services" not in result.stdout
+    assert cluster.ready_of("chat") == 0  # 3g.40gb is gone until the service moves to 1g.10gb
 
 
 # -- 4. relabel so that success is provably about the target --------------------------------------
@@ -687,7 +723,7 @@ def test_the_job_gets_the_plan_s_devices_namespace_and_deadlines() -> None:
     )
     assert env["DRAIN_TIMEOUT_SECONDS"] == env["RECONFIGURE_TIMEOUT_SECONDS"] == "1800"
     assert env["OPERATOR_NAMESPACE"] == "gpu-operator"
-    assert target.budget_seconds(1800) == 2 * (1800 + 1800 + 300)
+    assert target.budget_seconds(1800) == 2 * (3 * 1800 + 300)
 
 
 def test_evicting_pods_without_a_controller_is_the_stack_s_choice_on_in_place_pools() -> None:

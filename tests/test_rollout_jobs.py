@@ -90,3 +90,16 @@ def test_the_job_relaxes_its_pool_s_budgets_while_it_runs_and_restores_them() ->
     assert job.outcome == "complete"
     assert cluster.evicted.get("p") == 2  # both replicas of one node, one budget of one
     assert 2 in relaxed and chat.budget == 1 and other.budget == 0
+
+
+def test_diff_shows_an_in_place_roll_keeping_a_surviving_profile_serving() -> None:
+    # 16 replicas on 1g.10gb per node; the new layout keeps 1g.10gb. The Job waits until the
+    # replicas moved back onto a re-partitioned node are Ready before it drains the next one.
+    from tests.test_rollout import stack, transition
+
+    v1 = stack(nodes=2, rollout="in-place", mig="all-balanced", replicas=32)
+    v2 = stack(nodes=2, rollout="in-place", mig="all-1g.10gb", replicas=32)
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None
+    [chat] = changes.services
+    assert (chat.serving_before, chat.min_serving, chat.serving_after) == (32, 16, 32)

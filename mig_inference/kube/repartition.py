@@ -25,7 +25,10 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
   target already (a `failed` from an earlier run), clears the state and restarts the node's MIG
   manager pod, the re-trigger NVIDIA's source supports;
 - waits, until the reconfiguration deadline, for `success` while the label still names the target
-  and for the node to advertise the plan's devices (hardware evidence), then uncordons.
+  and for the node to advertise the plan's devices (hardware evidence), then uncordons;
+- before the next batch, waits (up to the reconfiguration deadline) until the pool's services
+  settle on the nodes just done: none of their replicas there still loading, none Pending that a
+  free device there could take.
 
 On an `existing` pool, a node on the target gets the pool's label from the Job (Pulumi's patch
 applies it after the Job), and nodes that still carry the pool's label but are no longer named by
@@ -117,10 +120,10 @@ class RepartitionTarget:
         }
 
     def budget_seconds(self, timeout_seconds: int) -> int:
-        """The whole Job's time: per batch, its drain, its reconfiguration and the wait for the
-        devices to be advertised."""
+        """The whole Job's time: per batch, its drain, its reconfiguration, the wait for the
+        devices to be advertised and the services' settling before the next batch."""
         batches = -(-max(self.max_nodes, 1) // self.max_unavailable)
-        return batches * (2 * timeout_seconds + ADVERTISE_TIMEOUT_SECONDS)
+        return batches * (3 * timeout_seconds + ADVERTISE_TIMEOUT_SECONDS)
 
 
 def repartition_targets(plan: StackPlan) -> list[RepartitionTarget]:

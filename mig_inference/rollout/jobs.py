@@ -122,8 +122,8 @@ class GateRun(JobRun):
 class RepartitionRun(JobRun):
     """Batch by batch: cordon (marked as ours), evict the pods holding devices (budgets decide:
     the pool's own services' budgets relaxed while the Job runs), relabel (clearing the state),
-    wait for success on the target, uncordon; then release the nodes an existing pool no longer
-    names."""
+    wait for success on the target, uncordon, and let the pool's services settle there before
+    the next batch; then release the nodes an existing pool no longer names."""
 
     target: str = ""
     selector: str = ""
@@ -143,6 +143,10 @@ class RepartitionRun(JobRun):
     """The pool's services' PodDisruptionBudgets (strict otherwise): relaxed to every replica
     while the Job runs, restored when it ends, however it ends."""
     relaxed: dict[tuple[str, str], int] = field(default_factory=dict)
+    paced: list[str] = field(default_factory=list)
+    """The nodes the last batch re-partitioned: the pool's services settle there before the next
+    batch is drained."""
+    pace_deadline: float = 0.0
     batch: list[str] = field(default_factory=list)
     phase: str = "pick"
     deadline: float = 0.0
@@ -207,11 +211,21 @@ class RepartitionRun(JobRun):
     def _advance(self, cluster: Cluster) -> None:
         if self.phase == "pick":
             for node in self._pool(cluster):
-                if self._on_target(node):
+                if self._on_target(cluster, node):
                     self._join(cluster, node.name)
             todo = [
-                n for n in self._pool(cluster) if n.name not in self.done and not self._on_target(n)
-            ]  # fmt: skip
+                n
+                for n in self._pool(cluster)
+                if n.name not in self.done and not self._on_target(cluster, n)
+            ]
+            if todo and self.paced:
+                if not self._settled(cluster):
+                    if cluster.now >= self.pace_deadline:
+                        self.outcome = (
+                            f"failed: the pool's services did not settle on {', '.join(self.paced)}"
+                        )
+                    return
+                self.paced = []
             if not todo:
                 leaving = self._leaving(cluster)
                 if not leaving:
@@ -276,7 +290,7 @@ class RepartitionRun(JobRun):
                 applied = node.state == "success" and node.applied == self.target
                 if self.dra and applied and node.published != self.target:
                     cluster.restart_dra_plugin(name)
-            waiting = [n for n in self.batch if not self._on_target(cluster.nodes[n])]
+            waiting = [n for n in self.batch if not self._on_target(cluster, cluster.nodes[n])]
             if waiting:
                 if cluster.now >= self.deadline:
                     self.outcome = (
@@ -289,7 +303,28 @@ class RepartitionRun(JobRun):
                 self._uncordon(cluster, name)
                 self.done.append(name)
             cluster.log(f"re-partitioning Job: {', '.join(self.batch)} on {self.target}")
+            self.paced = list(self.batch)
+            self.pace_deadline = cluster.now + self.reconfigure_timeout
             self.phase = "pick"
+
+    def _settled(self, cluster: Cluster) -> bool:
+        """As the script's `pace`: none of the pool's services' replicas bound to the nodes just
+        re-partitioned is still loading, and none Pending could land there."""
+        pairs = [p.split("=", 1) for p in self.budget_selector.split(",") if p]
+        ours = {
+            d.key
+            for d in cluster.deployments.values()
+            if pairs and all(d.labels.get(k) == v for k, v in pairs)
+        }
+        pods = [p for p in cluster.pods if p.active and (p.namespace, p.deployment) in ours]
+        nodes = [cluster.nodes[n] for n in self.paced if not cluster.nodes[n].gone]
+        if any(p.node in self.paced and not p.ready(cluster.now) for p in pods):
+            return False
+        return not any(
+            p.node is None and p.template.resource and cluster.free(n, p.template.resource) > 0
+            for p in pods
+            for n in nodes
+        )
 
     def _leaving(self, cluster: Cluster) -> list[str]:
         if not self.named_pool:
@@ -312,12 +347,15 @@ class RepartitionRun(JobRun):
                 node.annotations[CORDONED_FOR] = self.target
         cluster.log(f"re-partitioning Job: cordoned {', '.join(self.batch)}")
 
-    def _on_target(self, node: Node) -> bool:
+    def _on_target(self, cluster: Cluster, node: Node) -> bool:
+        """As the script's `on_target`: the label, `success`, the layout, and the planned devices
+        advertised (the device plugin back; on a DRA pool, published by the restarted plugin)."""
         return (
             node.config == self.target
             and node.state == "success"
             and node.applied == self.target
             and (not self.dra or node.published == self.target)
+            and node.devices == cluster.devices_of(node, self.target)
         )
 
     @staticmethod

@@ -32,6 +32,7 @@ keep=""        # nodes whose label or MIG manager was changed: a stop leaves the
 done_nodes=""  # on the target, finished
 gone=""        # vanished from the cluster
 released=""    # no longer named by the pool: moved out of it
+SERVICE_POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.spec.nodeName}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.spec.containers[*].resources.limits}{"\n"}{end}'
 BUDGETS_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.spec.maxUnavailable}{"|"}{.metadata.annotations.RELAXED_PATH}{"\n"}{end}'
 
 # read_node NODE: node_found (empty when the node does not exist), node_config, node_state,
@@ -355,6 +356,74 @@ cordon_batch() {
   done
 }
 
+# gpu_resource LIMITS: the GPU resource a limits map (as kubectl prints it) requests, if any.
+gpu_resource() {
+  for limit in $(entries "$1"); do
+    case ${limit%%=*} in
+      nvidia.com/gpu | nvidia.com/gpu.shared | nvidia.com/mig-*)
+        printf '%s' "${limit%%=*}"
+        return 0
+        ;;
+    esac
+  done
+}
+
+# free_on NODE RESOURCE: how many RESOURCE devices NODE advertises that no pod holds.
+free_on() {
+  read_node "$1"
+  free_total=0
+  for device in $node_devices; do
+    [ "${device%%=*}" = "$2" ] && free_total=${device#*=}
+  done
+  kc get pods --all-namespaces \
+    --field-selector "spec.nodeName=$1,status.phase!=Succeeded,status.phase!=Failed" \
+    -o 'jsonpath={range .items[*]}{.spec.containers[*].resources.limits}{"\n"}{end}' \
+    || stop "node $1" "listing its pods failed after $KUBE_TRIES tries: $err"
+  free_held=$(printf '%s\n' "$out" | grep -c "\"$2\"" || true)
+  free_count=$((free_total - free_held))
+}
+
+# pace NODES: before the next batch is drained, the pool's services (their pods carry
+# BUDGET_SELECTOR) settle on the nodes just re-partitioned: none of their replicas bound there is
+# still loading, and none Pending could still land there (no free device of what it asks for). A
+# service whose slice survives the new layout keeps serving from those nodes; one whose slice is
+# gone has nothing to wait for. The reconfiguration deadline bounds the wait.
+pace() {
+  [ -n "${BUDGET_SELECTOR:-}" ] || return 0
+  pace_deadline=$(($(date +%s) + RECONFIGURE_TIMEOUT_SECONDS))
+  while :; do
+    kc get pods --all-namespaces -l "$BUDGET_SELECTOR" -o "jsonpath=$SERVICE_POD_FIELDS" \
+      || stop "the pool's services" "listing their pods failed after $KUBE_TRIES tries: $err"
+    loading=""
+    wanted=""
+    while IFS='|' read -r pod pod_node deleting ready limits; do
+      [ -n "$pod" ] && [ -z "$deleting" ] || continue
+      if [ -z "$pod_node" ]; then
+        wanted="$wanted $(gpu_resource "$limits")"
+      elif is_in "$pod_node" "$1" && [ "$ready" != True ]; then
+        loading="$loading $pod"
+      fi
+    done <<EOF
+$out
+EOF
+    landing=""
+    if [ -z "$loading" ]; then
+      for resource in $(printf '%s' "$wanted" | tr ' ' '\n' | LC_ALL=C sort -u); do
+        for node in $1; do
+          free_on "$node" "$resource"
+          [ "$free_count" -le 0 ] || landing="$landing $resource@$node"
+        done
+      done
+    fi
+    if [ -z "$loading$landing" ]; then
+      return 0
+    fi
+    [ "$(date +%s)" -lt "$pace_deadline" ] || stop "the replicas on$1" "after ${RECONFIGURE_TIMEOUT_SECONDS}s the pool's services have not settled on$1: still loading:${loading:- none}; Pending that could land there:${landing:- none}"
+    echo "  waiting for the pool's services on$1: loading:${loading:- none}; free devices for Pending replicas:${landing:- none}"
+    sleep "$POLL"
+  done
+}
+
 # drain_batch: evict the GPU pods of the batch until none is left or the drain deadline.
 drain_batch() {
   deadline=$(($(date +%s) + DRAIN_TIMEOUT_SECONDS))
@@ -570,9 +639,12 @@ if [ -z "$REPARTITION_SELECTOR" ]; then
   fi
 fi
 
+paced=""  # the nodes the last batch re-partitioned: their replicas settle before the next drain
 while :; do
   pick
   [ -n "$batch" ] || break
+  [ -z "$paced" ] || pace "$paced"
+  paced=""
   no_pinned_pods "$todo"
   relax_budgets
   cordon_batch
@@ -580,6 +652,9 @@ while :; do
   deadline=$(($(date +%s) + RECONFIGURE_TIMEOUT_SECONDS))
   trigger_batch
   wait_batch
+  for node in $batch; do
+    is_in "$node" "$gone" || paced="$paced $node"
+  done
 done
 release
 restore_budgets || exit 1
