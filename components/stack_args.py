@@ -181,6 +181,9 @@ class Pool(TypedDict):
     """How a layout change reaches running nodes: blue-green (new pool) or in-place."""
     max_unavailable: NotRequired[int]
     """In-place rollout: nodes re-partitioned at a time (1)."""
+    evict_unmanaged_pods: NotRequired[bool]
+    """In-place rollout: the re-partitioning Job may evict GPU pods no controller owns (deleted
+    for good); without it, such a pod stops the Job before any change (false)."""
     sharing: NotRequired[Sharing]
     """Time-slicing or MPS on the pool's devices."""
 

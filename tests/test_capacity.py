@@ -43,6 +43,31 @@ def gke(machine: str, gpu: str = "H100-80GB", **pool: Any) -> dict[str, Any]:
     return stack("gke", replicas=1, machineType=machine, gpu=gpu, **pool)
 
 
+EKS_AMI = "awslabs/amazon-eks-ami@0254c5b490f819627461d1b24f87e440cbdb251f"
+EKS_MAX_PODS = {
+    # instance type: (max pods, line of templates/shared/runtime/eni-max-pods.txt at EKS_AMI).
+    # The same values follow from nodeadm's formula (nodeadm/internal/kubelet/eni_max_pods.go
+    # L75-77: ENIs x (IPv4 per ENI - 1) + 2) over nodeadm/internal/kubelet/instance-info.jsonl at
+    # awslabs/amazon-eks-ami@81fec2e895854f599974fe4d3d72f61c0a9aaffa, whose lines are given too.
+    "p4d.24xlarge": (737, 750, 913), "p4de.24xlarge": (737, 751, 914),
+    "p5.48xlarge": (100, 752, 915), "p5e.48xlarge": (100, 754, 917),
+    "p5en.48xlarge": (198, 755, 918), "p6-b200.48xlarge": (198, 756, 919),
+    "p6-b300.48xlarge": (198, 757, 920), "g4dn.xlarge": (29, 341, 365),
+    "g4dn.12xlarge": (234, 335, 359), "g5.xlarge": (58, 349, 373),
+    "g5.12xlarge": (737, 342, 366), "g5.48xlarge": (345, 346, 370), "g6.xlarge": (58, 363, 387),
+    "g6.12xlarge": (234, 356, 380), "g6.48xlarge": (737, 360, 384),
+    "g6e.xlarge": (58, 371, 395), "g6e.12xlarge": (292, 364, 388),
+    "g6e.48xlarge": (492, 368, 392),
+}  # fmt: skip
+GKE_MAX_PODS = 256
+"""GKE "Configure maximum Pods per node" (cloud.google.com/kubernetes-engine/docs/how-to/
+flexible-pod-cidr): 8 to 256 per node on Standard clusters, default 110."""
+OKE_MAX_PODS = (31, 110)
+"""OKE "Using the OCI VCN-Native Pod Networking CNI plugin" (docs.oracle.com/en-us/iaas/Content/
+ContEng/Concepts/contengpodnetworking_topic-OCI_CNI_plugin.htm): 31 pods per node by default, at
+most 110."""
+
+
 def test_every_known_gpu_machine_has_its_capacity_disks_and_max_pods_with_sources() -> None:
     for cloud, machines in MACHINES.items():
         for name, shape in machines.items():
@@ -51,13 +76,16 @@ def test_every_known_gpu_machine_has_its_capacity_disks_and_max_pods_with_source
             assert facts.capacity and facts.boot_disks and facts.max_pods > 0
             assert facts.capacity_source and facts.boot_disk_source and facts.max_pods_source
             if cloud is Cloud.EKS:
-                # Confirmed against the EKS AMI's instance-info.jsonl: the planner's ceiling.
-                assert facts.max_pods == shape.default_max_pods and "max_pods" not in (
-                    facts.unconfirmed
-                )
+                # The EKS AMI's own value, transcribed above: the planner's ceiling and default.
+                assert (facts.max_pods, shape.default_max_pods) == (EKS_MAX_PODS[name][0],) * 2
+                assert "max_pods" not in facts.unconfirmed
+            elif cloud is Cloud.GKE:
+                assert facts.max_pods == GKE_MAX_PODS
             else:
-                assert facts.max_pods == MAX_PODS_RANGE[cloud][1]
+                assert (shape.default_max_pods, facts.max_pods) == OKE_MAX_PODS
     assert set(FACTS) == {"gke", "eks", "oke"}
+    assert MAX_PODS_RANGE[Cloud.GKE][1] == GKE_MAX_PODS
+    assert MAX_PODS_RANGE[Cloud.OKE][1] == OKE_MAX_PODS[1]
 
 
 @pytest.mark.parametrize("machine", ["a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g"])

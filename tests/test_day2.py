@@ -250,13 +250,23 @@ def test_subnet_order_does_not_replace_an_eks_group_but_oke_placement_does() -> 
     assert [f.key for f in pool.fields] == ["cluster.availabilityDomains"]
 
 
-def test_in_place_pools_let_their_own_services_be_evicted(tmp_path: Path) -> None:
-    rendering = render(tmp_path, stack(rollout="in-place"))
-    budget = named(rendering, "kubernetes:policy/v1:PodDisruptionBudget", "chat-pdb").inputs
-    assert budget["spec"]["maxUnavailable"] == 4  # every replica may be re-partitioned away
-    blue_green = render(tmp_path, stack())
-    budget = named(blue_green, "kubernetes:policy/v1:PodDisruptionBudget", "chat-pdb").inputs
-    assert budget["spec"]["maxUnavailable"] == 1
+def test_in_place_pools_keep_their_services_budgets_strict_between_updates(
+    tmp_path: Path,
+) -> None:
+    # A budget of every replica let a cloud's node upgrade or a `kubectl drain` take the service
+    # to zero between `pulumi up`s; the re-partitioning Job relaxes it only while it runs.
+    for config in (stack(rollout="in-place"), stack()):
+        rendering = render(tmp_path, config)
+        budget = named(rendering, "kubernetes:policy/v1:PodDisruptionBudget", "chat-pdb").inputs
+        assert budget["spec"]["maxUnavailable"] == 1
+        assert budget["metadata"]["labels"]["mig-inference.io/pool"] == "h100"
+        assert budget["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "mig-inference"
+    [job] = [j.inputs for j in render(tmp_path, stack(rollout="in-place")).of_type(
+        "kubernetes:batch/v1:Job") if j.inputs["metadata"]["name"].startswith("mig-repartition")]  # fmt: skip
+    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["BUDGET_SELECTOR"] == (
+        "mig-inference.io/pool=h100,app.kubernetes.io/managed-by=mig-inference"
+    )
 
 
 def test_a_failed_job_is_replaced_on_the_next_up(tmp_path: Path) -> None:

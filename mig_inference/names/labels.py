@@ -28,6 +28,9 @@ MIG_MANAGER_POD_SELECTOR = "app=nvidia-mig-manager"
 CORDONED_FOR_ANNOTATION = "mig-inference.io/cordoned-for"
 """On a node the re-partitioning Job cordoned: the config it moves the node to. A later run
 resumes such a node; a cordon without it is someone else's and is left in place."""
+RELAXED_FROM_ANNOTATION = "mig-inference.io/relaxed-from"
+"""On a PodDisruptionBudget the re-partitioning Job relaxed while it runs: the maxUnavailable to
+restore."""
 DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 """`false` keeps the GPU Operator's device plugin off a node (the MIG manager leaves a `false`
 deploy label as it is: mig-parted v0.15.0 `maybeSetPaused`)."""

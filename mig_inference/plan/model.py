@@ -194,12 +194,10 @@ class ServicePlan:
 
     @property
     def disruption_budget(self) -> int:
-        """Replicas a voluntary disruption (a drain, an eviction) may take at once. One, except
-        on pools that re-partition in place: the re-partitioning Job evicts every replica on a
-        node, and replicas whose slice the new layout no longer offers stay pending until the
-        pool is done, so the service's own budget must not stop it (other owners' still do)."""
-        if self.pool.rollout is Rollout.IN_PLACE and self.pool.operator_managed:
-            return max(self.replicas, self.spec.autoscaled_max, 1)
+        """Replicas a voluntary disruption (a drain, an eviction, a cloud's node upgrade) may take
+        at once: one, on every pool. The re-partitioning Job of an in-place pool, which must evict
+        every replica of a node, relaxes its pool's budgets only while it runs and restores them
+        on every way out (`kube/scripts/repartition.sh`)."""
         return 1
 
     @property

@@ -196,6 +196,9 @@ class PoolSpec:
     """How a change of layout reaches the pool's nodes."""
     max_unavailable: int = 1
     """In-place re-partitioning: nodes re-partitioned at once."""
+    evict_unmanaged_pods: bool = False
+    """In-place re-partitioning: GPU pods no controller owns are evicted (deleted for good, as
+    `kubectl drain --force` does) instead of stopping the Job."""
     sharing: SharingSpec | None = None
     """Time-slicing or MPS of the pool's devices (whole GPUs or MIG slices)."""
     capacity: Capacity = Capacity.ON_DEMAND

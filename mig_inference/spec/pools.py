@@ -38,7 +38,7 @@ from mig_inference.spec.reader import ConfigNode, dns_label, label_key_problem
 POOL_NAME_MAX = 32
 POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
              "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
-             "imageId", "rollout", "maxUnavailable", "sharing", "capacity",
+             "imageId", "rollout", "maxUnavailable", "evictUnmanagedPods", "sharing", "capacity",
              "reservation", "bootDiskType", "userData", "allocation")  # fmt: skip
 MAX_SHARING_REPLICAS = 48
 """The most clients NVIDIA's MPS server (and so the device plugin) takes per GPU; the same cap
@@ -302,6 +302,13 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         node.child("maxUnavailable").problem(
             "only applies to rollout: in-place (how many nodes are re-partitioned at once)", None
         )
+    evict_unmanaged = node.child("evictUnmanagedPods").boolean(False)
+    if raw.get("evictUnmanagedPods") is not None and rollout is not Rollout.IN_PLACE:
+        node.child("evictUnmanagedPods").problem(
+            "only applies to rollout: in-place (whether the re-partitioning Job may evict GPU "
+            "pods no controller owns)",
+            None,
+        )
     # Every value is read (and its errors recorded) before a missing GPU ends the pool.
     gpus_per_node = node.child("gpusPerNode").integer(minimum=1, maximum=16)
     max_pods = node.child("maxPods").integer(bound=formats.MAX_PODS)
@@ -334,6 +341,7 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         nodes_given=nodes_given or cloud is Cloud.EXISTING,
         rollout=rollout,
         max_unavailable=max_unavailable,
+        evict_unmanaged_pods=evict_unmanaged,
         gpus_per_node=gpus_per_node,
         max_pods=max_pods,
         spot=capacity is Capacity.SPOT,
