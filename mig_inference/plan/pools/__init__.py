@@ -17,6 +17,7 @@ from mig_inference.clouds import (
     Cloud,
     MachineShape,
 )
+from mig_inference.clouds.capacity import GKE_NATIVE_MIG
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout
@@ -388,9 +389,13 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
 def _gke_partition(pool: PoolSpec, layouts: Sequence[Layout | None], path: str) -> str:
     allowed = GKE_PARTITION_SIZES.get(pool.gpu.name, ())
     if not allowed:
+        documented = ", ".join(GKE_PARTITION_SIZES)
         raise MigError(
-            f"GKE's native MIG does not support {pool.gpu.name}; use migManager: operator",
+            f"GKE documents its native MIG for {documented} only, not {pool.gpu.name} "
+            f"({GKE_NATIVE_MIG}); use migManager: operator (the GPU Operator partitions it)",
             f"{path}.migManager",
+            value=MigManager.GKE.value,
+            allowed=[MigManager.OPERATOR.value],
         )
     layout = layouts[0]
     named = [f"all-{size}" for size in allowed]
