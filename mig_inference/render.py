@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError
 from mig_inference.spec.files import load_stack_file
 from mig_inference.stackfile.pulumi_config import read_stack_config
@@ -77,6 +78,37 @@ _CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
     "oci:ContainerEngine/getCluster:getCluster": ("kubernetesVersion", "v1.{minor}.0"),
     "gcp:container/getCluster:getCluster": ("masterVersion", "1.{minor}.0-gke.0"),
 }
+
+
+_CAPACITY_BLOCK = "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation"
+_SUBNETS = "aws:ec2/getSubnets:getSubnets"
+FAKE_BLOCK_END = "2030-01-07T11:30:00Z"
+
+
+def _capacity_blocks(stack_file: Path) -> dict[str, dict[str, Any]]:
+    """How EC2 describes each Capacity Block the stack names, offline: in the first zone of
+    the region, holding the pool's instance type and as many instances as it may grow to."""
+    try:
+        spec = load_stack_file(stack_file)
+    except MigError:
+        return {}
+    zone = f"{spec.cluster.get('region') or 'us-east-1'}a"
+    return {
+        pool.reservation: {
+            "availabilityZone": zone,
+            "instanceType": pool.machine_type,
+            "instanceCount": pool.nodes.max,
+            "endDate": FAKE_BLOCK_END,
+        }
+        for pool in spec.pools
+        if pool.capacity is Capacity.CAPACITY_BLOCK and pool.reservation
+    }
+
+
+def _subnets_in_zone(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Offline, every subnet a `getSubnets` lookup names is in the zone it asks for."""
+    named = [f for f in args.get("filters") or [] if f.get("name") == "subnet-id"]
+    return {"ids": list(named[0].get("values") or []) if named else []}
 
 
 def _dra_minor(stack_file: Path) -> int | None:
@@ -257,6 +289,7 @@ def run_program(
     config, secret_keys, secret_plain = stack_config(stack_file, secret_values)
     rendering.secrets = list(secret_plain)
     dra_minor = _dra_minor(stack_file)
+    blocks = _capacity_blocks(stack_file)
 
     class Recorder(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
@@ -274,7 +307,12 @@ def run_program(
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
             rendering.calls.append((args.token, dict(args.args)))
             rendering.call_providers.append(args.provider or "")
-            answer = {**args.args, **_FAKE_CALLS.get(args.token, {})}
+            derived: dict[str, Any] = {}
+            if args.token == _CAPACITY_BLOCK:
+                derived = blocks.get(str(args.args.get("id")), {})
+            if args.token == _SUBNETS:
+                derived = _subnets_in_zone(args.args)
+            answer = {**args.args, **derived, **_FAKE_CALLS.get(args.token, {})}
             version = _CLUSTER_VERSIONS.get(args.token)
             if dra_minor is not None and version is not None:
                 answer[version[0]] = version[1].format(minor=dra_minor)
