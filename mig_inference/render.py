@@ -47,6 +47,9 @@ _FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
     },
 }
 _CA = "Y2EtY2VydGlmaWNhdGU="
+_CAPACITY_BLOCK = "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation"
+_SUBNETS = "aws:ec2/getSubnets:getSubnets"
+FAKE_BLOCK_END = "2030-01-07T11:30:00Z"
 # Data sources the program calls to find the cluster a stack joins (its arguments are echoed).
 _FAKE_CALLS: dict[str, dict[str, Any]] = {
     "gcp:organizations/getProject:getProject": {"number": "123456789012"},
@@ -70,6 +73,8 @@ _FAKE_CALLS: dict[str, dict[str, Any]] = {
     "gcp:compute/getSubnetwork:getSubnetwork": {
         "selfLink": "https://www.googleapis.com/compute/v1/projects/p/regions/r/subnetworks/s"
     },
+    _CAPACITY_BLOCK: {"availabilityZone": "us-east-1a", "endDate": FAKE_BLOCK_END},
+    _SUBNETS: {},
 }
 # The version each cloud's lookup reports for a joined cluster, in its own form. Offline, the
 # cluster a DRA stack joins runs the Kubernetes minor the stack names.
@@ -78,11 +83,6 @@ _CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
     "oci:ContainerEngine/getCluster:getCluster": ("kubernetesVersion", "v1.{minor}.0"),
     "gcp:container/getCluster:getCluster": ("masterVersion", "1.{minor}.0-gke.0"),
 }
-
-
-_CAPACITY_BLOCK = "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation"
-_SUBNETS = "aws:ec2/getSubnets:getSubnets"
-FAKE_BLOCK_END = "2030-01-07T11:30:00Z"
 
 
 def _capacity_blocks(stack_file: Path) -> dict[str, dict[str, Any]]:
@@ -106,9 +106,35 @@ def _capacity_blocks(stack_file: Path) -> dict[str, dict[str, Any]]:
 
 
 def _subnets_in_zone(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Offline, every subnet a `getSubnets` lookup names is in the zone it asks for."""
+    """Offline, every subnet a `getSubnets` lookup names is in the zone it asks for (the
+    Capacity Block's)."""
     named = [f for f in args.get("filters") or [] if f.get("name") == "subnet-id"]
     return {"ids": list(named[0].get("values") or []) if named else []}
+
+
+def offline_outputs(type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A created resource's outputs offline: its inputs, and the computed outputs the program
+    reads from resources of that type."""
+    return {**inputs, **_FAKE_OUTPUTS.get(type_token, {})}
+
+
+def offline_answer(
+    token: str, args: Mapping[str, Any], kubernetes_minor: int | None = None
+) -> dict[str, Any]:
+    """A data source's answer offline: its arguments echoed, with the fields the program reads
+    (a joined cluster's endpoint, CA, version ...); with `kubernetes_minor`, the version the
+    cluster reports is that minor."""
+    derived = _subnets_in_zone(args) if token == _SUBNETS else {}
+    answer = {**args, **derived, **_FAKE_CALLS.get(token, {})}
+    version = _CLUSTER_VERSIONS.get(token)
+    if kubernetes_minor is not None and version is not None:
+        answer[version[0]] = version[1].format(minor=kubernetes_minor)
+    return answer
+
+
+def answers_offline(token: str) -> bool:
+    """Whether `offline_answer` knows the fields the program reads from this data source."""
+    return token in _FAKE_CALLS
 
 
 def _dra_minor(stack_file: Path) -> int | None:
@@ -301,21 +327,15 @@ def run_program(
                 return "", {}
             inputs = _integral(dict(args.inputs), rendering.secrets)
             rendering.resources.append(Recorded(args.typ, args.name, inputs, args.provider or ""))
-            outputs = {**args.inputs, **_FAKE_OUTPUTS.get(args.typ, {})}
-            return f"{args.name}-id", outputs
+            return f"{args.name}-id", offline_outputs(args.typ, args.inputs)
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
             rendering.calls.append((args.token, dict(args.args)))
             rendering.call_providers.append(args.provider or "")
-            derived: dict[str, Any] = {}
+            answer = offline_answer(args.token, args.args, dra_minor)
             if args.token == _CAPACITY_BLOCK:
-                derived = blocks.get(str(args.args.get("id")), {})
-            if args.token == _SUBNETS:
-                derived = _subnets_in_zone(args.args)
-            answer = {**args.args, **derived, **_FAKE_CALLS.get(args.token, {})}
-            version = _CLUSTER_VERSIONS.get(args.token)
-            if dra_minor is not None and version is not None:
-                answer[version[0]] = version[1].format(minor=dra_minor)
+                # The block the stack names holds its pool's instance type and size.
+                answer.update(blocks.get(str(args.args.get("id")), {}))
             return answer, []
 
     loop = asyncio.new_event_loop()
