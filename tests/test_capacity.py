@@ -322,7 +322,7 @@ def test_oke_spot_stays_on_virtual_machine_shapes() -> None:
 
 @pytest.mark.parametrize("capacity", ["spot", "flex-start", "on-demand"])
 def test_a4x_is_sold_through_reservations_only(capacity: str) -> None:
-    pool = {"capacity": capacity, "mig": "all-3g.93gb"}
+    pool: dict[str, Any] = {"capacity": capacity, "mig": "all-3g.93gb"}
     if capacity == "flex-start":
         pool["nodes"] = {"min": 0, "max": 1}
     [error] = _errors(gke("a4x-highgpu-4g", "GB200", **pool))

@@ -343,3 +343,20 @@ def test_a4x_nodes_get_googles_a4x_driver_installer(tmp_path: Path) -> None:
                 "values": ["a4x-highgpu-4g"]} in term["matchExpressions"]  # fmt: skip
         assert spec["containers"][0]["image"].startswith(pause)
     assert installers["nvidia-driver-installer-a4x"]["containers"][0]["image"] in ARM64_IMAGES
+
+
+def test_fill_and_profiling_jobs_on_an_arm_pool_tolerate_it_and_run_arm64_images(
+    tmp_path: Path,
+) -> None:
+    gke = Cloud.GKE
+    machine = MACHINES[gke]["a4x-highgpu-4g"]
+    config = _stack(gke, [_pool(gke, machine, Capacity.RESERVATION, 0)], created=False, dra=False)
+    config["modelCache"] = {"storage": "hyperdisk-ml"}
+    config["services"][0].update(
+        model="org/model", weightsGiB=1, profiling={"profiles": ["1g.23gb"]}
+    )
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None, rendering.error
+    # The engine's Deployment, the cache's fill Job and the profiling Job.
+    assert len(_pods_on(rendering, "p0")) == 3
+    _check_arch(rendering, machine, "p0")

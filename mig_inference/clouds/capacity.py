@@ -286,7 +286,7 @@ def oke_facts(shape: str, arch: Arch = Arch.AMD64) -> MachineFacts:
     """An OKE shape's facts. OCI's preemptible capacity takes no bare-metal shape (confirmed);
     the other choices, the boot volume and the ceiling of max pods were not re-read here."""
     bare_metal = shape.startswith(OKE_BARE_METAL_PREFIX)
-    capacity = (Capacity.ON_DEMAND, Capacity.RESERVATION)
+    capacity: tuple[Capacity, ...] = (Capacity.ON_DEMAND, Capacity.RESERVATION)
     unconfirmed = ["capacity:on-demand", "capacity:reservation", "boot_disks", "max_pods", "arch"]
     if not bare_metal:
         capacity = (*capacity, Capacity.SPOT)
