@@ -11,11 +11,15 @@ taint and an arm64-capable image on every pod scheduled there."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components.clouds.eks import block_subnets
 from mig_inference.clouds import MACHINES, Cloud, MachineShape
@@ -360,3 +364,43 @@ def test_fill_and_profiling_jobs_on_an_arm_pool_tolerate_it_and_run_arm64_images
     # The engine's Deployment, the cache's fill Job and the profiling Job.
     assert len(_pods_on(rendering, "p0")) == 3
     _check_arch(rendering, machine, "p0")
+
+
+def _plan_cli(tmp_path: Path, config: dict[str, Any], *flags: str) -> Any:
+    path = tmp_path / "Pulumi.t.yaml"
+    path.write_text(
+        yaml.safe_dump({"config": {f"mig-inference:{k}": v for k, v in config.items()}})
+    )
+    command = [sys.executable, "-m", "mig_inference", "plan", "--stack-file", str(path), *flags]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def test_plan_prints_unconfirmed_facts_as_unconfirmed_and_when_a_block_ends(tmp_path: Path) -> None:
+    gke, eks = Cloud.GKE, Cloud.EKS
+    config = _stack(gke, [_pool(gke, MACHINES[gke]["a4x-highgpu-4g"], Capacity.RESERVATION, 0),
+                          _pool(gke, MACHINES[gke]["a3-highgpu-8g"], Capacity.SPOT, 1)],
+                    created=False, dra=False)  # fmt: skip
+    done = _plan_cli(tmp_path, config)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    # A4X's capacity is confirmed (reservations only); its boot disk and CPU facts are not.
+    assert (
+        "  capacity: reservation reservation-0; boots from hyperdisk-balanced (unconfirmed)\n"
+        in (text)
+    )
+    assert "  capacity: spot (unconfirmed); boots from pd-balanced (unconfirmed)\n" in text
+    assert "arm64 (unconfirmed): every pod here tolerates kubernetes.io/arch" in text
+    assert "  unconfirmed here: boot disks, max pods ceiling, CPU architecture" in text
+    answer = json.loads(_plan_cli(tmp_path, config, "--json").stdout)
+    row = answer["pools"][0]["machine"]
+    assert (row["arch"], row["capacity"], row["native_mig"]) == ("arm64", ["reservation"], False)
+    assert "consumption-models" in row["sources"]["capacity"]
+    assert "capacity" not in row["unconfirmed"] and "boot_disks" in row["unconfirmed"]
+    block = _stack(eks, [_pool(eks, MACHINES[eks]["p5.48xlarge"], Capacity.CAPACITY_BLOCK, 0)],
+                   created=False, dra=False)  # fmt: skip
+    done = _plan_cli(tmp_path, block)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "  when the block ends: a Capacity Block ends at its end time (11:30 UTC): EC2 begins "
+        "terminating its instances 30 minutes before" in done.stdout
+    )
