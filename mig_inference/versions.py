@@ -8,6 +8,9 @@ VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"
 TGI_IMAGE = "ghcr.io/huggingface/text-generation-inference:3.3.5"
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-py3"
 
+ENGINE_IMAGES: dict[str, str] = {"vllm": VLLM_IMAGE, "tgi": TGI_IMAGE, "triton": TRITON_IMAGE}
+"""Each engine's image when a service names none."""
+
 GATE_IMAGE = "alpine/k8s:1.34.1"
 """kubectl plus a POSIX shell, for the MIG-ready gate Job's wait loop."""
 
@@ -42,3 +45,32 @@ DRA_DRIVER_VERSION = "0.4.1"
 (v0.4.1, 2026-06-30; the chart moved from NVIDIA's calendar-versioned v25.12.0 to this
 registry). Its image follows the chart (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:
 v0.4.1`)."""
+
+GKE_A4X_DRIVER_INSTALLER_MANIFEST = (
+    "GoogleCloudPlatform/container-engine-accelerators@6253173028d641121e8d9dee08fdcceaa43d4ebd:"
+    "nvidia-driver-installer/cos/daemonset-preloaded-latest-a4x.yaml"
+)
+"""Google's driver installer for A4X (Arm) nodes, which the A4X DaemonSet follows."""
+GKE_A4X_PAUSE_IMAGE = (
+    "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
+)
+"""The pause container of Google's A4X manifest (GKE_PAUSE_IMAGE has no arm64 build)."""
+
+ARM64_IMAGES: dict[str, str] = {
+    VLLM_IMAGE: "vllm-project/vllm#23210: the release pipeline publishes linux/arm64 under the "
+    "same tag as linux/amd64 (this tag's manifest not re-read here)",
+    TRITON_IMAGE: "NVIDIA Triton Inference Server release notes: every release ships for x86 "
+    "and ARM SBSA Linux (this tag's manifest not re-read here)",
+    VERIFY_IMAGE: "docker-library/official-images library/python: the Debian slim tags are "
+    "built for arm64v8 (this tag not re-read here)",
+    GKE_A4X_PAUSE_IMAGE: GKE_A4X_DRIVER_INSTALLER_MANIFEST,
+}
+"""Pinned images with a linux/arm64 build, each with where that is stated: the only images
+the pods of an Arm pool (GB200, GB300) may run. The charts' own images (GPU Operator: NVIDIA's
+"Platform Support" lists Arm platforms; DRA driver: kubernetes-sigs/dra-driver-nvidia-gpu
+`deployments/container/Makefile` builds linux/amd64 and linux/arm64) run as per-node agents."""
+AMD64_ONLY_IMAGES: dict[str, str] = {
+    TGI_IMAGE: "huggingface/text-generation-inference builds its image for `platforms: "
+    "linux/amd64` only (.github/workflows/build.yaml); an arm64 image is an open request (#2332)",
+}
+"""Pinned images without a linux/arm64 build, and where that is stated."""

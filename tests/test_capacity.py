@@ -15,7 +15,7 @@ import pytest
 
 from mig_inference.changes.change_plan import PoolChange
 from mig_inference.clouds import MACHINES, MAX_PODS_RANGE, Cloud
-from mig_inference.clouds.capacity import FACTS, Capacity, machine_facts
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.clouds.prices import load_prices
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
@@ -71,10 +71,10 @@ most 110."""
 def test_every_known_gpu_machine_has_its_capacity_disks_and_max_pods_with_sources() -> None:
     for cloud, machines in MACHINES.items():
         for name, shape in machines.items():
-            facts = machine_facts(cloud.value, name)
+            facts = shape.facts
             assert facts is not None, name
             assert facts.capacity and facts.boot_disks and facts.max_pods > 0
-            assert facts.capacity_source and facts.boot_disk_source and facts.max_pods_source
+            assert all(facts.sources().values()), name
             if cloud is Cloud.EKS:
                 # The EKS AMI's own value, transcribed above: the planner's ceiling and default.
                 assert (facts.max_pods, shape.default_max_pods) == (EKS_MAX_PODS[name][0],) * 2
@@ -83,7 +83,7 @@ def test_every_known_gpu_machine_has_its_capacity_disks_and_max_pods_with_source
                 assert facts.max_pods == GKE_MAX_PODS
             else:
                 assert (shape.default_max_pods, facts.max_pods) == OKE_MAX_PODS
-    assert set(FACTS) == {"gke", "eks", "oke"}
+    assert set(MACHINES) == {Cloud.GKE, Cloud.EKS, Cloud.OKE}
     assert MAX_PODS_RANGE[Cloud.GKE][1] == GKE_MAX_PODS
     assert MAX_PODS_RANGE[Cloud.OKE][1] == OKE_MAX_PODS[1]
 
@@ -171,13 +171,28 @@ def test_bad_capacity_is_one_error_at_its_key(
     assert message in errors[0].message
 
 
-def test_capacity_blocks_only_where_aws_sells_them() -> None:
+@pytest.mark.parametrize(
+    ("machine", "gpu"),
+    [("p4de.24xlarge", "A100-80GB"), ("p6-b200.48xlarge", "B200-180GB"),
+     ("p6-b300.48xlarge", "B300-269GB"), ("p5en.48xlarge", "H200-141GB")],
+)  # fmt: skip
+def test_capacity_blocks_where_aws_sells_them(machine: str, gpu: str) -> None:
+    plan = _plan(
+        stack("eks", machineType=machine, gpu=gpu, mig="all-balanced",
+              capacity="capacity-block", reservation="cr-0a1b2c3d4e5f60718")
+    )  # fmt: skip
+    assert plan.pools[0].spec.capacity is Capacity.CAPACITY_BLOCK
+
+
+def test_capacity_blocks_refused_where_aws_does_not_sell_them() -> None:
     [error] = _errors(
-        stack("eks", machineType="p4de.24xlarge", gpu="A100-80GB", mig="all-balanced",
+        stack("eks", machineType="g6e.12xlarge", gpu="L40S-48GB", mig=None,
               capacity="capacity-block", reservation="cr-0a1b2c3d4e5f60718")
     )  # fmt: skip
     assert error.path == "mig-inference:pools[0].capacity"
     assert error.allowed == ["on-demand", "spot", "reservation"]
+    assert "AWS sells Capacity Blocks for ML for p4d.24xlarge, p4de.24xlarge" in error.message
+    assert "ec2-capacity-blocks.html" in error.message
 
 
 def test_eks_reservation_and_capacity_block_reach_the_launch_template(tmp_path: Path) -> None:
@@ -311,3 +326,39 @@ def test_pack_compares_a_capacity_choice_as_users_run_it(tmp_path: Path) -> None
         "error: --capacity: 'reserved' is not a capacity choice; allowed: on-demand, spot, "
         "reservation, capacity-block, flex-start"
     )
+
+
+@pytest.mark.parametrize("shape", [s for s in MACHINES[Cloud.OKE] if s.startswith("BM.GPU")])
+def test_oke_spot_is_refused_on_every_bare_metal_shape(shape: str) -> None:
+    gpu = MACHINES[Cloud.OKE][shape].gpu
+    [error] = _errors(stack("oke", machineType=shape, gpu=gpu, mig=None, spot=True))
+    # The file says `spot: true`: the error names that key.
+    assert (error.path, error.value) == ("mig-inference:pools[0].spot", True)
+    assert "OCI's preemptible capacity does not support bare metal instances" in error.message
+    assert "Compute/Concepts/preemptible.htm" in error.message
+    assert "unconfirmed" not in error.message
+    [error] = _errors(stack("oke", machineType=shape, gpu=gpu, mig=None, capacity="spot"))
+    assert error.path == "mig-inference:pools[0].capacity"
+    assert error.allowed == ["on-demand", "reservation"]
+
+
+def test_oke_spot_stays_on_virtual_machine_shapes() -> None:
+    plan = _plan(stack("oke", 1, machineType="VM.GPU.A10.1", gpu="A10-24GB", mig=None,
+                       spot=True, maxPods=31))  # fmt: skip
+    assert plan.pools[0].spec.capacity is Capacity.SPOT
+
+
+@pytest.mark.parametrize("capacity", ["spot", "flex-start", "on-demand"])
+def test_a4x_is_sold_through_reservations_only(capacity: str) -> None:
+    pool: dict[str, Any] = {"capacity": capacity, "mig": "all-3g.93gb"}
+    if capacity == "flex-start":
+        pool["nodes"] = {"min": 0, "max": 1}
+    [error] = _errors(gke("a4x-highgpu-4g", "GB200", **pool))
+    assert error.path == "mig-inference:pools[0].capacity"
+    assert error.allowed == ["reservation"]
+    assert "Google sells A4X only through reservations" in error.message
+    assert "ai-hypercomputer/docs/consumption-models" in error.message
+    assert "unconfirmed" not in error.message
+    reserved = _plan(gke("a4x-highgpu-4g", "GB200", mig="all-3g.93gb", capacity="reservation",
+                         reservation="gb200-block"))  # fmt: skip
+    assert reserved.pools[0].spec.capacity is Capacity.RESERVATION

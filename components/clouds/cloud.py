@@ -70,6 +70,8 @@ class JoinedCluster:
     """OKE: the version node pools run (the cluster's unless the stack names one)."""
     cluster_type: pulumi.Input[str] | None = None
     """OKE: BASIC_CLUSTER or ENHANCED_CLUSTER (add-ons need an enhanced one)."""
+    compartment_id: pulumi.Input[str] | None = None
+    """OKE: the compartment of the cluster and its node pools."""
     created: list[pulumi.Resource] = field(default_factory=list)
     """The cluster component when this stack created it."""
     outputs: pulumi.Output[dict[str, Any]] | None = None
@@ -201,6 +203,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             oke.cluster_id,
             oke.kubeconfig,
             settings.get("kubernetesVersion"),
+            compartment_id=given("compartment_id", settings.get("compartmentId")),
             created=[oke],
             outputs=oke.cluster_outputs,
         )
@@ -219,6 +222,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             _running_dra_version(plan, cluster_id, found.kubernetes_version),
             kubernetes_version=version,
             cluster_type=found.type,
+            compartment_id=given("compartment_id", settings.get("compartmentId")),
         )
     assert name is not None
     if spec.cloud is Cloud.EKS:
@@ -439,10 +443,12 @@ def cluster_autoscaler(
             cluster_id = pulumi.Output.all(joined.ref, joined.cluster_type).apply(
                 lambda found: enhanced_only(str(found[0]), str(found[1]), autoscaled_paths)
             )
+        assert joined.compartment_id is not None
         return OkeClusterAutoscaler(
             children.name("cluster-autoscaler"),
             OkeClusterAutoscalerArgs(
                 cluster_id=cluster_id,
+                compartment_id=joined.compartment_id,
                 pools=[
                     AutoscaledPool(
                         min=pool.min_nodes,

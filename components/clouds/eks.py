@@ -9,9 +9,11 @@ import pulumi_aws as aws
 
 from mig_inference.clouds import cloud_taint_effect
 from mig_inference.clouds.bootstrap import eks_user_data
-from mig_inference.clouds.capacity import RESERVED, Capacity
+from mig_inference.clouds.capacity import AWS_BLOCKS_USING, EKS_BLOCKS, RESERVED, Capacity
 from mig_inference.names.digest import short_hash
+from mig_inference.plan import PoolPlan
 from mig_inference.plan.pools.autoscaling import node_template_tags
+from mig_inference.spec import key_path
 
 from ..clouds.kubeconfig import eks_kubeconfig
 from ..planning import planned, planned_pool
@@ -69,6 +71,40 @@ def auto_mode_enabled(compute_configs: Sequence[object] | None) -> bool:
         if enabled:
             return True
     return False
+
+
+def block_subnets(
+    pool_path: str,
+    reservation: str,
+    machine: str,
+    max_nodes: int,
+    block: Mapping[str, Any],
+    in_zone: Sequence[str],
+) -> list[str]:
+    """The subnets of a Capacity Block pool's node group: those of `cluster.subnetIds` in the
+    block's Availability Zone (`in_zone`), once the block (as EC2 describes it) is known to
+    hold the pool's instance type and nodes; otherwise why not, at the key to change. (EC2
+    always reports a block's type and size; an answer without them, from mocks, skips those.)"""
+    zone = block.get("availability_zone")
+    held = block.get("instance_type")
+    if held and held != machine:
+        raise pulumi.RunError(
+            f"{pool_path}.reservation: Capacity Block {reservation} holds {held} instances, not "
+            f"{machine}: the launch template's instance type must be the block's ({EKS_BLOCKS})"
+        )
+    count = int(block.get("instance_count") or 0)
+    if count and max_nodes > count:
+        raise pulumi.RunError(
+            f"{pool_path}.nodes: Capacity Block {reservation} holds {count} instance(s), and the "
+            f"pool asks for up to {max_nodes}: the others would never launch ({AWS_BLOCKS_USING})"
+        )
+    if not in_zone:
+        raise pulumi.RunError(
+            f"{pool_path}.reservation: Capacity Block {reservation} is in {zone}, and no subnet "
+            f"of {key_path('cluster')}.subnetIds is: a block's instances launch only in its "
+            f"Availability Zone ({AWS_BLOCKS_USING}); add a subnet of {zone}"
+        )
+    return sorted(in_zone)
 
 
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
@@ -276,6 +312,9 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
     """The managed node group's ARN."""
     autoscaling_group_names: pulumi.Output[list[str]]
     """The Auto Scaling groups EKS made for the node group."""
+    capacity_block_ends: pulumi.Output[str]
+    """When the Capacity Block of a `capacity-block` pool ends (EC2's end date; empty for other
+    pools): EC2 begins terminating its instances 30 minutes before."""
 
     def __init__(
         self, name: str, args: EksGpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None
@@ -301,6 +340,13 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             role_arn = role.arn
         capacity = pool.spec.capacity
         reserved = capacity in RESERVED
+        block = capacity is Capacity.CAPACITY_BLOCK
+        subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = cluster_input(
+            args["stack"], "subnet_ids", list(cluster.get("subnetIds"))
+        )
+        ends: pulumi.Input[str] = ""
+        if block:
+            subnet_ids, ends = self._block_subnets(args["stack"], pool, subnet_ids)
         template = aws.ec2.LaunchTemplate(
             name,
             description=f"mig-inference GPU pool {pool.name}",
@@ -316,8 +362,11 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
                 market_type=CAPACITY_BLOCK_MARKET
             )
-            if capacity is Capacity.CAPACITY_BLOCK
+            if block
             else None,
+            # A Capacity Block's launch template names the block's instance type (EKS "Create a
+            # managed node group with Capacity Blocks for ML"); the node group then names none.
+            instance_type=pool.machine.name if block else None,
             block_device_mappings=[
                 aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
                     device_name="/dev/xvda",
@@ -353,9 +402,9 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             node_group_name=pool.physical_name,
             cluster_name=args["cluster_name"],
             node_role_arn=role_arn,
-            subnet_ids=cluster_input(args["stack"], "subnet_ids", list(cluster.get("subnetIds"))),
+            subnet_ids=subnet_ids,
             ami_type=GPU_AMI,
-            instance_types=[pool.machine.name],
+            instance_types=None if block else [pool.machine.name],
             capacity_type=CAPACITY_TYPES[capacity],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=pool.min_nodes, min_size=pool.min_nodes, max_size=pool.max_nodes
@@ -399,11 +448,50 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         self.role_arn = pulumi.Output.from_input(role_arn)
         self.node_group_arn = group.arn
         self.autoscaling_group_names = group.resources.apply(_autoscaling_group_names)
+        self.capacity_block_ends = pulumi.Output.from_input(ends)
         self.register_outputs(
             {
                 "node_group_name": self.node_group_name,
                 "role_arn": self.role_arn,
                 "node_group_arn": self.node_group_arn,
                 "autoscaling_group_names": self.autoscaling_group_names,
+                "capacity_block_ends": self.capacity_block_ends,
             }
         )
+
+    def _block_subnets(
+        self,
+        stack: Stack,
+        pool: PoolPlan,
+        subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
+    ) -> tuple[pulumi.Output[list[str]], pulumi.Output[str]]:
+        """The cluster's subnets in the Capacity Block's Availability Zone, and when the block
+        ends, both looked up (EC2's DescribeCapacityReservations, DescribeSubnets) so that a
+        block the pool cannot use stops the preview at its key before anything is created."""
+        assert pool.machine is not None and pool.spec.reservation is not None
+        index = [p.name for p in planned(stack).spec.pools].index(pool.name)
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        found = aws.ec2.get_capacity_block_reservation_output(id=pool.spec.reservation, opts=invoke)
+        filters = pulumi.Output.all(subnet_ids, found.availability_zone).apply(
+            lambda known: [
+                aws.ec2.GetSubnetsFilterArgs(name="subnet-id", values=list(known[0])),
+                aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=[str(known[1])]),
+            ]
+        )
+        in_zone = aws.ec2.get_subnets_output(filters=filters, opts=invoke).ids
+        machine, reservation = pool.machine.name, pool.spec.reservation
+        path = f"{key_path('pools')}[{index}]"
+        subnets = pulumi.Output.all(
+            found.availability_zone, found.instance_type, found.instance_count, in_zone
+        ).apply(
+            lambda known: block_subnets(
+                path,
+                reservation,
+                machine,
+                pool.max_nodes,
+                {"availability_zone": known[0], "instance_type": known[1],
+                 "instance_count": known[2]},
+                known[3] or [],
+            )
+        )  # fmt: skip
+        return subnets, found.end_date

@@ -48,3 +48,6 @@ GPU_DEVICE_CLASS = "gpu.nvidia.com"
 """The DRA driver's DeviceClass of every whole GPU it publishes (chart `deviceclass-gpu.yaml`)."""
 DRA_PLUGIN_POD_SELECTOR = "dra-driver-nvidia-gpu-component=kubelet-plugin"
 """The DRA driver's kubelet-plugin pods (chart v0.4.1 `_helpers.tpl` selectorLabels)."""
+ARCH_LABEL = "kubernetes.io/arch"
+"""A node's CPU architecture; GKE also taints every Arm node `kubernetes.io/arch=arm64:NoSchedule`
+(GKE "Prepare an Arm workload for deployment")."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.capacity import CAPACITY_BLOCK_END, Arch, Capacity
 from mig_inference.gpus.layout import place, slot_bar
 from mig_inference.kube.dra import allocation_text, claim_json
 from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
@@ -12,6 +13,70 @@ from mig_inference.plan.demand import demand_served
 from mig_inference.plan.startup import LoadEstimate, estimate
 from mig_inference.spec import Rollout, SharingStrategy
 from mig_inference.verify.targets import slice_profile, verify_targets
+
+UNCONFIRMED = "unconfirmed"
+FACT_NAMES = {"boot_disks": "boot disks", "max_pods": "max pods ceiling",
+              "arch": "CPU architecture", "native_mig": "native MIG",
+              "capacity": "capacity choices"}  # fmt: skip
+
+
+def _machine_json(pool: PoolPlan) -> dict[str, Any] | None:
+    """The machine table's row behind the pool, each fact with its source and whether it was
+    confirmed here."""
+    machine = pool.machine
+    if machine is None or machine.facts is None:
+        return None
+    facts = machine.facts
+    return {
+        "arch": facts.arch.value,
+        "capacity": [str(c) for c in facts.capacity],
+        "capacity_rule": facts.capacity_rule or None,
+        "native_mig": facts.native_mig,
+        "boot_disks": list(facts.boot_disks),
+        "max_pods": facts.max_pods,
+        "vcpus": machine.vcpus or None,
+        "memory_gib": machine.memory_gib or None,
+        "sources": facts.sources(),
+        "unconfirmed": list(facts.unconfirmed),
+        "capacity_block_ends": CAPACITY_BLOCK_END
+        if pool.spec.capacity is Capacity.CAPACITY_BLOCK
+        else None,
+    }
+
+
+def _doubt(pool: PoolPlan, fact: str) -> str:
+    facts = pool.machine.facts if pool.machine else None
+    return f" ({UNCONFIRMED})" if facts is not None and facts.is_unconfirmed(fact) else ""
+
+
+def _machine_text(pool: PoolPlan) -> list[str]:
+    """The pool's capacity, boot disk and node facts, each unconfirmed one marked so."""
+    if pool.cloud is Cloud.EXISTING:
+        return []
+    reserved = f" {pool.spec.reservation}" if pool.spec.reservation else ""
+    disk = f"; boots from {pool.boot_disk}{_doubt(pool, 'boot_disks')}" if pool.boot_disk else ""
+    chosen = f"{pool.spec.capacity}{_doubt(pool, f'capacity:{pool.spec.capacity}')}"
+    lines = [f"  capacity: {chosen}{reserved}{disk}"]
+    if pool.spec.capacity is Capacity.CAPACITY_BLOCK:
+        lines.append(f"  when the block ends: {CAPACITY_BLOCK_END}")
+    machine = pool.machine
+    if machine is None or machine.facts is None:
+        lines.append("  machine: not in the project's table (given with gpusPerNode): no facts")
+        return lines
+    facts = machine.facts
+    node = f"{machine.vcpus} vCPUs, {machine.memory_gib} GiB" if machine.vcpus else (
+        "vCPUs and memory unknown")  # fmt: skip
+    arch = f"{facts.arch}{_doubt(pool, 'arch')}"
+    if facts.arch is Arch.ARM64:
+        arch += ": every pod here tolerates kubernetes.io/arch and needs an arm64 image"
+    lines.append(f"  machine: {node}; {arch}")
+    doubtful = [FACT_NAMES.get(f, f) for f in facts.unconfirmed if not f.startswith("capacity:")]
+    if doubtful:
+        lines.append(
+            f"  {UNCONFIRMED} here: {', '.join(doubtful)} (not re-read from their sources; "
+            "`plan --json` names each)"
+        )
+    return lines
 
 
 def _pool_json(pool: PoolPlan) -> dict[str, Any]:
@@ -27,6 +92,7 @@ def _pool_json(pool: PoolPlan) -> dict[str, Any]:
         "bought_as": str(pool.spec.capacity) if pool.cloud is not Cloud.EXISTING else None,
         "reservation": pool.spec.reservation,
         "boot_disk": pool.boot_disk,
+        "machine": _machine_json(pool),
         "generation": pool.generation,
         "physical_name": pool.physical_name,
         "rollout": pool.rollout.value,
@@ -238,10 +304,7 @@ def plan_text(plan: StackPlan) -> str:
         lines.append(
             f"pool {pool.name}: {nodes} node(s) x {pool.gpus_per_node} {pool.gpu.name}{shape}"
         )
-        if pool.cloud is not Cloud.EXISTING:
-            reserved = f" {pool.spec.reservation}" if pool.spec.reservation else ""
-            disk = f"; boots from {pool.boot_disk}" if pool.boot_disk else ""
-            lines.append(f"  capacity: {pool.spec.capacity}{reserved}{disk}")
+        lines += _machine_text(pool)
         if pool.cloud is Cloud.GKE:
             lines.append(f"  zones: {', '.join(pool.zones)} ({_per_zone(pool)} per zone)")
         if pool.generation:

@@ -203,6 +203,8 @@ class PoolSpec:
     """Time-slicing or MPS of the pool's devices (whole GPUs or MIG slices)."""
     capacity: Capacity = Capacity.ON_DEMAND
     """How the pool's nodes are bought (`spot: true` is `capacity: spot`)."""
+    capacity_key: str = "capacity"
+    """The key that chose `capacity`: `spot` when the file says `spot: true` alone."""
     reservation: str | None = None
     """The reservation a `reservation` or `capacity-block` pool consumes (GCP reservation name,
     EC2 Capacity Reservation ID, OCI capacity reservation OCID)."""

@@ -132,10 +132,10 @@ def _zones(node: ConfigNode, cloud: Cloud) -> tuple[str, ...]:
     return node.texts(formats.GCP_ZONE if cloud is Cloud.GKE else formats.AVAILABILITY_DOMAIN)
 
 
-def _capacity(node: ConfigNode, cloud: Cloud) -> tuple[Capacity, str | None]:
+def _capacity(node: ConfigNode, cloud: Cloud) -> tuple[Capacity, str, str | None]:
     """`capacity` (a closed set per cloud), `spot` (the older spelling of `capacity: spot`)
-    and the `reservation` a reserved choice consumes. Which choices a machine type has is
-    the planner's check (it knows the machine)."""
+    and the `reservation` a reserved choice consumes, with the key that chose the capacity.
+    Which choices a machine type has is the planner's check (it knows the machine)."""
     raw = node.value if isinstance(node.value, dict) else {}
     spot = node.child("spot").boolean(False)
     allowed = [str(c) for c in CLOUD_CAPACITY[cloud.value]]
@@ -173,7 +173,7 @@ def _capacity(node: ConfigNode, cloud: Cloud) -> tuple[Capacity, str | None]:
             f"only applies to capacity: {' or '.join(RESERVED)} (capacity is {capacity})", None
         )
         reservation = None
-    return capacity, reservation
+    return capacity, "spot" if spot and given is None else "capacity", reservation
 
 
 def _mig(node: ConfigNode) -> str | Mapping[str, int]:
@@ -312,7 +312,7 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     # Every value is read (and its errors recorded) before a missing GPU ends the pool.
     gpus_per_node = node.child("gpusPerNode").integer(minimum=1, maximum=16)
     max_pods = node.child("maxPods").integer(bound=formats.MAX_PODS)
-    capacity, reservation = _capacity(node, cloud)
+    capacity, capacity_key, reservation = _capacity(node, cloud)
     labels = _labels(node.child("labels"))
     no_taints: tuple[Taint, ...] = ()
     taints = node.attempt(lambda: _taints(node.child("taints")), no_taints)
@@ -354,6 +354,7 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         user_data=user_data,
         sharing=sharing,
         capacity=capacity,
+        capacity_key=capacity_key,
         reservation=reservation,
         allocation=allocation,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mig_inference.clouds import (
     DEFAULT_MAX_PODS,
@@ -17,6 +17,7 @@ from mig_inference.clouds import (
     Cloud,
     MachineShape,
 )
+from mig_inference.clouds.capacity import GKE_NATIVE_MIG
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout
@@ -37,6 +38,7 @@ from mig_inference.names.labels import (
     OPERATOR_OPERANDS_LABEL,
     POOL_LABEL,
 )
+from mig_inference.plan.arch import arch_tolerations
 from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan
 from mig_inference.plan.pools.autoscaling import check_scale_from_zero
 from mig_inference.plan.pools.capacity import check_capacity, check_oke_domains
@@ -252,16 +254,18 @@ def _max_pods(
     return effective, required, breakdown
 
 
-def _tolerations(pool: PoolSpec) -> tuple[dict[str, str], ...]:
+def _tolerations(pool: PoolSpec, machine: MachineShape | None) -> tuple[Mapping[str, str], ...]:
     """A replica tolerates every taint key of its pool whatever the value and effect, so a
     change of a taint's value or effect never evicts replicas from running nodes (a new
-    NoExecute key brings new nodes instead: see plan.generation)."""
+    NoExecute key brings new nodes instead: see plan.generation), and the taint the cloud puts
+    on the machine's architecture (GKE's on Arm nodes)."""
     keys = list(dict.fromkeys(taint.key for taint in pool.taints))
     if GPU_TAINT_KEY not in keys:
         # GKE taints GPU nodes with nvidia.com/gpu; pods requesting nvidia.com/mig-* are not
         # tolerated for it automatically, so every GPU pod carries the toleration.
         keys.append(GPU_TAINT_KEY)
-    return tuple({"key": key, "operator": "Exists"} for key in keys)
+    exists = tuple({"key": key, "operator": "Exists"} for key in keys)
+    return exists + arch_tolerations(machine)
 
 
 def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
@@ -365,7 +369,7 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
         node_labels=labels,
         node_selector=selector,
         taints=tuple((t.key, t.value, t.effect) for t in pool.taints),
-        tolerations=_tolerations(pool),
+        tolerations=_tolerations(pool, machine),
         max_pods=max_pods,
         max_pods_required=required,
         max_pods_breakdown=breakdown,
@@ -392,9 +396,13 @@ def plan_pool(spec: StackSpec, index: int) -> PoolPlan:
 def _gke_partition(pool: PoolSpec, layouts: Sequence[Layout | None], path: str) -> str:
     allowed = GKE_PARTITION_SIZES.get(pool.gpu.name, ())
     if not allowed:
+        documented = ", ".join(GKE_PARTITION_SIZES)
         raise MigError(
-            f"GKE's native MIG does not support {pool.gpu.name}; use migManager: operator",
+            f"GKE documents its native MIG for {documented} only, not {pool.gpu.name} "
+            f"({GKE_NATIVE_MIG}); use migManager: operator (the GPU Operator partitions it)",
             f"{path}.migManager",
+            value=MigManager.GKE.value,
+            allowed=[MigManager.OPERATOR.value],
         )
     layout = layouts[0]
     named = [f"all-{size}" for size in allowed]
