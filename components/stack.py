@@ -30,7 +30,12 @@ from .workloads.dra_driver import DraDriver, DraDriverArgs
 from .workloads.gpu_operator import GpuOperator, GpuOperatorArgs
 from .workloads.inference import InferenceService, InferenceServiceArgs
 from .workloads.mig_gate import MigReadyGate, MigReadyGateArgs
-from .workloads.model_cache import ModelCache, ModelCacheArgs, fill_lead
+from .workloads.model_cache import (
+    ModelCache,
+    ModelCacheArgs,
+    fill_lead,
+    root_owner_namespaces,
+)
 from .workloads.monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
 from .workloads.profiling import ProfilingJobs, ProfilingJobsArgs
 from .workloads.repartition import InPlaceRepartition, InPlaceRepartitionArgs
@@ -59,6 +64,14 @@ CLOUD_POOL_ATTRIBUTES = (
 RESTRICTED_NAMESPACE_LABELS = {
     # Inference pods meet the restricted Pod Security Standard.
     "pod-security.kubernetes.io/enforce": "restricted",
+    "app.kubernetes.io/managed-by": "mig-inference",
+}
+BASELINE_NAMESPACE_LABELS = {
+    # An FSx for Lustre cache's fill Job starts with a root step holding CAP_CHOWN only
+    # (workloads.model_cache): the baseline standard admits it; restricted is still reported.
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
     "app.kubernetes.io/managed-by": "mig-inference",
 }
 
@@ -166,11 +179,15 @@ class MigInference(pulumi.ComponentResource):
                 )
             ]
 
+        owner_step = root_owner_namespaces(plan.model_cache)
         namespaces = {
             namespace: k8s.core.v1.Namespace(
                 children.name(f"ns-{namespace}"),
                 metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=namespace, labels=RESTRICTED_NAMESPACE_LABELS
+                    name=namespace,
+                    labels=BASELINE_NAMESPACE_LABELS
+                    if namespace in owner_step
+                    else RESTRICTED_NAMESPACE_LABELS,
                 ),
                 opts=in_cluster(),
             )
@@ -192,7 +209,7 @@ class MigInference(pulumi.ComponentResource):
             cache.append(
                 ModelCache(
                     children.name("model-cache"),
-                    ModelCacheArgs(stack=args),
+                    ModelCacheArgs(stack=args, cluster_name=joined.ref),
                     in_cluster(*namespaces.values()),
                 )
             )

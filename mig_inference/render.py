@@ -61,9 +61,20 @@ FAKE_BLOCK_END = "2030-01-07T11:30:00Z"
 # Data sources the program calls to find the cluster a stack joins (its arguments are echoed).
 _FAKE_CALLS: dict[str, dict[str, Any]] = {
     "gcp:organizations/getProject:getProject": {"number": "123456789012"},
+    # A joined cluster has the add-ons the stack needs (mig_inference/clouds/addons.py).
     "gcp:container/getCluster:getCluster": {
         "endpoint": "203.0.113.20",
         "masterAuths": [{"clusterCaCertificate": _CA}],
+        "addonsConfigs": [
+            {
+                "gcePersistentDiskCsiDriverConfigs": [{"enabled": True}],
+                "gcsFuseCsiDriverConfigs": [{"enabled": True}],
+            }
+        ],
+        "datapathProvider": "ADVANCED_DATAPATH",
+    },
+    "aws:eks/getAddon:getAddon": {
+        "configurationValues": json.dumps({"enableNetworkPolicy": "true"})
     },
     "aws:eks/getCluster:getCluster": {
         "endpoint": "https://joined.example.eks.amazonaws.com",
@@ -84,6 +95,9 @@ _FAKE_CALLS: dict[str, dict[str, Any]] = {
     _CAPACITY_BLOCK: {"availabilityZone": "us-east-1a", "endDate": FAKE_BLOCK_END},
     _SUBNETS: {},
 }
+ABSENT_EKS_ADDONS: set[str] = set()
+"""EKS add-ons the offline lookup finds missing on a joined cluster (none, unless a test says)."""
+EKS_GET_ADDON = "aws:eks/getAddon:getAddon"
 # The version each cloud's lookup reports for a joined cluster, in its own form. Offline, the
 # cluster a DRA stack joins runs the Kubernetes minor the stack names.
 _CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
@@ -340,6 +354,9 @@ def run_program(
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
             rendering.calls.append((args.token, dict(args.args)))
             rendering.call_providers.append(args.provider or "")
+            if args.token == EKS_GET_ADDON and args.args.get("addonName") in ABSENT_EKS_ADDONS:
+                found = f"{args.args.get('clusterName')}:{args.args.get('addonName')}"
+                return {}, [("addonName", f"reading EKS Add-On ({found}): couldn't find resource")]
             answer = offline_answer(args.token, args.args, dra_minor)
             if args.token == _CAPACITY_BLOCK:
                 # The block the stack names holds its pool's instance type and size.

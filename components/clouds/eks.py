@@ -8,6 +8,14 @@ import pulumi
 import pulumi_aws as aws
 
 from mig_inference.clouds import cloud_taint_effect
+from mig_inference.clouds.addons import (
+    FSX_CSI_ACCOUNT,
+    FSX_CSI_ADDON,
+    POD_IDENTITY_AGENT,
+    S3_CSI_ACCOUNT,
+    S3_CSI_ADDON,
+    VPC_CNI,
+)
 from mig_inference.clouds.bootstrap import eks_user_data
 from mig_inference.clouds.capacity import AWS_BLOCKS_USING, EKS_BLOCKS, RESERVED, Capacity
 from mig_inference.names.digest import short_hash
@@ -143,6 +151,56 @@ def _assume_role(service: str) -> str:
     )
 
 
+def pod_identity_trust() -> str:
+    """The trust policy of a role EKS Pod Identity hands to a service account (EKS User Guide,
+    "Create a Pod Identity association")."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "pods.eks.amazonaws.com"},
+                    "Action": ["sts:AssumeRole", "sts:TagSession"],
+                }
+            ],
+        }
+    )
+
+
+MOUNTPOINT_READ = ["s3:GetObject"]
+MOUNTPOINT_WRITE = ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"]
+"""What Mountpoint for Amazon S3 needs on a bucket's objects to read, and to read and write
+(awslabs/mountpoint-s3 `doc/CONFIGURATION.md`, "IAM permissions"); both list the bucket."""
+FSX_CSI_POLICY = "arn:aws:iam::aws:policy/AmazonFSxFullAccess"
+"""The managed policy the EKS User Guide attaches to the FSx CSI driver's role."""
+
+
+def network_policy_enabled(configuration_values: str | None) -> bool:
+    """Whether a VPC CNI add-on's configuration values, as `aws.eks.get_addon` returns them (a
+    JSON document), turn NetworkPolicy enforcement on."""
+    try:
+        values = json.loads(configuration_values or "{}")
+    except ValueError:
+        return False
+    return isinstance(values, dict) and str(values.get("enableNetworkPolicy")).lower() == "true"
+
+
+def bucket_policy(bucket: str, object_actions: Sequence[str]) -> str:
+    """List the bucket and act on its objects, nothing else."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": ["s3:ListBucket"],
+                 "Resource": [f"arn:aws:s3:::{bucket}"]},
+                {"Effect": "Allow", "Action": list(object_actions),
+                 "Resource": [f"arn:aws:s3:::{bucket}/*"]},
+            ],
+        }
+    )  # fmt: skip
+
+
 def _role(
     name: str,
     service: str,
@@ -150,13 +208,15 @@ def _role(
     parent: pulumi.Resource,
     tags: Mapping[str, str] | None,
     boundary: pulumi.Input[str] | None = None,
+    trust: str | None = None,
 ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
-    """An IAM role for `service` with `policies`, and the attachments: the cluster and node
-    groups using it depend on them, so EKS has its permissions from the first API call until
-    the last one of a destroy (as the provider's documentation requires)."""
+    """An IAM role for `service` (or of the assume-role policy `trust`) with `policies`, and the
+    attachments: the cluster, node groups and add-ons using it depend on them, so EKS has its
+    permissions from the first API call until the last one of a destroy (as the provider's
+    documentation requires)."""
     role = aws.iam.Role(
         name,
-        assume_role_policy=_assume_role(service),
+        assume_role_policy=trust or _assume_role(service),
         description=f"mig-inference {name}",
         permissions_boundary=boundary,
         tags=tags,
@@ -194,10 +254,24 @@ class EksClusterArgs(TypedDict):
     """Tags on every AWS resource of the cluster (beside the provider's default tags)."""
     permissions_boundary: NotRequired[pulumi.Input[str] | None]
     """The permissions boundary of the IAM roles it creates."""
+    network_policy: NotRequired[bool]
+    """Enforce NetworkPolicies: the VPC CNI add-on with `enableNetworkPolicy` (false)."""
+    pod_identity_agent: NotRequired[bool]
+    """Install the EKS Pod Identity agent add-on (false)."""
+    s3_csi_bucket: NotRequired[str | None]
+    """Install the Mountpoint for Amazon S3 CSI driver add-on, its role allowed to read and
+    write this bucket (None: no driver)."""
+    fsx_csi_driver: NotRequired[bool]
+    """Install the FSx for Lustre CSI driver add-on with its role (false)."""
+    pod_identity_agent_formerly: NotRequired[pulumi.Input[str]]
+    """The URN the Pod Identity agent add-on had when another component installed it: an
+    alias, so it is kept, not installed twice."""
 
 
 class EksCluster(pulumi.ComponentResource):
-    """A minimal private EKS cluster with its IAM role and a small CPU system node group."""
+    """A minimal private EKS cluster with its IAM role, a small CPU system node group and the
+    add-ons the stack needs (clouds.addons): NetworkPolicy enforcement by the VPC CNI, the Pod
+    Identity agent, and the CSI drivers of the model cache with their roles."""
 
     cluster_name: pulumi.Output[str]
     """The cluster's name."""
@@ -239,7 +313,7 @@ class EksCluster(pulumi.ComponentResource):
         node_role, node_policies = _role(
             f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self, tags, boundary
         )
-        aws.eks.NodeGroup(
+        system = aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=cluster.name,
             node_role_arn=node_role.arn,
@@ -257,6 +331,7 @@ class EksCluster(pulumi.ComponentResource):
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
+        self._addons(name, args, cluster, [system], tags, boundary)
         self.cluster_name = cluster.name
         self.kubeconfig = pulumi.Output.secret(
             eks_kubeconfig(
@@ -278,6 +353,76 @@ class EksCluster(pulumi.ComponentResource):
                 "cluster_outputs": self.cluster_outputs,
             }
         )
+
+    def _addons(
+        self, name: str, args: EksClusterArgs, cluster: aws.eks.Cluster,
+        nodes: list[pulumi.Resource], tags: Mapping[str, str] | None,
+        boundary: pulumi.Input[str] | None,
+    ) -> None:  # fmt: skip
+        """The add-ons, once the system nodes can run their pods (EKS waits for an add-on to be
+        active)."""
+
+        def addon(
+            addon_name: str,
+            after: Sequence[pulumi.Resource] = (),
+            formerly: pulumi.Input[str] | None = None,
+            **settings: Any,
+        ) -> aws.eks.Addon:
+            return aws.eks.Addon(
+                f"{name}-{addon_name}",
+                cluster_name=cluster.name,
+                addon_name=addon_name,
+                tags=tags,
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[*nodes, *after],
+                    aliases=[formerly] if formerly is not None else None,
+                ),
+                **settings,
+            )
+
+        if args.get("network_policy", False):
+            # EKS installs the VPC CNI itself (self-managed); the add-on takes it over.
+            addon(
+                VPC_CNI,
+                configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
+                resolve_conflicts_on_create="OVERWRITE",
+                resolve_conflicts_on_update="OVERWRITE",
+            )
+        if not args.get("pod_identity_agent", False):
+            return
+        agent = addon(POD_IDENTITY_AGENT, formerly=args.get("pod_identity_agent_formerly"))
+        drivers: list[tuple[str, str, Sequence[str], str | None]] = []
+        bucket = args.get("s3_csi_bucket")
+        if bucket is not None:
+            write = bucket_policy(bucket, MOUNTPOINT_WRITE)
+            drivers.append((S3_CSI_ADDON, S3_CSI_ACCOUNT, (), write))
+        if args.get("fsx_csi_driver", False):
+            drivers.append((FSX_CSI_ADDON, FSX_CSI_ACCOUNT, (FSX_CSI_POLICY,), None))
+        for addon_name, account, managed, inline in drivers:
+            role, attached = _role(
+                f"{name}-{addon_name}", "pods.eks.amazonaws.com", managed, self, tags, boundary,
+                trust=pod_identity_trust(),
+            )  # fmt: skip
+            grants: list[pulumi.Resource] = list(attached)
+            if inline is not None:
+                grants.append(
+                    aws.iam.RolePolicy(
+                        f"{name}-{addon_name}-policy",
+                        role=role.name,
+                        policy=inline,
+                        opts=pulumi.ResourceOptions(parent=self),
+                    )
+                )
+            addon(
+                addon_name,
+                pod_identity_associations=[
+                    aws.eks.AddonPodIdentityAssociationArgs(
+                        role_arn=role.arn, service_account=account.split("/", 1)[1]
+                    )
+                ],
+                after=[agent, *grants],
+            )
 
 
 def _oidc_issuer(identities: Sequence[aws.eks.outputs.ClusterIdentity]) -> str | None:

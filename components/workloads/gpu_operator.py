@@ -10,8 +10,8 @@ from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Arch
 from mig_inference.kube.operator_values import (
     GKE_NVIDIA_DIR,
-    critical_pods_quota,
     gpu_operator_values,
+    operator_critical_pods,
 )
 from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig_inference.versions import (
@@ -26,9 +26,8 @@ from mig_inference.versions import (
 
 from ..planning import planned
 from ..stack_args import Stack
-from .agent_namespace import agent_namespace
+from .agent_namespace import agent_namespace, critical_pods_quota
 
-CRITICAL_PRIORITY_CLASSES = ["system-node-critical", "system-cluster-critical"]
 DRIVER_INSTALLER = "nvidia-driver-installer"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
@@ -87,8 +86,12 @@ class GpuOperator(pulumi.ComponentResource):
         depends: list[pulumi.Resource] = [namespace]
         if plan.spec.cloud is Cloud.GKE:
             depends.append(
-                self._critical_pods_quota(
-                    name, settings.namespace, critical_pods_quota(plan), namespace
+                critical_pods_quota(
+                    f"{name}-critical-pods",
+                    "gpu-operator-critical-pods",
+                    namespace,
+                    operator_critical_pods(plan),
+                    self,
                 )
             )
             arm = sorted(
@@ -122,31 +125,6 @@ class GpuOperator(pulumi.ComponentResource):
         self.release_status = release.status
         self.namespace = namespace.metadata.name
         self.register_outputs({"release_status": self.release_status, "namespace": self.namespace})
-
-    def _critical_pods_quota(
-        self, name: str, namespace: str, pods: int, ns: k8s.core.v1.Namespace
-    ) -> k8s.core.v1.ResourceQuota:
-        # GKE admits system-node/cluster-critical pods outside kube-system only when a quota
-        # scoped to those priority classes exists in the namespace.
-        return k8s.core.v1.ResourceQuota(
-            f"{name}-critical-pods",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name="gpu-operator-critical-pods", namespace=namespace
-            ),
-            spec=k8s.core.v1.ResourceQuotaSpecArgs(
-                hard={"pods": str(pods)},
-                scope_selector=k8s.core.v1.ScopeSelectorArgs(
-                    match_expressions=[
-                        k8s.core.v1.ScopedResourceSelectorRequirementArgs(
-                            scope_name="PriorityClass",
-                            operator="In",
-                            values=CRITICAL_PRIORITY_CLASSES,
-                        )
-                    ]
-                ),
-            ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
-        )
 
     def _gke_driver_installer(
         self,

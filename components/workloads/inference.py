@@ -28,11 +28,10 @@ from ..planning import planned, planned_service, secret_value
 from ..stack_args import Stack
 from ..workloads.device_claim import DeviceRequest, device_request
 from ..workloads.model_cache import (
-    CACHE_ACCOUNT,
     ModelFill,
     fill_lead,
+    reader_account,
     reader_volumes,
-    uses_cache_account,
 )
 
 HF_TOKEN_KEY = "hf-token"
@@ -321,7 +320,7 @@ class InferenceService(pulumi.ComponentResource):
         verified = planned(stack).spec.verified(spec)
         pod = engine_pod(
             plan, container, selector, volumes=cache_volumes,
-            service_account=CACHE_ACCOUNT if uses_cache_account(cache, plan) else None,
+            service_account=reader_account(cache, plan),
             init_containers=[slice_check(plan, request)] if verified else None,
             resource_claims=request.pod_claims,
         )  # fmt: skip

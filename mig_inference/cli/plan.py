@@ -18,11 +18,14 @@ def register(verb: Verb) -> None:
         "--deployed",
         help="also warn about what applying it to this deployed plan costs (see `diff`)",
     )
-    sub.add_argument("--prices", help="a price file replacing or adding machine types' prices")
+    sub.add_argument(
+        "--prices",
+        help="a price file replacing or adding machine types' and model cache storage prices",
+    )
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from mig_inference.clouds.prices import load_prices
+    from mig_inference.clouds.prices import load_prices, load_storage_prices
     from mig_inference.plan import plan_stack
     from mig_inference.reports.stack import plan_json, plan_text
     from mig_inference.reports.stack_cost import cost_json, cost_text, stack_cost
@@ -36,7 +39,7 @@ def _plan(args: argparse.Namespace) -> int:
         from mig_inference.reports.picture import layouts_svg
 
         write(Path(args.svg), layouts_svg(plan))
-    cost = stack_cost(plan, load_prices(args.prices))
+    cost = stack_cost(plan, load_prices(args.prices), load_storage_prices(args.prices))
     warn(plan.warnings)
     if args.json:
         print_json({**plan_json(plan), "cost": cost_json(cost)})

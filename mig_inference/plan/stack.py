@@ -8,6 +8,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.gpus.layout import place
 from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
+from mig_inference.plan.addons import addon_warnings
 from mig_inference.plan.arch import check_arm_images
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan, plan_model_cache
@@ -18,7 +19,7 @@ from mig_inference.plan.services import plan_services
 from mig_inference.plan.stack_plan import StackPlan
 from mig_inference.plan.startup import estimates
 from mig_inference.spec import Engine, SharingStrategy, StackSpec, key_path
-from mig_inference.spec.dra import DYNAMIC_MIG_WARNING
+from mig_inference.spec.dra import DYNAMIC_MIG_WARNING, VALIDATOR_ON_DRA_NODES
 
 
 def _check_gke_modes(pools: Sequence[PoolPlan]) -> None:
@@ -52,6 +53,15 @@ def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> lis
                 "--gpu-memory-utilization) can make the others fail"
             )
     warnings.extend(waiting_for_scale_up(list(services)))
+    managed = [pool for pool in pools if pool.operator_managed]
+    dra = [pool.name for pool in managed if pool.dra]
+    if dra and len(dra) < len(managed):
+        warnings.append(
+            f"pools {', '.join(dra)}: the GPU Operator's validator pod restarts for ever on their "
+            f"nodes, beside pools that keep the device plugin: {VALIDATOR_ON_DRA_NODES} (the "
+            "MIG manager and the other operands still start: they wait only for the driver and "
+            "toolkit checks before it)"
+        )
     for service in services:
         if (
             service.spec.engine is Engine.VLLM
@@ -100,7 +110,9 @@ def plan_stack(spec: StackSpec) -> StackPlan:
         *image_warnings,
         *([DYNAMIC_MIG_WARNING] if spec.dra is not None and spec.dra.dynamic_mig else []),
     ]
-    return StackPlan(spec, pools, services, warnings, runs, cache, estimates(services, cache, hub))
+    plan = StackPlan(spec, pools, services, warnings, runs, cache, estimates(services, cache, hub))
+    plan.warnings.extend(addon_warnings(plan))
+    return plan
 
 
 def _cache_warnings(cache: ModelCachePlan | None) -> list[str]:

@@ -9,6 +9,7 @@ from mig_inference.clouds.capacity import CAPACITY_BLOCK_END, Arch, Capacity
 from mig_inference.gpus.layout import place, slot_bar
 from mig_inference.kube.dra import allocation_text, claim_json
 from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
+from mig_inference.plan.addons import addons_text, needed_addons
 from mig_inference.plan.demand import demand_served
 from mig_inference.plan.startup import LoadEstimate, estimate
 from mig_inference.spec import Rollout, SharingStrategy
@@ -204,6 +205,18 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
             for s in plan.services
         ],
         "model_cache": _cache_json(plan),
+        "cluster_addons": [
+            {
+                "feature": need.feature.value,
+                "addon": need.addon.addon,
+                "keys": list(need.keys),
+                "created": need.addon.created if need.addon.installed_here else None,
+                "joined": need.addon.joined.value,
+                "identity": need.addon.identity or None,
+                "source": need.addon.source,
+            }
+            for need in needed_addons(plan)
+        ],
         "profiling": [
             {
                 "name": run.name,
@@ -392,6 +405,7 @@ def plan_text(plan: StackPlan) -> str:
             )
         lines.append("")
     lines += load_text(plan)
+    lines += addons_text(plan)
     targets = verify_targets(plan)
     if targets:
         lines.append("verify (a Job per Service after its rollout; each replica checks its slice):")

@@ -2,8 +2,9 @@
 resources a provider replaces delete-before-replace when the program does not say.
 
 Sources (read at the versions the project pins, or the newest available; see DESIGN.md "Facts"):
-- Terraform Google provider `resource_container_node_pool.go` / `node_config.go` (ForceNew), as
-  bridged by pulumi-gcp; Terraform AWS provider `eks_node_group.go`; Terraform OCI provider
+- Terraform Google provider `resource_container_node_pool.go` / `node_config.go` and
+  `resource_container_cluster.go` (`datapath_provider`) (ForceNew), as bridged by pulumi-gcp;
+  Terraform AWS provider `eks_node_group.go`; Terraform OCI provider
   `containerengine_node_pool_resource.go`; pulumi-kubernetes `provider/pkg/provider/diff.go`
   (`forceNewProperties`).
 - pulumi-terraform-bridge `pkg/tfbridge/schema.go` `nameRequiresDeleteBeforeReplace`: a bridged
@@ -32,6 +33,7 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     ),
     "gcp:container/cluster:Cluster": (
         "name", "location", "project", "privateClusterConfig.masterIpv4CidrBlock",
+        "datapathProvider",
     ),
     "aws:eks/nodeGroup:NodeGroup": (
         "nodeGroupName", "clusterName", "subnetIds", "instanceTypes", "amiType", "capacityType",

@@ -5,6 +5,7 @@ of its Deployments), what it asks, where it may connect, and the slice every rep
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
@@ -12,6 +13,7 @@ from importlib import resources
 from mig_inference.kube.engines import engine_container
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import ServicePlan, StackPlan
+from mig_inference.plan.model_cache import ModelCachePlan
 from mig_inference.spec import Engine
 from mig_inference.spec.model import Probe
 from mig_inference.versions import VERIFY_IMAGE
@@ -30,16 +32,32 @@ def program_source(module: str) -> str:
     return resources.files("mig_inference.verify").joinpath(f"{module}.py").read_text("utf-8")
 
 
-def served_model(service: ServicePlan) -> str:
-    """The model id the engine answers to: vLLM's `--served-model-name` when the args give one
-    (its first name), else the model."""
-    args = list(service.spec.args)
+def _flag(args: Sequence[str], flag: str) -> str | None:
+    """The value of the last `flag` in `args` (`--flag value` or `--flag=value`): argparse and
+    clap keep the last one given."""
+    found = None
+    for index, arg in enumerate(args):
+        if arg.startswith(f"{flag}="):
+            found = arg.split("=", 1)[1]
+        elif arg == flag and index + 1 < len(args):
+            found = args[index + 1]
+    return found
+
+
+def served_model(service: ServicePlan, cache: ModelCachePlan | None = None) -> str:
+    """The model id the engine reports on `/v1/models`, as the engine is started (with the
+    model cache, from its path):
+    - vLLM: its first `--served-model-name`, else its `--model` (vLLM's serving.py);
+    - TGI: its `--model-id`, which is the path when started from the cache: TGI 3.3.5 takes
+      the model id of a local directory from the tokenizer name, that argument (router/src/
+      server.rs: a local path asks the hub nothing, and `/v1/models` answers `Info.model_id`;
+      the launcher passes `--tokenizer-name <model-id>`); TGI has no served name of its own;
+    - others: the stack's model (Triton and custom engines are not asked for it)."""
+    args = list(engine_container(service, cache).args)
     if service.spec.engine is Engine.VLLM:
-        for index, arg in enumerate(args):
-            if arg.startswith("--served-model-name="):
-                return arg.split("=", 1)[1]
-            if arg == "--served-model-name" and index + 1 < len(args):
-                return args[index + 1]
+        return _flag(args, "--served-model-name") or _flag(args, "--model") or service.spec.model
+    if service.spec.engine is Engine.TGI:
+        return _flag(args, "--model-id") or service.spec.model
     return service.spec.model
 
 
@@ -120,8 +138,8 @@ class VerifyTarget:
         )
 
 
-def _replica_fingerprint(service: ServicePlan) -> dict[str, object]:
-    engine = engine_container(service)
+def _replica_fingerprint(service: ServicePlan, cache: ModelCachePlan | None) -> dict[str, object]:
+    engine = engine_container(service, cache)
     return {
         "image": engine.image,
         "command": list(engine.command),
@@ -150,7 +168,7 @@ def verify_targets(plan: StackPlan) -> list[VerifyTarget]:
             engine=spec.engine,
             url=lead.endpoint,
             port=spec.port,
-            model=served_model(lead),
+            model=served_model(lead, plan.model_cache),
             prompt=settings.prompt,
             max_tokens=settings.max_tokens,
             timeout_seconds=settings.timeout_seconds,
@@ -163,7 +181,7 @@ def verify_targets(plan: StackPlan) -> list[VerifyTarget]:
             "target": target.target_json(),
             "program": program_source("probe"),
             "image": VERIFY_IMAGE,
-            "replicas": [_replica_fingerprint(p) for p in parts],
+            "replicas": [_replica_fingerprint(p, plan.model_cache) for p in parts],
         }
         fingerprint = short_hash(json.dumps(content, sort_keys=True), 8)
         targets.append(replace(target, fingerprint=fingerprint))

@@ -1,5 +1,6 @@
 """The POSIX shell scripts the project's Jobs run: the node Jobs need kubectl and sh only; a
-profiling run, the engine image's own vllm and python3."""
+profiling run, the engine image's own vllm and python3; the populate Job, the engine image's
+huggingface_hub (and `engine_files.py`, the Python program it runs)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,8 @@ def load(name: str) -> str:
     for placeholder, value in PLACEHOLDERS.items():
         text = text.replace(placeholder, value)
     return text
+
+
+def program(name: str) -> str:
+    """A Python program of this folder, as a Job runs it with `python3 -c` (verbatim)."""
+    return files(__name__).joinpath(name).read_text(encoding="utf-8")
