@@ -74,6 +74,29 @@ def random_fleet(gpu: GpuModel, replicas: int, seed: int) -> list[Workload]:
     return fleet
 
 
+def demand_fleet(workloads: int, seed: int, gpu_name: str = "A100-80GB") -> list[Workload]:
+    """Seeded demand fleet: each service's full-GPU throughput (50-500 requests/s) scales to
+    its slices as (compute share)^a, a in 0.5-1 (sub-linear, as MIG slices measure); its table
+    starts at a random profile (the smallest its model fits) and lists each larger one with
+    probability 0.7 (the others miss its latency target); it asks for 0.2-6 GPUs' worth."""
+    gpu = resolve_gpu(gpu_name)
+    rng = random.Random(seed)
+    plain = [p for p in gpu.profiles if not p.variant]
+    fleet = []
+    for index in range(workloads):
+        full = rng.uniform(50, 500)
+        scaling = rng.uniform(0.5, 1.0)
+        smallest = rng.randrange(len(plain) - 1)
+        table = tuple(
+            (p.name, round(full * (p.compute / gpu.compute_slices) ** scaling, 3))
+            for k, p in enumerate(plain)
+            if k >= smallest and (k == smallest or rng.random() < 0.7)
+        )
+        demand = round(full * rng.uniform(0.2, 6), 2)
+        fleet.append(Workload(f"service-{index}", 0, requests_per_second=demand, throughput=table))
+    return fleet
+
+
 @dataclass(frozen=True)
 class Row:
     scenario: str
