@@ -93,7 +93,7 @@ unit: setup
 test: lint typecheck unit
 
 bench: setup
-	$(PY) -m mig bench
+	$(VENV)/bin/mig-inference bench
 
 # checkov over every stack's rendered Kubernetes objects (its own virtualenv: it is large).
 scan: setup

@@ -136,3 +136,11 @@ def test_provider_serves_the_same_schema_from_the_wheel(fresh_venv: Path, tmp_pa
     source = MigInferenceProvider().schema
     assert source is not None
     assert json.loads(found.stdout) == json.loads(source)
+
+
+def test_bench_runs_from_the_wheel(fresh_venv: Path, tmp_path: Path) -> None:
+    """The benchmark times the installed command (`python -m mig` exists only in a clone)."""
+    found = run(fresh_venv, tmp_path, "mig-inference", "bench", "--quick", "--json")
+    assert found.returncode == 0, found.stderr
+    result = json.loads(found.stdout)
+    assert result["cli_pack_5000_seconds"] > 0 and result["demand"]
