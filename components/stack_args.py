@@ -144,6 +144,9 @@ class Pool(TypedDict):
     """A node count, or {min, max} to autoscale; may be left out with `mig: auto`."""
     mig: NotRequired[Any]
     """A named config (all-balanced, all-1g.10gb...), a layout {profile: count}, or auto."""
+    mig_prefer: NotRequired[list[str]]
+    """With mig: auto, the layout each GPU of a node runs now (`plan --deployed` prints it):
+    among the plans with the fewest nodes, the one re-partitioning the fewest GPUs wins."""
     mig_manager: NotRequired[str]
     """operator (the GPU Operator, mixed strategy; default) or gke (GKE's own partitioning)."""
     max_pods: NotRequired[int]

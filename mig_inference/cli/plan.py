@@ -4,6 +4,7 @@ it costs)."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from mig_inference.cli.common import Verb, print_json, read_stack, stack_arguments, warn, write
@@ -16,7 +17,8 @@ def register(verb: Verb) -> None:
     sub.add_argument("--svg", help="write a picture of every distinct layout to this file")
     sub.add_argument(
         "--deployed",
-        help="also warn about what applying it to this deployed plan costs (see `diff`)",
+        help="`pulumi stack output --json` (or an older stack file): mig: auto pools prefer the "
+        "layouts it runs, and the warnings say what applying the plan to it costs (see `diff`)",
     )
     sub.add_argument(
         "--prices",
@@ -30,11 +32,23 @@ def _plan(args: argparse.Namespace) -> int:
     from mig_inference.reports.stack import plan_json, plan_text
     from mig_inference.reports.stack_cost import cost_json, cost_text, stack_cost
 
-    plan = plan_stack(read_stack(args))
     if args.deployed:
-        from mig_inference.changes.change_plan import change_warnings
+        from mig_inference.changes.change_plan import change_warnings, load_deployed
+        from mig_inference.plan.pools.deployed import with_deployed_layouts
 
-        plan.warnings.extend(change_warnings(simulated_change(args, current_version(args))))
+        current = current_version(args)
+        deployed = load_deployed(Path(args.deployed))
+        values, preferred = with_deployed_layouts(current.values, deployed)
+        current = replace(current, values=values)
+        plan = current.plan
+        plan.warnings.extend(change_warnings(simulated_change(args, current)))
+        plan.warnings.extend(
+            f"pool {name}: planned to keep the deployed layout where the fewest nodes allow; pin "
+            "its migPrefer line below in the stack file so `pulumi up` plans the same"
+            for name in preferred
+        )
+    else:
+        plan = plan_stack(read_stack(args))
     if args.svg:
         from mig_inference.reports.picture import layouts_svg
 

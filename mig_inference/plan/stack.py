@@ -165,6 +165,7 @@ def layout_of(pool: PoolPlan) -> dict[str, object]:
         "per_gpu": [
             {
                 "gpus": sum(1 for each in pool.per_gpu_layouts if each == layout),
+                "devices": [i for i, each in enumerate(pool.per_gpu_layouts) if each == layout],
                 "profiles": layout.names() if layout else [],
                 "mig_enabled": layout is not None,
                 "placements": [

@@ -105,6 +105,9 @@ def _pool_json(pool: PoolPlan) -> dict[str, Any]:
             "gpus": pool.pack_plan.gpu_count,
             "lower_bound": pool.pack_plan.lower_bound,
             "optimal": pool.pack_plan.optimal,
+            "preferences_proven": pool.pack_plan.refined_optimal,
+            "mig_prefer": mig_prefer(pool),
+            "kept_gpus_per_node": pool.pack_plan.kept_gpus,
         }
         if pool.pack_plan is not None
         else None,
@@ -288,6 +291,28 @@ def _proof(pool: PoolPlan) -> str:
     )
 
 
+def mig_prefer(pool: PoolPlan) -> list[str]:
+    """The `migPrefer` that keeps this pool's layout in later plans: each GPU's layout, in
+    device order."""
+    return [str(layout) for layout in pool.per_gpu_layouts if layout is not None]
+
+
+def _kept(pool: PoolPlan) -> list[str]:
+    """How much of the deployed layout (`migPrefer`) the plan keeps, and the line that keeps the
+    chosen layout for later runs of the program (which cannot read what is deployed)."""
+    packed = pool.pack_plan
+    assert packed is not None
+    lines = []
+    if packed.kept_gpus is not None:
+        moved = pool.gpus_per_node - packed.kept_gpus
+        lines.append(
+            f"  keeps the deployed layout on {packed.kept_gpus} of {pool.gpus_per_node} GPUs per "
+            f"node ({moved} re-partitioned per node)"
+        )
+    lines.append(f"  pin it for later plans: migPrefer: [{', '.join(mig_prefer(pool))}]")
+    return lines
+
+
 def _per_zone(pool: PoolPlan) -> str:
     spread = len(pool.zones) or 1
     if pool.autoscaled:
@@ -334,6 +359,7 @@ def plan_text(plan: StackPlan) -> str:
             lines.append(f"  devices: {allocation_text(pool, plan)}")
         if pool.pack_plan is not None:
             lines.append(f"  mig: auto chose it: {_proof(pool)}")
+            lines += _kept(pool)
         sharing = pool.spec.sharing
         if sharing is not None:
             shared = ", ".join(o.profile for o in pool.offers if o.shared_by > 1)

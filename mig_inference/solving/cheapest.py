@@ -256,7 +256,7 @@ def _notes(result: CostChoice) -> list[str]:
     for candidate in result.candidates:
         if candidate.feasible and not candidate.optimal:
             notes.append(
-                f"{candidate.machine}: fewest nodes not proven (solver time limit); at least "
+                f"{candidate.machine}: fewest nodes not proven (solver work limit); at least "
                 f"{candidate.nodes_lower_bound}, so its cost may be lower"
             )
     tied = [

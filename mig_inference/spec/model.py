@@ -10,6 +10,7 @@ from typing import Any
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.gpus.catalog import GpuModel
+from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.sizing import ModelShape
 from mig_inference.spec.cloud_tags import CloudTags
 
@@ -192,6 +193,9 @@ class PoolSpec:
     """EKS: a shell script or cloud-config run after this project's nodeadm parts."""
     nodes_given: bool = True
     """False when `nodes` was left out (allowed with `mig: auto`, which then sizes the pool)."""
+    mig_prefer: tuple[Layout, ...] = ()
+    """`mig: auto`: the layout each GPU of a node runs now; among the plans with the fewest
+    nodes, the one re-partitioning the fewest GPUs wins."""
     rollout: Rollout = Rollout.BLUE_GREEN
     """How a change of layout reaches the pool's nodes."""
     max_unavailable: int = 1

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from mig_inference.clouds import K8S_TAINT_EFFECTS, Cloud
 from mig_inference.clouds.capacity import CLOUD_CAPACITY, RESERVED, Capacity
 from mig_inference.errors import AlreadyReported, MigError
-from mig_inference.gpus.catalog import resolve_gpu
+from mig_inference.gpus.catalog import GpuModel, resolve_gpu
+from mig_inference.gpus.layout import Layout, parse_custom_layout, place
 from mig_inference.names.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     DEVICE_PLUGIN_DEPLOY_LABEL,
@@ -39,7 +40,7 @@ POOL_NAME_MAX = 32
 POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
              "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
              "imageId", "rollout", "maxUnavailable", "evictUnmanagedPods", "sharing", "capacity",
-             "reservation", "bootDiskType", "userData", "allocation")  # fmt: skip
+             "reservation", "bootDiskType", "userData", "allocation", "migPrefer")  # fmt: skip
 MAX_SHARING_REPLICAS = 48
 """The most clients NVIDIA's MPS server (and so the device plugin) takes per GPU; the same cap
 holds for time-slicing here, where more clients only thin each one's memory further."""
@@ -327,6 +328,7 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     allocation = _allocation(node, mig_manager, sharing)
     boot_disk_type = _boot_disk_type(node.child("bootDiskType"), cloud)
     user_data = _user_data(node.child("userData"), cloud)
+    mig_prefer = _mig_prefer(node.child("migPrefer"), gpu, mig)
     if gpu is None:
         raise AlreadyReported(node.path)  # no pool without its GPU; its errors are recorded
     return PoolSpec(
@@ -357,7 +359,32 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         capacity_key=capacity_key,
         reservation=reservation,
         allocation=allocation,
+        mig_prefer=mig_prefer,
     )
+
+
+def _mig_prefer(
+    node: ConfigNode, gpu: GpuModel | None, mig: str | Mapping[str, int]
+) -> tuple[Layout, ...]:
+    """`migPrefer`: the deployed layout of each GPU of a node (as `plan --deployed` prints it),
+    for `mig: auto` only."""
+    if node.value is None:
+        return ()
+    if mig != AUTO:
+        return node.problem("only applies to mig: auto (a fixed layout is kept as given)", ())
+    layouts = []
+    for item in node.items():
+        text = item.req_string()
+        if gpu is None or not text:
+            continue
+        try:
+            layout = parse_custom_layout(gpu, text)
+            place(gpu, layout)
+        except MigError as error:
+            item.problem(error.message, None, error.allowed)
+            continue
+        layouts.append(layout)
+    return tuple(layouts)
 
 
 def _allocation(

@@ -163,10 +163,16 @@ def _layouts(
             raise MigError("mig: auto needs migManager operator (GKE's native MIG is one profile)",
                            f"{path}.mig")  # fmt: skip
         workloads, indexes = _auto_workloads(spec, pool, path)
+        if pool.mig_prefer and len(pool.mig_prefer) != gpus_per_node:
+            raise MigError(
+                f"lists {len(pool.mig_prefer)} GPU layout(s); a node of this pool has "
+                f"{gpus_per_node} GPUs (one layout per GPU, in device order)",
+                f"{path}.migPrefer",
+            )
         try:
             planned = pack(
                 pool.gpu, workloads, gpus_per_node=gpus_per_node, uniform_nodes=True,
-                single_profile=True, baselines=False,
+                single_profile=True, baselines=False, deployed=pool.mig_prefer,
             )  # fmt: skip
         except MigError as error:
             where = error.path or ""
