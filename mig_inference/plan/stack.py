@@ -8,6 +8,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.gpus.layout import place
 from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
+from mig_inference.plan.gateway import gateway_warnings, plan_gateway
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan, plan_model_cache
 from mig_inference.plan.pools import plan_pool
@@ -85,6 +86,7 @@ def plan_stack(spec: StackSpec) -> StackPlan:
         raise MigErrors(problems)
     _check_gke_modes(pools)
     services = plan_services(spec, pools)
+    gateway = plan_gateway(spec, services)
     runs = profiling_runs(spec, services)
     cache = plan_model_cache(spec, services)
     hub = spec.model_cache.hub_mb_per_s if spec.model_cache else None
@@ -93,9 +95,12 @@ def plan_stack(spec: StackSpec) -> StackPlan:
         *_warnings(pools, services),
         *_profiling_warnings(runs, services),
         *_cache_warnings(cache),
+        *gateway_warnings(gateway),
         *([DYNAMIC_MIG_WARNING] if spec.dra is not None and spec.dra.dynamic_mig else []),
     ]
-    return StackPlan(spec, pools, services, warnings, runs, cache, estimates(services, cache, hub))
+    return StackPlan(
+        spec, pools, services, warnings, runs, cache, estimates(services, cache, hub), gateway
+    )
 
 
 def _cache_warnings(cache: ModelCachePlan | None) -> list[str]:

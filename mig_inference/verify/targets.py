@@ -12,6 +12,7 @@ from importlib import resources
 from mig_inference.kube.engines import engine_container
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import ServicePlan, StackPlan
+from mig_inference.plan.model import served_model
 from mig_inference.spec import Engine
 from mig_inference.spec.model import Probe
 from mig_inference.versions import VERIFY_IMAGE
@@ -28,19 +29,6 @@ API_KEY_KEY = "api-key"
 def program_source(module: str) -> str:
     """The source of `probe` or `slice_check`: what the containers run with `python3 -c`."""
     return resources.files("mig_inference.verify").joinpath(f"{module}.py").read_text("utf-8")
-
-
-def served_model(service: ServicePlan) -> str:
-    """The model id the engine answers to: vLLM's `--served-model-name` when the args give one
-    (its first name), else the model."""
-    args = list(service.spec.args)
-    if service.spec.engine is Engine.VLLM:
-        for index, arg in enumerate(args):
-            if arg.startswith("--served-model-name="):
-                return arg.split("=", 1)[1]
-            if arg == "--served-model-name" and index + 1 < len(args):
-                return args[index + 1]
-    return service.spec.model
 
 
 def pod_selector(service_name: str) -> dict[str, str]:
