@@ -50,3 +50,5 @@ def stack_program() -> None:
     pulumi.export("pools", stack.pools)
     pulumi.export("services", stack.services)
     pulumi.export("cloudPools", stack.cloud_pools)
+    if values.get("gateway") is not None:
+        pulumi.export("gateway", stack.gateway)

@@ -9,10 +9,12 @@ import pulumi_kubernetes as k8s
 from mig_inference.changes.record import plan_record
 from mig_inference.kube.dra import uses_dra
 from mig_inference.kube.gate import gate_targets
+from mig_inference.kube.gateway import BASELINE_NAMESPACE_LABELS, ISTIO_NAMESPACE
 from mig_inference.kube.operator_values import operator_needed
 from mig_inference.kube.repartition import repartition_targets
 from mig_inference.plan import layout_of
-from mig_inference.verify.targets import verify_targets
+from mig_inference.reports.gateway import gateway_routes
+from mig_inference.verify.targets import GATEWAY_ADDRESS, verify_targets
 
 from .clouds.cloud import (
     Children,
@@ -27,6 +29,8 @@ from .clouds.existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeT
 from .planning import planned, secret_value, unseen_changes
 from .stack_args import Stack, cluster_input, stack_values_of
 from .workloads.dra_driver import DraDriver, DraDriverArgs
+from .workloads.gateway import InferenceGateway, InferenceGatewayArgs
+from .workloads.gateway_istio import IstioGateway, IstioGatewayArgs
 from .workloads.gpu_operator import GpuOperator, GpuOperatorArgs
 from .workloads.inference import InferenceService, InferenceServiceArgs
 from .workloads.mig_gate import MigReadyGate, MigReadyGateArgs
@@ -84,6 +88,9 @@ class MigInference(pulumi.ComponentResource):
     cloud_pools: pulumi.Output[dict[str, Any]]
     """Per pool, what the cloud made: GKE `name`, `id`, `serviceAccount`; EKS `name`, `arn`,
     `autoscalingGroups`, `nodeRoleArn`; OKE `name`, `id`; existing `nodes`."""
+    gateway: pulumi.Output[dict[str, Any]]
+    """The gateway's `url` (Istio's in-cluster Service, or the address GKE's load balancer got)
+    and per model the InferencePools its requests go to; empty without a gateway."""
 
     def __init__(
         self,
@@ -161,11 +168,17 @@ class MigInference(pulumi.ComponentResource):
                 )
             ]
 
+        # Namespaces with endpoint pickers (the extension's chart) enforce `baseline`.
+        picked = set(plan.gateway.namespaces) if plan.gateway is not None else set()
         namespaces = {
             namespace: k8s.core.v1.Namespace(
                 children.name(f"ns-{namespace}"),
                 metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=namespace, labels=RESTRICTED_NAMESPACE_LABELS
+                    name=namespace,
+                    labels={
+                        **RESTRICTED_NAMESPACE_LABELS,
+                        **(BASELINE_NAMESPACE_LABELS if namespace in picked else {}),
+                    },
                 ),
                 opts=in_cluster(),
             )
@@ -209,12 +222,36 @@ class MigInference(pulumi.ComponentResource):
                 InferenceServiceArgs(stack=args, service=service.name),
                 in_cluster(*ready, *keda, namespaces[service.spec.namespace], *cache, *fillers),
             )
-        # Each verified Service is checked once all of its Deployments are available.
+        front: list[InferenceGateway] = []
+        if plan.gateway is not None:
+            implementation = (
+                [
+                    IstioGateway(
+                        children.name("istio"),
+                        IstioGatewayArgs(namespace=ISTIO_NAMESPACE),
+                        in_cluster(),
+                    )
+                ]
+                if plan.gateway.spec.install
+                else []
+            )
+            front.append(
+                InferenceGateway(
+                    children.name("gateway"),
+                    InferenceGatewayArgs(stack=args),
+                    in_cluster(*implementation, *namespaces.values()),
+                )
+            )
+        # Each verified Service is checked once all of its Deployments are available (and,
+        # behind the gateway, once its routes are).
         for checked in verify_targets(plan):
+            verified = ServiceVerificationArgs(stack=args, service=checked.service)
+            if checked.url == GATEWAY_ADDRESS and front:
+                verified["gateway_url"] = front[0].address
             ServiceVerification(
                 children.name(f"verify-{checked.service}"),
-                ServiceVerificationArgs(stack=args, service=checked.service),
-                in_cluster(*[deployed[part] for part in checked.parts]),
+                verified,
+                in_cluster(*[deployed[part] for part in checked.parts], *front),
             )
         # The taints of existing nodes come after the services that run there: their replicas
         # tolerate them before any of those nodes carries them.
@@ -278,8 +315,14 @@ class MigInference(pulumi.ComponentResource):
                 for pool, made in zip(plan.pools, pools, strict=True)
             }
         )
+        self.gateway = (
+            front[0].address.apply(lambda url: {"url": url, "routes": gateway_routes(plan.gateway)})
+            if front
+            else pulumi.Output.from_input({})
+        )
         self.register_outputs(
             {
+                "gateway": self.gateway,
                 "endpoints": self.endpoints,
                 "kubeconfig": self.kubeconfig,
                 "plan": self.plan,

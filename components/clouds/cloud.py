@@ -143,6 +143,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 cloud_nat=settings.get("cloudNat"),
                 project=given("project", settings.get("project")),
                 labels=dict(spec.cloud_tags.tags),
+                gateway_api=spec.gateway is not None,
             ),
             children.opts([provider]),
         )

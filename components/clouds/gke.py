@@ -59,6 +59,9 @@ class GkeClusterArgs(TypedDict):
     """Project of the subnetwork (the provider's when not given)."""
     labels: NotRequired[dict[str, str]]
     """Google Cloud labels on the cluster and its system nodes (beside the provider's)."""
+    gateway_api: NotRequired[bool]
+    """Enable GKE's Gateway API (standard channel), for the stack's inference gateway
+    (false)."""
 
 
 def _workload_pool(project: str) -> str:
@@ -124,6 +127,9 @@ class GkeCluster(pulumi.ComponentResource):
             initial_node_count=1,
             deletion_protection=protect_cluster,
             resource_labels=labels,
+            gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD")
+            if args.get("gateway_api")
+            else None,
             opts=protect,
         )
         gcp.container.NodePool(

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mig_inference.clouds import Cloud
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.plan.model import ServicePlan, served_model
 from mig_inference.spec import StackSpec, key_path
@@ -84,7 +83,6 @@ class ModelRoute:
 @dataclass(frozen=True)
 class GatewayPlan:
     spec: GatewaySpec
-    cloud: Cloud
     routes: tuple[ModelRoute, ...]
     unrouted: tuple[tuple[str, str], ...]
     """(service, why) of the services the gateway does not front."""
@@ -218,7 +216,7 @@ def plan_gateway(spec: StackSpec, services: Sequence[ServicePlan]) -> GatewayPla
     routes = tuple(
         _route(model, serving[0].spec.namespace, serving) for model, serving in by_model.items()
     )
-    return GatewayPlan(spec.gateway, spec.cloud, routes, tuple(unrouted))
+    return GatewayPlan(spec.gateway, routes, tuple(unrouted))
 
 
 def gateway_warnings(plan: GatewayPlan | None) -> list[str]:

@@ -131,7 +131,7 @@ class Rollout:
                 if name not in self.cluster.nodes:  # a node of the cluster not in a pool yet
                     self.cluster.add_node(Node(name, {}, []), applied="all-disabled")
         for resource in self.before:
-            if resource.type == DEPLOYMENT:
+            if resource.type == DEPLOYMENT and not self._off_gpu_nodes(resource):
                 self._apply_deployment(resource)
             elif resource.type == BUDGET:
                 self._apply_budget(resource)
@@ -301,6 +301,8 @@ class Rollout:
                 return "" if run.outcome == "complete" else f"Job {resource.name} {run.outcome}"
 
             task.check = job_check
+        elif resource.type == DEPLOYMENT and self._off_gpu_nodes(resource):
+            task.done = True
         elif resource.type == DEPLOYMENT:
             if step.op is Op.REPLACE and step.delete_first:
                 # The old Deployment goes first, and its replicas with it (foreground deletion).
@@ -321,6 +323,12 @@ class Rollout:
             task.done = True
         else:
             task.done = True
+
+    def _off_gpu_nodes(self, resource: Resource) -> bool:
+        """A Deployment whose pods hold no device (the gateway's body-based router) runs on the
+        cluster's other nodes, which the simulation does not model."""
+        template = resource.inputs.get("spec", {}).get("template", {}).get("spec", {})
+        return pod_template(template, self.claims).resource is None
 
     @staticmethod
     def _object_key(resource: Resource | None) -> tuple[str, str]:
