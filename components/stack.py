@@ -91,6 +91,11 @@ class MigInference(pulumi.ComponentResource):
     gateway: pulumi.Output[dict[str, Any]]
     """The gateway's `url` (Istio's in-cluster Service, or the address GKE's load balancer got)
     and per model the InferencePools its requests go to; empty without a gateway."""
+    cluster: pulumi.Output[dict[str, Any]]
+    """The cluster, for the rest of a team's program: `created`, `name`, and for a cluster this
+    component created, GKE `location`, `endpoint`, `certificateAuthority`,
+    `workloadIdentityPool`; EKS `arn`, `endpoint`, `certificateAuthority`, `oidcIssuer`,
+    `clusterSecurityGroupId`; OKE `id`, `endpoint`, `kubernetesVersion`."""
 
     def __init__(
         self,
@@ -320,9 +325,17 @@ class MigInference(pulumi.ComponentResource):
             if front
             else pulumi.Output.from_input({})
         )
+        self.cluster = (
+            joined.outputs.apply(lambda made: {"created": True, **made})
+            if joined.outputs is not None
+            else pulumi.Output.from_input(joined.ref).apply(
+                lambda ref: {"created": False, "name": ref}
+            )
+        )
         self.register_outputs(
             {
                 "gateway": self.gateway,
+                "cluster": self.cluster,
                 "endpoints": self.endpoints,
                 "kubeconfig": self.kubeconfig,
                 "plan": self.plan,

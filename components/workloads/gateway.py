@@ -29,7 +29,8 @@ from mig_inference.versions import INFERENCE_POOL_CHART, INFERENCE_POOL_VERSION
 from ..planning import planned
 from ..stack_args import Stack
 from .gateway_peers import proxy_peers
-from .gateway_router import MANAGED_BY, body_router
+from .gateway_router import body_router
+from .node_job import MANAGED_BY
 
 ROUTES_NAME = "inference-routes"
 

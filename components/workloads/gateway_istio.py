@@ -15,7 +15,7 @@ from mig_inference.versions import (
     ISTIO_VERSION,
 )
 
-from .gateway_router import MANAGED_BY
+from .node_job import MANAGED_BY
 
 
 class IstioGatewayArgs(TypedDict):

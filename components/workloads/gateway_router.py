@@ -20,10 +20,10 @@ from mig_inference.plan.gateway import GatewayPlan
 from mig_inference.versions import BODY_ROUTER_FOLLOWS, BODY_ROUTER_IMAGE
 
 from .gateway_peers import proxy_peers
+from .node_job import MANAGED_BY
 
 NONROOT = 65532
 """The distroless `nonroot` user the extension's images run as."""
-MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}
 
 
 def body_router(
