@@ -1,7 +1,7 @@
 """The serving check of one Service: a Job that, once every Deployment of the service is
 available, sends the engine a real request and checks the answer (`pulumi up` waits for it and
 fails with its message), its ServiceAccount without API access, and a NetworkPolicy that lets
-it reach only the service's pods and DNS."""
+it reach only the service's pods (behind the gateway: the gateway's listener) and DNS."""
 
 from typing import NotRequired, TypedDict
 

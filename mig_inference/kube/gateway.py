@@ -17,8 +17,9 @@ from mig_inference.plan.gateway import (
 from mig_inference.spec.gateway import GatewayAddress
 from mig_inference.versions import ISTIO_HUB, ISTIO_VERSION
 
-GATEWAY_API = "gateway.networking.k8s.io/v1"
-INFERENCE_API = "inference.networking.k8s.io/v1"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+GATEWAY_API = f"{GATEWAY_GROUP}/v1"
+INFERENCE_GROUP = "inference.networking.k8s.io"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 ISTIO_SERVICE_TYPE = "networking.istio.io/service-type"
 """The Gateway annotation Istio reads for its gateway Service's type (LoadBalancer by default)."""
@@ -83,7 +84,7 @@ def gateway_annotations(plan: GatewayPlan) -> dict[str, str]:
 
 def _backend(pool: PoolRoute) -> dict[str, Any]:
     return {
-        "group": INFERENCE_API.split("/")[0],
+        "group": INFERENCE_GROUP,
         "kind": "InferencePool",
         "name": pool.name,
         "weight": pool.weight,
@@ -110,7 +111,7 @@ def route_spec(plan: GatewayPlan, namespace: str) -> dict[str, Any]:
     return {
         "parentRefs": [
             {
-                "group": GATEWAY_API.split("/")[0],
+                "group": GATEWAY_GROUP,
                 "kind": "Gateway",
                 "name": plan.name,
                 "namespace": plan.namespace,
@@ -171,7 +172,7 @@ def envoy_filter_spec(plan: GatewayPlan, namespace: str) -> dict[str, Any]:
     """Istio: the router as the gateway's first ext_proc filter (the chart's `istio.yaml`)."""
     host = f"{BODY_ROUTER}.{namespace}.svc.cluster.local"
     return {
-        "targetRefs": [{"group": GATEWAY_API.split("/")[0], "kind": "Gateway", "name": plan.name}],
+        "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": plan.name}],
         "configPatches": [
             {
                 "applyTo": "HTTP_FILTER",
@@ -222,7 +223,7 @@ def tls_destination_rule(host: str) -> dict[str, Any]:
 def routing_extension_spec(plan: GatewayPlan) -> dict[str, Any]:
     """GKE: the router as the load balancer's routing extension (the chart's `gke.yaml`)."""
     return {
-        "targetRefs": [{"group": GATEWAY_API.split("/")[0], "kind": "Gateway", "name": plan.name}],
+        "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": plan.name}],
         "extensionChains": [
             {
                 "name": "chain1",

@@ -6,16 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from mig_inference.plan.gateway import MODEL_HEADER, GatewayPlan
+from mig_inference.spec.gateway import GatewayAddress
 
 
 def endpoint_text(plan: GatewayPlan) -> str:
     """Where clients send their requests."""
     if plan.in_cluster_url is not None:
-        exposed = (
-            "in-cluster Service"
-            if plan.spec.address.value == "internal"
-            else "LoadBalancer Service"
-        )
+        internal = plan.spec.address is GatewayAddress.INTERNAL
+        exposed = "in-cluster Service" if internal else "LoadBalancer Service"
         return f"{plan.in_cluster_url} ({exposed} of Istio's gateway)"
     return (
         f"http://<the address GKE gives Gateway {plan.namespace}/{plan.name}>:{plan.spec.port} "
