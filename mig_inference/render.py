@@ -49,6 +49,10 @@ _FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
     },
     "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
     "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},
+    # The address a GKE load balancer gets once the Gateway is programmed.
+    "kubernetes:gateway.networking.k8s.io/v1:Gateway": {
+        "status": {"addresses": [{"type": "IPAddress", "value": "10.128.0.100"}]}
+    },
     "aws:eks/nodeGroup:NodeGroup": {
         "arn": "arn:aws:eks:us-east-1:123456789012:nodegroup/mock/mock/mock",
         "resources": [{"autoscalingGroups": [{"name": "eks-mock-node-group-asg"}]}],

@@ -154,6 +154,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 network_policy=Feature.NETWORK_POLICY in features,
                 gcs_fuse_csi_driver=Feature.GCS_FUSE in features,
                 pd_csi_driver=Feature.HYPERDISK_ML in features,
+                gateway_api=spec.gateway is not None,
             ),
             children.opts([provider]),
         )

@@ -70,6 +70,10 @@ class GkeClusterArgs(TypedDict):
     """Keep the Compute Engine Persistent Disk CSI driver add-on on (GKE's default; false
     leaves the setting to GKE)."""
 
+    gateway_api: NotRequired[bool]
+    """Enable GKE's Gateway API (standard channel), for the stack's inference gateway
+    (false)."""
+
 
 ADVANCED_DATAPATH = "ADVANCED_DATAPATH"
 """GKE Dataplane V2, which enforces NetworkPolicy itself (clouds.addons has the source)."""
@@ -202,6 +206,9 @@ class GkeCluster(pulumi.ComponentResource):
             initial_node_count=1,
             deletion_protection=protect_cluster,
             resource_labels=labels,
+            gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD")
+            if args.get("gateway_api")
+            else None,
             opts=protect,
         )
         gcp.container.NodePool(

@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from mig_inference.changes.gateway import gateway_fields
 from mig_inference.changes.record import RECORD_FORMAT, plan_record
 from mig_inference.errors import MigError
 from mig_inference.rollout.outcome import Outcome
@@ -116,6 +117,9 @@ class ChangePlan:
     seconds: float = 0.0
     """How long the simulated `pulumi up` took (from assumed durations: an estimate)."""
     simulated: bool = False
+    gateway: list[FieldChange] = field(default_factory=list)
+    """What changes at the gateway (its class, address, listener, routes and their weights):
+    in place, no replica moves."""
 
     @property
     def replicas_evicted(self) -> int:
@@ -139,8 +143,10 @@ class ChangePlan:
 
     @property
     def changed(self) -> bool:
-        return any(p.change is not PoolChange.UNCHANGED for p in self.pools) or any(
-            s.change is not ServiceChange.UNAFFECTED for s in self.services
+        return (
+            any(p.change is not PoolChange.UNCHANGED for p in self.pools)
+            or any(s.change is not ServiceChange.UNAFFECTED for s in self.services)
+            or bool(self.gateway)
         )
 
 
@@ -281,7 +287,10 @@ def diff_records(deployed: dict[str, Any], current: dict[str, Any]) -> ChangePla
         for name, old in deployed["services"].items()
         if name not in current["services"]
     ]
-    return ChangePlan(list(pools.values()), services)
+    gateway = _field_changes(
+        gateway_fields(deployed.get("gateway")), gateway_fields(current.get("gateway"))
+    )
+    return ChangePlan(list(pools.values()), services, gateway=gateway)
 
 
 def _minutes(seconds: float) -> str:
@@ -565,6 +574,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
             "extra_gpus_at_peak": changes.extra_gpus,
             "hub_bytes": changes.hub_bytes,
         },
+        "gateway": [{"key": f.key, "old": f.old, "new": f.new} for f in changes.gateway],
         "refusals": changes.refusals,
         "failure": changes.failure,
         "simulated": changes.simulated,
@@ -605,6 +615,9 @@ def change_plan_text(changes: ChangePlan) -> str:
             )
         if changes.simulated and not changes.refusals and service.hub_bytes is not None:
             lines.append(f"    weights: {_weights_line(service)}")
+    if changes.gateway:
+        lines.append("gateway (updated in place; no replica moves):")
+        lines += [f"  {change}" for change in changes.gateway]
     lines += [
         "transition:",
         f"  replicas evicted: {changes.replicas_evicted}",

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mig_inference.changes.gateway import gateway_record
 from mig_inference.kube.engines import engine_container
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import PoolPlan, ServicePlan, StackPlan, layout_of
@@ -129,4 +130,5 @@ def plan_record(
         "secret_keys": sorted(secret_keys),
         "pools": {pool.name: pool_record(pool, plan.spec.cluster.protect) for pool in plan.pools},
         "services": {service.name: service_record(service, plan) for service in plan.services},
+        "gateway": gateway_record(plan.gateway),
     }

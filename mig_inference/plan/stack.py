@@ -10,6 +10,7 @@ from mig_inference.gpus.layout import place
 from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig_inference.plan.addons import addon_warnings
 from mig_inference.plan.arch import check_arm_images
+from mig_inference.plan.gateway import gateway_warnings, plan_gateway
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan, plan_model_cache
 from mig_inference.plan.pools import plan_pool
@@ -99,6 +100,7 @@ def plan_stack(spec: StackSpec) -> StackPlan:
     image_problems, image_warnings = check_arm_images(spec, services)
     if image_problems:
         raise MigErrors(image_problems)
+    gateway = plan_gateway(spec, services)
     runs = profiling_runs(spec, services)
     cache = plan_model_cache(spec, services)
     hub = spec.model_cache.hub_mb_per_s if spec.model_cache else None
@@ -108,9 +110,12 @@ def plan_stack(spec: StackSpec) -> StackPlan:
         *_profiling_warnings(runs, services),
         *_cache_warnings(cache),
         *image_warnings,
+        *gateway_warnings(gateway),
         *([DYNAMIC_MIG_WARNING] if spec.dra is not None and spec.dra.dynamic_mig else []),
     ]
-    plan = StackPlan(spec, pools, services, warnings, runs, cache, estimates(services, cache, hub))
+    plan = StackPlan(
+        spec, pools, services, warnings, runs, cache, estimates(services, cache, hub), gateway
+    )
     plan.warnings.extend(addon_warnings(plan))
     return plan
 

@@ -12,6 +12,7 @@ from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
 from mig_inference.plan.addons import addons_text, needed_addons
 from mig_inference.plan.demand import demand_served
 from mig_inference.plan.startup import LoadEstimate, estimate
+from mig_inference.reports.gateway import gateway_json, gateway_text
 from mig_inference.spec import Rollout, SharingStrategy
 from mig_inference.verify.targets import slice_profile, verify_targets
 
@@ -253,6 +254,7 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
             for d in demand_served(plan.services)
         ],
         "utilization": {name: {"used": u, "offered": o} for name, (u, o) in used.items()},
+        "gateway": gateway_json(plan.gateway),
         "verify": [
             {
                 "service": t.service,
@@ -432,6 +434,7 @@ def plan_text(plan: StackPlan) -> str:
         lines.append("")
     lines += load_text(plan)
     lines += addons_text(plan)
+    lines += gateway_text(plan.gateway)
     targets = verify_targets(plan)
     if targets:
         lines.append("verify (a Job per Service after its rollout; each replica checks its slice):")

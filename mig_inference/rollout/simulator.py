@@ -137,7 +137,7 @@ class Rollout:
         for resource in self.before:
             if resource.type == CLAIM_TEMPLATE:
                 self.cluster.claim_templates[object_key(resource)] = claimed_device(resource)
-            elif resource.type == DEPLOYMENT:
+            elif resource.type == DEPLOYMENT and not self._off_gpu_nodes(resource):
                 self._apply_deployment(resource)
             elif resource.type == BUDGET:
                 self._apply_budget(resource)
@@ -326,6 +326,8 @@ class Rollout:
                 return "" if run.outcome == "complete" else f"Job {resource.name} {run.outcome}"
 
             task.check = job_check
+        elif resource.type == DEPLOYMENT and self._off_gpu_nodes(resource):
+            task.done = True
         elif resource.type == DEPLOYMENT:
             if step.op is Op.REPLACE and step.delete_first:
                 # The old Deployment goes first, and its replicas with it (foreground deletion).
@@ -350,6 +352,12 @@ class Rollout:
             task.done = True
         else:
             task.done = True
+
+    def _off_gpu_nodes(self, resource: Resource) -> bool:
+        """A Deployment whose pods hold no device (the gateway's body-based router) runs on the
+        cluster's other nodes, which the simulation does not model."""
+        template = resource.inputs.get("spec", {}).get("template", {}).get("spec", {})
+        return pod_template(template, self.claims).resource is None
 
     @staticmethod
     def _object_key(resource: Resource | None) -> tuple[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Capacity
@@ -13,6 +13,9 @@ from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.sizing import ModelShape
 from mig_inference.spec.cloud_tags import CloudTags
+
+if TYPE_CHECKING:
+    from mig_inference.spec.gateway import GatewaySpec
 
 AUTO = "auto"
 FILL = "fill"
@@ -472,6 +475,8 @@ class StackSpec:
     """What every cloud resource the stack creates carries (`tags`, `definedTags`, `labels`)."""
     dra: DraSpec | None = None
     """NVIDIA's DRA driver (None: no pool has `allocation: dra`)."""
+    gateway: GatewaySpec | None = None
+    """One address for every model (None: each service only behind its own Service)."""
 
     def verified(self, service: ServiceSpec) -> bool:
         """Whether the service gets the serving check: its own switch, else the stack's."""

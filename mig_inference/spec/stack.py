@@ -11,6 +11,7 @@ from mig_inference.errors import AlreadyReported, MigError, MigErrors
 from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.cluster import cluster_spec
 from mig_inference.spec.dra import dra_spec
+from mig_inference.spec.gateway import gateway_service_problems, gateway_spec
 from mig_inference.spec.model import Engine, ServiceSpec, StackSpec
 from mig_inference.spec.model_cache import model_cache_spec
 from mig_inference.spec.monitoring import monitoring_spec
@@ -35,6 +36,7 @@ TOP_KEYS = (
     "labels",
     "ephemeral",
     "dra",
+    "gateway",
 )
 T = TypeVar("T")
 
@@ -195,6 +197,11 @@ def parse_stack(
             "protected resources refuse: set protect: false",
             f"{key_path('cluster')}.protect", value=True, allowed=["false"],
         ))  # fmt: skip
+    gateway = _attempt(problems, lambda: gateway_spec(node("gateway"), cloud))
+    if gateway is not None:
+        problems.extend(
+            gateway_service_problems(key_path("gateway"), parsed_services, services_node.path)
+        )
     if verify is not None:
         for index, service in parsed_services:
             problems.extend(
@@ -206,7 +213,7 @@ def parse_stack(
     assert verify is not None
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
                      model_cache=cache, verify=verify, ephemeral=ephemeral,
-                     cloud_tags=tags or CloudTags(), dra=dra)  # fmt: skip
+                     cloud_tags=tags or CloudTags(), dra=dra, gateway=gateway)  # fmt: skip
 
 
 def _unverifiable(stack_enabled: bool, service: ServiceSpec, path: str) -> list[MigError]:

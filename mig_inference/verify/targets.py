@@ -13,6 +13,7 @@ from importlib import resources
 from mig_inference.kube.engines import engine_container
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import ServicePlan, StackPlan
+from mig_inference.plan.gateway import MODEL_HEADER
 from mig_inference.plan.model_cache import ModelCachePlan
 from mig_inference.spec import Engine
 from mig_inference.spec.model import Probe
@@ -24,6 +25,9 @@ VERIFY_COMPONENT = "verify"
 SLICE_CHECK_CONTAINER = "mig-slice-check"
 API_KEY_KEY = "api-key"
 """The key of a service's API key in its credentials Secret."""
+GATEWAY_ADDRESS = "gateway"
+"""The target's URL when the gateway's address is known only once it is programmed (GKE): the
+Job's `MIG_VERIFY_URL` gives it."""
 
 
 @cache
@@ -88,7 +92,10 @@ class VerifyTarget:
     """The Secret whose `api-key` the check sends (services with `apiKeySecret`)."""
     parts: tuple[str, ...]
     """The service's Deployments (plan names), all available before the check runs."""
-    fingerprint: str
+    model_header: str | None = None
+    """Behind the gateway: the header its routes match the model by, which the check sends on
+    requests without a body (the body-based router reads the others' `model`)."""
+    fingerprint: str = ""
     """Changes with anything the check or the service's replicas depend on: a new Job runs."""
 
     @property
@@ -133,6 +140,7 @@ class VerifyTarget:
                 "timeout_seconds": self.timeout_seconds,
                 "probe": probe,
                 "api_key_secret": self.api_key_secret,
+                "model_header": self.model_header,
             },
             sort_keys=True,
         )
@@ -162,11 +170,14 @@ def verify_targets(plan: StackPlan) -> list[VerifyTarget]:
         lead = parts[0]
         spec = lead.spec
         keyed = spec.api_key_secret is not None and engine_container(lead).api_key_env is not None
+        # Behind the gateway the check asks through it: Istio's in-cluster Service, or (GKE) the
+        # address the Job gets once the load balancer has one.
+        gateway = plan.gateway if plan.gateway and plan.gateway.route_of(name) else None
         target = VerifyTarget(
             service=name,
             namespace=spec.namespace,
             engine=spec.engine,
-            url=lead.endpoint,
+            url=lead.endpoint if gateway is None else gateway.in_cluster_url or GATEWAY_ADDRESS,
             port=spec.port,
             model=served_model(lead, plan.model_cache),
             prompt=settings.prompt,
@@ -175,7 +186,7 @@ def verify_targets(plan: StackPlan) -> list[VerifyTarget]:
             probe=spec.verify.probe,
             api_key_secret=credentials_secret(lead) if keyed else None,
             parts=tuple(p.name for p in parts),
-            fingerprint="",
+            model_header=MODEL_HEADER if gateway is not None else None,
         )
         content = {
             "target": target.target_json(),
