@@ -311,3 +311,12 @@ def test_pack_compares_a_capacity_choice_as_users_run_it(tmp_path: Path) -> None
         "error: --capacity: 'reserved' is not a capacity choice; allowed: on-demand, spot, "
         "reservation, capacity-block, flex-start"
     )
+
+
+def test_spot_and_capacity_may_both_be_given_when_they_agree() -> None:
+    # `spot` is the older spelling of `capacity: spot`: refused only when it says otherwise.
+    assert _plan(gke("a3-highgpu-8g", capacity="spot")).pools[0].spec.capacity is Capacity.SPOT
+    assert _plan(gke("a3-highgpu-8g", capacity="spot", spot=True)).pools[0].spec.spot
+    [error] = _errors(gke("a3-highgpu-8g", capacity="spot", spot=False))
+    assert error.path == "mig-inference:pools[0].spot"
+    assert "spot: false contradicts capacity: spot" in error.message
