@@ -362,3 +362,12 @@ def test_a4x_is_sold_through_reservations_only(capacity: str) -> None:
     reserved = _plan(gke("a4x-highgpu-4g", "GB200", mig="all-3g.93gb", capacity="reservation",
                          reservation="gb200-block"))  # fmt: skip
     assert reserved.pools[0].spec.capacity is Capacity.RESERVATION
+
+
+def test_spot_and_capacity_may_both_be_given_when_they_agree() -> None:
+    # `spot` is the older spelling of `capacity: spot`: refused only when it says otherwise.
+    assert _plan(gke("a3-highgpu-8g", capacity="spot")).pools[0].spec.capacity is Capacity.SPOT
+    assert _plan(gke("a3-highgpu-8g", capacity="spot", spot=True)).pools[0].spec.spot
+    [error] = _errors(gke("a3-highgpu-8g", capacity="spot", spot=False))
+    assert error.path == "mig-inference:pools[0].spot"
+    assert "spot: false contradicts capacity: spot" in error.message

@@ -22,6 +22,7 @@ from tests.nvidia_node import (
     OPERANDS,
     PAUSED,
     PLUGIN,
+    PLUGIN_CONFIG_LABEL,
     STATE_LABEL,
     Layout,
     NvidiaNode,
@@ -313,3 +314,25 @@ def test_what_the_source_says_holds_in_both(model: str) -> None:
     assert len(rebooted.reboots) == 1
     assert states(play(model, "mode_change_without_reboot_fails")) == ["pending", "failed"]
     assert states(play(model, "label_removed_during_a_run"))[-1] == "failed"
+
+
+def test_a_device_plugin_that_restarts_while_its_config_is_unknown_advertises_nothing() -> None:
+    """NVIDIA's config manager (k8s-device-plugin v0.20.0) exits on a label naming a config the
+    ConfigMap lacks: a running plugin keeps serving, a restarted one waits in its init container
+    until the node names a known config. (The simulator does not model the plugin's configs.)"""
+    labels = {CONFIG_LABEL: "all-3g.40gb", STATE_LABEL: "success", PLUGIN_CONFIG_LABEL: "p-old",
+              **dict.fromkeys(OPERANDS, "true")}  # fmt: skip
+    node = NvidiaNode(CONFIGS, CONFIGS["all-3g.40gb"], labels, steps=steps_of(DURATIONS),
+                      plugin_configs={"p-old"})  # fmt: skip
+    served = {"nvidia.com/mig-3g.40gb": 4}
+    node.plugin_configs = {"p-new"}  # the old key left the ConfigMap; the node still names it
+    node.advance(10)
+    assert node.advertised() == served  # only the sidecar exits
+    node.observe({**node.labels, PLUGIN: PAUSED})  # the plugin's pod goes (a MIG manager run)
+    node.advance(20)
+    node.observe({**node.labels, PLUGIN: "true"})
+    node.advance(60)
+    assert node.advertised() == {}  # stuck in config-manager-init
+    node.observe({**node.labels, PLUGIN_CONFIG_LABEL: "p-new"})
+    node.advance(100)
+    assert node.advertised() == served

@@ -15,29 +15,36 @@ SEVEN = ("1g.10gb",) * 7
 LAYOUTS: dict[str, NodeLayout] = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN)}
 
 
-def wedged_cluster(*, clears_after: float | None) -> Cluster:
-    """One node relabelled to all-1g.10gb whose operands do not stop in the MIG manager's wait:
-    its run ends with no state, `pending` for good; the stuck operand goes `clears_after`."""
+def one_node(durations: Durations) -> Cluster:
+    """A cluster of one H100-like node `n1` of pool `p` on all-3g.40gb, its MIG manager running."""
     cluster = Cluster(
-        Timings(mig_manager=Durations(operands_timeout=300)),
+        Timings(mig_manager=durations),
         devices_of=lambda _, config: devices_of(LAYOUTS[config]) if config else {},
         configs_of=lambda _: dict(LAYOUTS),
         config_of=lambda _, layout: next((n for n, lay in LAYOUTS.items() if lay == layout), None),
     )  # fmt: skip
     labels = {POOL_LABEL: "p", MIG_CONFIG_LABEL: "all-3g.40gb", MIG_STATE_LABEL: "success"}
     cluster.add_node(Node("n1", labels, [], gpus=2), applied="all-3g.40gb")
+    return cluster
+
+
+def wedged_cluster(*, operand_gone: bool) -> Cluster:
+    """One node relabelled to all-1g.10gb whose operands do not stop in the MIG manager's wait:
+    its run ends with no state, `pending` for good; with `operand_gone` the stuck operand has gone
+    since (only a new MIG manager process notices)."""
+    cluster = one_node(Durations(operands_timeout=300))
     cluster.managers["n1"].operands_stuck = True
     cluster.set_labels("n1", {MIG_CONFIG_LABEL: "all-1g.10gb"})
     for _ in range(60):  # ten minutes: the MIG manager gave up at five
         cluster.tick()
     assert cluster.nodes["n1"].state == "pending"
-    if clears_after is not None:
+    if operand_gone:
         cluster.managers["n1"].operands_stuck = False
     return cluster
 
 
 def test_the_gate_restarts_a_wedged_mig_manager_once_as_the_script_does() -> None:
-    cluster = wedged_cluster(clears_after=0)
+    cluster = wedged_cluster(operand_gone=True)
     env = {"GATE_TARGETS": "p mig-inference.io/pool=p all-1g.10gb 1",
            "GATE_TIMEOUT_SECONDS": "3600", "GATE_PENDING_LIMIT_SECONDS": "600"}  # fmt: skip
     gate = GateRun.of(env, cluster.now)
@@ -49,7 +56,7 @@ def test_the_gate_restarts_a_wedged_mig_manager_once_as_the_script_does() -> Non
 
 
 def test_the_job_restarts_a_wedged_mig_manager_once_then_stops() -> None:
-    cluster = wedged_cluster(clears_after=None)
+    cluster = wedged_cluster(operand_gone=False)
     env = {"TARGET_CONFIG": "all-1g.10gb", "REPARTITION_SELECTOR": "mig-inference.io/pool=p",
            "PENDING_LIMIT_SECONDS": "600"}  # fmt: skip
     job = RepartitionRun.of(env)
@@ -63,14 +70,7 @@ def test_the_job_restarts_a_wedged_mig_manager_once_then_stops() -> None:
 
 
 def test_the_job_relaxes_its_pool_s_budgets_while_it_runs_and_restores_them() -> None:
-    cluster = Cluster(
-        Timings(mig_manager=Durations(pod_start=10, checks=5, operands_stop=10, apply=10)),
-        devices_of=lambda _, config: devices_of(LAYOUTS[config]) if config else {},
-        configs_of=lambda _: dict(LAYOUTS),
-        config_of=lambda _, layout: next((n for n, lay in LAYOUTS.items() if lay == layout), None),
-    )  # fmt: skip
-    labels = {POOL_LABEL: "p", MIG_CONFIG_LABEL: "all-3g.40gb", MIG_STATE_LABEL: "success"}
-    cluster.add_node(Node("n1", labels, [], gpus=2), applied="all-3g.40gb")
+    cluster = one_node(Durations(pod_start=10, checks=5, operands_stop=10, apply=10))
     pods = {POOL_LABEL: "p", "app.kubernetes.io/managed-by": "mig-inference"}
     template = PodTemplate("nvidia.com/mig-3g.40gb", ((POOL_LABEL, "In", ("p",)),), (), "v1")
     chat = Deployment("inference", "chat", "chat", 2, template, 60.0, budget=1, labels=pods)
