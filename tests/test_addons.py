@@ -5,6 +5,7 @@ and refused at the key that needs what it lacks."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -47,11 +48,11 @@ CREATED: dict[str, dict[str, Any]] = {
             "podSubnetIds": ["ocid1.subnet.oc1..pods"], "kubernetesVersion": "v1.33.1",
             "systemImageId": "ocid1.image.oc1..sys"},
 }  # fmt: skip
-EXTRA = {
+EXTRA: dict[str, dict[str, Any]] = {
     "fsx-lustre": {"securityGroupIds": ["sg-0a1b2c3d"]},
     "storage-class": {"storageClass": "nfs-rwx"},
 }
-EXISTING = {
+EXISTING: dict[str, Any] = {
     "cloud": "existing",
     "cluster": {"name": "lab", "context": "lab-admin"},
     "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "nodeNames": ["n1"],
@@ -61,8 +62,7 @@ EXISTING = {
 
 
 def _config(cloud: str, storage: str, created: bool, **cache: Any) -> dict[str, Any]:
-    config = EXISTING if cloud == "existing" else stack(cloud)
-    config = json.loads(json.dumps(config))
+    config: dict[str, Any] = copy.deepcopy(EXISTING if cloud == "existing" else stack(cloud))
     if created:
         config["cluster"].update(create=True, **CREATED[cloud])
         config["cluster"].pop("clusterId", None)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_plan_takes_a_price_file(tmp_path: Path) -> None:
 # -- the model cache's storage, beside the GPUs --------------------------------------------
 
 
-def _cached(stack: str, cache: dict[str, object]) -> StackPlan:
+def _cached(stack: str, cache: dict[str, Any]) -> StackPlan:
     return _with_cache(stack, cache)
 
 
@@ -87,7 +88,8 @@ def test_bucket_storage_is_priced_per_gib_stored_once() -> None:
     plan = _cached("gke-h100", {"storage": "gcs-fuse"})
     cache = stack_cost(plan, load_prices(), load_storage_prices()).cache
     assert cache is not None and cache.price is not None
-    stored = sum(m.weights.bytes for m in plan.model_cache.models) / GIB  # type: ignore[union-attr]
+    assert plan.model_cache is not None
+    stored = sum(m.weights.bytes for m in plan.model_cache.models) / GIB
     assert cache.gib == pytest.approx(stored)
     assert cache.per_month == pytest.approx(0.020 * stored)
     assert cache.per_hour == pytest.approx(0.020 * stored / 730)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import datetime
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -25,6 +26,7 @@ from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.stackfile.yamlfile import load_yaml
 
+T = TypeVar("T")
 SHIPPED = "data/prices.yaml"
 """The shipped table, inside the `mig_inference` package."""
 
@@ -240,21 +242,28 @@ def _sections(data: Any, where: str) -> dict[str, dict[Any, Any]]:
     return sections
 
 
-def parse_prices(
-    data: Any, where: str = "", *, overridden: bool = False
-) -> dict[str, MachinePrice]:
-    """A price table from parsed YAML; `where` prefixes key paths (a file name and `:`)."""
-    machines = _sections(data, where)["machines"]
-    table: dict[str, MachinePrice] = {}
+def _each(entries: dict[Any, Any], entry: Callable[[Any, Any], T]) -> dict[str, T]:
+    """Every entry of a section read, or every entry's error raised at once."""
+    table: dict[str, T] = {}
     errors: list[MigError] = []
-    for machine, raw in machines.items():
+    for name, raw in entries.items():
         try:
-            table[machine] = _entry(machine, raw, where, overridden)
+            table[name] = entry(name, raw)
         except MigError as error:
             errors.append(error)
     if errors:
         raise errors[0] if len(errors) == 1 else MigErrors(errors)
     return table
+
+
+def parse_prices(
+    data: Any, where: str = "", *, overridden: bool = False
+) -> dict[str, MachinePrice]:
+    """A price table from parsed YAML; `where` prefixes key paths (a file name and `:`)."""
+    return _each(
+        _sections(data, where)["machines"],
+        lambda machine, raw: _entry(machine, raw, where, overridden),
+    )
 
 
 @cache
@@ -368,16 +377,10 @@ def parse_storage_prices(
     data: Any, where: str = "", *, overridden: bool = False
 ) -> dict[str, StoragePrice]:
     """The model cache storage prices of a price file."""
-    table: dict[str, StoragePrice] = {}
-    errors: list[MigError] = []
-    for storage, raw in _sections(data, where)["storage"].items():
-        try:
-            table[storage] = _storage_entry(storage, raw, where, overridden)
-        except MigError as error:
-            errors.append(error)
-    if errors:
-        raise errors[0] if len(errors) == 1 else MigErrors(errors)
-    return table
+    return _each(
+        _sections(data, where)["storage"],
+        lambda storage, raw: _storage_entry(storage, raw, where, overridden),
+    )
 
 
 @cache

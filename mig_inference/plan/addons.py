@@ -74,13 +74,13 @@ def needed_addons(plan: StackPlan) -> list[Need]:
             [key_path("cluster")],
             "the NetworkPolicies that fence its pods",
         )
-    needs = []
+    found = []
     for feature, (keys, why) in wanted.items():
         row = addon(cloud, feature)
         if row is not None:
-            needs.append(Need(row, tuple(keys), why))
-    order = [f for f in Feature]
-    return sorted(needs, key=lambda need: order.index(need.feature))
+            found.append(Need(row, tuple(keys), why))
+    order = list(Feature)
+    return sorted(found, key=lambda need: order.index(need.feature))
 
 
 def needs(plan: StackPlan, feature: Feature) -> Need | None:

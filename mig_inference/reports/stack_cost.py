@@ -82,7 +82,7 @@ def _billed(cache: ModelCachePlan) -> tuple[float, str]:
     storage = cache.storage
     if storage is CacheStorage.HYPERDISK_ML:
         volumes = sum(2 * len(m.namespaces) for m in cache.models)
-        gib = sum(2 * len(m.namespaces) * cache.size_of(m) for m in cache.models)
+        gib: float = sum(2 * len(m.namespaces) * cache.size_of(m) for m in cache.models)
         return gib, (
             f"{volumes} volume(s), {gib:,.0f} GiB: per model revision and namespace the fill "
             f"volume and its read-only clone, each provisioned with {cache.throughput:,} MiB/s "

@@ -77,7 +77,7 @@ def engine_files(
 def _mapped(repo: str, revision: str, staging: str, name: str, listed: Sequence[str]) -> list[str]:
     if name not in listed:
         return []
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download  # type: ignore[import-not-found] # the image's
 
     path = hf_hub_download(repo, name, revision=revision, local_dir=staging)
     with open(path, encoding="utf-8") as file:
