@@ -29,6 +29,14 @@ $(VENV)/.installed: pyproject.toml uv.lock | $(UV)
 
 setup: $(VENV)/.installed
 
+# The offline plan needs only the package's own dependencies (no cloud SDK, no dev tool): `make
+# plan` installs just those into the same environment; --inexact leaves whatever `make setup` or
+# `make test` installed there in place.
+$(VENV)/.installed-base: pyproject.toml uv.lock | $(UV)
+	@echo "==> $(VENV) from uv.lock: the package's own dependencies (Pulumi, HiGHS, PyYAML), enough for the offline plan"
+	UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --locked --inexact
+	touch $@
+
 # Refresh the lock after changing pyproject.toml's dependencies (`make lock`), or move every
 # package to its newest release within pyproject's ranges (`make lock UPGRADE=1`); then run
 # `make test` and commit uv.lock with the change.
@@ -72,7 +80,7 @@ tools:
 		$(SHARED)/tools/get-helm.sh .cache/bin || [ -x .cache/bin/helm ]; \
 	else echo "no $(SHARED)/tools: the chart checks will skip"; fi
 
-plan: setup
+plan: $(VENV)/.installed-base
 	$(PY) -m mig plan --stack $(STACK)
 
 render: setup

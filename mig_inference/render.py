@@ -37,6 +37,14 @@ _FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
     "aws:eks/cluster:Cluster": {
         "endpoint": "https://example.eks.amazonaws.com",
         "certificateAuthority": {"data": "Y2EtY2VydGlmaWNhdGU="},
+        "arn": "arn:aws:eks:us-east-1:123456789012:cluster/mock",
+        "identities": [
+            {"oidcs": [{"issuer": "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"}]}
+        ],
+        "vpcConfig": {"clusterSecurityGroupId": "sg-0123456789abcdef0"},
+    },
+    "oci:ContainerEngine/cluster:Cluster": {
+        "endpoints": [{"publicEndpoint": "203.0.113.40:6443", "privateEndpoint": "10.0.0.4:6443"}]
     },
     "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
     "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},
@@ -77,6 +85,30 @@ _CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
     "oci:ContainerEngine/getCluster:getCluster": ("kubernetesVersion", "v1.{minor}.0"),
     "gcp:container/getCluster:getCluster": ("masterVersion", "1.{minor}.0-gke.0"),
 }
+
+
+def offline_outputs(type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A created resource's outputs offline: its inputs, and the computed outputs the program
+    reads from resources of that type."""
+    return {**inputs, **_FAKE_OUTPUTS.get(type_token, {})}
+
+
+def offline_answer(
+    token: str, args: Mapping[str, Any], kubernetes_minor: int | None = None
+) -> dict[str, Any]:
+    """A data source's answer offline: its arguments echoed, with the fields the program reads
+    (a joined cluster's endpoint, CA, version ...); with `kubernetes_minor`, the version the
+    cluster reports is that minor."""
+    answer = {**args, **_FAKE_CALLS.get(token, {})}
+    version = _CLUSTER_VERSIONS.get(token)
+    if kubernetes_minor is not None and version is not None:
+        answer[version[0]] = version[1].format(minor=kubernetes_minor)
+    return answer
+
+
+def answers_offline(token: str) -> bool:
+    """Whether `offline_answer` knows the fields the program reads from this data source."""
+    return token in _FAKE_CALLS
 
 
 def _dra_minor(stack_file: Path) -> int | None:
@@ -268,17 +300,12 @@ def run_program(
                 return "", {}
             inputs = _integral(dict(args.inputs), rendering.secrets)
             rendering.resources.append(Recorded(args.typ, args.name, inputs, args.provider or ""))
-            outputs = {**args.inputs, **_FAKE_OUTPUTS.get(args.typ, {})}
-            return f"{args.name}-id", outputs
+            return f"{args.name}-id", offline_outputs(args.typ, args.inputs)
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
             rendering.calls.append((args.token, dict(args.args)))
             rendering.call_providers.append(args.provider or "")
-            answer = {**args.args, **_FAKE_CALLS.get(args.token, {})}
-            version = _CLUSTER_VERSIONS.get(args.token)
-            if dra_minor is not None and version is not None:
-                answer[version[0]] = version[1].format(minor=dra_minor)
-            return answer, []
+            return offline_answer(args.token, args.args, dra_minor), []
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -1,8 +1,10 @@
 """The CI example (examples/github-actions/ephemeral-test-cluster.yml): valid YAML, valid
 against GitHub's workflow schema (schemastore's github-workflow.json as check-jsonschema pins
 it), the loop plan -> ephemeral up -> verify -> destroy (always) with the artifacts, each
-cloud's OIDC action with the inputs its documentation names, and every `mig-inference`
-command line one the CLI accepts."""
+cloud's OIDC action with the inputs its documentation names, sessions that outlast the job (or
+are renewed before the destroy), the OCI CLI that OKE's kubeconfig runs, a sweep that signs in
+only to the clouds the repository uses, and every `mig-inference` command line one the CLI
+accepts."""
 
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ DOCUMENTED_INPUTS = {
     "pulumi/auth-actions@v1": {"organization", "requested-token-type"},
     "google-github-actions/auth@v2": {"workload_identity_provider", "service_account"},
     "google-github-actions/setup-gcloud@v2": {"install_components"},
-    "aws-actions/configure-aws-credentials@v4": {"role-to-assume", "aws-region"},
+    "aws-actions/configure-aws-credentials@v4": {
+        "role-to-assume", "aws-region", "role-duration-seconds",
+    },
     "gtrevorrow/oci-token-exchange-action@v1": {
         "oidc_client_identifier", "domain_base_url", "oci_tenancy", "oci_region",
     },
@@ -57,7 +61,7 @@ def test_the_workflow_is_valid_against_githubs_schema(tmp_path: Path) -> None:
 def test_plan_up_verify_then_destroy_always_with_the_artifacts() -> None:
     flow = workflow()
     triggers: dict[str, Any] = flow.get("on") or flow[True]  # PyYAML reads `on` as a boolean
-    assert set(triggers) == {"workflow_dispatch", "schedule"}
+    assert set(triggers) == {"workflow_dispatch", "schedule", "pull_request"}
     assert flow["permissions"] == {"contents": "read", "id-token": "write"}
     steps = flow["jobs"]["test-cluster"]["steps"]
     runs = [(s.get("run", ""), s.get("if")) for s in steps]
@@ -89,6 +93,76 @@ def test_each_clouds_oidc_action_gets_its_documented_inputs() -> None:
     assert {"inputs.cloud == 'gke'", "inputs.cloud == 'eks'", "inputs.cloud == 'oke'"} <= clouds
 
 
+SIGN_IN = {
+    "gke": "google-github-actions/auth@v2",
+    "eks": "aws-actions/configure-aws-credentials@v4",
+    "oke": "gtrevorrow/oci-token-exchange-action@v1",
+}
+AWS_OIDC_DEFAULT_SESSION = 3600
+"""configure-aws-credentials' action.yml: `role-duration-seconds` defaults to 1 hour with OIDC."""
+SWEEP_VARIABLE = {
+    "gke": "vars.GCP_WORKLOAD_IDENTITY_PROVIDER",
+    "eks": "vars.AWS_ROLE_ARN",
+    "oke": "vars.OCI_TENANCY",
+}
+
+
+def test_aws_sessions_outlast_the_job_that_asks_for_them() -> None:
+    for name, job in workflow()["jobs"].items():
+        for step in job["steps"]:
+            if step.get("uses") == SIGN_IN["eks"]:
+                session = int(step["with"].get("role-duration-seconds", AWS_OIDC_DEFAULT_SESSION))
+                assert session >= job["timeout-minutes"] * 60, (name, step.get("name"))
+
+
+def test_the_destroy_signs_in_again_to_each_cloud_first() -> None:
+    """A long `up` can outlive the first session (OCI's lasts about an hour): the destroy, which
+    runs whatever happened before it, gets fresh credentials for the stack's cloud."""
+    steps = workflow()["jobs"]["test-cluster"]["steps"]
+    destroy = next(i for i, s in enumerate(steps) if "ephemeral destroy" in s.get("run", ""))
+    verify = next(i for i, s in enumerate(steps) if "ephemeral verify" in s.get("run", ""))
+    for cloud, action in SIGN_IN.items():
+        renewals = [
+            i
+            for i, step in enumerate(steps)
+            if step.get("uses") == action
+            and step.get("if") == f"always() && inputs.cloud == '{cloud}'"
+        ]
+        assert renewals and all(verify < i < destroy for i in renewals), cloud
+
+
+def _installs_the_oci_cli(step: dict[str, Any]) -> bool:
+    script = step.get("run", "")
+    return (
+        "pip install" in script
+        and "oci-cli==" in script
+        and ('echo "OCI_CLI_AUTH=security_token" >> "$GITHUB_ENV"' in script)
+    )
+
+
+def test_oke_jobs_install_the_oci_cli_that_its_kubeconfig_runs() -> None:
+    jobs = workflow()["jobs"]
+    steps = jobs["test-cluster"]["steps"]
+    [install] = [i for i, s in enumerate(steps) if _installs_the_oci_cli(s)]
+    assert steps[install]["if"] == "inputs.cloud == 'oke'"
+    first_ephemeral = next(i for i, s in enumerate(steps) if "ephemeral" in s.get("run", ""))
+    assert install < first_ephemeral
+    sweep = jobs["sweep-expired"]["steps"]
+    [install] = [i for i, s in enumerate(sweep) if _installs_the_oci_cli(s)]
+    assert sweep[install]["if"] == f"{SWEEP_VARIABLE['oke']} != ''"
+    assert install < next(i for i, s in enumerate(sweep) if "ephemeral" in s.get("run", ""))
+
+
+def test_the_sweep_signs_in_only_to_the_clouds_the_repository_uses() -> None:
+    steps = workflow()["jobs"]["sweep-expired"]["steps"]
+    for cloud, action in SIGN_IN.items():
+        [step] = [s for s in steps if s.get("uses") == action]
+        assert step.get("if") == f"{SWEEP_VARIABLE[cloud]} != ''", cloud
+    for step in steps:
+        if step.get("uses", "").startswith("google-github-actions/setup-gcloud"):
+            assert step.get("if") == f"{SWEEP_VARIABLE['gke']} != ''"
+
+
 def _scripts() -> list[str]:
     return [
         step["run"]
@@ -113,16 +187,29 @@ def test_every_command_line_is_one_the_cli_takes(script: str, tmp_path: Path) ->
         f"open({str(tmp_path / 'argv.jsonl')!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
     )
     stub.chmod(0o755)
+    # The runner's pulumi and git, as far as the gate's script uses them: a deployed stack's
+    # outputs, and the stack files a pull request changed.
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "pulumi").write_text('#!/bin/sh\necho "{}"\n')
+    (tools / "git").write_text("#!/bin/sh\necho stacks/Pulumi.ephemeral-gke.yaml\n")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.ephemeral-gke.yaml").write_text("config: {}\n")
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
     run = subprocess.run(
         ["bash", "-e", "-c", script.replace("${{ inputs.ttl }}", "2h")],
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "STACK": "ephemeral-gke",
+        env={"PATH": f"{tools}:/usr/bin:/bin", "STACK": "ephemeral-gke", "BASE": "base",
              "PRICES": "examples/prices/a2-highgpu-1g.yaml"},
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     calls = [json.loads(line) for line in (tmp_path / "argv.jsonl").read_text().splitlines()]
-    assert calls and all(call[:1] in (["plan"], ["ephemeral"]) for call in calls)
+    assert calls and all(call[:1] in (["plan"], ["ephemeral"], ["diff"]) for call in calls)
     for call in calls:
+        if call[0] == "diff":
+            assert call[call.index("--min-serving") + 1] == "budget"
+            assert call[call.index("--deployed") + 1] == "out/ephemeral-gke.deployed.json"
         if call[0] == "plan" or call[:2] == ["ephemeral", "up"]:
             assert call[call.index("--prices") + 1] == "examples/prices/a2-highgpu-1g.yaml"

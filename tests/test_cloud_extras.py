@@ -60,3 +60,34 @@ def test_a_missing_sdk_is_named_with_its_extra(stack: str, extra: str, tmp_path:
         f"pip install 'mig-inference[{extra}]'"
     ), result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+NOT_FOR_THE_PLAN = {
+    *SDKS.values(), "pulumi_policy", "celpy", "lark", "kubernetes_validate", "hypothesis",
+    "pytest", "mypy", "json_merge_patch",
+}  # fmt: skip
+"""Import names of the extras' packages (clouds, policy, dev): `make plan` installs none of them."""
+
+
+@pytest.mark.parametrize(
+    "stack", sorted(p.stem.removeprefix("Pulumi.") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+)
+def test_the_offline_plan_needs_none_of_the_extras(stack: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", WITHOUT, ",".join(sorted(NOT_FOR_THE_PLAN)),
+         "plan", "--stack", stack],
+        capture_output=True, text=True, cwd=ROOT, check=False, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+
+
+def test_make_plan_installs_only_the_packages_own_dependencies() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    [plan] = [line for line in makefile.splitlines() if line.startswith("plan:")]
+    assert plan.split(":", 1)[1].split() == ["$(VENV)/.installed-base"]
+    recipe = makefile.split("$(VENV)/.installed-base: pyproject.toml uv.lock", 1)[1].split("\n\n")[
+        0
+    ]
+    sync = [line for line in recipe.splitlines() if " sync " in line]
+    assert len(sync) == 1 and "--locked" in sync[0] and "--inexact" in sync[0]
+    assert "--all-extras" not in sync[0] and "--extra" not in sync[0]

@@ -15,6 +15,7 @@ import yaml
 ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 GUIDE = ROOT / "docs" / "write-your-own-stack.md"
+CHECKED_FOR_LINKS = [*PAGES, ROOT / "CHANGELOG.md"]
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -32,7 +33,7 @@ def anchors(page: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", CHECKED_FOR_LINKS, ids=lambda p: p.name)
 def test_every_relative_link_resolves_to_a_file_and_heading(page: Path) -> None:
     broken = []
     for target in LINK.findall(_prose(page.read_text(encoding="utf-8"))):

@@ -136,3 +136,13 @@ def test_provider_serves_the_same_schema_from_the_wheel(fresh_venv: Path, tmp_pa
     source = MigInferenceProvider().schema
     assert source is not None
     assert json.loads(found.stdout) == json.loads(source)
+
+
+def test_the_wheel_carries_the_licence(built_wheel: Path) -> None:
+    wheel = zipfile.ZipFile(built_wheel)
+    [metadata] = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    fields = wheel.read(metadata).decode().split("\n\n", 1)[0].splitlines()
+    assert "License-Expression: Apache-2.0" in fields
+    assert "License-File: LICENSE" in fields
+    [licence] = [n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+    assert wheel.read(licence) == (ROOT / "LICENSE").read_bytes()

@@ -72,6 +72,8 @@ class JoinedCluster:
     """OKE: BASIC_CLUSTER or ENHANCED_CLUSTER (add-ons need an enhanced one)."""
     created: list[pulumi.Resource] = field(default_factory=list)
     """The cluster component when this stack created it."""
+    outputs: pulumi.Output[dict[str, Any]] | None = None
+    """What the cloud made for a created cluster (endpoint, CA, identity, ...), else None."""
 
 
 CLOUD_PACKAGES = {Cloud.GKE: "gcp", Cloud.EKS: "aws", Cloud.OKE: "oci"}
@@ -146,7 +148,9 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             ),
             children.opts([provider]),
         )
-        return JoinedCluster(provider, gke.cluster_name, gke.kubeconfig, created=[gke])
+        return JoinedCluster(
+            provider, gke.cluster_name, gke.kubeconfig, created=[gke], outputs=gke.cluster_outputs
+        )
     if settings.create and spec.cloud is Cloud.EKS:
         from .eks import EksCluster, EksClusterArgs
 
@@ -167,7 +171,9 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             ),
             children.opts([provider]),
         )
-        return JoinedCluster(provider, eks.cluster_name, eks.kubeconfig, created=[eks])
+        return JoinedCluster(
+            provider, eks.cluster_name, eks.kubeconfig, created=[eks], outputs=eks.cluster_outputs
+        )
     if settings.create and spec.cloud is Cloud.OKE:
         from .oke import OkeCluster, OkeClusterArgs
 
@@ -196,6 +202,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             oke.kubeconfig,
             settings.get("kubernetesVersion"),
             created=[oke],
+            outputs=oke.cluster_outputs,
         )
     if spec.cloud is Cloud.OKE:
         import pulumi_oci as oci

@@ -9,6 +9,9 @@ ambient current context is never used: `existing` stacks must name one of the ov
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -16,6 +19,40 @@ from mig_inference.clouds import Cloud
 from mig_inference.spec import ClusterSpec
 
 from ..clouds.kubeconfig import eks_kubeconfig, gke_kubeconfig, oke_endpoint_type, oke_kubeconfig
+
+Item = TypeVar("Item")
+
+
+class LookupAnswerIncomplete(Exception):
+    """A data source answered without a field the component reads (under mocks that do not
+    answer the lookup, typically)."""
+
+    def __init__(self, lookup: str, field: str) -> None:
+        super().__init__(
+            f"{lookup} answered without {field}, which is read to reach the cluster the stack "
+            "joins; under Pulumi's mocks, answer this lookup (mig_inference.components.testing."
+            "MigInferenceMocks answers every lookup MigInference makes)"
+        )
+
+
+def first_of(lookup: str, field: str) -> Callable[[Sequence[Item] | None], Item]:
+    """The first item of a lookup's list field, or an error naming the lookup and the field."""
+
+    def read(items: Sequence[Item] | None) -> Item:
+        if not items:
+            raise LookupAnswerIncomplete(lookup, field)
+        return items[0]
+
+    return read
+
+
+def _present(lookup: str, field: str) -> Callable[[Any], Any]:
+    def read(value: Any) -> Any:
+        if value is None:
+            raise LookupAnswerIncomplete(lookup, field)
+        return value
+
+    return read
 
 
 def looked_up_kubeconfig(
@@ -38,19 +75,27 @@ def looked_up_kubeconfig(
             project=project if project is not None else cluster.get("project"),
             opts=invoke,
         )
+        lookup = "gcp:container/getCluster"
         return gke_kubeconfig(
             found.name,
-            found.endpoint,
-            found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate),
+            found.endpoint.apply(_present(lookup, "endpoint")),
+            found.master_auths.apply(first_of(lookup, "masterAuths")).apply(
+                lambda auth: _present(lookup, "masterAuths[0].clusterCaCertificate")(
+                    auth.cluster_ca_certificate
+                )
+            ),
         )
     if cloud is Cloud.EKS:
         import pulumi_aws as aws
 
         eks = aws.eks.get_cluster_output(name=ref, opts=invoke)
+        lookup = "aws:eks/getCluster"
         return eks_kubeconfig(
             eks.name,
-            eks.endpoint,
-            eks.certificate_authorities.apply(lambda cas: cas[0].data),
+            eks.endpoint.apply(_present(lookup, "endpoint")),
+            eks.certificate_authorities.apply(first_of(lookup, "certificateAuthorities")).apply(
+                lambda ca: _present(lookup, "certificateAuthorities[0].data")(ca.data)
+            ),
             cluster.get("region"),
         )
     if cloud is Cloud.OKE:

@@ -23,6 +23,19 @@ def register(verb: Verb) -> None:
         required=True,
         help="`pulumi stack output --json` saved to a file, or an older stack file",
     )
+    sub.add_argument(
+        "--min-serving",
+        metavar="THRESHOLD",
+        help="exit 3 when a service serves fewer replicas at the worst moment of the change: a "
+        "count (1: never down), a percentage of its replicas (50%%), or `budget` (what its "
+        "PodDisruptionBudget keeps)",
+    )
+    sub.add_argument(
+        "--max-extra-gpus",
+        metavar="N",
+        type=int,
+        help="exit 3 when the change needs more than N GPUs beyond the deployed ones at its peak",
+    )
 
 
 def _same_cloud(deployed: dict[str, Any], current: dict[str, Any], path: str) -> dict[str, Any]:
@@ -55,16 +68,32 @@ def simulated_change(args: argparse.Namespace, current: Any) -> Any:
     return change_plan(records[0], records[1], simulate_transition(deployed, current))
 
 
+GATE_BREACHED = 3
+"""`diff`'s exit code when the change works but costs more than `--min-serving` or
+`--max-extra-gpus` allow (1 stays a change Pulumi would refuse or fail at)."""
+
+
 def _diff(args: argparse.Namespace) -> int:
     from mig_inference.changes.change_plan import change_plan_json, change_plan_text
+    from mig_inference.changes.gate import breaches, min_serving
 
-    changes = simulated_change(args, current_version(args))
+    serving = min_serving(args.min_serving) if args.min_serving is not None else None
+    if args.max_extra_gpus is not None and args.max_extra_gpus < 0:
+        raise MigError(f"{args.max_extra_gpus} is below 0", "--max-extra-gpus")
+    current = current_version(args)
+    changes = simulated_change(args, current)
+    budgets = {s.name: s.disruption_budget for s in current.plan.services}
+    breached = breaches(changes, serving, args.max_extra_gpus, budgets)
     if args.json:
-        print_json(change_plan_json(changes))
+        print_json({**change_plan_json(changes), "gate_breaches": breached})
     else:
         print(change_plan_text(changes))
     for refusal in changes.refusals:
         print(f"error: {refusal}", file=sys.stderr)
     if changes.failure:
         print(f"error: pulumi up would fail: {changes.failure}", file=sys.stderr)
-    return 1 if changes.refusals or changes.failure else 0
+    for breach in breached:
+        print(f"error: gate: {breach}", file=sys.stderr)
+    if changes.refusals or changes.failure:
+        return 1
+    return GATE_BREACHED if breached else 0

@@ -1,0 +1,86 @@
+"""A change gate for CI: what a simulated `pulumi up` may cost before a pipeline stops it.
+
+`diff --min-serving` and `--max-extra-gpus` turn the change plan into a pass or a list of
+breaches: a service whose replicas serving at the worst moment of the change fall below the
+threshold, or a change that needs more GPUs at its peak than the pipeline allows."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mig_inference.changes.change_plan import ChangePlan
+from mig_inference.errors import MigError
+
+BUDGET = "budget"
+"""`--min-serving budget`: no fewer than the service's PodDisruptionBudget keeps serving."""
+
+
+@dataclass(frozen=True)
+class MinServing:
+    """The fewest replicas a service may serve during the change: `count` replicas, `percent`
+    of those serving before it, or (`budget`) those before less what its disruption budget lets
+    go at once."""
+
+    count: int | None = None
+    percent: float | None = None
+    budget: bool = False
+
+    def floor(self, before: int, disruption_budget: int | None) -> int:
+        if self.budget:
+            return max(before - (disruption_budget if disruption_budget is not None else 1), 0)
+        if self.percent is not None:
+            return math.ceil(before * self.percent / 100)
+        return min(self.count or 0, before)
+
+    def __str__(self) -> str:
+        if self.budget:
+            return "its disruption budget"
+        if self.percent is not None:
+            return f"{self.percent:g}% of its replicas"
+        return f"{self.count} serving"
+
+
+def min_serving(text: str) -> MinServing:
+    """`--min-serving`: a count (`1`: never down), a percentage (`50%`) or `budget`."""
+    if text == BUDGET:
+        return MinServing(budget=True)
+    percent = re.fullmatch(r"(\d+(?:\.\d+)?)%", text)
+    if percent and 0 < float(percent.group(1)) <= 100:
+        return MinServing(percent=float(percent.group(1)))
+    if text.isdigit() and int(text) >= 1:
+        return MinServing(count=int(text))
+    raise MigError(
+        f"{text!r} is not a threshold: give a count of replicas (1: never down), a percentage of "
+        "each service's replicas (50%), or budget (what its PodDisruptionBudget keeps)",
+        "--min-serving",
+    )
+
+
+def breaches(
+    changes: ChangePlan,
+    serving: MinServing | None,
+    max_extra_gpus: int | None,
+    disruption_budgets: Mapping[str, int] | None = None,
+) -> list[str]:
+    """What the change does beyond the gate, one line each (empty: it passes)."""
+    found = []
+    for service in changes.services:
+        before, worst = service.serving_before, service.min_serving
+        if serving is None or not before or worst is None:
+            continue
+        floor = serving.floor(before, (disruption_budgets or {}).get(service.name))
+        if worst < floor:
+            found.append(
+                f"service {service.name}: {worst} of {before} replicas serving at the worst "
+                f"moment, below {serving} ({floor})"
+                + (f", fewer for {service.window_seconds:.0f} s" if service.window_seconds else "")
+            )
+    if max_extra_gpus is not None and changes.extra_gpus > max_extra_gpus:
+        found.append(
+            f"{changes.extra_gpus} extra GPUs at the peak of the change, above the "
+            f"{max_extra_gpus} allowed"
+        )
+    return found
