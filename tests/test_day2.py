@@ -427,3 +427,16 @@ def test_an_imds_hop_limit_of_2_is_named_not_unset() -> None:
     [pool] = diff_records(record(v1), record(v2)).pools
     assert pool.change is PoolChange.NEW_NODES
     assert [str(f) for f in pool.fields] == ["cluster.imdsHopLimit: 2 -> 1"]
+
+
+def test_a_new_generation_of_a_reserved_pool_needs_the_reservation_twice() -> None:
+    from mig_inference.changes.change_plan import change_warnings
+    from tests.test_rollout import transition
+
+    v1 = stack(capacity="reservation", reservation="h100-res")
+    _, changes = transition(v1, stack(capacity="reservation", reservation="h100-res", maxPods=90))
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NEW_NODES and pool.reservation == "h100-res"
+    [warning] = [w for w in change_warnings(changes) if "pool h100" in w]
+    assert "reservation h100-res must hold 16 GPUs while both generations run" in warning
+    assert "8 more than the deployed pool holds" in warning and "extra GPUs until" not in warning

@@ -82,6 +82,11 @@ class PoolDiff:
     nodes_left_cordoned: list[str] = field(default_factory=list)
     nodes_released: list[str] = field(default_factory=list)
     """Nodes an existing pool no longer names: their GPU pods moved, the pool's labels removed."""
+    reservation: str | None = None
+    """The reservation (or Capacity Block) both versions' nodes come from, when new nodes come
+    up next to the old ones: it must hold both at once."""
+    gpus_before: int = 0
+    peak_gpus: int = 0
 
 
 @dataclass
@@ -351,6 +356,7 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
             pool.nodes_left_cordoned = sorted(observed.left_cordoned)
             pool.nodes_released = sorted(observed.released)
             pool.extra_gpus = observed.extra_gpus
+            pool.gpus_before, pool.peak_gpus = observed.gpus_before, observed.peak_gpus
             pool.replicas_evicted = observed.evicted
             pool.slices_unavailable = observed.most_devices_down
             taken = observed.nodes_deleted or observed.nodes_drained
@@ -370,6 +376,10 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
         pool.refusal = (
             None if refusal is None else _pool_refusal(pool, refusal.urn, refusal.message)
         )
+        old, new = deployed["pools"].get(pool.name) or {}, current["pools"].get(pool.name) or {}
+        reservation = new.get("reservation")
+        if reservation and old.get("reservation") == reservation and pool.extra_gpus:
+            pool.reservation = reservation
     listed = {p.name for p in changes.pools}
     changes.other_refusals += [
         f"{r.message}. Way forward: "
@@ -482,7 +492,16 @@ def change_warnings(changes: ChangePlan) -> list[str]:
     warnings = list(changes.refusals)
     for pool in changes.pools:
         causes = ", ".join(f.key for f in pool.fields)
-        if pool.change is PoolChange.NEW_NODES and not pool.refusal:
+        if pool.reservation and not pool.refusal:
+            warnings.append(
+                f"pool {pool.name}: {causes or 'the update'} brings new nodes up next to the old "
+                f"ones, from the same reservation: reservation {pool.reservation} must hold "
+                f"{pool.peak_gpus} GPUs while both generations run, {pool.extra_gpus} more than "
+                f"the deployed pool holds ({pool.gpus_before}). The plan cannot see its size: if "
+                "it holds only the deployed nodes, the new ones never come up, `pulumi up` fails "
+                "at the pool and the old nodes go on serving; free or add reserved capacity first"
+            )
+        elif pool.change is PoolChange.NEW_NODES and not pool.refusal:
             warnings.append(
                 f"pool {pool.name}: {causes} needs new nodes: a new generation comes up next to "
                 f"the old one ({pool.extra_gpus} extra GPUs until the old one is deleted)"
@@ -547,6 +566,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "nodes_relabelled": p.nodes_relabelled,
                 "nodes_left_cordoned": p.nodes_left_cordoned,
                 "nodes_released": p.nodes_released,
+                "reservation": p.reservation,
             }
             for p in changes.pools
         ],
@@ -603,6 +623,11 @@ def change_plan_text(changes: ChangePlan) -> str:
             lines.append(f"    left cordoned: {', '.join(pool.nodes_left_cordoned)}")
         if pool.nodes_released:
             lines.append(f"    released: {', '.join(pool.nodes_released)}")
+        if pool.reservation:
+            lines.append(
+                f"    reservation {pool.reservation}: {pool.peak_gpus} GPUs at the peak, "
+                f"{pool.extra_gpus} beyond the deployed pool's {pool.gpus_before}"
+            )
     lines.append("services:")
     for service in changes.services:
         reason = f" ({service.reason})" if service.reason else ""

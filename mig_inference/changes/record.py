@@ -54,6 +54,8 @@ def pool_record(pool: PoolPlan, protect: bool) -> dict[str, Any]:
         "nodes_per_zone": pool.nodes_per_zone,
         "zones": list(pool.zones),
         "protect": protect,
+        "capacity": str(pool.spec.capacity),
+        "reservation": pool.spec.reservation,
         "replacement_inputs": dict(pool.replacement_inputs),
         "legacy_inputs": dict(pool.legacy_inputs),
         "in_place_inputs": _in_place_inputs(pool),
