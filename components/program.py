@@ -50,3 +50,4 @@ def stack_program() -> None:
     pulumi.export("pools", stack.pools)
     pulumi.export("services", stack.services)
     pulumi.export("cloudPools", stack.cloud_pools)
+    pulumi.export("cluster", stack.cluster)

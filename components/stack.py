@@ -84,6 +84,11 @@ class MigInference(pulumi.ComponentResource):
     cloud_pools: pulumi.Output[dict[str, Any]]
     """Per pool, what the cloud made: GKE `name`, `id`, `serviceAccount`; EKS `name`, `arn`,
     `autoscalingGroups`, `nodeRoleArn`; OKE `name`, `id`; existing `nodes`."""
+    cluster: pulumi.Output[dict[str, Any]]
+    """The cluster, for the rest of a team's program: `created`, `name`, and for a cluster this
+    component created, GKE `location`, `endpoint`, `certificateAuthority`,
+    `workloadIdentityPool`; EKS `arn`, `endpoint`, `certificateAuthority`, `oidcIssuer`,
+    `clusterSecurityGroupId`; OKE `id`, `endpoint`, `kubernetesVersion`."""
 
     def __init__(
         self,
@@ -278,8 +283,16 @@ class MigInference(pulumi.ComponentResource):
                 for pool, made in zip(plan.pools, pools, strict=True)
             }
         )
+        self.cluster = (
+            joined.outputs.apply(lambda made: {"created": True, **made})
+            if joined.outputs is not None
+            else pulumi.Output.from_input(joined.ref).apply(
+                lambda ref: {"created": False, "name": ref}
+            )
+        )
         self.register_outputs(
             {
+                "cluster": self.cluster,
                 "endpoints": self.endpoints,
                 "kubeconfig": self.kubeconfig,
                 "plan": self.plan,

@@ -38,6 +38,14 @@ _FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
     "aws:eks/cluster:Cluster": {
         "endpoint": "https://example.eks.amazonaws.com",
         "certificateAuthority": {"data": "Y2EtY2VydGlmaWNhdGU="},
+        "arn": "arn:aws:eks:us-east-1:123456789012:cluster/mock",
+        "identities": [
+            {"oidcs": [{"issuer": "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"}]}
+        ],
+        "vpcConfig": {"clusterSecurityGroupId": "sg-0123456789abcdef0"},
+    },
+    "oci:ContainerEngine/cluster:Cluster": {
+        "endpoints": [{"publicEndpoint": "203.0.113.40:6443", "privateEndpoint": "10.0.0.4:6443"}]
     },
     "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
     "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},

@@ -74,6 +74,8 @@ class JoinedCluster:
     """OKE: the compartment of the cluster and its node pools."""
     created: list[pulumi.Resource] = field(default_factory=list)
     """The cluster component when this stack created it."""
+    outputs: pulumi.Output[dict[str, Any]] | None = None
+    """What the cloud made for a created cluster (endpoint, CA, identity, ...), else None."""
 
 
 CLOUD_PACKAGES = {Cloud.GKE: "gcp", Cloud.EKS: "aws", Cloud.OKE: "oci"}
@@ -148,7 +150,9 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             ),
             children.opts([provider]),
         )
-        return JoinedCluster(provider, gke.cluster_name, gke.kubeconfig, created=[gke])
+        return JoinedCluster(
+            provider, gke.cluster_name, gke.kubeconfig, created=[gke], outputs=gke.cluster_outputs
+        )
     if settings.create and spec.cloud is Cloud.EKS:
         from .eks import EksCluster, EksClusterArgs
 
@@ -169,7 +173,9 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             ),
             children.opts([provider]),
         )
-        return JoinedCluster(provider, eks.cluster_name, eks.kubeconfig, created=[eks])
+        return JoinedCluster(
+            provider, eks.cluster_name, eks.kubeconfig, created=[eks], outputs=eks.cluster_outputs
+        )
     if settings.create and spec.cloud is Cloud.OKE:
         from .oke import OkeCluster, OkeClusterArgs
 
@@ -199,6 +205,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             settings.get("kubernetesVersion"),
             compartment_id=given("compartment_id", settings.get("compartmentId")),
             created=[oke],
+            outputs=oke.cluster_outputs,
         )
     if spec.cloud is Cloud.OKE:
         import pulumi_oci as oci

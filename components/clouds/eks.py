@@ -203,6 +203,10 @@ class EksCluster(pulumi.ComponentResource):
     """The cluster's name."""
     kubeconfig: pulumi.Output[str]
     """Kubeconfig reaching the cluster through `aws eks get-token` (a secret)."""
+    cluster_outputs: pulumi.Output[dict[str, Any]]
+    """What the rest of a team's program wires to: `name`, `arn`, `endpoint`,
+    `certificateAuthority` (base64), `oidcIssuer` (for IRSA), `clusterSecurityGroupId` (the
+    security group EKS made, which managed nodes without their own carry)."""
 
     def __init__(
         self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -259,7 +263,30 @@ class EksCluster(pulumi.ComponentResource):
                 cluster.name, cluster.endpoint, cluster.certificate_authority.data, args["region"]
             )
         )
-        self.register_outputs({"cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig})
+        self.cluster_outputs = pulumi.Output.all(
+            name=cluster.name,
+            arn=cluster.arn,
+            endpoint=cluster.endpoint,
+            certificateAuthority=cluster.certificate_authority.data,
+            oidcIssuer=cluster.identities.apply(_oidc_issuer),
+            clusterSecurityGroupId=cluster.vpc_config.cluster_security_group_id,
+        )
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "cluster_outputs": self.cluster_outputs,
+            }
+        )
+
+
+def _oidc_issuer(identities: Sequence[aws.eks.outputs.ClusterIdentity]) -> str | None:
+    """The cluster's OIDC issuer URL (EKS makes one per cluster)."""
+    for identity in identities or []:
+        for oidc in identity.oidcs or []:
+            if oidc.issuer:
+                return oidc.issuer
+    return None
 
 
 class EksGpuNodeGroupArgs(TypedDict):

@@ -1,6 +1,6 @@
 """GKE: a private cluster for ephemeral stacks, and MIG GPU node pools (native or operator)."""
 
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
@@ -76,6 +76,9 @@ class GkeCluster(pulumi.ComponentResource):
     secret)."""
     cluster_name: pulumi.Output[str]
     """The cluster's name."""
+    cluster_outputs: pulumi.Output[dict[str, Any]]
+    """What the rest of a team's program wires to: `name`, `location`, `endpoint`,
+    `certificateAuthority` (base64), `workloadIdentityPool`."""
 
     def __init__(
         self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -157,7 +160,22 @@ class GkeCluster(pulumi.ComponentResource):
                 cluster.name, cluster.endpoint, cluster.master_auth.cluster_ca_certificate
             )
         )
-        self.register_outputs({"cluster_name": self.cluster_name, "kubeconfig": self.kubeconfig})
+        self.cluster_outputs = pulumi.Output.all(
+            name=cluster.name,
+            location=cluster.location,
+            endpoint=cluster.endpoint,
+            certificateAuthority=cluster.master_auth.cluster_ca_certificate,
+            workloadIdentityPool=cluster.workload_identity_config.apply(
+                lambda config: config.workload_pool if config else None
+            ),
+        )
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "cluster_outputs": self.cluster_outputs,
+            }
+        )
 
     def _cloud_nat(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions) -> None:
         region = gke_region(args["location"])

@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_oci as oci
@@ -66,6 +66,9 @@ class OkeCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     """Kubeconfig reaching the chosen endpoint through `oci ce cluster generate-token` (a
     secret)."""
+    cluster_outputs: pulumi.Output[dict[str, Any]]
+    """What the rest of a team's program wires to: `name`, `id` (the OCID), `endpoint` (the one
+    the kubeconfig targets), `kubernetesVersion`."""
 
     def __init__(
         self, name: str, args: OkeClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -129,7 +132,25 @@ class OkeCluster(pulumi.ComponentResource):
                 cluster.id, oke_endpoint_type(public), pulumi.InvokeOutputOptions(parent=self)
             )
         )
-        self.register_outputs({"cluster_id": self.cluster_id, "kubeconfig": self.kubeconfig})
+        self.cluster_outputs = pulumi.Output.all(
+            name=cluster.name,
+            id=cluster.id,
+            endpoint=cluster.endpoints.apply(
+                lambda found: (
+                    (found[0].public_endpoint if public else found[0].private_endpoint)
+                    if found
+                    else None
+                )
+            ),
+            kubernetesVersion=cluster.kubernetes_version,
+        )
+        self.register_outputs(
+            {
+                "cluster_id": self.cluster_id,
+                "kubeconfig": self.kubeconfig,
+                "cluster_outputs": self.cluster_outputs,
+            }
+        )
 
 
 class OkeGpuPoolArgs(TypedDict):
