@@ -566,6 +566,8 @@ def cluster_autoscaler(
             OkeClusterAutoscalerArgs(
                 cluster_id=cluster_id,
                 compartment_id=joined.compartment_id,
+                freeform_tags=dict(spec.cloud_tags.tags),
+                defined_tags=dict(spec.cloud_tags.defined),
                 pools=[
                     AutoscaledPool(
                         min=pool.min_nodes,

@@ -1,7 +1,7 @@
 """OKE's Cluster Autoscaler add-on, authenticated as a workload identity."""
 
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_oci as oci
@@ -78,6 +78,10 @@ class OkeClusterAutoscalerArgs(TypedDict):
     add-on manage its node pools."""
     pools: list[AutoscaledPool]
     """Every autoscaled pool with its bounds."""
+    freeform_tags: NotRequired[dict[str, str]]
+    """OCI freeform tags on the policy."""
+    defined_tags: NotRequired[dict[str, str]]
+    """OCI defined tags (`<namespace>.<key>`) on the policy."""
 
 
 class OkeClusterAutoscaler(pulumi.ComponentResource):
@@ -109,6 +113,8 @@ class OkeClusterAutoscaler(pulumi.ComponentResource):
             compartment_id=args["compartment_id"],
             description="mig-inference: OKE's Cluster Autoscaler add-on manages node pools",
             statements=statements,
+            freeform_tags=args.get("freeform_tags") or None,
+            defined_tags=args.get("defined_tags") or None,
             opts=pulumi.ResourceOptions(parent=self),
         )
         oci.containerengine.Addon(
