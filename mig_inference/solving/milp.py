@@ -109,11 +109,14 @@ class Milp:
         node_limit: int = PROOF_NODES,
         integral_objective: bool = False,
         start: list[float] | None = None,
+        heuristics: bool = True,
     ) -> Solution:
         """Solve; `relax` drops integrality (the LP relaxation). With `integral_objective`, HiGHS
         may stop once the gap is below 1, which proves optimality of an integer objective.
         `node_limit` bounds the branch-and-bound nodes (0: the root only). `start` is a
-        feasible point HiGHS begins from (a warm start)."""
+        feasible point HiGHS begins from (a warm start); with one, `heuristics=False` spares
+        the primal heuristics (sub-MIPs, feasibility jump) that would look for another: on
+        ParvaGPU's SLO6 fleet they were most of the fewest-layouts stage's work."""
         lp = highspy.HighsLp()
         lp.num_col_ = len(self.cost)
         lp.num_row_ = len(self.rows)
@@ -150,6 +153,10 @@ class Milp:
             solver.setOptionValue("mip_rel_gap", 0.0)
             if integral_objective:
                 solver.setOptionValue("mip_abs_gap", 1.0 - 1e-6)
+            if not heuristics:
+                solver.setOptionValue("mip_heuristic_effort", 0.0)
+                for heuristic in ("rins", "rens", "feasibility_jump", "root_reduced_cost"):
+                    solver.setOptionValue(f"mip_heuristic_run_{heuristic}", False)
             solver.passModel(lp)
             if start is not None:
                 initial = highspy.HighsSolution()

@@ -223,11 +223,16 @@ def pack(
 
 
 def _pack_free(problem: Problem, gpus_per_node: int | None, lower: int) -> PackPlan:
-    """The fewest GPUs, then the preferences among plans with that many."""
-    fewest = fewest_gpus(problem)
+    """The fewest GPUs, then the preferences among plans with that many; solved over groups
+    of workloads (see `model.grouped`), so the solver's work does not grow with the number of
+    workloads."""
+    merged, members = grouped(problem)
+    fewest = fewest_gpus(merged)
     model = fewest.model
-    chosen = prefer(problem, model, at_total(model, fewest.gpus), fewest.gpus, fewest.values)
-    slots, assignments = realize(problem, model, chosen.values, gpus_per_node=gpus_per_node)
+    chosen = prefer(merged, model, at_total(model, fewest.gpus), fewest.gpus, fewest.values)
+    slots, assignments = realize(
+        problem, model, chosen.values, gpus_per_node=gpus_per_node, members=members
+    )
     return PackPlan(
         gpu_model=problem.gpu,
         gpus=pad_last_node(problem.gpu, slots, gpus_per_node),

@@ -92,7 +92,9 @@ def _keep(
         keeps[layout] = milp.variable(cost=-1.0, upper=float(keep[layout]), integer=False)
         milp.constrain({keeps[layout]: 1.0, model.x[layout]: -1.0}, upper=0.0)
     warm = start + [min(start[model.x[layout]], float(keep[layout])) for layout in keeps]
-    solution = milp.solve(integral_objective=True, node_limit=REFINE_NODES, start=warm)
+    solution = milp.solve(
+        integral_objective=True, node_limit=REFINE_NODES, start=warm, heuristics=False
+    )
     for var in keeps.values():
         milp.cost[var] = 0.0
     best = solution.values or warm
@@ -147,7 +149,9 @@ def _fewest_layouts(
         used[layout] = distinct.variable(cost=1.0, upper=1.0)
         distinct.constrain({var: 1.0, used[layout]: -float(total)}, upper=0.0)
     warm = start + [1.0 if start[model.x[layout]] > 0.5 else 0.0 for layout in used]
-    solution = distinct.solve(integral_objective=True, node_limit=REFINE_NODES, start=warm)
+    solution = distinct.solve(
+        integral_objective=True, node_limit=REFINE_NODES, start=warm, heuristics=False
+    )
     return (solution.values or warm)[: len(milp.cost)], solution.optimal
 
 
@@ -159,5 +163,7 @@ def _least_memory(
     for var in model.x.values():
         if start[var] < 0.5:
             memory.upper[var] = 0.0
-    solution = memory.solve(integral_objective=True, node_limit=REFINE_NODES, start=start)
+    solution = memory.solve(
+        integral_objective=True, node_limit=REFINE_NODES, start=start, heuristics=False
+    )
     return (solution.values or start), solution.optimal
