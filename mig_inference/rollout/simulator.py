@@ -357,7 +357,8 @@ class Rollout:
         """A Deployment whose pods hold no device (the gateway's body-based router) runs on the
         cluster's other nodes, which the simulation does not model."""
         template = resource.inputs.get("spec", {}).get("template", {}).get("spec", {})
-        return pod_template(template, self.claims).resource is None
+        pod = pod_template(template)
+        return pod.resource is None and not pod.claims
 
     @staticmethod
     def _object_key(resource: Resource | None) -> tuple[str, str]:
