@@ -404,3 +404,21 @@ def test_plan_prints_unconfirmed_facts_as_unconfirmed_and_when_a_block_ends(tmp_
         "  when the block ends: a Capacity Block ends at its end time (11:30 UTC): EC2 begins "
         "terminating its instances 30 minutes before" in done.stdout
     )
+
+
+def test_the_rollout_simulator_knows_gke_taints_arm_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_rollout import transition
+
+    gke = Cloud.GKE
+    x86 = _pool(gke, MACHINES[gke]["a3-highgpu-8g"], Capacity.SPOT, 0)
+    arm = _pool(gke, MACHINES[gke]["a4x-highgpu-4g"], Capacity.RESERVATION, 1)
+    before = _stack(gke, [x86], created=False, dra=False)
+    after = _stack(gke, [dict(x86), arm], created=False, dra=False)
+    outcome, _ = transition(before, after)
+    assert outcome.services["s-p1"].after == 1 and outcome.services["s-p1"].pending_at_end == 0
+    # Without the toleration the new replica stays off the Arm node, as on GKE. (Another
+    # service size: the plans and simulations above are cached by the stack's values.)
+    monkeypatch.setattr("mig_inference.plan.pools.arch_tolerations", lambda _: ())
+    after["services"][1]["memoryGiB"] = 2
+    outcome, _ = transition(before, after)
+    assert outcome.services["s-p1"].pending_at_end == 1
