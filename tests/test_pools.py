@@ -333,7 +333,10 @@ def test_auto_pools_say_whether_their_gpu_count_is_proven() -> None:
         "  mig: auto chose it: 1 identical node(s), proven the fewest (lower bound 1)"
         in plan_text(plan)
     )
-    assert plan_json(plan)["pools"][0]["auto"] == {"gpus": 8, "lower_bound": 6, "optimal": True}
+    assert plan_json(plan)["pools"][0]["auto"] == {
+        "gpus": 8, "lower_bound": 6, "optimal": True, "preferences_proven": True,
+        "mig_prefer": ["3g.40gb+2x1g.20gb"] * 8, "kept_gpus_per_node": None,
+    }  # fmt: skip
 
 
 def test_gke_native_mig_on_b200() -> None:

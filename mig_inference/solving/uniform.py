@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass, replace
 
 from mig_inference.errors import MigError
-from mig_inference.solving.milp import Milp
 from mig_inference.solving.model import Model, Problem, at_total
 
 FIXED_LAYOUT_NODES = 200
@@ -34,11 +33,6 @@ class UniformSearch:
     """Node counts tried (each one to three HiGHS solves)."""
 
 
-def uniform_milp(model: Model, nodes: int, gpus_per_node: int) -> Milp:
-    """`model` with x[L] read as GPUs per node of `nodes` identical nodes. No objective."""
-    return at_total(model, gpus_per_node, nodes)
-
-
 def probe(model: Model, nodes: int, gpus_per_node: int) -> tuple[bool | None, list[float]]:
     """Do `nodes` identical nodes hold the fleet? True with an integral plan, False when HiGHS
     proved they cannot, None when it could not tell within its work limit.
@@ -48,7 +42,7 @@ def probe(model: Model, nodes: int, gpus_per_node: int) -> tuple[bool | None, li
     and the replicas solved as integers; for replica-count workloads that is a transportation
     problem with integral capacities, which an integral plan always satisfies, so this settles at
     once. Only if it fails is the full integer program solved."""
-    milp = uniform_milp(model, nodes, gpus_per_node)
+    milp = at_total(model, gpus_per_node, nodes)
     relaxed = replace(milp, integer=list(milp.integer))
     for var in model.y.values():
         relaxed.integer[var] = False
