@@ -15,7 +15,7 @@ UV := $(UV_HOME)/bin/uv
 UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --all-extras
 
 .PHONY: setup tools plan render test lint typecheck unit bench scan clean lock lock-check \
-	test-latest extras
+	test-latest extras mutation
 
 $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
@@ -101,7 +101,14 @@ unit: setup
 test: lint typecheck unit
 
 bench: setup
-	$(PY) -m mig bench
+	$(VENV)/bin/mig-inference bench
+
+# Opt-in, not part of `make test` (each surviving mutant runs its whole test set): mutate the node
+# Jobs' shell guards and the spec's refusal rules one at a time and report how many the tests
+# catch. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell` or `ONLY=spec`.
+mutation: setup
+	$(PY) -m tests.mutation $(if $(ONLY),--only $(ONLY)) $(if $(LIMIT),--limit $(LIMIT)) \
+		$(if $(SEED),--seed $(SEED))
 
 # checkov over every stack's rendered Kubernetes objects (its own virtualenv: it is large).
 scan: setup

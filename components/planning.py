@@ -102,9 +102,26 @@ def _at(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+_PLANNED: dict[int, tuple[Stack, StackPlan]] = {}
+"""The plan of each args object a component was given, by identity: every component of a stack
+asks for the plan (hundreds of times for a large stack), and converting the args each time made
+a render grow with the square of the services. Args are not changed once components get them."""
+
+
 def planned(stack: Stack) -> StackPlan:
     """The stack's plan, from its typed args. Outputs where the planner needs a value end the
     run with the key paths that hold them."""
+    known = _PLANNED.get(id(stack))
+    if known is not None and known[0] is stack:
+        return known[1]
+    plan = _planned(stack)
+    if len(_PLANNED) >= 16:
+        _PLANNED.clear()
+    _PLANNED[id(stack)] = (stack, plan)
+    return plan
+
+
+def _planned(stack: Stack) -> StackPlan:
     secrets = stack.get("secrets") or {}
     if not isinstance(secrets, dict):
         raise pulumi.RunError(

@@ -55,3 +55,5 @@ def stack_program() -> None:
     pulumi.export("services", stack.services)
     pulumi.export("cloudPools", stack.cloud_pools)
     pulumi.export("cluster", stack.cluster)
+    if values.get("gateway") is not None:
+        pulumi.export("gateway", stack.gateway)

@@ -9,10 +9,12 @@ import pulumi_kubernetes as k8s
 from mig_inference.changes.record import plan_record
 from mig_inference.kube.dra import uses_dra
 from mig_inference.kube.gate import gate_targets
+from mig_inference.kube.gateway import BASELINE_NAMESPACE_LABELS, ISTIO_NAMESPACE
 from mig_inference.kube.operator_values import operator_needed
 from mig_inference.kube.repartition import repartition_targets
 from mig_inference.plan import layout_of
-from mig_inference.verify.targets import verify_targets
+from mig_inference.reports.gateway import gateway_routes
+from mig_inference.verify.targets import GATEWAY_ADDRESS, verify_targets
 
 from .clouds.cloud import (
     Children,
@@ -27,10 +29,17 @@ from .clouds.existing import ExistingNodePool, ExistingNodeTaints, ExistingNodeT
 from .planning import planned, secret_value, unseen_changes
 from .stack_args import Stack, cluster_input, stack_values_of
 from .workloads.dra_driver import DraDriver, DraDriverArgs
+from .workloads.gateway import InferenceGateway, InferenceGatewayArgs
+from .workloads.gateway_istio import IstioGateway, IstioGatewayArgs
 from .workloads.gpu_operator import GpuOperator, GpuOperatorArgs
 from .workloads.inference import InferenceService, InferenceServiceArgs
 from .workloads.mig_gate import MigReadyGate, MigReadyGateArgs
-from .workloads.model_cache import ModelCache, ModelCacheArgs, fill_lead
+from .workloads.model_cache import (
+    ModelCache,
+    ModelCacheArgs,
+    fill_lead,
+    root_owner_namespaces,
+)
 from .workloads.monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
 from .workloads.profiling import ProfilingJobs, ProfilingJobsArgs
 from .workloads.repartition import InPlaceRepartition, InPlaceRepartitionArgs
@@ -84,6 +93,9 @@ class MigInference(pulumi.ComponentResource):
     cloud_pools: pulumi.Output[dict[str, Any]]
     """Per pool, what the cloud made: GKE `name`, `id`, `serviceAccount`; EKS `name`, `arn`,
     `autoscalingGroups`, `nodeRoleArn`; OKE `name`, `id`; existing `nodes`."""
+    gateway: pulumi.Output[dict[str, Any]]
+    """The gateway's `url` (Istio's in-cluster Service, or the address GKE's load balancer got)
+    and per model the InferencePools its requests go to; empty without a gateway."""
     cluster: pulumi.Output[dict[str, Any]]
     """The cluster, for the rest of a team's program: `created`, `name`, and for a cluster this
     component created, GKE `location`, `endpoint`, `certificateAuthority`,
@@ -166,11 +178,18 @@ class MigInference(pulumi.ComponentResource):
                 )
             ]
 
+        owner_step = root_owner_namespaces(plan.model_cache)
+        # Namespaces with endpoint pickers (the extension's chart) enforce `baseline`.
+        picked = set(plan.gateway.namespaces) if plan.gateway is not None else set()
         namespaces = {
             namespace: k8s.core.v1.Namespace(
                 children.name(f"ns-{namespace}"),
                 metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=namespace, labels=RESTRICTED_NAMESPACE_LABELS
+                    name=namespace,
+                    labels={
+                        **RESTRICTED_NAMESPACE_LABELS,
+                        **(BASELINE_NAMESPACE_LABELS if namespace in owner_step | picked else {}),
+                    },
                 ),
                 opts=in_cluster(),
             )
@@ -192,7 +211,7 @@ class MigInference(pulumi.ComponentResource):
             cache.append(
                 ModelCache(
                     children.name("model-cache"),
-                    ModelCacheArgs(stack=args),
+                    ModelCacheArgs(stack=args, cluster_name=joined.ref),
                     in_cluster(*namespaces.values()),
                 )
             )
@@ -214,12 +233,36 @@ class MigInference(pulumi.ComponentResource):
                 InferenceServiceArgs(stack=args, service=service.name),
                 in_cluster(*ready, *keda, namespaces[service.spec.namespace], *cache, *fillers),
             )
-        # Each verified Service is checked once all of its Deployments are available.
+        front: list[InferenceGateway] = []
+        if plan.gateway is not None:
+            implementation = (
+                [
+                    IstioGateway(
+                        children.name("istio"),
+                        IstioGatewayArgs(namespace=ISTIO_NAMESPACE),
+                        in_cluster(),
+                    )
+                ]
+                if plan.gateway.spec.install
+                else []
+            )
+            front.append(
+                InferenceGateway(
+                    children.name("gateway"),
+                    InferenceGatewayArgs(stack=args),
+                    in_cluster(*implementation, *namespaces.values()),
+                )
+            )
+        # Each verified Service is checked once all of its Deployments are available (and,
+        # behind the gateway, once its routes are).
         for checked in verify_targets(plan):
+            verified = ServiceVerificationArgs(stack=args, service=checked.service)
+            if checked.url == GATEWAY_ADDRESS and front:
+                verified["gateway_url"] = front[0].address
             ServiceVerification(
                 children.name(f"verify-{checked.service}"),
-                ServiceVerificationArgs(stack=args, service=checked.service),
-                in_cluster(*[deployed[part] for part in checked.parts]),
+                verified,
+                in_cluster(*[deployed[part] for part in checked.parts], *front),
             )
         # The taints of existing nodes come after the services that run there: their replicas
         # tolerate them before any of those nodes carries them.
@@ -283,6 +326,11 @@ class MigInference(pulumi.ComponentResource):
                 for pool, made in zip(plan.pools, pools, strict=True)
             }
         )
+        self.gateway = (
+            front[0].address.apply(lambda url: {"url": url, "routes": gateway_routes(plan.gateway)})
+            if front
+            else pulumi.Output.from_input({})
+        )
         self.cluster = (
             joined.outputs.apply(lambda made: {"created": True, **made})
             if joined.outputs is not None
@@ -292,6 +340,7 @@ class MigInference(pulumi.ComponentResource):
         )
         self.register_outputs(
             {
+                "gateway": self.gateway,
                 "cluster": self.cluster,
                 "endpoints": self.endpoints,
                 "kubeconfig": self.kubeconfig,

@@ -144,6 +144,9 @@ class Pool(TypedDict):
     """A node count, or {min, max} to autoscale; may be left out with `mig: auto`."""
     mig: NotRequired[Any]
     """A named config (all-balanced, all-1g.10gb...), a layout {profile: count}, or auto."""
+    mig_prefer: NotRequired[list[str]]
+    """With mig: auto, the layout each GPU of a node runs now (`plan --deployed` prints it):
+    among the plans with the fewest nodes, the one re-partitioning the fewest GPUs wins."""
     mig_manager: NotRequired[str]
     """operator (the GPU Operator, mixed strategy; default) or gke (GKE's own partitioning)."""
     max_pods: NotRequired[int]
@@ -181,6 +184,9 @@ class Pool(TypedDict):
     """How a layout change reaches running nodes: blue-green (new pool) or in-place."""
     max_unavailable: NotRequired[int]
     """In-place rollout: nodes re-partitioned at a time (1)."""
+    evict_unmanaged_pods: NotRequired[bool]
+    """In-place rollout: the re-partitioning Job may evict GPU pods no controller owns (deleted
+    for good); without it, such a pod stops the Job before any change (false)."""
     sharing: NotRequired[Sharing]
     """Time-slicing or MPS on the pool's devices."""
 
@@ -438,6 +444,35 @@ class EphemeralSettings(TypedDict):
     """US dollars it may cost over its TTL, every pool at its largest."""
 
 
+class EndpointPicker(TypedDict):
+    """What each endpoint picker (one per InferencePool) requests."""
+
+    cpu: NotRequired[float]
+    """CPUs (4, the chart's)."""
+    memory_gi_b: NotRequired[float]
+    """Memory in GiB (8); the limit is twice that."""
+
+
+class GatewaySettings(TypedDict):
+    """One address for every vLLM service, routed by the request's model (the Gateway API
+    Inference Extension)."""
+
+    enabled: NotRequired[bool]
+    """False keeps the section without a gateway (true)."""
+    address: NotRequired[str]
+    """internal (default: GKE's gke-l7-rilb, elsewhere a ClusterIP Service) or external."""
+    namespace: NotRequired[str]
+    """The Gateway's namespace, with the body-based router (inference-gateway)."""
+    port: NotRequired[int]
+    """The HTTP listener's port (80)."""
+    install: NotRequired[bool]
+    """EKS, OKE, existing: install Istio and the Gateway API and InferencePool CRDs (true)."""
+    proxy_subnet: NotRequired[str]
+    """GKE (required): the range of the region's proxy-only subnet."""
+    endpoint_picker: NotRequired[EndpointPicker]
+    """What each endpoint picker requests."""
+
+
 class Stack(TypedDict):
     """Everything one stack file holds: cloud, cluster, pools, GPU Operator, services."""
 
@@ -461,6 +496,8 @@ class Stack(TypedDict):
     """The budget and lifetime of an ephemeral test stack."""
     dra: NotRequired[DraSettings]
     """NVIDIA's DRA driver, for pools with `allocation: dra`."""
+    gateway: NotRequired[GatewaySettings]
+    """One address for every model (default: none)."""
     tags: NotRequired[dict[str, str]]
     """EKS and OKE: tags on every cloud resource the stack creates that takes tags (AWS tags, OCI
     freeform tags), beside the provider's default tags."""

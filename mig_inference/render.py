@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError
 from mig_inference.spec.files import load_stack_file
 from mig_inference.stackfile.pulumi_config import read_stack_config
@@ -48,18 +49,36 @@ _FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
     },
     "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
     "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},
+    # The address a GKE load balancer gets once the Gateway is programmed.
+    "kubernetes:gateway.networking.k8s.io/v1:Gateway": {
+        "status": {"addresses": [{"type": "IPAddress", "value": "10.128.0.100"}]}
+    },
     "aws:eks/nodeGroup:NodeGroup": {
         "arn": "arn:aws:eks:us-east-1:123456789012:nodegroup/mock/mock/mock",
         "resources": [{"autoscalingGroups": [{"name": "eks-mock-node-group-asg"}]}],
     },
 }
 _CA = "Y2EtY2VydGlmaWNhdGU="
+_CAPACITY_BLOCK = "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation"
+_SUBNETS = "aws:ec2/getSubnets:getSubnets"
+FAKE_BLOCK_END = "2030-01-07T11:30:00Z"
 # Data sources the program calls to find the cluster a stack joins (its arguments are echoed).
 _FAKE_CALLS: dict[str, dict[str, Any]] = {
     "gcp:organizations/getProject:getProject": {"number": "123456789012"},
+    # A joined cluster has the add-ons the stack needs (mig_inference/clouds/addons.py).
     "gcp:container/getCluster:getCluster": {
         "endpoint": "203.0.113.20",
         "masterAuths": [{"clusterCaCertificate": _CA}],
+        "addonsConfigs": [
+            {
+                "gcePersistentDiskCsiDriverConfigs": [{"enabled": True}],
+                "gcsFuseCsiDriverConfigs": [{"enabled": True}],
+            }
+        ],
+        "datapathProvider": "ADVANCED_DATAPATH",
+    },
+    "aws:eks/getAddon:getAddon": {
+        "configurationValues": json.dumps({"enableNetworkPolicy": "true"})
     },
     "aws:eks/getCluster:getCluster": {
         "endpoint": "https://joined.example.eks.amazonaws.com",
@@ -77,7 +96,12 @@ _FAKE_CALLS: dict[str, dict[str, Any]] = {
     "gcp:compute/getSubnetwork:getSubnetwork": {
         "selfLink": "https://www.googleapis.com/compute/v1/projects/p/regions/r/subnetworks/s"
     },
+    _CAPACITY_BLOCK: {"availabilityZone": "us-east-1a", "endDate": FAKE_BLOCK_END},
+    _SUBNETS: {},
 }
+ABSENT_EKS_ADDONS: set[str] = set()
+"""EKS add-ons the offline lookup finds missing on a joined cluster (none, unless a test says)."""
+EKS_GET_ADDON = "aws:eks/getAddon:getAddon"
 # The version each cloud's lookup reports for a joined cluster, in its own form. Offline, the
 # cluster a DRA stack joins runs the Kubernetes minor the stack names.
 _CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
@@ -85,6 +109,33 @@ _CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
     "oci:ContainerEngine/getCluster:getCluster": ("kubernetesVersion", "v1.{minor}.0"),
     "gcp:container/getCluster:getCluster": ("masterVersion", "1.{minor}.0-gke.0"),
 }
+
+
+def _capacity_blocks(stack_file: Path) -> dict[str, dict[str, Any]]:
+    """How EC2 describes each Capacity Block the stack names, offline: in the first zone of
+    the region, holding the pool's instance type and as many instances as it may grow to."""
+    try:
+        spec = load_stack_file(stack_file)
+    except MigError:
+        return {}
+    zone = f"{spec.cluster.get('region') or 'us-east-1'}a"
+    return {
+        pool.reservation: {
+            "availabilityZone": zone,
+            "instanceType": pool.machine_type,
+            "instanceCount": pool.nodes.max,
+            "endDate": FAKE_BLOCK_END,
+        }
+        for pool in spec.pools
+        if pool.capacity is Capacity.CAPACITY_BLOCK and pool.reservation
+    }
+
+
+def _subnets_in_zone(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Offline, every subnet a `getSubnets` lookup names is in the zone it asks for (the
+    Capacity Block's)."""
+    named = [f for f in args.get("filters") or [] if f.get("name") == "subnet-id"]
+    return {"ids": list(named[0].get("values") or []) if named else []}
 
 
 def offline_outputs(type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +150,8 @@ def offline_answer(
     """A data source's answer offline: its arguments echoed, with the fields the program reads
     (a joined cluster's endpoint, CA, version ...); with `kubernetes_minor`, the version the
     cluster reports is that minor."""
-    answer = {**args, **_FAKE_CALLS.get(token, {})}
+    derived = _subnets_in_zone(args) if token == _SUBNETS else {}
+    answer = {**args, **derived, **_FAKE_CALLS.get(token, {})}
     version = _CLUSTER_VERSIONS.get(token)
     if kubernetes_minor is not None and version is not None:
         answer[version[0]] = version[1].format(minor=kubernetes_minor)
@@ -289,6 +341,7 @@ def run_program(
     config, secret_keys, secret_plain = stack_config(stack_file, secret_values)
     rendering.secrets = list(secret_plain)
     dra_minor = _dra_minor(stack_file)
+    blocks = _capacity_blocks(stack_file)
 
     class Recorder(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
@@ -305,7 +358,14 @@ def run_program(
         def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
             rendering.calls.append((args.token, dict(args.args)))
             rendering.call_providers.append(args.provider or "")
-            return offline_answer(args.token, args.args, dra_minor), []
+            if args.token == EKS_GET_ADDON and args.args.get("addonName") in ABSENT_EKS_ADDONS:
+                found = f"{args.args.get('clusterName')}:{args.args.get('addonName')}"
+                return {}, [("addonName", f"reading EKS Add-On ({found}): couldn't find resource")]
+            answer = offline_answer(args.token, args.args, dra_minor)
+            if args.token == _CAPACITY_BLOCK:
+                # The block the stack names holds its pool's instance type and size.
+                answer.update(blocks.get(str(args.args.get("id")), {}))
+            return answer, []
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -4,35 +4,42 @@ HTTP, so every JSONPath, selector and patch the scripts send is evaluated by kub
 It serves what the scripts' commands need and nothing more: discovery (`/api`, `/api/v1`,
 `/apis`); GET and LIST of nodes and pods with label and field selectors; PATCH of nodes (JSON
 merge patch as RFC 7386 says, through `json_merge_patch`; strategic merge for the flat maps and
-scalars of a node, where it means the same); the pods/eviction subresource (429 while a
-PodDisruptionBudget refuses); DELETE of pods. Anything else is a 404 or 405, so a script that
-strays fails loudly.
+scalars of a node, where it means the same; a `metadata.resourceVersion` in the patch is a
+precondition, 409 when the node changed since); the pods/eviction subresource (429 while a
+PodDisruptionBudget refuses); DELETE of pods; GET, LIST and PATCH of PodDisruptionBudgets. Anything
+else is a 404 or 405, so a script that strays fails loudly.
 
-Behind it, a cluster: nodes whose MIG manager is `mig_inference.rollout.mig_manager` (advanced
-one `step` of simulated time per API request), the device plugin's allocatable counts, pods
-holding devices, the GPU Operator's mig-manager pods (a DaemonSet: a deleted one comes back and
-its manager restarts), and faults: API errors or no answer on chosen requests, actions at chosen
-times (a node deleted mid-run). On DRA nodes, NVIDIA's DRA driver: a kubelet-plugin pod per node
-(a DaemonSet's) that publishes, in a ResourceSlice, the layout the GPUs had when it became Ready
-(the driver's static MIG mode discovers slices only when it starts), and LIST of ResourceSlices.
+Behind it, a cluster: nodes whose GPU agents (advanced one `step` of simulated time per API
+request) are either the rollout simulator's MIG manager model (`mig_inference.rollout.
+mig_manager`) or the model written apart from it from NVIDIA's source (`tests.nvidia_node`):
+`FakeCluster(agents=...)`; the allocatable counts as the kubelet last reported them (every
+`status_every` requests); pods holding devices; services (a ReplicaSet's pods, placed by a
+scheduler on nodes of their pool with a free device, Ready some requests later) and their
+PodDisruptionBudgets; the GPU Operator's mig-manager pods (a DaemonSet: a deleted one comes back
+and its manager restarts), and faults: API errors, no answer, or an answer lost after the change
+was made, on chosen requests; actions at chosen times (a node deleted mid-run). On DRA nodes,
+NVIDIA's DRA driver: a kubelet-plugin pod per node (a DaemonSet's) that publishes, in a
+ResourceSlice, the layout the GPUs had when it became Ready (the driver's static MIG mode discovers
+slices only when it starts), and LIST of ResourceSlices.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import json_merge_patch
@@ -43,6 +50,7 @@ from mig_inference.names.labels import (
     DRA_PLUGIN_POD_SELECTOR,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
+    POOL_LABEL,
 )
 from mig_inference.rollout.mig_manager import (
     CLIENT_LABEL,
@@ -50,10 +58,9 @@ from mig_inference.rollout.mig_manager import (
     Durations,
     MigManager,
     NodeLayout,
-    Reboot,
-    Write,
     devices_of,
 )
+from tests.nvidia_node import NvidiaNode, Steps
 from tests.reference import ROOT, missing
 
 MIG_MANAGER_APP = "nvidia-mig-manager"
@@ -67,6 +74,43 @@ FAST = Durations(
 )
 """The MIG manager's durations in requests: a relabelled node reports `success` a handful of
 API requests later."""
+AGENTS = ("simulator", "nvidia")
+"""The models a node's GPU agents can run: the rollout simulator's, or NVIDIA's source's as
+`tests.nvidia_node` reads it."""
+default_agents = "simulator"
+"""The model a `FakeCluster` runs unless told (the `agents` fixture of a test module sets it)."""
+
+
+class NodeAgents(Protocol):
+    """What the fake needs of a node's GPU agents (both models have it)."""
+
+    labels: dict[str, str]
+    hardware: NodeLayout
+    operands_stuck: bool
+
+    @property
+    def node_ready(self) -> bool: ...
+
+    def observe(self, labels: Mapping[str, str]) -> None: ...
+
+    def restart(self) -> None: ...
+
+    def advertised(self) -> dict[str, int]: ...
+
+    def advance(self, now: float, busy_gpus: Collection[int] = ()) -> list[Any]: ...
+
+
+def steps_of(durations: Durations) -> Steps:
+    """NVIDIA's model's steps taking what the simulator's durations give its phases: the three
+    asserts the checks, the apply the mode change and the instances; its waits for the operands
+    poll as often as an operand takes to stop (a hundredth of a unit when that is instant)."""
+    poll = min(durations.operands_stop, 1.0) or 0.01
+    return Steps(
+        pod_start=durations.pod_start, assert_valid=durations.checks, assert_applied=0,
+        assert_mode=0, pod_grace=durations.operands_stop, wait_timeout=durations.operands_timeout,
+        wait_poll=poll, client_poll=poll, mode_apply=0, config_apply=durations.apply,
+        reboot=durations.reboot, plugin_start=durations.plugin_start,
+    )  # fmt: skip
 
 
 def kubectl_binary() -> str:
@@ -93,19 +137,25 @@ class Fault:
     times: int = 1
     status: int = 500
     after: int = 0
+    applied: bool = False
+    """The request is carried out before the answer is lost."""
     seen: int = 0
 
 
 @dataclass
 class FakeNode:
     obj: dict[str, Any]
-    manager: MigManager | None
+    manager: NodeAgents | None
     shared_by: int = 1
     """Time-slicing: each device advertised this many times."""
     rename: bool = False
     """Time-slicing with `renameByDefault`: resources advertised as `<name>.shared`."""
     advertised: set[str] = field(default_factory=set)
     """GPU resources the device plugin advertised at some time (kubelet keeps them, at 0)."""
+    status_every: float = 0.0
+    """The kubelet reports the node's allocatable every so many requests (0: at once)."""
+    reported: dict[str, str] | None = None
+    reported_at: float = float("-inf")
 
     @property
     def name(self) -> str:
@@ -125,6 +175,22 @@ class Refusal:
     times: int
 
 
+@dataclass
+class FakeService:
+    """A Deployment's ReplicaSet: `replicas` pods with `labels`, each holding one `resource`,
+    placed on a schedulable node carrying `node_labels` with a free device, Ready `start`
+    requests after they are bound."""
+
+    namespace: str
+    name: str
+    replicas: int
+    resource: str
+    labels: dict[str, str]
+    node_labels: dict[str, str]
+    start: float
+    bound_at: dict[str, float] = field(default_factory=dict)
+
+
 class FakeCluster:
     """The state behind the fake API server; tests build it, run a script, then read it."""
 
@@ -135,7 +201,10 @@ class FakeCluster:
         step: float = 1.0,
         durations: Durations = FAST,
         operator_namespace: str = "gpu-operator",
+        agents: str | None = None,
     ) -> None:
+        self.agents = agents or default_agents
+        assert self.agents in AGENTS, self.agents
         self.configs = dict(configs)
         self.step = step
         self.durations = durations
@@ -148,6 +217,9 @@ class FakeCluster:
         self.faults: list[Fault] = []
         self.actions: list[tuple[float, Callable[[], None]]] = []
         self.hooks: list[tuple[Callable[[str], bool], Callable[[], object]]] = []
+        self.befores: list[tuple[list[Any], Callable[[], object]]] = []
+        self.statuses: list[int] = []
+        """The status of every answer, in order."""
         self.changes: list[str] = []
         """What clients changed, one entry per request: `patch NODE <changes>`, `evict NS/NAME`,
         `delete NS/NAME`."""
@@ -163,6 +235,12 @@ class FakeCluster:
         """Per DRA node: the devices its kubelet plugin published (a ResourceSlice)."""
         self.dra_plugins_start = True
         """False: a deleted DRA kubelet-plugin pod never comes back (its slices stay stale)."""
+        self.services: dict[tuple[str, str], FakeService] = {}
+        self.budgets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.ready_history: list[tuple[float, dict[str, int]]] = []
+        """Ready replicas per service after each request that changed them."""
+        self.plugin_configs: Collection[str] | None = None
+        """The device plugin's config names (NVIDIA's model only; None: no config manager)."""
 
     # -- building the cluster ------------------------------------------------------------------
     def add_node(
@@ -209,8 +287,7 @@ class FakeCluster:
         manager = None
         if gpu:
             layout = hardware if hardware is not None else self.configs[config or ""]
-            manager = MigManager(self.configs, layout, node_labels, now=self.clock,
-                                 durations=self.durations, **manager_options)  # fmt: skip
+            manager = self._agents(layout, node_labels, manager_options)
         node = FakeNode(obj, manager, shared_by, rename)
         self.nodes[name] = node
         if gpu:
@@ -224,6 +301,16 @@ class FakeCluster:
         self._bump(obj)
         return node
 
+    def _agents(
+        self, layout: NodeLayout, labels: Mapping[str, str], options: Mapping[str, Any]
+    ) -> NodeAgents:
+        if self.agents == "nvidia":
+            return NvidiaNode(self.configs, layout, dict(labels), now=self.clock,
+                              steps=steps_of(self.durations), plugin_configs=self.plugin_configs,
+                              **options)  # fmt: skip
+        return MigManager(self.configs, layout, dict(labels), now=self.clock,
+                          durations=self.durations, **options)  # fmt: skip
+
     def add_pod(
         self,
         namespace: str,
@@ -231,35 +318,118 @@ class FakeCluster:
         node: str,
         resource: str | None = "nvidia.com/mig-3g.40gb",
         *,
-        owner: str = "ReplicaSet",
+        owner: str | None = "ReplicaSet",
         budget: str | None = None,
         refusals: int = 0,
         grace: float = 1.0,
         labels: Mapping[str, str] | None = None,
-    ) -> None:
-        """A running pod on `node` holding one `resource` (None: CPU only), owned by a `owner`;
-        a PodDisruptionBudget `budget` refuses its first `refusals` evictions (-1: all)."""
+        controller: bool = True,
+    ) -> dict[str, Any]:
+        """A running pod on `node` (None: Pending) holding one `resource` (None: CPU only),
+        owned by a `owner` (None: no owner; `controller`: the owner is its controller, as a
+        ReplicaSet, Job or DaemonSet is); a PodDisruptionBudget `budget` refuses its first
+        `refusals` evictions (-1: all)."""
         limits = {"cpu": "4", "memory": "8Gi"}
         if resource:
             limits[resource] = "1"
-        self.pods[(namespace, name)] = {
+        metadata: dict[str, Any] = {"namespace": namespace, "name": name,
+                                    "uid": f"uid-{namespace}-{name}", "labels": dict(labels or {})}  # fmt: skip
+        if owner is not None:
+            reference = {
+                "apiVersion": "apps/v1",
+                "kind": owner,
+                "name": f"{name}-owner",
+                "uid": "x",
+            }
+            metadata["ownerReferences"] = [{**reference, "controller": True} if controller
+                                           else reference]  # fmt: skip
+        pod: dict[str, Any] = {
             "kind": "Pod",
             "apiVersion": "v1",
-            "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{namespace}-{name}",
-                         "labels": dict(labels or {}),
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner,
-                                              "name": f"{name}-owner", "uid": "x"}]},
-            "spec": {"nodeName": node, "terminationGracePeriodSeconds": grace,
+            "metadata": metadata,
+            "spec": {"terminationGracePeriodSeconds": grace,
                      "containers": [{"name": "main", "image": "engine",
                                      "resources": {"limits": limits, "requests": dict(limits)}}]},
-            "status": {"phase": "Running"},
+            "status": {"phase": "Running" if node else "Pending"},
         }  # fmt: skip
+        if node:
+            pod["spec"]["nodeName"] = node
+        self.pods[(namespace, name)] = pod
         if budget:
             self.refusals[(namespace, name)] = Refusal(budget, refusals)
+        return pod
+
+    def add_service(
+        self,
+        namespace: str,
+        name: str,
+        replicas: int,
+        resource: str,
+        *,
+        pool: str,
+        on: Mapping[str, int],
+        start: float = 1.0,
+        max_unavailable: int | str | None = 1,
+        budget_labels: Mapping[str, str] | None = None,
+    ) -> FakeService:
+        """A service of the stack on `pool`: `on` places its replicas (node -> count, Ready),
+        the rest Pending; with `max_unavailable`, its PodDisruptionBudget (labelled as the
+        program labels it, or `budget_labels`)."""
+        labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "inference",
+                  "app.kubernetes.io/managed-by": "mig-inference", POOL_LABEL: pool}  # fmt: skip
+        service = FakeService(
+            namespace, name, replicas, resource, labels, {POOL_LABEL: pool}, start
+        )
+        self.services[(namespace, name)] = service
+        for node, count in on.items():
+            for _ in range(count):
+                pod = self._service_pod(service, node)
+                self._set_ready(pod, True)
+        if max_unavailable is not None:
+            self.budgets[(namespace, name)] = {
+                "kind": "PodDisruptionBudget", "apiVersion": "policy/v1",
+                "metadata": {"namespace": namespace, "name": name, "annotations": {},
+                             "labels": dict(budget_labels if budget_labels is not None else labels)},
+                "spec": {"maxUnavailable": max_unavailable,
+                         "selector": {"matchLabels": {"app.kubernetes.io/name": name}}},
+            }  # fmt: skip
+        self._record_ready()
+        return service
+
+    def _service_pod(self, service: FakeService, node: str | None) -> dict[str, Any]:
+        self.serial += 1
+        pod = self.add_pod(service.namespace, f"{service.name}-{self.serial:05d}", node,  # type: ignore[arg-type]
+                           service.resource, labels=service.labels, grace=1.0)  # fmt: skip
+        pod["metadata"]["ownerReferences"][0]["name"] = f"{service.name}-rs"
+        pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": k, "operator": "In", "values": [v]} for k, v in service.node_labels.items()
+            ]}]}}}  # fmt: skip
+        return pod
+
+    @staticmethod
+    def _set_ready(pod: dict[str, Any], ready: bool) -> None:
+        pod["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
+
+    def ready_of(self, service: str) -> int:
+        """Ready replicas of a service now."""
+        return sum(1 for (ns, _), pod in self.pods.items()
+                   if pod["metadata"]["labels"].get("app.kubernetes.io/name") == service
+                   and _ready(pod))  # fmt: skip
+
+    def least_ready(self, service: str) -> int:
+        """The fewest Ready replicas the service had at any time."""
+        return min(counts.get(service, 0) for _, counts in self.ready_history)
 
     def fail(self, method: str, path: str, times: int = 1, status: int = 500,
-             after: int = 0) -> None:  # fmt: skip
-        self.faults.append(Fault(method, path, times, status, after))
+             after: int = 0, applied: bool = False) -> None:  # fmt: skip
+        """Requests that fail; with `applied`, the change is made and its answer lost."""
+        self.faults.append(Fault(method, path, times, status, after, applied=applied))
+
+    def before(self, method: str, path: str, action: Callable[[], object], after: int = 0) -> None:
+        """Run `action` once, just before the request after the first `after` that match (a
+        change someone else makes between a client's read and its write)."""
+        self.befores.append(([method, path, after], action))
 
     def at(self, when: float, action: Callable[[], None]) -> None:
         """Run `action` once the clock reaches `when`."""
@@ -333,7 +503,9 @@ class FakeCluster:
                     if pod["spec"]["nodeName"] in self.nodes:
                         self._start_dra_plugin(pod["spec"]["nodeName"])
                 elif (
-                    pod is not None and pod["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+                    pod is not None
+                    and (pod["metadata"].get("ownerReferences") or [{}])[0].get("kind")
+                    == "DaemonSet"
                 ):
                     self._recreate(pod)
         for node in self.nodes.values():
@@ -341,7 +513,7 @@ class FakeCluster:
                 continue
             busy = range(len(node.manager.hardware)) if self._holds_gpus(node.name) else ()
             for event in node.manager.advance(self.clock, busy):
-                if isinstance(event, Write):
+                if hasattr(event, "labels"):  # a label write, in either model
                     for key, value in event.labels.items():
                         if value is None:
                             node.labels.pop(key, None)
@@ -349,8 +521,70 @@ class FakeCluster:
                             node.labels[key] = value
                     self._bump(node.obj)
                     self.events.append(f"t={event.time:g} {node.name} {_changes(event.labels)}")
-                elif isinstance(event, Reboot):
+                else:  # a reboot
                     self.events.append(f"t={event.time:g} {node.name} reboots")
+        if self.services:
+            self._run_services()
+
+    # -- services: the ReplicaSets, the scheduler, readiness -----------------------------------
+    def _run_services(self) -> None:
+        for service in self.services.values():
+            mine = [pod for pod in self.pods.values() if _owned_by(pod, service)]
+            alive = [pod for pod in mine if "deletionTimestamp" not in pod["metadata"]]
+            for _ in range(service.replicas - len(alive)):
+                self._set_ready(self._service_pod(service, None), False)
+            for pod in mine:
+                name = pod["metadata"]["name"]
+                if not pod["spec"].get("nodeName"):
+                    node = self._place(service)
+                    if node is not None:
+                        pod["spec"]["nodeName"] = node
+                        pod["status"]["phase"] = "Running"
+                        service.bound_at[name] = self.clock
+                elif (
+                    not _ready(pod) and self.clock >= service.bound_at.get(name, 0) + service.start
+                ):
+                    self._set_ready(pod, True)
+        self._record_ready()
+
+    def _place(self, service: FakeService) -> str | None:
+        """A node for a Pending pod: schedulable, of the service's pool, with a free device of
+        its resource as the node object shows it (the kubelet's last report)."""
+        for name, node in sorted(self.nodes.items()):
+            if node.obj["spec"].get("unschedulable"):
+                continue
+            if any(node.labels.get(k) != v for k, v in service.node_labels.items()):
+                continue
+            allocatable = self.node_view(node)["status"]["allocatable"]
+            held = sum(1 for other in self.pods.values() if other["spec"].get("nodeName") == name
+                       and service.resource in _gpu_limits(other))  # fmt: skip
+            if int(allocatable.get(service.resource, "0")) > held:
+                return name
+        return None
+
+    def _record_ready(self) -> None:
+        counts = {service.name: self.ready_of(service.name) for service in self.services.values()}
+        if not self.ready_history or self.ready_history[-1][1] != counts:
+            self.ready_history.append((self.clock, counts))
+
+    def budget_view(self, budget: dict[str, Any]) -> dict[str, Any]:
+        """A PodDisruptionBudget with its status as the disruption controller computes it."""
+        view = copy.deepcopy(budget)
+        namespace = budget["metadata"]["namespace"]
+        selector = budget["spec"]["selector"]["matchLabels"]
+        service = next((s for s in self.services.values() if s.namespace == namespace
+                        and all(s.labels.get(k) == v for k, v in selector.items())), None)  # fmt: skip
+        expected = service.replicas if service else 0
+        healthy = sum(1 for (ns, _), pod in self.pods.items() if ns == namespace and all(
+            pod["metadata"]["labels"].get(k) == v for k, v in selector.items()) and _ready(pod))  # fmt: skip
+        unavailable = budget["spec"]["maxUnavailable"]
+        if isinstance(unavailable, str):  # a percentage, rounded up (intstr, roundUp=true)
+            unavailable = math.ceil(int(unavailable.rstrip("%")) * expected / 100)
+        desired = max(expected - unavailable, 0)
+        view["status"] = {"expectedPods": expected, "currentHealthy": healthy,
+                          "desiredHealthy": desired,
+                          "disruptionsAllowed": max(healthy - desired, 0)}  # fmt: skip
+        return view
 
     def _holds_gpus(self, node: str) -> bool:
         return any(pod["spec"].get("nodeName") == node
@@ -365,7 +599,8 @@ class FakeCluster:
             "apiVersion": "v1",
             "metadata": {"namespace": DRA_NAMESPACE, "name": name, "labels": dict(DRA_PLUGIN_LABEL),
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
-                                              "name": "kubelet-plugin", "uid": "dra"}]},
+                                              "name": "kubelet-plugin", "uid": "dra",
+                                              "controller": True}]},
             "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
                      "containers": [{"name": "gpus", "image": "dra"}]},
             "status": {"phase": "Running",
@@ -422,15 +657,24 @@ class FakeCluster:
         obj = copy.deepcopy(node.obj)
         allocatable = obj["status"]["allocatable"]
         if node.manager is not None:
-            suffix = ".shared" if node.rename and node.shared_by > 1 else ""
-            now = {f"{r}{suffix}": n * node.shared_by
-                   for r, n in node.manager.advertised().items()}  # fmt: skip
-            node.advertised |= set(now)
-            for resource in node.advertised:
-                allocatable[resource] = str(now.get(resource, 0))
+            if node.reported is None or self.clock >= node.reported_at + node.status_every:
+                suffix = ".shared" if node.rename and node.shared_by > 1 else ""
+                now = {f"{r}{suffix}": n * node.shared_by
+                       for r, n in node.manager.advertised().items()}  # fmt: skip
+                node.advertised |= set(now)
+                node.reported = {r: str(now.get(r, 0)) for r in node.advertised}
+                node.reported_at = self.clock
+            allocatable.update(node.reported)
             ready = "True" if node.manager.node_ready else "False"
             obj["status"]["conditions"] = [{"type": "Ready", "status": ready}]
         return obj
+
+    def freeze_status(self, name: str) -> None:
+        """The kubelet reports the node's allocatable no more (its next status update is late):
+        the API keeps showing what it last reported."""
+        node = self.nodes[name]
+        self.node_view(node)
+        node.status_every = float("inf")
 
     def _bump(self, obj: dict[str, Any]) -> None:
         self.version += 1
@@ -445,7 +689,8 @@ class FakeCluster:
             "metadata": {"namespace": self.operator_namespace, "name": name,
                          "labels": {"app": MIG_MANAGER_APP},
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
-                                              "name": MIG_MANAGER_APP, "uid": "ds"}]},
+                                              "name": MIG_MANAGER_APP, "uid": "ds",
+                                              "controller": True}]},
             "spec": {"nodeName": node, "containers": [{"name": "mig-manager", "image": "x"}]},
             "status": {"phase": "Running"},
         }  # fmt: skip
@@ -459,6 +704,16 @@ class FakeCluster:
         self.pods[(new["metadata"]["namespace"], new["metadata"]["name"])] = new
 
     # -- requests ------------------------------------------------------------------------------
+    def run_befores(self, method: str, path: str) -> None:
+        for entry in list(self.befores):
+            (wanted, pattern, after), action = entry
+            if wanted == method and re.fullmatch(pattern, path):
+                if after > 0:
+                    entry[0][2] = after - 1
+                    continue
+                self.befores.remove(entry)
+                action()
+
     def fault_for(self, method: str, path: str) -> Fault | None:
         for fault in self.faults:
             if fault.method == method and re.fullmatch(fault.path, path):
@@ -475,6 +730,8 @@ class FakeCluster:
         if parts == ["apis", "resource.k8s.io", "v1", "resourceslices"] and method == "GET":
             items = [s for s in self.resource_slices() if _selected(s, query)]
             return 200, _list("ResourceSliceList", items, self.version)
+        if parts[:3] == ["apis", "policy", "v1"]:
+            return self._budgets(method, parts[3:], query, body)
         if parts[:2] != ["api", "v1"] or len(parts) < 3:
             return _status(404, "NotFound", f"the server could not find {path}")
         rest = parts[2:]
@@ -491,6 +748,33 @@ class FakeCluster:
             if len(rest) == 5 and rest[4] == "eviction" and method == "POST":
                 return self._evict(namespace, rest[3], body)
         return _status(404, "NotFound", f"the server could not find {path}")
+
+    def _budgets(self, method: str, rest: list[str], query: Mapping[str, str], body: bytes
+                 ) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        if rest == ["poddisruptionbudgets"] or (
+            len(rest) == 3 and rest[0] == "namespaces" and rest[2] == "poddisruptionbudgets"
+        ):
+            if method != "GET":
+                return _status(405, "MethodNotAllowed", f"{method} poddisruptionbudgets")
+            items = [self.budget_view(b) for (ns, _), b in sorted(self.budgets.items())
+                     if (len(rest) == 1 or ns == rest[1]) and _selected(b, query)]  # fmt: skip
+            return 200, _list("PodDisruptionBudgetList", items, self.version)
+        if len(rest) == 4 and rest[0] == "namespaces" and rest[2] == "poddisruptionbudgets":
+            budget = self.budgets.get((rest[1], rest[3]))
+            if budget is None:
+                return _status(404, "NotFound", f'poddisruptionbudgets "{rest[3]}" not found',
+                               rest[3], "poddisruptionbudgets")  # fmt: skip
+            if method == "GET":
+                return 200, self.budget_view(budget)
+            if method == "PATCH":
+                patch = json.loads(body)
+                before = copy.deepcopy(budget)
+                json_merge_patch.merge(budget, patch)
+                self._bump(budget)
+                self._changed(f"patch pdb {rest[1]}/{rest[3]} {_budget_diff(before, budget)}")
+                return 200, self.budget_view(budget)
+            return _status(405, "MethodNotAllowed", f"{method} poddisruptionbudget")
+        return _status(404, "NotFound", "the server could not find the requested resource")
 
     def _nodes(self, method: str, rest: list[str], query: Mapping[str, str], body: bytes
                ) -> tuple[int, dict[str, Any]]:  # fmt: skip
@@ -513,6 +797,11 @@ class FakeCluster:
         patch = json.loads(body)
         if "$patch" in json.dumps(patch) or "$retainKeys" in json.dumps(patch):
             return _status(400, "BadRequest", "strategic merge directives are not modelled")
+        precondition = (patch.get("metadata") or {}).pop("resourceVersion", None)
+        if precondition is not None and precondition != node.obj["metadata"]["resourceVersion"]:
+            return _status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{node.name}": '
+                           "the object has been modified; please apply your changes to the latest "
+                           "version and try again", node.name, "nodes")  # fmt: skip
         before = copy.deepcopy(node.obj)
         json_merge_patch.merge(node.obj, patch)
         self._bump(node.obj)
@@ -557,6 +846,21 @@ class FakeCluster:
         pod = self.pods.get((namespace, name))
         if pod is None:
             return _status(404, "NotFound", f'pods "{name}" not found', name, "pods")
+        budget = self._budget_of(pod)
+        if budget is not None and "deletionTimestamp" not in pod["metadata"]:
+            status = self.budget_view(budget)["status"]
+            # Unhealthy pods go while the budget is met (unhealthyPodEvictionPolicy IfHealthyBudget).
+            allowed = (status["disruptionsAllowed"] > 0 if _ready(pod)
+                       else status["currentHealthy"] >= status["desiredHealthy"])  # fmt: skip
+            if not allowed:
+                code, answer = _status(
+                    429, "TooManyRequests",
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                )  # fmt: skip
+                answer["details"] = {"causes": [{"reason": "DisruptionBudget", "message":
+                    f"The disruption budget {budget['metadata']['name']} needs "
+                    f"{status['desiredHealthy']} healthy pods and has {status['currentHealthy']} currently"}]}  # fmt: skip
+                return code, answer
         refusal = self.refusals.get((namespace, name))
         if (
             refusal is not None
@@ -575,6 +879,16 @@ class FakeCluster:
         self._terminate(pod)
         return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
+    def _budget_of(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        labels = pod["metadata"].get("labels") or {}
+        for (namespace, _), budget in sorted(self.budgets.items()):
+            selector = budget["spec"]["selector"]["matchLabels"]
+            if namespace == pod["metadata"]["namespace"] and all(
+                labels.get(k) == v for k, v in selector.items()
+            ):
+                return budget
+        return None
+
     def _terminate(self, pod: dict[str, Any]) -> None:
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         if key in self.gone_at:
@@ -589,7 +903,12 @@ DISCOVERY: dict[str, dict[str, Any]] = {
         {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
     "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
         {"name": "resource.k8s.io", "versions": [{"groupVersion": "resource.k8s.io/v1", "version": "v1"}],
-         "preferredVersion": {"groupVersion": "resource.k8s.io/v1", "version": "v1"}}]},
+         "preferredVersion": {"groupVersion": "resource.k8s.io/v1", "version": "v1"}},
+        {"name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
+         "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"}}]},
+    "/apis/policy/v1": {"kind": "APIResourceList", "groupVersion": "policy/v1", "resources": [
+        {"name": "poddisruptionbudgets", "singularName": "poddisruptionbudget", "namespaced": True,
+         "kind": "PodDisruptionBudget", "verbs": ["get", "list", "patch"], "shortNames": ["pdb"]}]},
     "/apis/resource.k8s.io/v1": {"kind": "APIResourceList", "groupVersion": "resource.k8s.io/v1",
                                  "resources": [{"name": "resourceslices", "singularName": "resourceslice",
                                                 "namespaced": False, "kind": "ResourceSlice",
@@ -631,20 +950,23 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
             with cluster.lock:
                 cluster.requests.append(f"{self.command} {url.path}")
                 fault = cluster.fault_for(self.command, url.path)
-            if fault is not None and fault.status == 0:
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            if fault is None or fault.applied:
+                with cluster.lock:
+                    cluster.run_befores(self.command, url.path)
+                    cluster.tick()
+                    try:
+                        code, answer = cluster.handle(self.command, url.path, query, body)
+                    except (AssertionError, ValueError, KeyError) as error:
+                        cluster.errors.append(f"{self.command} {self.path}: {error!r}")
+                        code, answer = _status(400, "BadRequest", f"not modelled: {error!r}")
+                if fault is None:
+                    cluster.statuses.append(code)
+                    return self._send(code, answer)
+            if fault.status == 0:
                 time.sleep(HANG_SECONDS)
                 return self._send(504, _status(504, "Timeout", "no answer in time")[1])
-            if fault is not None:
-                return self._send(*_status(fault.status, "InternalError", "injected API error"))
-            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-            with cluster.lock:
-                cluster.tick()
-                try:
-                    code, answer = cluster.handle(self.command, url.path, query, body)
-                except (AssertionError, ValueError, KeyError) as error:
-                    cluster.errors.append(f"{self.command} {self.path}: {error!r}")
-                    code, answer = _status(400, "BadRequest", f"not modelled: {error!r}")
-            return self._send(code, answer)
+            return self._send(*_status(fault.status, "InternalError", "injected API error"))
 
         def _send(self, code: int, body: Mapping[str, Any]) -> None:
             data = json.dumps(body).encode()
@@ -728,6 +1050,34 @@ def _gpu_limits(pod: Mapping[str, Any]) -> list[str]:
         for resource in (container.get("resources", {}).get("limits") or {})
         if resource.startswith(GPU_RESOURCE_PREFIXES)
     ]
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return "deletionTimestamp" not in pod["metadata"] and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in conditions
+    )
+
+
+def _owned_by(pod: Mapping[str, Any], service: FakeService) -> bool:
+    owners = pod["metadata"].get("ownerReferences") or []
+    return pod["metadata"]["namespace"] == service.namespace and any(
+        o["name"] == f"{service.name}-rs" for o in owners
+    )
+
+
+def _budget_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    parts = []
+    old = before["metadata"].get("annotations") or {}
+    new = after["metadata"].get("annotations") or {}
+    for key in sorted(set(old) | set(new)):
+        if key not in new:
+            parts.append(f"@{key}-")
+        elif old.get(key) != new[key]:
+            parts.append(f"@{key}={new[key]}")
+    if before["spec"].get("maxUnavailable") != after["spec"].get("maxUnavailable"):
+        parts.append(f"maxUnavailable={after['spec'].get('maxUnavailable')}")
+    return " ".join(parts) or "(no change)"
 
 
 def _field(obj: Mapping[str, Any], path: str) -> str:

@@ -99,7 +99,31 @@ def test_oke_autoscaled_pools_get_the_addon(tmp_path: Path) -> None:
     assert (
         addon["addonName"] == "ClusterAutoscaler" and addon["clusterId"] == "ocid1.cluster.oc1..k"
     )
-    assert addon["configurations"] == [{"key": "nodes", "value": "0:3:a10-id"}]
+    # The add-on authenticates as its own workload identity, which one policy in the cluster's
+    # compartment lets manage node pools (Oracle, "Working with the Cluster Autoscaler as a
+    # Cluster Add-on"): no node gets that permission.
+    assert addon["configurations"] == [
+        {"key": "nodes", "value": "0:3:a10-id"},
+        {"key": "authType", "value": "workload"},
+    ]
+    policy = one(rendering, "oci:Identity/policy:Policy").inputs
+    assert policy["compartmentId"] == "ocid1.compartment.oc1..o"
+    principal = (
+        "where ALL {request.principal.type = 'workload', request.principal.namespace = "
+        "'kube-system', request.principal.service_account = 'cluster-autoscaler', "
+        "request.principal.cluster_id = 'ocid1.cluster.oc1..k'}"
+    )
+    assert policy["statements"] == [
+        f"Allow any-user to {permission} in compartment id ocid1.compartment.oc1..o {principal}"
+        for permission in (
+            "manage cluster-node-pools", "manage instance-family", "use subnets",
+            "read virtual-network-family", "use vnics", "inspect compartments",
+        )
+    ]  # fmt: skip
+    made = one(rendering, "oci:ContainerEngine/addon:Addon")
+    assert rendering.options[(made.type, made.name)].dependencies == (
+        ("oci:Identity/policy:Policy", one(rendering, "oci:Identity/policy:Policy").name),
+    )
 
 
 def test_oke_addon_only_on_an_enhanced_cluster(

@@ -15,7 +15,7 @@ import pytest
 
 from mig_inference.changes.change_plan import PoolChange
 from mig_inference.clouds import MACHINES, MAX_PODS_RANGE, Cloud
-from mig_inference.clouds.capacity import FACTS, Capacity, machine_facts
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.clouds.prices import load_prices
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
@@ -43,21 +43,49 @@ def gke(machine: str, gpu: str = "H100-80GB", **pool: Any) -> dict[str, Any]:
     return stack("gke", replicas=1, machineType=machine, gpu=gpu, **pool)
 
 
+EKS_AMI = "awslabs/amazon-eks-ami@0254c5b490f819627461d1b24f87e440cbdb251f"
+EKS_MAX_PODS = {
+    # instance type: (max pods, line of templates/shared/runtime/eni-max-pods.txt at EKS_AMI).
+    # The same values follow from nodeadm's formula (nodeadm/internal/kubelet/eni_max_pods.go
+    # L75-77: ENIs x (IPv4 per ENI - 1) + 2) over nodeadm/internal/kubelet/instance-info.jsonl at
+    # awslabs/amazon-eks-ami@81fec2e895854f599974fe4d3d72f61c0a9aaffa, whose lines are given too.
+    "p4d.24xlarge": (737, 750, 913), "p4de.24xlarge": (737, 751, 914),
+    "p5.48xlarge": (100, 752, 915), "p5e.48xlarge": (100, 754, 917),
+    "p5en.48xlarge": (198, 755, 918), "p6-b200.48xlarge": (198, 756, 919),
+    "p6-b300.48xlarge": (198, 757, 920), "g4dn.xlarge": (29, 341, 365),
+    "g4dn.12xlarge": (234, 335, 359), "g5.xlarge": (58, 349, 373),
+    "g5.12xlarge": (737, 342, 366), "g5.48xlarge": (345, 346, 370), "g6.xlarge": (58, 363, 387),
+    "g6.12xlarge": (234, 356, 380), "g6.48xlarge": (737, 360, 384),
+    "g6e.xlarge": (58, 371, 395), "g6e.12xlarge": (292, 364, 388),
+    "g6e.48xlarge": (492, 368, 392),
+}  # fmt: skip
+GKE_MAX_PODS = 256
+"""GKE "Configure maximum Pods per node" (cloud.google.com/kubernetes-engine/docs/how-to/
+flexible-pod-cidr): 8 to 256 per node on Standard clusters, default 110."""
+OKE_MAX_PODS = (31, 110)
+"""OKE "Using the OCI VCN-Native Pod Networking CNI plugin" (docs.oracle.com/en-us/iaas/Content/
+ContEng/Concepts/contengpodnetworking_topic-OCI_CNI_plugin.htm): 31 pods per node by default, at
+most 110."""
+
+
 def test_every_known_gpu_machine_has_its_capacity_disks_and_max_pods_with_sources() -> None:
     for cloud, machines in MACHINES.items():
         for name, shape in machines.items():
-            facts = machine_facts(cloud.value, name)
+            facts = shape.facts
             assert facts is not None, name
             assert facts.capacity and facts.boot_disks and facts.max_pods > 0
-            assert facts.capacity_source and facts.boot_disk_source and facts.max_pods_source
+            assert all(facts.sources().values()), name
             if cloud is Cloud.EKS:
-                # Confirmed against the EKS AMI's instance-info.jsonl: the planner's ceiling.
-                assert facts.max_pods == shape.default_max_pods and "max_pods" not in (
-                    facts.unconfirmed
-                )
+                # The EKS AMI's own value, transcribed above: the planner's ceiling and default.
+                assert (facts.max_pods, shape.default_max_pods) == (EKS_MAX_PODS[name][0],) * 2
+                assert "max_pods" not in facts.unconfirmed
+            elif cloud is Cloud.GKE:
+                assert facts.max_pods == GKE_MAX_PODS
             else:
-                assert facts.max_pods == MAX_PODS_RANGE[cloud][1]
-    assert set(FACTS) == {"gke", "eks", "oke"}
+                assert (shape.default_max_pods, facts.max_pods) == OKE_MAX_PODS
+    assert set(MACHINES) == {Cloud.GKE, Cloud.EKS, Cloud.OKE}
+    assert MAX_PODS_RANGE[Cloud.GKE][1] == GKE_MAX_PODS
+    assert MAX_PODS_RANGE[Cloud.OKE][1] == OKE_MAX_PODS[1]
 
 
 @pytest.mark.parametrize("machine", ["a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g"])
@@ -143,13 +171,28 @@ def test_bad_capacity_is_one_error_at_its_key(
     assert message in errors[0].message
 
 
-def test_capacity_blocks_only_where_aws_sells_them() -> None:
+@pytest.mark.parametrize(
+    ("machine", "gpu"),
+    [("p4de.24xlarge", "A100-80GB"), ("p6-b200.48xlarge", "B200-180GB"),
+     ("p6-b300.48xlarge", "B300-269GB"), ("p5en.48xlarge", "H200-141GB")],
+)  # fmt: skip
+def test_capacity_blocks_where_aws_sells_them(machine: str, gpu: str) -> None:
+    plan = _plan(
+        stack("eks", machineType=machine, gpu=gpu, mig="all-balanced",
+              capacity="capacity-block", reservation="cr-0a1b2c3d4e5f60718")
+    )  # fmt: skip
+    assert plan.pools[0].spec.capacity is Capacity.CAPACITY_BLOCK
+
+
+def test_capacity_blocks_refused_where_aws_does_not_sell_them() -> None:
     [error] = _errors(
-        stack("eks", machineType="p4de.24xlarge", gpu="A100-80GB", mig="all-balanced",
+        stack("eks", machineType="g6e.12xlarge", gpu="L40S-48GB", mig=None,
               capacity="capacity-block", reservation="cr-0a1b2c3d4e5f60718")
     )  # fmt: skip
     assert error.path == "mig-inference:pools[0].capacity"
     assert error.allowed == ["on-demand", "spot", "reservation"]
+    assert "AWS sells Capacity Blocks for ML for p4d.24xlarge, p4de.24xlarge" in error.message
+    assert "ec2-capacity-blocks.html" in error.message
 
 
 def test_eks_reservation_and_capacity_block_reach_the_launch_template(tmp_path: Path) -> None:
@@ -283,3 +326,48 @@ def test_pack_compares_a_capacity_choice_as_users_run_it(tmp_path: Path) -> None
         "error: --capacity: 'reserved' is not a capacity choice; allowed: on-demand, spot, "
         "reservation, capacity-block, flex-start"
     )
+
+
+@pytest.mark.parametrize("shape", [s for s in MACHINES[Cloud.OKE] if s.startswith("BM.GPU")])
+def test_oke_spot_is_refused_on_every_bare_metal_shape(shape: str) -> None:
+    gpu = MACHINES[Cloud.OKE][shape].gpu
+    [error] = _errors(stack("oke", machineType=shape, gpu=gpu, mig=None, spot=True))
+    # The file says `spot: true`: the error names that key.
+    assert (error.path, error.value) == ("mig-inference:pools[0].spot", True)
+    assert "OCI's preemptible capacity does not support bare metal instances" in error.message
+    assert "Compute/Concepts/preemptible.htm" in error.message
+    assert "unconfirmed" not in error.message
+    [error] = _errors(stack("oke", machineType=shape, gpu=gpu, mig=None, capacity="spot"))
+    assert error.path == "mig-inference:pools[0].capacity"
+    assert error.allowed == ["on-demand", "reservation"]
+
+
+def test_oke_spot_stays_on_virtual_machine_shapes() -> None:
+    plan = _plan(stack("oke", 1, machineType="VM.GPU.A10.1", gpu="A10-24GB", mig=None,
+                       spot=True, maxPods=31))  # fmt: skip
+    assert plan.pools[0].spec.capacity is Capacity.SPOT
+
+
+@pytest.mark.parametrize("capacity", ["spot", "flex-start", "on-demand"])
+def test_a4x_is_sold_through_reservations_only(capacity: str) -> None:
+    pool: dict[str, Any] = {"capacity": capacity, "mig": "all-3g.93gb"}
+    if capacity == "flex-start":
+        pool["nodes"] = {"min": 0, "max": 1}
+    [error] = _errors(gke("a4x-highgpu-4g", "GB200", **pool))
+    assert error.path == "mig-inference:pools[0].capacity"
+    assert error.allowed == ["reservation"]
+    assert "Google sells A4X only through reservations" in error.message
+    assert "ai-hypercomputer/docs/consumption-models" in error.message
+    assert "unconfirmed" not in error.message
+    reserved = _plan(gke("a4x-highgpu-4g", "GB200", mig="all-3g.93gb", capacity="reservation",
+                         reservation="gb200-block"))  # fmt: skip
+    assert reserved.pools[0].spec.capacity is Capacity.RESERVATION
+
+
+def test_spot_and_capacity_may_both_be_given_when_they_agree() -> None:
+    # `spot` is the older spelling of `capacity: spot`: refused only when it says otherwise.
+    assert _plan(gke("a3-highgpu-8g", capacity="spot")).pools[0].spec.capacity is Capacity.SPOT
+    assert _plan(gke("a3-highgpu-8g", capacity="spot", spot=True)).pools[0].spec.spot
+    [error] = _errors(gke("a3-highgpu-8g", capacity="spot", spot=False))
+    assert error.path == "mig-inference:pools[0].spot"
+    assert "spot: false contradicts capacity: spot" in error.message

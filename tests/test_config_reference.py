@@ -10,6 +10,7 @@ import pytest
 
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
 from mig_inference.spec.demand import DEMAND_KEYS, POINT_KEYS, PROFILING_KEYS
+from mig_inference.spec.gateway import GATEWAY_KEYS, PICKER_KEYS
 from mig_inference.spec.model_cache import MODEL_CACHE_KEYS
 from mig_inference.spec.monitoring import MONITORING_KEYS
 from mig_inference.spec.operator import OPERATOR_KEYS
@@ -36,6 +37,8 @@ SECTIONS = {
     "verify": VERIFY_KEYS,
     "services[].verify": SERVICE_VERIFY_KEYS,
     "ephemeral": EPHEMERAL_KEYS,
+    "gateway": GATEWAY_KEYS,
+    "gateway.endpointPicker": PICKER_KEYS,
 }  # fmt: skip
 
 

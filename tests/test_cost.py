@@ -14,6 +14,7 @@ import pytest
 
 from mig_inference.cli import main
 from mig_inference.clouds import MACHINES, Cloud
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.clouds.prices import MachinePrice, load_prices, shipped_prices
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import resolve_gpu
@@ -213,10 +214,14 @@ def _expected(
     fleet: Sequence[Workload], prices: dict[str, MachinePrice], machines: Sequence[str]
 ) -> tuple[str | None, dict[str, int | None]]:
     """Argmin of nodes x price (ties: fewer nodes, then name), nodes per machine (None when its
-    GPU model cannot hold some workload), each computed by brute force."""
+    GPU model cannot hold some workload), each computed by brute force, among the machines the
+    cloud sells as spot capacity (OCI's preemptible capacity takes no bare-metal shape)."""
     nodes: dict[str, int | None] = {}
     gpus_needed: dict[str, int | None] = {}
     for machine in machines:
+        [shape] = [s for shapes in MACHINES.values() for n, s in shapes.items() if n == machine]
+        if shape.facts is not None and Capacity.SPOT not in shape.facts.capacity:
+            continue
         price = prices[machine]
         if price.gpu_model not in gpus_needed:
             gpu = resolve_gpu(price.gpu_model)

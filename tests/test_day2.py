@@ -250,13 +250,23 @@ def test_subnet_order_does_not_replace_an_eks_group_but_oke_placement_does() -> 
     assert [f.key for f in pool.fields] == ["cluster.availabilityDomains"]
 
 
-def test_in_place_pools_let_their_own_services_be_evicted(tmp_path: Path) -> None:
-    rendering = render(tmp_path, stack(rollout="in-place"))
-    budget = named(rendering, "kubernetes:policy/v1:PodDisruptionBudget", "chat-pdb").inputs
-    assert budget["spec"]["maxUnavailable"] == 4  # every replica may be re-partitioned away
-    blue_green = render(tmp_path, stack())
-    budget = named(blue_green, "kubernetes:policy/v1:PodDisruptionBudget", "chat-pdb").inputs
-    assert budget["spec"]["maxUnavailable"] == 1
+def test_in_place_pools_keep_their_services_budgets_strict_between_updates(
+    tmp_path: Path,
+) -> None:
+    # A budget of every replica let a cloud's node upgrade or a `kubectl drain` take the service
+    # to zero between `pulumi up`s; the re-partitioning Job relaxes it only while it runs.
+    for config in (stack(rollout="in-place"), stack()):
+        rendering = render(tmp_path, config)
+        budget = named(rendering, "kubernetes:policy/v1:PodDisruptionBudget", "chat-pdb").inputs
+        assert budget["spec"]["maxUnavailable"] == 1
+        assert budget["metadata"]["labels"]["mig-inference.io/pool"] == "h100"
+        assert budget["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "mig-inference"
+    [job] = [j.inputs for j in render(tmp_path, stack(rollout="in-place")).of_type(
+        "kubernetes:batch/v1:Job") if j.inputs["metadata"]["name"].startswith("mig-repartition")]  # fmt: skip
+    env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["BUDGET_SELECTOR"] == (
+        "mig-inference.io/pool=h100,app.kubernetes.io/managed-by=mig-inference"
+    )
 
 
 def test_a_failed_job_is_replaced_on_the_next_up(tmp_path: Path) -> None:
@@ -391,3 +401,42 @@ def test_diff_refuses_a_plan_of_another_cloud(
 def test_the_program_exports_the_plan_diff_reads(tmp_path: Path) -> None:
     rendering = render(tmp_path, stack())
     assert rendering.outputs["plan"] == json.loads(json.dumps(record(stack())))
+
+
+def test_a_namespace_move_moves_the_service() -> None:
+    v2 = copy.deepcopy(stack())
+    v2["services"][0]["namespace"] = "other"
+    [service] = diff_records(record(stack()), record(v2)).services
+    assert (
+        service.change is ServiceChange.MOVED and "namespace inference -> other" in service.reason
+    )
+
+
+def test_a_boot_disk_type_equal_to_the_default_keeps_the_generation() -> None:
+    # a3-highgpu-8g boots from pd-balanced unless told otherwise: writing it changes nothing.
+    [pool] = diff_records(record(stack()), record(stack(bootDiskType="pd-balanced"))).pools
+    assert pool.change is PoolChange.UNCHANGED
+    [pool] = diff_records(record(stack()), record(stack(bootDiskType="pd-ssd"))).pools
+    assert pool.change is PoolChange.NEW_NODES
+    assert [str(f) for f in pool.fields] == ["bootDiskType: pd-balanced -> pd-ssd"]
+
+
+def test_an_imds_hop_limit_of_2_is_named_not_unset() -> None:
+    v1, v2 = stack("eks"), stack("eks")
+    v1["cluster"]["imdsHopLimit"], v2["cluster"]["imdsHopLimit"] = 2, 1
+    [pool] = diff_records(record(v1), record(v2)).pools
+    assert pool.change is PoolChange.NEW_NODES
+    assert [str(f) for f in pool.fields] == ["cluster.imdsHopLimit: 2 -> 1"]
+
+
+def test_a_new_generation_of_a_reserved_pool_needs_the_reservation_twice() -> None:
+    from mig_inference.changes.change_plan import change_warnings
+    from tests.test_rollout import transition
+
+    v1 = stack(capacity="reservation", reservation="h100-res")
+    _, changes = transition(v1, stack(capacity="reservation", reservation="h100-res", maxPods=90))
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NEW_NODES and pool.reservation == "h100-res"
+    [warning] = [w for w in change_warnings(changes) if "pool h100" in w]
+    assert "reservation h100-res must hold 16 GPUs while both generations run" in warning
+    assert "8 more than the deployed pool holds" in warning and "extra GPUs until" not in warning

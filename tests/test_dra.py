@@ -514,20 +514,22 @@ def dra_stack(**pool: Any) -> dict[str, Any]:
 
 
 def test_a_claim_is_a_slice_in_the_simulator() -> None:
-    from mig_inference.rollout.model import claimed_devices, pod_template
+    from mig_inference.rollout.model import CLAIM_TEMPLATE, claimed_device, pod_template
     from mig_inference.rollout.rendered import program_of
 
     program = program_of(stack_rendering(STACK))
-    claims = claimed_devices(program)
+    claims = {
+        t.inputs["metadata"]["name"]: claimed_device(t) for t in program.of_type(CLAIM_TEMPLATE)
+    }
     assert claims == {
         "mistral-nemo-gpu-device": "nvidia.com/mig-3g.40gb",
         "qwen-small-gpu-device": "nvidia.com/mig-1g.10gb",
     }
     [deployment] = [d for d in program.of_type("kubernetes:apps/v1:Deployment")
                     if d.inputs["metadata"]["name"] == "qwen-small"]  # fmt: skip
-    spec = deployment.inputs["spec"]["template"]["spec"]
-    assert pod_template(spec, claims).resource == "nvidia.com/mig-1g.10gb"
-    assert pod_template(spec).resource is None
+    template = pod_template(deployment.inputs["spec"]["template"]["spec"])
+    # The device is the claim's, made from the template when a pod is created.
+    assert template.claims == ("qwen-small-gpu-device",) and template.resource is None
 
 
 def test_an_in_place_change_of_a_dra_pool_restarts_the_plugin_and_serves_again() -> None:
@@ -569,3 +571,59 @@ def test_without_the_restart_the_simulated_replicas_would_stay_pending(
     finally:
         _simulated.cache_clear()
     assert outcome.failure is not None or changes.services[0].pending_at_end == 4
+
+
+# --- GKE's critical-pods quota, and the operator on DRA nodes -------------------------------
+
+
+def test_on_gke_the_driver_namespace_admits_its_node_critical_plugin(tmp_path: Path) -> None:
+    """The kubelet plugin runs at system-node-critical (the chart's default, kept); GKE admits
+    such pods outside kube-system only under a quota for those classes in their namespace."""
+    chart = yaml.safe_load((reference_dir(CHART_DIR) / "values.yaml").read_text())
+    assert chart["kubeletPlugin"]["priorityClassName"] == "system-node-critical"
+    assert "priorityClassName" not in driver_values(plan_of(variant())).get("kubeletPlugin", {})
+    rendering = stack_rendering(STACK)
+    quotas = {
+        q.inputs["metadata"]["namespace"]: q.inputs
+        for q in rendering.of_type("kubernetes:core/v1:ResourceQuota")
+    }
+    dra_namespace = plan_of(variant()).spec.dra.namespace  # type: ignore[union-attr]
+    quota = quotas[dra_namespace]
+    assert quota["spec"]["scopeSelector"]["matchExpressions"] == [
+        {"scopeName": "PriorityClass", "operator": "In",
+         "values": ["system-node-critical", "system-cluster-critical"]}
+    ]  # fmt: skip
+    nodes = sum(pool.max_nodes for pool in plan_of(variant()).pools if pool.dra)
+    assert int(quota["spec"]["hard"]["pods"]) >= 2 * nodes  # both generations' plugins
+    release = next(
+        r for r in rendering.of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs["chart"] == DRA_DRIVER_CHART
+    )  # fmt: skip
+    assert any(
+        "critical-pods" in name
+        for name in rendering.options[(release.type, release.name)].depends_on
+    )
+    # Other clouds ask for no quota.
+    eks = render_config(tmp_path, joined_eks_dra())
+    assert eks.error is None, eks.error
+    assert not eks.of_type("kubernetes:core/v1:ResourceQuota")
+
+
+def test_the_operator_drops_its_device_plugin_when_every_pool_is_a_dra_pool() -> None:
+    from mig_inference.kube.operator_values import gpu_operator_values
+
+    values = gpu_operator_values(plan_of(variant()))
+    assert values["devicePlugin"] == {"enabled": False}
+    assert not any("validator" in w for w in plan_of(variant()).warnings)
+    plain = gpu_operator_values(plan_of(variant(pool_allocation="device-plugin", dra=None)))
+    assert "enabled" not in plain.get("devicePlugin", {})
+    # Beside a device-plugin pool the plugin stays, and the plan says what the validator does
+    # on the DRA pool's nodes.
+    mixed = variant()
+    mixed["pools"].append({**mixed["pools"][0], "name": "plugin", "allocation": "device-plugin"})
+    for service in mixed["services"]:
+        service["pool"] = mixed["pools"][0]["name"]
+    plan = plan_of(mixed)
+    assert "enabled" not in gpu_operator_values(plan).get("devicePlugin", {})
+    [warning] = [w for w in plan.warnings if "validator" in w]
+    assert warning.startswith(f"pools {mixed['pools'][0]['name']}: the GPU Operator's validator")

@@ -7,16 +7,26 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mig_inference.kube.gate import GateTarget, gate_script, gate_targets_value
 from mig_inference.names.labels import GENERATION_LABEL, MIG_CONFIG_LABEL, POOL_LABEL
 from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, PAUSED
-from tests.fake_apiserver import FakeCluster, run_script
+from tests import fake_apiserver
+from tests.fake_apiserver import AGENTS, FakeCluster, run_script
 
 SEVEN = ("1g.10gb",) * 7
 TWO = ("3g.40gb", "3g.40gb")
 CONFIGS = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN)}
 DEVICES = {"all-3g.40gb": {"nvidia.com/mig-3g.40gb": 4},
            "all-1g.10gb": {"nvidia.com/mig-1g.10gb": 14}}  # fmt: skip
+
+
+@pytest.fixture(autouse=True, params=AGENTS)
+def agents(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs against both models of NVIDIA's node agents."""
+    monkeypatch.setattr(fake_apiserver, "default_agents", request.param)
+    return str(request.param)
 
 
 def node(cluster: FakeCluster, name: str, pool: str, config: str, state: str = "success",
@@ -31,10 +41,13 @@ def target(pool: str, config: str, count: int, generation: str = "g1") -> GateTa
 
 
 def run_gate(
-    cluster: FakeCluster, tmp_path: Path, targets: list[GateTarget], timeout: int = 30
-) -> subprocess.CompletedProcess[str]:
+    cluster: FakeCluster, tmp_path: Path, targets: list[GateTarget], timeout: int = 30,
+    pending: int = 600,
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
     env = {"GATE_TARGETS": gate_targets_value(targets), "GATE_TIMEOUT_SECONDS": str(timeout),
-           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s"}  # fmt: skip
+           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
+           "GATE_PENDING_LIMIT_SECONDS": str(pending), "OPERATOR_NAMESPACE": "gpu-operator",
+           "KUBECTL_RETRY_SECONDS": "0"}  # fmt: skip
     return run_script(cluster, tmp_path, gate_script(), env)
 
 
@@ -54,12 +67,15 @@ def test_fails_fast_naming_a_failed_node_that_carries_the_config(tmp_path: Path)
     cluster = FakeCluster(CONFIGS)
     node(cluster, "n1", "a", "all-3g.40gb")
     node(cluster, "n2", "a", "all-3g.40gb", state="failed")
-    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 2)])
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 2)], timeout=5)
     assert result.returncode == 1
     assert (
         "MIG config all-3g.40gb failed on node n2 (pool a): nvidia.com/mig.config.state=failed "
         "with nvidia.com/mig.config=all-3g.40gb" in result.stdout
     )
+    # Fast: the first look at the pool ends it, before any wait or time-out.
+    assert cluster.requests == ["GET /api/v1/nodes"]
+    assert "waiting for" not in result.stdout and "timed out" not in result.stdout
 
 
 def test_a_failed_left_by_an_older_layout_does_not_fail_the_gate(tmp_path: Path) -> None:
@@ -102,6 +118,23 @@ def test_success_with_paused_operands_does_not_count(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "advertises 'no GPU devices'" in result.stdout
     assert f"operands paused: {DEVICE_PLUGIN_LABEL}" in result.stdout
+
+
+def test_paused_operands_do_not_count_while_the_kubelet_still_shows_the_old_devices(
+    tmp_path: Path,
+) -> None:
+    # The device plugin stopped, but the kubelet has not reported since: the node object still
+    # shows the planned devices. Only the paused operands tell the node is not serving.
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb")
+    cluster.freeze_status("n1")
+    cluster.relabel("n1", {DEVICE_PLUGIN_LABEL: PAUSED})
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
+    assert result.returncode == 1
+    assert (
+        "advertises 'nvidia.com/mig-3g.40gb=4' (planned: 'nvidia.com/mig-3g.40gb=4'), operands "
+        f"paused: {DEVICE_PLUGIN_LABEL}" in result.stdout
+    )
 
 
 def test_waits_for_a_node_that_is_being_reconfigured(tmp_path: Path) -> None:
@@ -154,3 +187,28 @@ def test_keeps_waiting_while_no_node_exists_yet(tmp_path: Path) -> None:
     cluster = FakeCluster(CONFIGS)
     result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0)
     assert result.returncode == 1 and "a:0/1" in result.stdout
+
+
+def test_a_node_wedged_in_pending_gets_its_mig_manager_restarted_once(tmp_path: Path) -> None:
+    # NVIDIA/gpu-operator#2833: an operand outlived the MIG manager's wait; its run ended with no
+    # state. The operand has gone since, but only a new MIG manager process applies the label.
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-1g.10gb", operands_stuck=True)
+    cluster.relabel("n1", {MIG_CONFIG_LABEL: "all-3g.40gb"})
+    cluster.settle(20)
+    manager = cluster.nodes["n1"].manager
+    assert manager is not None and cluster.node_labels("n1")["nvidia.com/mig.config.state"] == (
+        "pending"
+    )
+    manager.operands_stuck = False
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], pending=1)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "node n1 (pool a): nvidia.com/mig.config.state=pending for 1s without moving: the MIG "
+        "manager's known wedge (NVIDIA/gpu-operator#2833); restarted its MIG manager pod "
+        "(nvidia-mig-manager-00001)" in result.stdout
+    )
+    assert "MIG ready: a:1/1" in result.stdout
+    assert [c for c in cluster.changes if c.startswith("delete")] == [
+        "delete gpu-operator/nvidia-mig-manager-00001"
+    ]

@@ -3,6 +3,7 @@ the Kubernetes schema), the replicas that read it instead of the hub, and the po
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import yaml
 
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.plan import StackPlan, plan_stack
-from mig_inference.plan.model_cache import CACHE_ROOT, fill_job_name
+from mig_inference.plan.model_cache import CACHE_ROOT, fill_job_name, fsx_lustre_size
 from mig_inference.render import Rendering, run_program
 from mig_inference.spec import Engine, parse_stack
 from mig_inference.spec.files import load_stack, stack_path
@@ -149,6 +150,28 @@ def test_a_cache_too_small_for_its_models_is_refused() -> None:
     assert str(caught.value) == (
         "mig-inference:modelCache.sizeGiB: 10 GiB does not hold the cached models: they need 28 "
         "GiB (1 model revision(s), 24.5 GB with 20% headroom)"
+    )
+
+
+def test_fsx_for_lustre_is_sized_in_the_capacities_fsx_offers() -> None:
+    """PERSISTENT_2 SSD: 1,200 or 2,400 GiB, then steps of 2,400 (Amazon FSx API Reference,
+    CreateFileSystem StorageCapacity): never 3,600."""
+    assert [fsx_lustre_size(n) for n in (4, 1200, 1201, 2400, 2401, 4800, 4801)] == [
+        1200, 1200, 2400, 2400, 4800, 4800, 7200,
+    ]  # fmt: skip
+    assert fsx_lustre_size(2401, "SCRATCH_1") == 6000
+    fsx = {"storage": "fsx-lustre", "securityGroupIds": ["sg-0a1b2c3d"]}
+    values, secrets = _values("eks-p4d")
+    big = {**values["services"][0], "weightsGiB": 1001}  # with headroom, 1,202 GiB
+    plan = _plan({**values, "services": [big], "modelCache": fsx}, secrets)
+    assert plan.model_cache is not None and plan.model_cache.size_gib == 2400
+    assert _with_cache("eks-p4d", {**fsx, "sizeGiB": 4800}).model_cache.size_gib == 4800  # type: ignore[union-attr]
+    with pytest.raises(MigError) as caught:
+        _with_cache("eks-p4d", {**fsx, "sizeGiB": 3600})
+    assert str(caught.value) == (
+        "mig-inference:modelCache.sizeGiB: FSx for Lustre (PERSISTENT_2) takes 1,200 or 2,400 "
+        "GiB, then steps of 2,400 GiB, not 3,600 (Amazon FSx API Reference, CreateFileSystem "
+        "StorageCapacity); the next size up is 4,800"
     )
 
 
@@ -297,11 +320,26 @@ def test_gcs_fuse_bucket_access_and_volume(tmp_path: Path) -> None:
     assert bucket.inputs["uniformBucketLevelAccess"] is True
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
     assert bucket.inputs["location"] == "US-CENTRAL1"
-    [member] = rendering.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
-    assert member.inputs["member"] == (
+    # Least privilege: the populate Job's ServiceAccount writes, the replicas' only reads.
+    members = {
+        m.inputs["member"].rsplit("/", 1)[-1]: m.inputs["role"]
+        for m in rendering.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+    }
+    assert members == {
+        "model-cache": "roles/storage.objectUser",
+        "model-cache-reader": "roles/storage.objectViewer",
+    }
+    [writer] = [
+        m.inputs["member"]
+        for m in rendering.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+        if m.inputs["role"] == "roles/storage.objectUser"
+    ]
+    assert writer == (
         "principal://iam.googleapis.com/projects/123456789012/locations/global/"
         "workloadIdentityPools/my-gcp-project.svc.id.goog/subject/ns/inference/sa/model-cache"
     )
+    [job] = [j.inputs for j in rendering.of_type(JOB) if j.name.endswith("-fill-job")]
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == "model-cache"
     [volume] = rendering.of_type(PV)
     spec = volume.inputs["spec"]
     assert spec["csi"] == {
@@ -312,7 +350,7 @@ def test_gcs_fuse_bucket_access_and_volume(tmp_path: Path) -> None:
     deployment = next(d.inputs for d in rendering.of_type(DEPLOYMENT))
     template = deployment["spec"]["template"]
     assert template["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
-    assert template["spec"]["serviceAccountName"] == "model-cache"
+    assert template["spec"]["serviceAccountName"] == "model-cache-reader"
     assert any(v["name"] == "gke-gcsfuse-cache" for v in template["spec"]["volumes"])
 
 
@@ -363,9 +401,72 @@ def test_fsx_lustre_and_file_storage_classes(tmp_path: Path) -> None:
     oke = _render(tmp_path, "oke-h100", {})
     [storage_class] = oke.of_type(STORAGE_CLASS)
     assert storage_class.inputs["provisioner"] == "fss.csi.oraclecloud.com"
-    assert set(storage_class.inputs["parameters"]) == {
+    parameters = storage_class.inputs["parameters"]
+    assert set(parameters) == {
         "availabilityDomain", "mountTargetSubnetOcid", "compartmentOcid", "encryptInTransit",
+        "exportOptions",
     }  # fmt: skip
+
+
+def _fill_pods(rendering: Rendering) -> list[dict[str, Any]]:
+    pods = [
+        j.inputs["spec"]["template"]["spec"]
+        for j in rendering.of_type(JOB)
+        if j.name.endswith("-fill-job")
+    ]
+    assert pods
+    return pods
+
+
+def _namespace_labels(rendering: Rendering, name: str) -> dict[str, str]:
+    [namespace] = [
+        n.inputs
+        for n in rendering.of_type("kubernetes:core/v1:Namespace")
+        if n.inputs["metadata"]["name"] == name
+    ]
+    labels: dict[str, str] = namespace["metadata"]["labels"]
+    return labels
+
+
+def test_the_non_root_fill_job_can_write_file_system_caches(tmp_path: Path) -> None:
+    # OCI File Storage: the export squashes every client to root (Oracle's "Squash All"
+    # solution), so the non-root Job writes a root-owned file system; nothing runs as root.
+    oke = _render(tmp_path, "oke-h100", {})
+    [storage_class] = oke.of_type(STORAGE_CLASS)
+    [export] = json.loads(storage_class.inputs["parameters"]["exportOptions"])
+    assert export == {
+        "source": "0.0.0.0/0", "requirePrivilegedSourcePort": False, "access": "READ_WRITE",
+        "identitySquash": "ALL", "anonymousUid": 0, "anonymousGid": 0,
+    }  # fmt: skip
+    assert not any("initContainers" in pod for pod in _fill_pods(oke))
+    assert _namespace_labels(oke, "inference")["pod-security.kubernetes.io/enforce"] == (
+        "restricted"
+    )
+    # FSx for Lustre: a root step with CAP_CHOWN alone gives the volume's root to the Job's
+    # UID; its namespace enforces baseline (which admits it) and still reports restricted.
+    fsx = _render(
+        tmp_path, "eks-p4d", {"storage": "fsx-lustre", "securityGroupIds": ["sg-0a1b2c3d"]}
+    )
+    for pod in _fill_pods(fsx):
+        [owner] = pod["initContainers"]
+        assert owner["command"] == ["/bin/sh", "-c", "chown 10001:10001 /models"]
+        assert owner["securityContext"] == {
+            "runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]},
+        }  # fmt: skip
+        assert owner["volumeMounts"] == [{"name": "model-cache", "mountPath": "/models"}]
+        [fill] = pod["containers"]
+        assert fill["securityContext"]["runAsNonRoot"] is True
+    labels = _namespace_labels(fsx, "inference")
+    assert labels["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+    assert labels["pod-security.kubernetes.io/audit"] == "restricted"
+    # The other storages keep the restricted standard and no root step.
+    s3 = _render(tmp_path, "eks-p4d", {})
+    assert not any("initContainers" in pod for pod in _fill_pods(s3))
+    assert _namespace_labels(s3, "inference")["pod-security.kubernetes.io/enforce"] == (
+        "restricted"
+    )
 
 
 def test_the_populate_job_is_restricted_and_fenced(tmp_path: Path) -> None:

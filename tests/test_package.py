@@ -23,6 +23,7 @@ from mig_inference.render import Rendering, run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
 from mig_inference.spec.dra import DRA_KEYS
 from mig_inference.spec.files import stack_path
+from mig_inference.spec.gateway import GATEWAY_KEYS, PICKER_KEYS
 from mig_inference.spec.model_cache import MODEL_CACHE_KEYS
 from mig_inference.spec.monitoring import MONITORING_KEYS
 from mig_inference.spec.operator import OPERATOR_KEYS
@@ -113,7 +114,7 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
             "GpuOperatorSettings", "MonitoringSettings", "Service",
             "NetworkClient", "QueueAutoscaling", "AutoscaledPool", "ThroughputPoint",
             "Profiling", "ModelCache", "VerifySettings", "ServiceVerifySettings", "EphemeralSettings",
-            "DraSettings", "Cloud",
+            "DraSettings", "GatewaySettings", "EndpointPicker", "Cloud",
         )
     }  # fmt: skip
     for token, typ in types.items():
@@ -148,6 +149,8 @@ def test_typed_args_mirror_every_stack_file_key() -> None:
     assert stack_keys("ServiceVerifySettings") == set(SERVICE_VERIFY_KEYS)
     assert stack_keys("EphemeralSettings") == set(EPHEMERAL_KEYS)
     assert stack_keys("DraSettings") == set(DRA_KEYS)
+    assert stack_keys("GatewaySettings") == set(GATEWAY_KEYS)
+    assert stack_keys("EndpointPicker") == set(PICKER_KEYS)
     assert stack_keys("Stack") == {*TOP_KEYS, "secrets", "stackName"}
 
 
@@ -309,7 +312,8 @@ def test_pool_components_plan_their_pool_from_the_stack(
          "oci:ContainerEngine/cluster:Cluster", 1),
         ("EksClusterAutoscaler", {"clusterName": "c", "region": "us-east-1", "kubernetesVersion": "1.33"},
          "kubernetes:helm.sh/v3:Release", 1),
-        ("OkeClusterAutoscaler", {"clusterId": "ocid1.cluster.oc1..c", "pools": [{"min": 0.0, "max": 4.0,
+        ("OkeClusterAutoscaler", {"clusterId": "ocid1.cluster.oc1..c", "compartmentId": "ocid1.compartment.oc1..x",
+                                  "pools": [{"min": 0.0, "max": 4.0,
                                                                "nodePoolId": "p"}]},
          "oci:ContainerEngine/addon:Addon", 1),
         ("Keda", {}, "kubernetes:helm.sh/v3:Release", 1),

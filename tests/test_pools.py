@@ -333,15 +333,38 @@ def test_auto_pools_say_whether_their_gpu_count_is_proven() -> None:
         "  mig: auto chose it: 1 identical node(s), proven the fewest (lower bound 1)"
         in plan_text(plan)
     )
-    assert plan_json(plan)["pools"][0]["auto"] == {"gpus": 8, "lower_bound": 6, "optimal": True}
+    assert plan_json(plan)["pools"][0]["auto"] == {
+        "gpus": 8, "lower_bound": 6, "optimal": True, "preferences_proven": True,
+        "mig_prefer": ["3g.40gb+2x1g.20gb"] * 8, "kept_gpus_per_node": None,
+    }  # fmt: skip
+
+
+def test_gke_native_mig_on_b200() -> None:
+    plan = _plan(_gke({"gpu": "B200-180GB", "machineType": "a4-highgpu-8g", "migManager": "gke",
+                       "mig": "all-1g.23gb", "spot": True}))  # fmt: skip
+    assert plan.pools[0].partition_size == "1g.23gb"
 
 
 @pytest.mark.parametrize(
-    ("gpu", "machine", "size"),
-    [("B200-180GB", "a4-highgpu-8g", "1g.23gb"), ("GB200", "a4x-highgpu-4g", "3g.93gb"),
-     ("RTX-PRO-6000-96GB", "g4-standard-96", "2g.48gb")],
+    ("gpu", "machine", "mig", "capacity"),
+    [("GB200", "a4x-highgpu-4g", "all-3g.93gb", "reservation"),
+     ("RTX-PRO-6000-96GB", "g4-standard-96", "all-2g.48gb", "spot")],
 )  # fmt: skip
-def test_gke_native_mig_on_blackwell(gpu: str, machine: str, size: str) -> None:
-    plan = _plan(_gke({"gpu": gpu, "machineType": machine, "migManager": "gke",
-                       "mig": f"all-{size}", "spot": True}))  # fmt: skip
-    assert plan.pools[0].partition_size == size
+def test_gke_native_mig_only_on_the_gpus_google_documents(
+    gpu: str, machine: str, mig: str, capacity: str
+) -> None:
+    pool = {"gpu": gpu, "machineType": machine, "mig": mig, "capacity": capacity}
+    if capacity == "reservation":
+        pool["reservation"] = "gb200-block"
+    with pytest.raises(MigError) as caught:
+        _plan(_gke({**pool, "migManager": "gke"}))
+    [error] = caught.value.errors
+    assert error.path == "mig-inference:pools[0].migManager"
+    assert (
+        f"GKE documents its native MIG for A100-40GB, A100-80GB, H100-80GB, H200-141GB, "
+        f"B200-180GB only, not {gpu}" in error.message
+    )
+    assert "kubernetes-engine/docs/how-to/gpus-multi" in error.message
+    assert error.allowed == ["operator"]
+    # The GPU Operator partitions it instead.
+    assert _plan(_gke(pool)).pools[0].config_name == mig

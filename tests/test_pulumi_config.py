@@ -5,6 +5,7 @@ itself reads through `pulumi.Config` from the engine's config."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,32 @@ DIVERGES = {
 }
 
 
+# The kinds of refusal Go's yaml.v3 and Pulumi give, each with what its text says and what ours
+# must say for it: (kind, Go's text, ours). The named groups must agree between the two texts.
+REFUSALS = [
+    ("duplicate key", r'line (?P<line>\d+): mapping key "(?P<key>[^"]+)" already defined',
+     r"at line (?P<line>\d+): key '(?P<key>[^']+)' is given twice"),
+    ("not a number JSON can carry", r"json: unsupported value: (?P<value>[+-]?(?:Inf|NaN))",
+     r": (?P<value>[+-]?(?:inf|nan)) cannot be passed to the program: Pulumi refuses"),
+    ("bad configuration key", r"could not parse (?P<key>\S+) as a configuration key",
+     r"(?P<key>\S+): is not a configuration key"),
+    ("config is not a mapping", r"cannot unmarshal !!seq into map", r"`config:` must be a mapping"),
+    ("file is not a mapping", r"expected project to be an object", r"a stack file is a mapping"),
+]  # fmt: skip
+
+
+def assert_same_refusal(go: str, ours: str) -> None:
+    """Our refusal is of the kind Go's is, about the same key, line or value."""
+    kinds = [(kind, re.search(theirs, go), re.search(mine, ours))
+             for kind, theirs, mine in REFUSALS]  # fmt: skip
+    [(kind, go_found, ours_found)] = [k for k in kinds if k[1] is not None]
+    assert go_found is not None
+    assert ours_found is not None, f"Go refuses with {kind!r} ({go!r}), we say {ours!r}"
+    for group, value in go_found.groupdict().items():
+        found = ours_found[group]
+        assert found.lower() == value.lower().lstrip("+"), (group, go, ours)
+
+
 def engine(text: str) -> Any:
     return engine_config(parse_text(text, "Pulumi.test.yaml", go_times=True), "Pulumi.test.yaml")
 
@@ -41,8 +68,9 @@ def test_engine_config_is_what_pulumi_passes(name: str) -> None:
             engine(CASES[name])
         return
     if "error" in expected:
-        with pytest.raises(MigError):
+        with pytest.raises(MigError) as caught:
             engine(CASES[name])
+        assert_same_refusal(expected["error"], str(caught.value))
         return
     found = engine(CASES[name])
     want = expected.get("config", {})

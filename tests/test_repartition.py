@@ -26,8 +26,11 @@ from mig_inference.names.labels import (
 )
 from mig_inference.plan import plan_stack
 from mig_inference.rollout.mig_manager import DEVICE_PLUGIN_LABEL, OPERAND_LABELS, PAUSED, Durations
+from mig_inference.spec import parse_stack
 from mig_inference.spec.files import load_stack
-from tests.fake_apiserver import FakeCluster, run_script
+from mig_inference.versions import GPU_OPERATOR_VERSION
+from tests import fake_apiserver
+from tests.fake_apiserver import AGENTS, FakeCluster, run_script
 from tests.mocked import stack_rendering
 from tests.reference import ROOT
 
@@ -45,6 +48,13 @@ RECOVERY = (
     f"kubectl label node n1 {MIG_STATE_LABEL}- && kubectl delete pod -n gpu-operator "
     "-l app=nvidia-mig-manager --field-selector spec.nodeName=n1"
 )
+
+
+@pytest.fixture(autouse=True, params=AGENTS)
+def agents(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs against both models of NVIDIA's node agents."""
+    monkeypatch.setattr(fake_apiserver, "default_agents", request.param)
+    return str(request.param)
 
 
 def pool(*names: str, config: str = OLD, **options: Any) -> FakeCluster:
@@ -66,11 +76,14 @@ def run(
     advertise: int = 30,
     capacity: dict[str, int] | None = None,
     poll: int = 0,
+    evict_unmanaged: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     selector = None if named else f"{POOL_LABEL}=p"
     key = "pools[2].nodeNames" if named else ""
     target = RepartitionTarget("p", TARGET, selector, named, max_unavailable, len(cluster.nodes),
-                               PLANNED if capacity is None else capacity, key)  # fmt: skip
+                               PLANNED if capacity is None else capacity, key,
+                               evict_unmanaged=evict_unmanaged,
+                               unmanaged_key="pools[0].evictUnmanagedPods")  # fmt: skip
     env = {**target.env(30, "gpu-operator"), "REPARTITION_POLL_SECONDS": str(poll),
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "DRAIN_TIMEOUT_SECONDS": str(drain), "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure),
@@ -177,6 +190,15 @@ def test_passing_api_errors_and_a_request_without_answer_are_retried(tmp_path: P
     assert on_target(cluster, "n1")
 
 
+def test_a_node_patch_that_keeps_failing_stops_the_job_at_that_patch(tmp_path: Path) -> None:
+    cluster = pool("n1")
+    cluster.fail("PATCH", "/api/v1/nodes/n1", times=-1)
+    result = run(cluster, tmp_path)
+    assert result.returncode == 1 and cluster.changes == []
+    assert "STOPPED at node n1: patching it with" in result.stdout
+    assert "cordoned-for" in result.stdout.split("STOPPED at node n1: patching it with")[1]
+
+
 # -- 2. own cordons are marked and resumed ------------------------------------------------------
 def test_a_rerun_resumes_a_node_an_interrupted_run_left_cordoned(tmp_path: Path) -> None:
     # Today's script took its own earlier cordon for someone else's: left cordoned, exit 0.
@@ -263,12 +285,157 @@ def test_an_eviction_refused_for_a_while_is_retried(tmp_path: Path) -> None:
     assert on_target(cluster, "n1")
 
 
+# -- the pool's own budgets: strict between updates, relaxed only while the Job runs --------------
+RELAXED = "mig-inference.io/relaxed-from"
+
+
+def test_the_pool_s_budgets_are_relaxed_while_the_job_runs_and_restored_after(
+    tmp_path: Path,
+) -> None:
+    # One node holds both replicas of a service whose budget lets one go at a time: the drain
+    # needs the budget relaxed, and only while the Job runs.
+    cluster = pool("n1")
+    cluster.add_service("inference", "chat", 2, "nvidia.com/mig-3g.40gb", pool="p", on={"n1": 2})
+    cluster.add_service("team-b", "other", 1, "nvidia.com/mig-3g.40gb", pool="q", on={},
+                        max_unavailable=0)  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert on_target(cluster, "n1")
+    budget = cluster.budgets[("inference", "chat")]
+    assert (
+        budget["spec"]["maxUnavailable"] == 1 and RELAXED not in budget["metadata"]["annotations"]
+    )
+    assert [c for c in cluster.changes if c.startswith("patch pdb")] == [
+        f"patch pdb inference/chat @{RELAXED}=1 maxUnavailable=100%",
+        f"patch pdb inference/chat @{RELAXED}- maxUnavailable=1",
+    ]
+    assert cluster.budgets[("team-b", "other")]["spec"]["maxUnavailable"] == 0  # not ours
+    assert "PodDisruptionBudget inference/chat: maxUnavailable 1 again" in result.stdout
+
+
+def test_a_stop_restores_the_budgets_too(tmp_path: Path) -> None:
+    cluster = pool("n1", "n2")
+    del cluster.configs[TARGET]  # the MIG manager fails at once
+    cluster.add_service("inference", "chat", 2, "nvidia.com/mig-3g.40gb", pool="p", on={"n1": 2})
+    result = run(cluster, tmp_path)
+    assert result.returncode == 1 and "STOPPED at node n1" in result.stdout
+    budget = cluster.budgets[("inference", "chat")]
+    assert (
+        budget["spec"]["maxUnavailable"] == 1 and RELAXED not in budget["metadata"]["annotations"]
+    )
+
+
+def test_a_budget_a_killed_run_left_relaxed_is_restored(tmp_path: Path) -> None:
+    cluster = pool("n1", config=TARGET)
+    cluster.add_service("inference", "chat", 2, "nvidia.com/mig-1g.10gb", pool="p", on={"n1": 2},
+                        max_unavailable="100%")  # fmt: skip
+    cluster.budgets[("inference", "chat")]["metadata"]["annotations"][RELAXED] = "1"
+    cluster.add_node("n2", OLD, labels={POOL_LABEL: "p"})
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    budget = cluster.budgets[("inference", "chat")]
+    assert (
+        budget["spec"]["maxUnavailable"] == 1 and RELAXED not in budget["metadata"]["annotations"]
+    )
+
+
+def test_the_next_node_waits_until_the_replicas_moved_back_are_serving(tmp_path: Path) -> None:
+    # Each node serves 7 of 14 replicas on 1g.10gb slices, a profile the new layout keeps. The
+    # old Job drained n2 while n1's replicas, back on n1, were still loading: none served.
+    configs = {**CONFIGS, "mixed": (SEVEN, TWO)}
+    cluster = FakeCluster(configs)
+    for name in ("n1", "n2"):
+        cluster.add_node(name, "mixed", labels={POOL_LABEL: "p"})
+    cluster.add_service("inference", "chat", 14, "nvidia.com/mig-1g.10gb", pool="p",
+                        on={"n1": 7, "n2": 7}, start=25)  # fmt: skip
+    result = run(cluster, tmp_path, reconfigure=120)
+    assert result.returncode == 0, output(result)
+    assert on_target(cluster, "n1") and on_target(cluster, "n2")
+    assert cluster.least_ready("chat") == 7
+    assert "waiting for the pool's services on n1: loading:" in result.stdout
+    assert cluster.ready_of("chat") >= 7
+
+
+def test_replicas_whose_slice_is_gone_are_not_waited_for(tmp_path: Path) -> None:
+    cluster = pool("n1", "n2")
+    cluster.add_service("inference", "chat", 8, "nvidia.com/mig-3g.40gb", pool="p",
+                        on={"n1": 4, "n2": 4}, start=25)  # fmt: skip
+    result = run(cluster, tmp_path, reconfigure=120)
+    assert result.returncode == 0, output(result)
+    assert "waiting for the pool's services" not in result.stdout
+    assert cluster.ready_of("chat") == 0  # 3g.40gb is gone until the service moves to 1g.10gb
+
+
 # -- 4. relabel so that success is provably about the target --------------------------------------
 def test_the_relabel_is_one_patch_that_clears_the_state(tmp_path: Path) -> None:
     cluster = pool("n1")
     result = run(cluster, tmp_path)
     assert result.returncode == 0, output(result)
     assert f"patch n1 {RELABEL}" in cluster.changes
+
+
+def test_a_relabel_whose_answer_was_lost_is_not_sent_again(tmp_path: Path) -> None:
+    # The relabel reached the API server, its answer did not; the MIG manager (instant here) wrote
+    # `success` before the Job tried again. The old retry sent the same patch, clearing that
+    # `success` for good (the label's value did not change again): the Job waited out its deadline.
+    instant = Durations(pod_start=0, checks=0, operands_stop=0, apply=0, plugin_start=0)
+    cluster = pool("n1", durations=instant)
+    cluster.fail("PATCH", "/api/v1/nodes/n1", times=1, after=1, applied=True)  # after the cordon
+    result = run(cluster, tmp_path, reconfigure=3)
+    assert result.returncode == 0, output(result)
+    assert cluster.changes.count(f"patch n1 {RELABEL}") == 1
+    assert on_target(cluster, "n1")
+
+
+def test_a_relabel_refused_because_the_node_changed_is_read_and_sent_again(
+    tmp_path: Path,
+) -> None:
+    # The relabel carries the version the Job read; a label someone else changes in between
+    # makes the API refuse it (409), and the Job reads the node again and relabels.
+    cluster = pool("n1")
+    cluster.before("PATCH", "/api/v1/nodes/n1", lambda: cluster.relabel("n1", {"team": "a"}),
+                   after=1)  # fmt: skip
+    result = run(cluster, tmp_path)
+    assert result.returncode == 0, output(result)
+    assert 409 in cluster.statuses
+    assert cluster.changes.count(f"patch n1 {RELABEL}") == 1 and on_target(cluster, "n1")
+
+
+def test_gpu_pods_without_a_controller_stop_the_job_before_any_change(tmp_path: Path) -> None:
+    # An eviction deletes a bare pod for good; `kubectl drain` refuses it without --force.
+    cluster = pool("n1", "n2")
+    cluster.add_pod("inference", "llm", "n1")
+    cluster.add_pod("research", "notebook", "n2", owner=None)
+    cluster.add_pod("research", "adopted", "n2", owner="Foo", controller=False)
+    result = run(cluster, tmp_path)
+    assert cluster.changes == []
+    assert result.returncode == 1
+    assert (
+        "STOPPED at node n2: pods that declare no controller hold its GPUs: research/adopted "
+        "research/notebook. No controller would recreate them, so an eviction deletes them for "
+        "good; `kubectl drain` refuses them too." in result.stdout
+    )
+    assert "set pools[0].evictUnmanagedPods: true" in result.stdout
+
+
+def test_the_stack_may_let_the_job_evict_pods_without_a_controller(tmp_path: Path) -> None:
+    cluster = pool("n1")
+    cluster.add_pod("research", "notebook", "n1", owner=None)
+    result = run(cluster, tmp_path, evict_unmanaged=True)
+    assert result.returncode == 0, output(result)
+    assert "evict research/notebook" in cluster.changes and on_target(cluster, "n1")
+
+
+def test_a_stop_names_as_cordoned_only_the_nodes_that_are(tmp_path: Path) -> None:
+    # n1 is done and uncordoned; reading n2 for the next batch fails. The old stop still listed
+    # n1 (the finished batch) as staying cordoned.
+    cluster = pool("n1", "n2")
+    cluster.fail("GET", "/api/v1/nodes/n2", times=-1, after=1)
+    result = run(cluster, tmp_path)
+    assert result.returncode == 1
+    assert "STOPPED at node n2: reading it failed after 3 tries" in result.stdout
+    assert on_target(cluster, "n1")
+    assert "stays cordoned" not in result.stdout, result.stdout
 
 
 def test_a_failed_node_on_the_target_is_reapplied_by_restarting_its_mig_manager(
@@ -313,6 +480,22 @@ def test_success_with_paused_operands_is_not_on_the_target(tmp_path: Path) -> No
     assert all(cluster.node_labels("n1")[key] == "true" for key in OPERAND_LABELS)
     assert result.returncode == 0, output(result)
     assert "operands paused" in result.stdout and "restarted its MIG manager" in result.stdout
+
+
+def test_paused_operands_are_not_on_the_target_while_the_kubelet_shows_the_old_devices(
+    tmp_path: Path,
+) -> None:
+    # The node carries the target with `success`, but its device plugin is paused (the v0.15.0
+    # wedge) and the kubelet has not reported since it stopped: the node object still shows the
+    # planned devices. The Job must not take it for done: it restarts the MIG manager.
+    cluster = pool("n1", config=TARGET)
+    cluster.freeze_status("n1")
+    cluster.relabel("n1", {DEVICE_PLUGIN_LABEL: PAUSED})
+    result = run(cluster, tmp_path)
+    assert "already on all-1g.10gb" not in result.stdout
+    assert "restarted its MIG manager" in result.stdout, output(result)
+    assert any(change.startswith("delete gpu-operator/nvidia-mig-manager") for change in
+               cluster.changes)  # fmt: skip
 
 
 def test_a_stale_success_from_a_run_in_progress_cannot_pass(tmp_path: Path) -> None:
@@ -374,15 +557,41 @@ def test_failed_stops_keeps_the_node_cordoned_and_a_rerun_recovers_it(tmp_path: 
     assert "left untouched (still on their old config): n2 n3" in out
 
 
-def test_a_pending_that_does_not_move_stops(tmp_path: Path) -> None:
+def test_a_pending_that_does_not_move_after_a_restart_stops(tmp_path: Path) -> None:
     cluster = FakeCluster(CONFIGS)
     cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, operands_stuck=True)
     result = run(cluster, tmp_path, pending=0)
     assert result.returncode == 1
-    assert "STOPPED at node n1: nvidia.com/mig.config.state=pending for 0s without moving" in (
-        result.stdout
+    assert "restarted its MIG manager" in result.stdout
+    assert (
+        "STOPPED at node n1: nvidia.com/mig.config.state=pending for 0s without moving, again "
+        "after its MIG manager was restarted" in result.stdout
     )
     assert cluster.cordoned("n1")
+
+
+def test_the_mig_manager_s_pending_wedge_is_recovered_by_restarting_it(tmp_path: Path) -> None:
+    # An operand pod outlives the MIG manager's 5-minute wait (5 requests here): its run ends
+    # with no state, `pending` for good (NVIDIA/gpu-operator#2833). The pod goes later; only a
+    # restart of the MIG manager applies the label again.
+    cluster = FakeCluster(CONFIGS)
+    node = cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, operands_stuck=True)
+    manager = node.manager
+    assert manager is not None
+
+    def unstick() -> None:
+        manager.operands_stuck = False
+
+    # By the time the watchdog fires the stuck operand has gone (the wedge outlives it).
+    cluster.after_change(lambda change: change.startswith("delete gpu-operator/nvidia-mig-manager"),
+                         unstick)  # fmt: skip
+    result = run(cluster, tmp_path, pending=5)
+    assert result.returncode == 0, output(result)
+    assert (
+        "node n1: nvidia.com/mig.config.state=pending for 5s without moving: the MIG manager's "
+        "known wedge (NVIDIA/gpu-operator#2833); restarting its MIG manager pod" in result.stdout
+    )
+    assert on_target(cluster, "n1")
 
 
 def test_a_reboot_is_waited_for(tmp_path: Path) -> None:
@@ -514,7 +723,30 @@ def test_the_job_gets_the_plan_s_devices_namespace_and_deadlines() -> None:
     )
     assert env["DRAIN_TIMEOUT_SECONDS"] == env["RECONFIGURE_TIMEOUT_SECONDS"] == "1800"
     assert env["OPERATOR_NAMESPACE"] == "gpu-operator"
-    assert target.budget_seconds(1800) == 2 * (1800 + 1800 + 300)
+    assert target.budget_seconds(1800) == 2 * (3 * 1800 + 300)
+
+
+def test_evicting_pods_without_a_controller_is_the_stack_s_choice_on_in_place_pools() -> None:
+    from mig_inference.errors import MigError
+    from tests.test_rollout import stack
+
+    [target] = repartition_targets(plan_stack(load_stack("existing")))
+    assert "EVICT_UNMANAGED" not in target.env(60, "gpu-operator")
+    assert target.env(60, "gpu-operator")["UNMANAGED_KEY"] == "pools[0].evictUnmanagedPods"
+    config = stack(rollout="in-place", evictUnmanagedPods=True)
+    [allowed] = repartition_targets(
+        plan_stack(parse_stack("t", config, pinned_operator_version=GPU_OPERATOR_VERSION))
+    )
+    assert allowed.env(60, "gpu-operator")["EVICT_UNMANAGED"] == "1"
+    with pytest.raises(MigError) as caught:
+        plan_stack(
+            parse_stack(
+                "t", stack(evictUnmanagedPods=True), pinned_operator_version=GPU_OPERATOR_VERSION
+            )
+        )
+    [error] = caught.value.errors
+    assert error.path == "mig-inference:pools[0].evictUnmanagedPods"
+    assert "only applies to rollout: in-place" in error.message
 
 
 def test_cloud_pools_in_blue_green_have_no_repartition_job() -> None:
@@ -560,9 +792,12 @@ def test_the_mig_manager_restart_is_allowed_only_in_the_operator_namespace() -> 
                                   "name": "mig-repartition-lab-h100"}  # fmt: skip
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mig-repartition-lab-h100",
                                     "namespace": "gpu-operator"}]  # fmt: skip
-    gate_roles = [r for r in rendering.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+    # The gate may restart a MIG manager wedged in `pending`: there, and nowhere else.
+    gate_roles = [r.inputs for r in rendering.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
                   if "gate" in r.inputs["metadata"]["name"]]  # fmt: skip
-    assert gate_roles == []
+    assert [(r["metadata"]["namespace"], r["rules"]) for r in gate_roles] == [
+        ("gpu-operator", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]}])
+    ]
 
 
 # -- the documented way back ------------------------------------------------------------------------

@@ -70,7 +70,8 @@ def _gke_config(**cluster: Any) -> dict[str, Any]:
 def test_context_and_kubeconfig_overrides_work_on_cloud_stacks(tmp_path: Path) -> None:
     rendering = render_config(tmp_path, _gke_config(context="prod-admin"))
     assert one(rendering, PROVIDER).inputs["context"] == "prod-admin"
-    assert not rendering.calls  # nothing looked up
+    # Nothing looked up for credentials: the one lookup checks the cluster's add-ons.
+    assert [token for token, _ in rendering.calls] == ["gcp:container/getCluster:getCluster"]
     secret = "apiVersion: v1\nkind: Config\nclusters: []\n"
     rendering = render_config(tmp_path, _gke_config(kubeconfig="clusterKubeconfig"),
                               clusterKubeconfig=secret)  # fmt: skip

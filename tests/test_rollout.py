@@ -22,7 +22,9 @@ from mig_inference.changes.change_plan import (
 from mig_inference.changes.record import plan_record
 from mig_inference.changes.transition import StackVersion, simulate_transition
 from mig_inference.plan import plan_stack
+from mig_inference.rollout.cluster import Timings
 from mig_inference.rollout.facts import config_names, pool_facts
+from mig_inference.rollout.mig_manager import Durations
 from mig_inference.rollout.outcome import Outcome
 from mig_inference.rollout.rendered import program_of
 from mig_inference.rollout.resources import Program
@@ -83,6 +85,7 @@ def test_a_stack_applied_to_itself_changes_nothing(name: str) -> None:
             0,
         )
         assert pool.left_cordoned == [] and pool.extra_gpus == 0
+        assert pool.most_devices_down == 0  # every node advertises what its labels give it
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks", "oke"])
@@ -259,3 +262,104 @@ def test_swapping_a_node_of_an_existing_pool_moves_its_replicas_before_the_node_
     assert any("b leave(s) the pool" in w for w in change_warnings(changes))
     # Every replica runs on the pool's nodes at the end, none on the released one.
     assert "re-partitioning Job: released b" in [text for _, text in outcome.events]
+
+
+def test_reordering_set_typed_inputs_changes_nothing() -> None:
+    """`aws_eks_node_group.subnet_ids` and `taint` are TypeSets: the bridged provider ignores
+    their order, so a reorder is no step of the node group (subnets were a refused
+    replacement)."""
+    subnets = ["subnet-00000001", "subnet-00000002"]
+    v1, v2 = stack("eks", protect=True), stack("eks", protect=True)
+    v1["cluster"]["subnetIds"], v2["cluster"]["subnetIds"] = subnets, subnets[::-1]
+    outcome, changes = transition(v1, v2)
+    assert not outcome.plan.changed() and not outcome.refused, outcome.plan.changed()
+    assert [p.change for p in changes.pools] == [PoolChange.UNCHANGED]
+    taints = [{"key": "a", "value": "1", "effect": "NoSchedule"},
+              {"key": "b", "value": "2", "effect": "NoSchedule"}]  # fmt: skip
+    outcome, _ = transition(stack("eks", taints=taints), stack("eks", taints=taints[::-1]))
+    [group] = [s for s in outcome.plan.forward if s.key[0] == "aws:eks/nodeGroup:NodeGroup"]
+    assert group.op is Op.SAME
+
+
+def test_gke_native_nodes_come_up_partitioned_and_serve() -> None:
+    """GKE partitions a native-MIG node when it creates it (no MIG manager there): a new
+    generation's nodes offer their partitions, and a scale-up lands on them."""
+    native: dict[str, Any] = {"migManager": "gke", "zones": ["us-central1-c"]}
+    v1 = stack(replicas=16, **native)
+    outcome, changes = transition(v1, stack(replicas=16, diskSizeGb=500, **native))
+    assert outcome.failure is None, outcome.failure
+    [chat] = changes.services
+    assert (chat.serving_before, chat.serving_after, chat.pending_at_end) == (16, 16, 0)
+    assert changes.pools[0].slices_unavailable == 0
+    outcome, changes = transition(v1, stack(replicas=16, nodes=2, **native))
+    assert outcome.failure is None and changes.pools[0].slices_unavailable == 0
+
+
+def test_a_sharing_change_keeps_each_versions_device_plugin_config_apart() -> None:
+    """Time-sliced nodes advertise what their own device-plugin config label names: the
+    deployed nodes serve the deployed factor until their label moves."""
+    base = {"name": "l40s", "gpu": "L40S-48GB", "machineType": "g6e.12xlarge", "nodes": 1,
+            "maxPods": 50}  # fmt: skip
+    v1 = stack("eks", replicas=16)
+    v1["pools"] = [{**base, "sharing": {"timeSlicing": {"replicas": 4}}}]
+    v1["services"][0].update(pool="l40s", memoryGiB=8)
+    v2 = copy.deepcopy(v1)
+    v2["pools"][0]["sharing"]["timeSlicing"]["replicas"] = 2
+    v2["services"][0]["replicas"] = 8
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None, outcome.failure
+    [chat] = changes.services
+    assert (chat.serving_before, chat.serving_after, chat.pending_at_end) == (16, 8, 0)
+
+
+def test_the_simulation_settles_only_when_nothing_can_change() -> None:
+    """The update fails (the Deployment times out while the new node's MIG manager still
+    applies its layout), yet the replicas pending then are served once it is done: the run ends
+    at a fixpoint, not while a node is still working."""
+    v1 = stack(replicas=16)
+    v1["gpuOperator"] = {"gate": False}
+    v2 = copy.deepcopy(v1)
+    v2["pools"][0]["nodes"], v2["services"][0]["replicas"] = 2, 32
+    timings = Timings(mig_manager=Durations(apply=6 * 3600.0))
+    before, after = (StackVersion("test", v, frozenset()) for v in (v1, v2))
+    outcome = simulate_transition(before, after, timings)
+    assert outcome.failure is not None and "did not roll out" in outcome.failure
+    served = outcome.services["chat"]
+    assert (served.after, served.pending_at_end) == (32, 0)
+
+
+def test_a_removed_service_is_not_pending() -> None:
+    v1 = stack(replicas=16)
+    v1["services"].append({"name": "gone", "model": "m", "memoryGiB": 8, "replicas": 4,
+                           "pool": "h100"})  # fmt: skip
+    v1["pools"][0]["nodes"] = 2
+    v2 = copy.deepcopy(v1)
+    v2["services"].pop()
+    outcome, _ = transition(v1, v2)
+    assert outcome.services["gone"].pending_at_end == 0 and outcome.services["gone"].after == 0
+
+
+def test_an_eks_launch_template_roll_follows_the_documented_phases() -> None:
+    """A tag value is a new launch template version: EKS surges max(2 x AZs, maxUnavailable)
+    new nodes, waits for them Ready, cordons the old ones, then drains maxUnavailable at a time
+    through the Eviction API; pods that do not leave in 15 minutes fail the update
+    (PodEvictionFailure) with the old node left cordoned."""
+    v1, v2 = stack("eks", replicas=16), stack("eks", replicas=16)
+    v1["tags"], v2["tags"] = {"team": "a"}, {"team": "b"}
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is not None and "PodEvictionFailure" in outcome.failure
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NODES_REPLACED and pool.nodes_created == 2  # 1 AZ: 2
+    assert outcome.pools["h100"].peak_gpus == 24  # the old node's 8 GPUs and the surge's 16
+    assert len(pool.nodes_left_cordoned) == 1
+    served = outcome.services["chat"]
+    assert served.least >= 15  # the budget lets one replica go at a time: never a full outage
+    # A group whose replicas leave in time is replaced: the surplus new node goes at the end.
+    v1, v2 = stack("eks", replicas=1), stack("eks", replicas=1)
+    v1["tags"], v2["tags"] = {"team": "a"}, {"team": "b"}
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None, outcome.failure
+    [pool] = changes.pools
+    assert pool.change is PoolChange.NODES_REPLACED and pool.nodes_left_cordoned == []
+    assert (pool.nodes_created, pool.nodes_replaced, pool.extra_gpus) == (2, 2, 16)
+    assert outcome.services["chat"].after == 1

@@ -16,11 +16,19 @@ from mig_inference.cli import main
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
 from mig_inference.gpus.layout import Layout, maximal_layouts, valid_layouts
-from mig_inference.solving import packing
+from mig_inference.solving import model as solving_model
+from mig_inference.solving import uniform
 from mig_inference.solving.bench import llm_fleet, random_fleet, scaled
 from mig_inference.solving.fleet import load_fleet
 from mig_inference.solving.milp import Milp
-from mig_inference.solving.packing import PackPlan, Workload, allowed_profiles, pack
+from mig_inference.solving.packing import (
+    MAX_REPLICAS,
+    PackPlan,
+    Workload,
+    allowed_profiles,
+    compute_baselines,
+    pack,
+)
 from tests.test_packing import check_plan
 
 H100 = resolve_gpu("H100-80GB")
@@ -69,10 +77,10 @@ def small_fleet(seed: int) -> tuple[list[Workload], int]:
     return fleet, per_node
 
 
-def problem_of(fleet: Sequence[Workload]) -> packing._Problem:
+def problem_of(fleet: Sequence[Workload]) -> solving_model.Problem:
     allowed = [allowed_profiles(H100, w) for w in fleet]
-    layouts = packing._candidate_layouts(H100, [p for a in allowed for p in a])
-    return packing._Problem(H100, fleet, allowed, layouts)
+    layouts = solving_model.candidate_layouts(H100, [p for a in allowed for p in a])
+    return solving_model.Problem(H100, fleet, allowed, layouts)
 
 
 def check_uniform(plan: PackPlan, fleet: Sequence[Workload]) -> None:
@@ -97,11 +105,11 @@ def pigeons(pigeons: int, holes: int) -> Milp:
     return milp
 
 
-def test_milp_tells_infeasible_from_a_time_out() -> None:
+def test_milp_tells_infeasible_from_a_work_limit() -> None:
     proven = pigeons(5, 4).solve()
     assert (proven.infeasible, proven.optimal, proven.values) == (True, False, [])
-    timed_out = pigeons(13, 12).solve(time_limit=0.0)
-    assert (timed_out.infeasible, timed_out.optimal, timed_out.values) == (False, False, [])
+    stopped = pigeons(13, 12).solve(node_limit=0)
+    assert (stopped.infeasible, stopped.optimal, stopped.values) == (False, False, [])
     feasible = pigeons(4, 4).solve()
     assert (feasible.infeasible, feasible.optimal) == (False, True)
 
@@ -135,17 +143,17 @@ def test_matches_brute_force_on_small_fleets(seed: int) -> None:
     assert plan.node_count == expected
 
 
-def test_a_time_out_is_not_a_proof(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_work_limit_is_not_a_proof(monkeypatch: pytest.MonkeyPatch) -> None:
     fleet, per_node = small_fleet(ABOVE_THE_BOUND[0])
     answer = pack(H100, fleet, gpus_per_node=per_node, uniform_nodes=True).node_count
-    probe = packing._probe_uniform
+    probe = uniform.probe
 
-    def times_out_below_the_answer(
-        model: packing._Model, nodes: int, gpus_per_node: int
+    def stops_below_the_answer(
+        model: solving_model.Model, nodes: int, gpus_per_node: int
     ) -> tuple[bool | None, list[float]]:
         return (None, []) if nodes == answer - 1 else probe(model, nodes, gpus_per_node)
 
-    monkeypatch.setattr(packing, "_probe_uniform", times_out_below_the_answer)
+    monkeypatch.setattr(uniform, "probe", stops_below_the_answer)
     plan = pack(H100, fleet, gpus_per_node=per_node, uniform_nodes=True, baselines=False)
     check_uniform(plan, fleet)
     assert (plan.node_count, plan.optimal) == (answer, False)
@@ -156,16 +164,16 @@ def test_a_time_out_is_not_a_proof(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_bisection_needs_few_probes_and_agrees_with_a_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     fleet = random_fleet(H100, 5000, seed=7)
-    probe = packing._probe_uniform
+    probe = uniform.probe
     tried: list[int] = []
 
     def counted(
-        model: packing._Model, nodes: int, gpus_per_node: int
+        model: solving_model.Model, nodes: int, gpus_per_node: int
     ) -> tuple[bool | None, list[float]]:
         tried.append(nodes)
         return probe(model, nodes, gpus_per_node)
 
-    monkeypatch.setattr(packing, "_probe_uniform", counted)
+    monkeypatch.setattr(uniform, "probe", counted)
     plan = pack(H100, fleet, gpus_per_node=8, uniform_nodes=True, baselines=False)
     check_uniform(plan, fleet)
     low = math.ceil(plan.lower_bound / 8)
@@ -173,7 +181,7 @@ def test_bisection_needs_few_probes_and_agrees_with_a_scan(monkeypatch: pytest.M
     assert plan.node_count - low >= 15, "a scan from the bound would need many solves"
     assert len(tried) <= 12
     # The scan the bisection replaces: every count from the bound up is refused, the answer held.
-    grouped, _ = packing._grouped(problem_of(fleet))
+    grouped, _ = solving_model.grouped(problem_of(fleet))
     model = grouped.model()
     verdicts = [probe(model, n, 8)[0] for n in range(low, plan.node_count + 1)]
     assert verdicts == [False] * (plan.node_count - low) + [True]
@@ -214,13 +222,13 @@ def test_llm_fleet_x10_free_homogeneous_beats_uniform_but_uniform_baseline_does_
 def test_grouped_baselines_equal_per_workload_ones() -> None:
     fleet = random_fleet(H100, 300, seed=5)
     problem = problem_of(fleet)
-    grouped, members = packing._grouped(problem)
+    grouped, members = solving_model.grouped(problem)
     assert len(grouped.workloads) < len(fleet)
     assert sorted(w for group in members for w in group) == list(range(len(fleet)))
     profiles = {p for a in problem.allowed for p in a}
     homogeneous = [Layout.of(H100, {p.name: p.max_instances}) for p in profiles]
-    ungrouped, _, _, _ = packing._min_gpus(replace(problem, layouts=homogeneous))
-    assert packing.compute_baselines(problem)["homogeneous"] == ungrouped
+    ungrouped = solving_model.fewest_gpus(replace(problem, layouts=homogeneous)).gpus
+    assert compute_baselines(problem)["homogeneous"] == ungrouped
 
 
 # -- 4. huge fleets are refused before any work -----------------------------------------------
@@ -234,7 +242,7 @@ def test_a_billion_replicas_are_refused_naming_the_workload() -> None:
 
 
 def test_a_total_above_the_limit_is_refused_naming_the_total() -> None:
-    half = packing.MAX_REPLICAS // 2 + 1
+    half = MAX_REPLICAS // 2 + 1
     fleet = [Workload("a", half, profile="1g.10gb"), Workload("b", half, profile="2g.20gb")]
     with pytest.raises(MigError, match="replicas in total") as info:
         pack(H100, fleet)

@@ -17,10 +17,12 @@ from mig_inference.errors import MigErrors
 from mig_inference.plan import plan_stack
 from mig_inference.render import Rendering, manifest
 from mig_inference.spec import parse_stack
+from mig_inference.verify.probe import Answer, Target, run_checks
 from mig_inference.verify.targets import VERIFY_APP, program_source
 from mig_inference.versions import GPU_OPERATOR_VERSION, VERIFY_IMAGE
 from tests.mocked import render_config, stack_rendering
 
+ANSWERS = Path(__file__).parent / "verify_answers"
 JOB = "kubernetes:batch/v1:Job"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -299,3 +301,53 @@ def test_the_plan_reports_the_check_the_program_creates(
     ]
     assert planned["echo"]["requests"] == ["POST /echo"]
     assert planned["chat"]["slices"] == {"chat": "1g.10gb"}
+
+
+def test_the_check_asks_for_the_id_each_engine_reports_when_started_from_the_cache(
+    tmp_path: Path,
+) -> None:
+    """TGI started from the cache's path reports that path as its model id (TGI 3.3.5 takes a
+    local directory's id from `--model-id`; it has no served name): the check asks for what
+    the engine reports, or it would fail a healthy server. vLLM answers to its served name."""
+    config = copy.deepcopy(BASE)
+    config["modelCache"] = {"storage": "hyperdisk-ml"}
+    config["services"].append(
+        {"name": "plain", "model": "Qwen/Qwen2.5-0.5B-Instruct", "memoryGiB": 3, "replicas": 1}
+    )
+    plan = plan_stack(parse_stack("test", config, secret_keys=frozenset({"chatKey"}),
+                                  pinned_operator_version=GPU_OPERATOR_VERSION))  # fmt: skip
+    cache = plan.model_cache
+    assert cache is not None
+    rendering = render_config(tmp_path, config, chatKey=SECRET_KEY)
+    assert rendering.error is None, rendering.error
+    targets = {s: json.loads(env["value"]) for s, job in verify_jobs(rendering).items()
+               for env in job["spec"]["template"]["spec"]["containers"][0]["env"]
+               if env["name"] == "MIG_VERIFY_TARGET"}  # fmt: skip
+    tgi = next(s for s in plan.services if s.name == "tgi-chat")
+    assert targets["tgi-chat"]["model"] == cache.weights_path(tgi)
+    assert targets["tgi-chat"]["model"].startswith("/models/Qwen/Qwen2.5-0.5B-Instruct/")
+    assert targets["chat"]["model"] == "chat-model"  # the stack's own served name wins
+    assert targets["plain"]["model"] == "Qwen/Qwen2.5-0.5B-Instruct"  # the cache's served name
+    # What TGI answers from the cache passes the check; the hub id it does not report would not.
+    answer = {
+        "object": "list",
+        "data": [
+            {
+                "id": targets["tgi-chat"]["model"],
+                "object": "model",
+                "created": 0,
+                "owned_by": targets["tgi-chat"]["model"],
+            }
+        ],
+    }
+    models = Answer(200, json.dumps(answer), 3.0)
+    send = {
+        ("GET", "/v1/models"): models,
+        ("POST", "/v1/completions"): Answer(
+            200, (ANSWERS / "tgi_completion.json").read_text(), 9.0
+        ),
+    }
+    target = Target(**{**targets["tgi-chat"], "probe": None})
+    assert run_checks(target, lambda request: send[(request.method, request.path)]).ok
+    hub = Target(**{**targets["tgi-chat"], "model": "Qwen/Qwen2.5-0.5B-Instruct", "probe": None})
+    assert not run_checks(hub, lambda request: send[(request.method, request.path)]).ok

@@ -146,3 +146,11 @@ def test_the_wheel_carries_the_licence(built_wheel: Path) -> None:
     assert "License-File: LICENSE" in fields
     [licence] = [n for n in wheel.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
     assert wheel.read(licence) == (ROOT / "LICENSE").read_bytes()
+
+
+def test_bench_runs_from_the_wheel(fresh_venv: Path, tmp_path: Path) -> None:
+    """The benchmark times the installed command (`python -m mig` exists only in a clone)."""
+    found = run(fresh_venv, tmp_path, "mig-inference", "bench", "--quick", "--json")
+    assert found.returncode == 0, found.stderr
+    result = json.loads(found.stdout)
+    assert result["cli_pack_5000_seconds"] > 0 and result["demand"]

@@ -11,8 +11,10 @@ from typing import Any
 import pulumi
 
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.addons import Feature, Joined
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import StackPlan
+from mig_inference.plan.addons import Need, needed_addons
 from mig_inference.spec import key_path
 from mig_inference.spec.dra import joined_version_problem
 
@@ -70,6 +72,8 @@ class JoinedCluster:
     """OKE: the version node pools run (the cluster's unless the stack names one)."""
     cluster_type: pulumi.Input[str] | None = None
     """OKE: BASIC_CLUSTER or ENHANCED_CLUSTER (add-ons need an enhanced one)."""
+    compartment_id: pulumi.Input[str] | None = None
+    """OKE: the compartment of the cluster and its node pools."""
     created: list[pulumi.Resource] = field(default_factory=list)
     """The cluster component when this stack created it."""
     outputs: pulumi.Output[dict[str, Any]] | None = None
@@ -127,6 +131,8 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
     require_cloud_sdk(spec.cloud)
     provider = _cloud_provider(stack, plan, children)
     given = partial(cluster_input, stack)
+    needs = needed_addons(plan)
+    features = {need.feature for need in needs}
     if settings.create and spec.cloud is Cloud.GKE:
         from .gke import GKE_RELEASE_CHANNEL, GkeCluster, GkeClusterArgs
 
@@ -145,6 +151,10 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 cloud_nat=settings.get("cloudNat"),
                 project=given("project", settings.get("project")),
                 labels=dict(spec.cloud_tags.tags),
+                network_policy=Feature.NETWORK_POLICY in features,
+                gcs_fuse_csi_driver=Feature.GCS_FUSE in features,
+                pd_csi_driver=Feature.HYPERDISK_ML in features,
+                gateway_api=spec.gateway is not None,
             ),
             children.opts([provider]),
         )
@@ -168,6 +178,13 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
                 permissions_boundary=given(
                     "permissions_boundary", settings.get("permissionsBoundary")
                 ),
+                network_policy=Feature.NETWORK_POLICY in features,
+                pod_identity_agent=Feature.POD_IDENTITY in features,
+                s3_csi_bucket=plan.model_cache.bucket
+                if Feature.S3_MOUNTPOINT in features and plan.model_cache is not None
+                else None,
+                fsx_csi_driver=Feature.FSX_LUSTRE in features,
+                pod_identity_agent_formerly=_autoscaler_agent_urn(children),
             ),
             children.opts([provider]),
         )
@@ -201,6 +218,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             oke.cluster_id,
             oke.kubeconfig,
             settings.get("kubernetesVersion"),
+            compartment_id=given("compartment_id", settings.get("compartmentId")),
             created=[oke],
             outputs=oke.cluster_outputs,
         )
@@ -219,11 +237,13 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             _running_dra_version(plan, cluster_id, found.kubernetes_version),
             kubernetes_version=version,
             cluster_type=found.type,
+            compartment_id=given("compartment_id", settings.get("compartmentId")),
         )
     assert name is not None
     if spec.cloud is Cloud.EKS:
-        return JoinedCluster(provider, _eks_cluster_for_dra(plan, name, provider, children))
-    if spec.cloud is Cloud.GKE and spec.dra is not None:
+        checked = _eks_cluster_for_dra(plan, name, provider, children)
+        return JoinedCluster(provider, _eks_addons_checked(checked, needs, provider, children))
+    if spec.cloud is Cloud.GKE and (spec.dra is not None or _looked_up(needs)):
         import pulumi_gcp as gcp
 
         joined_gke = gcp.container.get_cluster_output(
@@ -232,8 +252,107 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             project=given("project", settings.get("project")),
             opts=pulumi.InvokeOutputOptions(parent=children.parent, provider=provider),
         )
-        return JoinedCluster(provider, _running_dra_version(plan, name, joined_gke.master_version))
+        running = _running_dra_version(plan, name, joined_gke.master_version)
+        return JoinedCluster(provider, _gke_addons_checked(running, needs, joined_gke))
     return JoinedCluster(provider, name)
+
+
+AUTOSCALER = "cluster-autoscaler"
+
+
+def _autoscaler_agent_urn(children: Children) -> pulumi.Output[str]:
+    """Where the EKS Pod Identity agent add-on lived when the Cluster Autoscaler's component
+    installed it on a created cluster (the cluster's component owns it now)."""
+    autoscaler = pulumi.create_urn(
+        children.name(AUTOSCALER), "mig-inference:index:EksClusterAutoscaler", children.parent
+    )
+    return pulumi.create_urn(
+        f"{children.name(AUTOSCALER)}-pod-identity-agent", "aws:eks/addon:Addon", autoscaler
+    )
+
+
+def _looked_up(needs: Sequence[Need]) -> list[Need]:
+    """The add-ons a joined cluster is checked for."""
+    return [
+        need
+        for need in needs
+        if need.addon.joined in (Joined.REFUSED_WITHOUT, Joined.WARNED_WITHOUT)
+    ]
+
+
+def _judged(name: str, needs: Sequence[Need], lacking: Mapping[Feature, str]) -> str:
+    """The joined cluster's name when it has every add-on the stack cannot work without; a
+    missing one stops the preview at the keys that need it, before anything is created, and
+    one the stack works without, unguarded, is a warning."""
+    refusals = []
+    for need in needs:
+        what = lacking.get(need.feature)
+        if what is None:
+            continue
+        message = (
+            f"{', '.join(need.keys)}: cluster {name} {what}; the stack needs it for {need.why} "
+            f"({need.addon.source}): turn on {need.addon.turn_on}"
+        )
+        if need.addon.joined is Joined.REFUSED_WITHOUT:
+            refusals.append(message)
+        else:
+            pulumi.log.warn(f"{message}, or the stack's policies go unenforced")
+    if refusals:
+        raise pulumi.RunError("; ".join(refusals))
+    return name
+
+
+def _gke_addons_checked(
+    ref: pulumi.Input[str], needs: Sequence[Need], found: Any
+) -> pulumi.Input[str]:
+    """A joined GKE cluster's reference, once `gcp.container.get_cluster` showed the add-ons
+    the stack needs."""
+    looked = _looked_up(needs)
+    if not looked:
+        return ref
+    from .gke import lacking_addons
+
+    return pulumi.Output.all(
+        ref, found.addons_configs, found.datapath_provider, found.network_policies
+    ).apply(lambda known: _judged(str(known[0]), looked, lacking_addons(*known[1:])))
+
+
+def _eks_addons_checked(
+    ref: pulumi.Input[str],
+    needs: Sequence[Need],
+    provider: pulumi.ProviderResource | None,
+    children: Children,
+) -> pulumi.Input[str]:
+    """A joined EKS cluster's name, once `aws.eks.get_addon` found each add-on the stack needs
+    (a driver installed otherwise than as an EKS add-on cannot be seen)."""
+    looked = _looked_up(needs)
+    if not looked:
+        return ref
+    import pulumi_aws as aws
+
+    from .eks import network_policy_enabled
+
+    def check(name: str) -> str:
+        lacking: dict[Feature, str] = {}
+        for need in looked:
+            try:
+                found = aws.eks.get_addon(
+                    cluster_name=name,
+                    addon_name=need.addon.addon,
+                    opts=pulumi.InvokeOptions(parent=children.parent, provider=provider),
+                )
+            except Exception as error:  # the lookup's own answer is the reason
+                lacking[need.feature] = f"has no EKS add-on {need.addon.addon} ({error})"
+                continue
+            if need.feature is Feature.NETWORK_POLICY and not network_policy_enabled(
+                found.configuration_values
+            ):
+                lacking[need.feature] = (
+                    f"runs the {need.addon.addon} add-on without enableNetworkPolicy"
+                )
+        return _judged(name, looked, lacking)
+
+    return pulumi.Output.from_input(ref).apply(check)
 
 
 def _running_dra_version(
@@ -409,12 +528,14 @@ def cluster_autoscaler(
             ).version
         )
         return EksClusterAutoscaler(
-            children.name("cluster-autoscaler"),
+            children.name(AUTOSCALER),
             EksClusterAutoscalerArgs(
                 cluster_name=joined.ref,
                 region=spec.cluster.get("region"),
                 kubernetes_version=version,
-                install_pod_identity_agent=spec.cluster.create,
+                # A created cluster installs the agent itself (clouds.addons); a joined one is
+                # checked for it.
+                install_pod_identity_agent=False,
                 tags=dict(spec.cloud_tags.tags),
                 permissions_boundary=spec.cluster.get("permissionsBoundary"),
             ),
@@ -439,10 +560,14 @@ def cluster_autoscaler(
             cluster_id = pulumi.Output.all(joined.ref, joined.cluster_type).apply(
                 lambda found: enhanced_only(str(found[0]), str(found[1]), autoscaled_paths)
             )
+        assert joined.compartment_id is not None
         return OkeClusterAutoscaler(
             children.name("cluster-autoscaler"),
             OkeClusterAutoscalerArgs(
                 cluster_id=cluster_id,
+                compartment_id=joined.compartment_id,
+                freeform_tags=dict(spec.cloud_tags.tags),
+                defined_tags=dict(spec.cloud_tags.defined),
                 pools=[
                     AutoscaledPool(
                         min=pool.min_nodes,

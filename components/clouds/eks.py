@@ -8,10 +8,20 @@ import pulumi
 import pulumi_aws as aws
 
 from mig_inference.clouds import cloud_taint_effect
+from mig_inference.clouds.addons import (
+    FSX_CSI_ACCOUNT,
+    FSX_CSI_ADDON,
+    POD_IDENTITY_AGENT,
+    S3_CSI_ACCOUNT,
+    S3_CSI_ADDON,
+    VPC_CNI,
+)
 from mig_inference.clouds.bootstrap import eks_user_data
-from mig_inference.clouds.capacity import RESERVED, Capacity
+from mig_inference.clouds.capacity import AWS_BLOCKS_USING, EKS_BLOCKS, RESERVED, Capacity
 from mig_inference.names.digest import short_hash
+from mig_inference.plan import PoolPlan
 from mig_inference.plan.pools.autoscaling import node_template_tags
+from mig_inference.spec import key_path
 
 from ..clouds.kubeconfig import eks_kubeconfig
 from ..planning import planned, planned_pool
@@ -71,6 +81,40 @@ def auto_mode_enabled(compute_configs: Sequence[object] | None) -> bool:
     return False
 
 
+def block_subnets(
+    pool_path: str,
+    reservation: str,
+    machine: str,
+    max_nodes: int,
+    block: Mapping[str, Any],
+    in_zone: Sequence[str],
+) -> list[str]:
+    """The subnets of a Capacity Block pool's node group: those of `cluster.subnetIds` in the
+    block's Availability Zone (`in_zone`), once the block (as EC2 describes it) is known to
+    hold the pool's instance type and nodes; otherwise why not, at the key to change. (EC2
+    always reports a block's type and size; an answer without them, from mocks, skips those.)"""
+    zone = block.get("availability_zone")
+    held = block.get("instance_type")
+    if held and held != machine:
+        raise pulumi.RunError(
+            f"{pool_path}.reservation: Capacity Block {reservation} holds {held} instances, not "
+            f"{machine}: the launch template's instance type must be the block's ({EKS_BLOCKS})"
+        )
+    count = int(block.get("instance_count") or 0)
+    if count and max_nodes > count:
+        raise pulumi.RunError(
+            f"{pool_path}.nodes: Capacity Block {reservation} holds {count} instance(s), and the "
+            f"pool asks for up to {max_nodes}: the others would never launch ({AWS_BLOCKS_USING})"
+        )
+    if not in_zone:
+        raise pulumi.RunError(
+            f"{pool_path}.reservation: Capacity Block {reservation} is in {zone}, and no subnet "
+            f"of {key_path('cluster')}.subnetIds is: a block's instances launch only in its "
+            f"Availability Zone ({AWS_BLOCKS_USING}); add a subnet of {zone}"
+        )
+    return sorted(in_zone)
+
+
 TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 """What a launch template's tag specifications tag when an instance starts (EC2
 `LaunchTemplateTagSpecificationRequest`)."""
@@ -107,6 +151,56 @@ def _assume_role(service: str) -> str:
     )
 
 
+def pod_identity_trust() -> str:
+    """The trust policy of a role EKS Pod Identity hands to a service account (EKS User Guide,
+    "Create a Pod Identity association")."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "pods.eks.amazonaws.com"},
+                    "Action": ["sts:AssumeRole", "sts:TagSession"],
+                }
+            ],
+        }
+    )
+
+
+MOUNTPOINT_READ = ["s3:GetObject"]
+MOUNTPOINT_WRITE = ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"]
+"""What Mountpoint for Amazon S3 needs on a bucket's objects to read, and to read and write
+(awslabs/mountpoint-s3 `doc/CONFIGURATION.md`, "IAM permissions"); both list the bucket."""
+FSX_CSI_POLICY = "arn:aws:iam::aws:policy/AmazonFSxFullAccess"
+"""The managed policy the EKS User Guide attaches to the FSx CSI driver's role."""
+
+
+def network_policy_enabled(configuration_values: str | None) -> bool:
+    """Whether a VPC CNI add-on's configuration values, as `aws.eks.get_addon` returns them (a
+    JSON document), turn NetworkPolicy enforcement on."""
+    try:
+        values = json.loads(configuration_values or "{}")
+    except ValueError:
+        return False
+    return isinstance(values, dict) and str(values.get("enableNetworkPolicy")).lower() == "true"
+
+
+def bucket_policy(bucket: str, object_actions: Sequence[str]) -> str:
+    """List the bucket and act on its objects, nothing else."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Action": ["s3:ListBucket"],
+                 "Resource": [f"arn:aws:s3:::{bucket}"]},
+                {"Effect": "Allow", "Action": list(object_actions),
+                 "Resource": [f"arn:aws:s3:::{bucket}/*"]},
+            ],
+        }
+    )  # fmt: skip
+
+
 def _role(
     name: str,
     service: str,
@@ -114,13 +208,15 @@ def _role(
     parent: pulumi.Resource,
     tags: Mapping[str, str] | None,
     boundary: pulumi.Input[str] | None = None,
+    trust: str | None = None,
 ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment]]:
-    """An IAM role for `service` with `policies`, and the attachments: the cluster and node
-    groups using it depend on them, so EKS has its permissions from the first API call until
-    the last one of a destroy (as the provider's documentation requires)."""
+    """An IAM role for `service` (or of the assume-role policy `trust`) with `policies`, and the
+    attachments: the cluster, node groups and add-ons using it depend on them, so EKS has its
+    permissions from the first API call until the last one of a destroy (as the provider's
+    documentation requires)."""
     role = aws.iam.Role(
         name,
-        assume_role_policy=_assume_role(service),
+        assume_role_policy=trust or _assume_role(service),
         description=f"mig-inference {name}",
         permissions_boundary=boundary,
         tags=tags,
@@ -158,10 +254,24 @@ class EksClusterArgs(TypedDict):
     """Tags on every AWS resource of the cluster (beside the provider's default tags)."""
     permissions_boundary: NotRequired[pulumi.Input[str] | None]
     """The permissions boundary of the IAM roles it creates."""
+    network_policy: NotRequired[bool]
+    """Enforce NetworkPolicies: the VPC CNI add-on with `enableNetworkPolicy` (false)."""
+    pod_identity_agent: NotRequired[bool]
+    """Install the EKS Pod Identity agent add-on (false)."""
+    s3_csi_bucket: NotRequired[str | None]
+    """Install the Mountpoint for Amazon S3 CSI driver add-on, its role allowed to read and
+    write this bucket (None: no driver)."""
+    fsx_csi_driver: NotRequired[bool]
+    """Install the FSx for Lustre CSI driver add-on with its role (false)."""
+    pod_identity_agent_formerly: NotRequired[pulumi.Input[str]]
+    """The URN the Pod Identity agent add-on had when another component installed it: an
+    alias, so it is kept, not installed twice."""
 
 
 class EksCluster(pulumi.ComponentResource):
-    """A minimal private EKS cluster with its IAM role and a small CPU system node group."""
+    """A minimal private EKS cluster with its IAM role, a small CPU system node group and the
+    add-ons the stack needs (clouds.addons): NetworkPolicy enforcement by the VPC CNI, the Pod
+    Identity agent, and the CSI drivers of the model cache with their roles."""
 
     cluster_name: pulumi.Output[str]
     """The cluster's name."""
@@ -203,7 +313,7 @@ class EksCluster(pulumi.ComponentResource):
         node_role, node_policies = _role(
             f"{name}-system-node", "ec2.amazonaws.com", NODE_POLICIES, self, tags, boundary
         )
-        aws.eks.NodeGroup(
+        system = aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=cluster.name,
             node_role_arn=node_role.arn,
@@ -221,6 +331,7 @@ class EksCluster(pulumi.ComponentResource):
                 ignore_changes=["scalingConfig.desiredSize"],
             ),
         )
+        self._addons(name, args, cluster, [system], tags, boundary)
         self.cluster_name = cluster.name
         self.kubeconfig = pulumi.Output.secret(
             eks_kubeconfig(
@@ -242,6 +353,76 @@ class EksCluster(pulumi.ComponentResource):
                 "cluster_outputs": self.cluster_outputs,
             }
         )
+
+    def _addons(
+        self, name: str, args: EksClusterArgs, cluster: aws.eks.Cluster,
+        nodes: list[pulumi.Resource], tags: Mapping[str, str] | None,
+        boundary: pulumi.Input[str] | None,
+    ) -> None:  # fmt: skip
+        """The add-ons, once the system nodes can run their pods (EKS waits for an add-on to be
+        active)."""
+
+        def addon(
+            addon_name: str,
+            after: Sequence[pulumi.Resource] = (),
+            formerly: pulumi.Input[str] | None = None,
+            **settings: Any,
+        ) -> aws.eks.Addon:
+            return aws.eks.Addon(
+                f"{name}-{addon_name}",
+                cluster_name=cluster.name,
+                addon_name=addon_name,
+                tags=tags,
+                opts=pulumi.ResourceOptions(
+                    parent=self,
+                    depends_on=[*nodes, *after],
+                    aliases=[formerly] if formerly is not None else None,
+                ),
+                **settings,
+            )
+
+        if args.get("network_policy", False):
+            # EKS installs the VPC CNI itself (self-managed); the add-on takes it over.
+            addon(
+                VPC_CNI,
+                configuration_values=json.dumps({"enableNetworkPolicy": "true"}),
+                resolve_conflicts_on_create="OVERWRITE",
+                resolve_conflicts_on_update="OVERWRITE",
+            )
+        if not args.get("pod_identity_agent", False):
+            return
+        agent = addon(POD_IDENTITY_AGENT, formerly=args.get("pod_identity_agent_formerly"))
+        drivers: list[tuple[str, str, Sequence[str], str | None]] = []
+        bucket = args.get("s3_csi_bucket")
+        if bucket is not None:
+            write = bucket_policy(bucket, MOUNTPOINT_WRITE)
+            drivers.append((S3_CSI_ADDON, S3_CSI_ACCOUNT, (), write))
+        if args.get("fsx_csi_driver", False):
+            drivers.append((FSX_CSI_ADDON, FSX_CSI_ACCOUNT, (FSX_CSI_POLICY,), None))
+        for addon_name, account, managed, inline in drivers:
+            role, attached = _role(
+                f"{name}-{addon_name}", "pods.eks.amazonaws.com", managed, self, tags, boundary,
+                trust=pod_identity_trust(),
+            )  # fmt: skip
+            grants: list[pulumi.Resource] = list(attached)
+            if inline is not None:
+                grants.append(
+                    aws.iam.RolePolicy(
+                        f"{name}-{addon_name}-policy",
+                        role=role.name,
+                        policy=inline,
+                        opts=pulumi.ResourceOptions(parent=self),
+                    )
+                )
+            addon(
+                addon_name,
+                pod_identity_associations=[
+                    aws.eks.AddonPodIdentityAssociationArgs(
+                        role_arn=role.arn, service_account=account.split("/", 1)[1]
+                    )
+                ],
+                after=[agent, *grants],
+            )
 
 
 def _oidc_issuer(identities: Sequence[aws.eks.outputs.ClusterIdentity]) -> str | None:
@@ -276,6 +457,9 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
     """The managed node group's ARN."""
     autoscaling_group_names: pulumi.Output[list[str]]
     """The Auto Scaling groups EKS made for the node group."""
+    capacity_block_ends: pulumi.Output[str]
+    """When the Capacity Block of a `capacity-block` pool ends (EC2's end date; empty for other
+    pools): EC2 begins terminating its instances 30 minutes before."""
 
     def __init__(
         self, name: str, args: EksGpuNodeGroupArgs, opts: pulumi.ResourceOptions | None = None
@@ -301,6 +485,13 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             role_arn = role.arn
         capacity = pool.spec.capacity
         reserved = capacity in RESERVED
+        block = capacity is Capacity.CAPACITY_BLOCK
+        subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]] = cluster_input(
+            args["stack"], "subnet_ids", list(cluster.get("subnetIds"))
+        )
+        ends: pulumi.Input[str] = ""
+        if block:
+            subnet_ids, ends = self._block_subnets(args["stack"], pool, subnet_ids)
         template = aws.ec2.LaunchTemplate(
             name,
             description=f"mig-inference GPU pool {pool.name}",
@@ -316,8 +507,11 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
                 market_type=CAPACITY_BLOCK_MARKET
             )
-            if capacity is Capacity.CAPACITY_BLOCK
+            if block
             else None,
+            # A Capacity Block's launch template names the block's instance type (EKS "Create a
+            # managed node group with Capacity Blocks for ML"); the node group then names none.
+            instance_type=pool.machine.name if block else None,
             block_device_mappings=[
                 aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
                     device_name="/dev/xvda",
@@ -353,9 +547,9 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
             node_group_name=pool.physical_name,
             cluster_name=args["cluster_name"],
             node_role_arn=role_arn,
-            subnet_ids=cluster_input(args["stack"], "subnet_ids", list(cluster.get("subnetIds"))),
+            subnet_ids=subnet_ids,
             ami_type=GPU_AMI,
-            instance_types=[pool.machine.name],
+            instance_types=None if block else [pool.machine.name],
             capacity_type=CAPACITY_TYPES[capacity],
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=pool.min_nodes, min_size=pool.min_nodes, max_size=pool.max_nodes
@@ -399,11 +593,50 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         self.role_arn = pulumi.Output.from_input(role_arn)
         self.node_group_arn = group.arn
         self.autoscaling_group_names = group.resources.apply(_autoscaling_group_names)
+        self.capacity_block_ends = pulumi.Output.from_input(ends)
         self.register_outputs(
             {
                 "node_group_name": self.node_group_name,
                 "role_arn": self.role_arn,
                 "node_group_arn": self.node_group_arn,
                 "autoscaling_group_names": self.autoscaling_group_names,
+                "capacity_block_ends": self.capacity_block_ends,
             }
         )
+
+    def _block_subnets(
+        self,
+        stack: Stack,
+        pool: PoolPlan,
+        subnet_ids: pulumi.Input[Sequence[pulumi.Input[str]]],
+    ) -> tuple[pulumi.Output[list[str]], pulumi.Output[str]]:
+        """The cluster's subnets in the Capacity Block's Availability Zone, and when the block
+        ends, both looked up (EC2's DescribeCapacityReservations, DescribeSubnets) so that a
+        block the pool cannot use stops the preview at its key before anything is created."""
+        assert pool.machine is not None and pool.spec.reservation is not None
+        index = [p.name for p in planned(stack).spec.pools].index(pool.name)
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        found = aws.ec2.get_capacity_block_reservation_output(id=pool.spec.reservation, opts=invoke)
+        filters = pulumi.Output.all(subnet_ids, found.availability_zone).apply(
+            lambda known: [
+                aws.ec2.GetSubnetsFilterArgs(name="subnet-id", values=list(known[0])),
+                aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=[str(known[1])]),
+            ]
+        )
+        in_zone = aws.ec2.get_subnets_output(filters=filters, opts=invoke).ids
+        machine, reservation = pool.machine.name, pool.spec.reservation
+        path = f"{key_path('pools')}[{index}]"
+        subnets = pulumi.Output.all(
+            found.availability_zone, found.instance_type, found.instance_count, in_zone
+        ).apply(
+            lambda known: block_subnets(
+                path,
+                reservation,
+                machine,
+                pool.max_nodes,
+                {"availability_zone": known[0], "instance_type": known[1],
+                 "instance_count": known[2]},
+                known[3] or [],
+            )
+        )  # fmt: skip
+        return subnets, found.end_date

@@ -15,6 +15,8 @@ from mig_inference.versions import (
     CLUSTER_AUTOSCALER_VERSION,
 )
 
+from .eks import pod_identity_trust
+
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
 READ_ACTIONS = [
@@ -95,7 +97,8 @@ class EksClusterAutoscalerArgs(TypedDict):
     """The cluster's Kubernetes version (1.N): the autoscaler's image is the release of that
     minor."""
     install_pod_identity_agent: NotRequired[bool]
-    """Install EKS's Pod Identity agent add-on (false; true for a cluster created alongside)."""
+    """Install EKS's Pod Identity agent add-on (false; a cluster this project creates installs
+    it itself)."""
     tags: NotRequired[dict[str, str]]
     """Tags on its IAM role, add-on and Pod Identity association."""
     permissions_boundary: NotRequired[pulumi.Input[str] | None]
@@ -120,18 +123,7 @@ class EksClusterAutoscaler(pulumi.ComponentResource):
         tags = args.get("tags") or None
         role = aws.iam.Role(
             f"{name}-role",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "pods.eks.amazonaws.com"},
-                            "Action": ["sts:AssumeRole", "sts:TagSession"],
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=pod_identity_trust(),
             description="mig-inference cluster autoscaler",
             permissions_boundary=args.get("permissions_boundary"),
             tags=tags,

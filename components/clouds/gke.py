@@ -1,11 +1,13 @@
 """GKE: a private cluster for ephemeral stacks, and MIG GPU node pools (native or operator)."""
 
+from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_gcp as gcp
 
 from mig_inference.clouds import cloud_taint_effect
+from mig_inference.clouds.addons import Feature
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.plan.pools.zones import gke_region
 from mig_inference.spec import MigManager, SharingStrategy
@@ -59,6 +61,81 @@ class GkeClusterArgs(TypedDict):
     """Project of the subnetwork (the provider's when not given)."""
     labels: NotRequired[dict[str, str]]
     """Google Cloud labels on the cluster and its system nodes (beside the provider's)."""
+    network_policy: NotRequired[bool]
+    """Enforce NetworkPolicies with GKE Dataplane V2 (false; fixed when the cluster is
+    created)."""
+    gcs_fuse_csi_driver: NotRequired[bool]
+    """Enable the Cloud Storage FUSE CSI driver add-on (false)."""
+    pd_csi_driver: NotRequired[bool]
+    """Keep the Compute Engine Persistent Disk CSI driver add-on on (GKE's default; false
+    leaves the setting to GKE)."""
+
+    gateway_api: NotRequired[bool]
+    """Enable GKE's Gateway API (standard channel), for the stack's inference gateway
+    (false)."""
+
+
+ADVANCED_DATAPATH = "ADVANCED_DATAPATH"
+"""GKE Dataplane V2, which enforces NetworkPolicy itself (clouds.addons has the source)."""
+
+
+def _addons_config(args: GkeClusterArgs) -> gcp.container.ClusterAddonsConfigArgs | None:
+    """The add-ons the stack's features need (clouds.addons), or None for GKE's defaults."""
+    fuse = args.get("gcs_fuse_csi_driver", False)
+    disk = args.get("pd_csi_driver", False)
+    if not (fuse or disk):
+        return None
+    return gcp.container.ClusterAddonsConfigArgs(
+        gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(
+            enabled=True
+        )
+        if fuse
+        else None,
+        gce_persistent_disk_csi_driver_config=gcp.container.ClusterAddonsConfigGcePersistentDiskCsiDriverConfigArgs(
+            enabled=True
+        )
+        if disk
+        else None,
+    )
+
+
+def _field(value: Any, name: str) -> Any:
+    """A field of a lookup's result, whether the SDK gave its output class or a mapping."""
+    if isinstance(value, Mapping):
+        camel = name.split("_")[0] + "".join(part.title() for part in name.split("_")[1:])
+        return value.get(name, value.get(camel))
+    return getattr(value, name, None)
+
+
+def _first(values: Any) -> Any:
+    return values[0] if values else None
+
+
+def _enabled(config: Any) -> bool:
+    return bool(config is not None and _field(config, "enabled"))
+
+
+def lacking_addons(
+    addons_configs: Any, datapath_provider: str | None, network_policies: Any
+) -> dict[Feature, str]:
+    """What a joined cluster, as `gcp.container.get_cluster` shows it, lacks of the add-ons the
+    stack's features may need (clouds.addons)."""
+    addons = _first(addons_configs)
+    lacking: dict[Feature, str] = {}
+    if not _enabled(_first(_field(addons, "gce_persistent_disk_csi_driver_configs"))):
+        lacking[Feature.HYPERDISK_ML] = (
+            "has the Compute Engine Persistent Disk CSI driver off "
+            "(addonsConfig.gcePersistentDiskCsiDriverConfig)"
+        )
+    if not _enabled(_first(_field(addons, "gcs_fuse_csi_driver_configs"))):
+        lacking[Feature.GCS_FUSE] = (
+            "has the Cloud Storage FUSE CSI driver off (addonsConfig.gcsFuseCsiDriverConfig)"
+        )
+    if datapath_provider != ADVANCED_DATAPATH and not _enabled(_first(network_policies)):
+        lacking[Feature.NETWORK_POLICY] = (
+            "enforces no NetworkPolicy (neither Dataplane V2 nor the network policy add-on)"
+        )
+    return lacking
 
 
 def _workload_pool(project: str) -> str:
@@ -123,10 +200,15 @@ class GkeCluster(pulumi.ComponentResource):
             release_channel=gcp.container.ClusterReleaseChannelArgs(
                 channel=args.get("release_channel", GKE_RELEASE_CHANNEL)
             ),
+            addons_config=_addons_config(args),
+            datapath_provider=ADVANCED_DATAPATH if args.get("network_policy", False) else None,
             remove_default_node_pool=True,
             initial_node_count=1,
             deletion_protection=protect_cluster,
             resource_labels=labels,
+            gateway_api_config=gcp.container.ClusterGatewayApiConfigArgs(channel="CHANNEL_STANDARD")
+            if args.get("gateway_api")
+            else None,
             opts=protect,
         )
         gcp.container.NodePool(

@@ -72,7 +72,9 @@ def device_request(
                 )
             )
         ),
-        opts=pulumi.ResourceOptions(parent=parent),
+        # The API server refuses any update of the spec (immutable): a new profile or memory
+        # need is a new template (same name: deleted, then created; claims already made stay).
+        opts=pulumi.ResourceOptions(parent=parent, replace_on_changes=["spec"]),
     )
     return DeviceRequest(
         claims=[k8s.core.v1.ResourceClaimArgs(name=CLAIM_NAME)],

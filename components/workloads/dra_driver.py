@@ -5,12 +5,18 @@ from typing import Any, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.kube.dra import dra_settings, driver_values, profile_classes
+from mig_inference.clouds import Cloud
+from mig_inference.kube.dra import (
+    dra_settings,
+    driver_critical_pods,
+    driver_values,
+    profile_classes,
+)
 from mig_inference.versions import DRA_DRIVER_CHART, DRA_DRIVER_VERSION
 
 from ..planning import planned
 from ..stack_args import Stack
-from .agent_namespace import agent_namespace
+from .agent_namespace import agent_namespace, critical_pods_quota
 
 RELEASE_NAME = "dra-driver-nvidia-gpu"
 
@@ -23,8 +29,9 @@ class DraDriverArgs(TypedDict):
 
 
 class DraDriver(pulumi.ComponentResource):
-    """`helm.v3.Release` of NVIDIA's DRA driver in its own namespace, and the DeviceClasses that
-    map MIG profiles to `nvidia.com/mig-<profile>` (Kubernetes 1.36+, `dra.extendedResources`)."""
+    """`helm.v3.Release` of NVIDIA's DRA driver in its own namespace (on GKE with the quota
+    that admits its system-node-critical pods), and the DeviceClasses that map MIG profiles to
+    `nvidia.com/mig-<profile>` (Kubernetes 1.36+, `dra.extendedResources`)."""
 
     release_status: pulumi.Output[Any]
     """The Helm release's status."""
@@ -38,6 +45,19 @@ class DraDriver(pulumi.ComponentResource):
         plan = planned(args["stack"])
         settings = dra_settings(plan)
         namespace = agent_namespace(name, settings.namespace, self)
+        before: list[pulumi.Resource] = [namespace]
+        if plan.spec.cloud is Cloud.GKE:
+            # Its kubelet plugin runs at system-node-critical: without the quota GKE asks for,
+            # no plugin pod is admitted, no slice published, and the MIG-ready gate times out.
+            before.append(
+                critical_pods_quota(
+                    f"{name}-critical-pods",
+                    "dra-driver-critical-pods",
+                    namespace,
+                    driver_critical_pods(plan),
+                    self,
+                )
+            )
         release = k8s.helm.v3.Release(
             name,
             k8s.helm.v3.ReleaseArgs(
@@ -50,7 +70,7 @@ class DraDriver(pulumi.ComponentResource):
                 cleanup_on_fail=True,
                 max_history=10,
             ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[namespace]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=before),
         )
         for device_class in profile_classes(plan):
             k8s.resource.v1.DeviceClass(

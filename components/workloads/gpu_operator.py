@@ -1,18 +1,22 @@
 """The NVIDIA GPU Operator (mixed MIG strategy), with GKE's prerequisites when on GKE."""
 
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.capacity import Arch
 from mig_inference.kube.operator_values import (
     GKE_NVIDIA_DIR,
-    critical_pods_quota,
     gpu_operator_values,
+    operator_critical_pods,
 )
 from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig_inference.versions import (
+    GKE_A4X_DRIVER_INSTALLER_MANIFEST,
+    GKE_A4X_PAUSE_IMAGE,
     GKE_DRIVER_INSTALLER_IMAGE,
     GKE_DRIVER_INSTALLER_MANIFEST,
     GKE_PAUSE_IMAGE,
@@ -22,10 +26,36 @@ from mig_inference.versions import (
 
 from ..planning import planned
 from ..stack_args import Stack
-from .agent_namespace import agent_namespace
+from .agent_namespace import agent_namespace, critical_pods_quota
 
-CRITICAL_PRIORITY_CLASSES = ["system-node-critical", "system-cluster-critical"]
 DRIVER_INSTALLER = "nvidia-driver-installer"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+@dataclass(frozen=True)
+class DriverInstaller:
+    """One of Google's COS driver-installer manifests."""
+
+    suffix: str
+    """Appended to the DaemonSet's names ("" for the manifest every stack had first)."""
+    follows: str
+    """The manifest release it follows."""
+    pause_image: str
+    command: list[str]
+    arm: bool
+    """Runs on the Arm machine types (else on every other GPU node)."""
+
+
+AMD64_INSTALLER = DriverInstaller(
+    "", GKE_DRIVER_INSTALLER_MANIFEST, GKE_PAUSE_IMAGE,
+    ["/cos-gpu-installer", "install", "--version=latest"], arm=False,
+)  # fmt: skip
+A4X_INSTALLER = DriverInstaller(
+    "-a4x", GKE_A4X_DRIVER_INSTALLER_MANIFEST, GKE_A4X_PAUSE_IMAGE,
+    # As Google's A4X manifest: a driver already loaded is kept.
+    ["bash", "-c", "lsmod | grep -q nvidia || /cos-gpu-installer install --version=latest"],
+    arm=True,
+)  # fmt: skip
 
 
 class GpuOperatorArgs(TypedDict):
@@ -56,11 +86,26 @@ class GpuOperator(pulumi.ComponentResource):
         depends: list[pulumi.Resource] = [namespace]
         if plan.spec.cloud is Cloud.GKE:
             depends.append(
-                self._critical_pods_quota(
-                    name, settings.namespace, critical_pods_quota(plan), namespace
+                critical_pods_quota(
+                    f"{name}-critical-pods",
+                    "gpu-operator-critical-pods",
+                    namespace,
+                    operator_critical_pods(plan),
+                    self,
                 )
             )
-            depends.append(self._gke_driver_installer(name, settings.namespace, namespace))
+            arm = sorted(
+                {
+                    pool.machine.name
+                    for pool in plan.pools
+                    if pool.operator_managed and pool.machine and pool.machine.arch is Arch.ARM64
+                }
+            )
+            # Google's A4X installer on the Arm machines: its pause image has an arm64 build.
+            for installer in (AMD64_INSTALLER, *([A4X_INSTALLER] if arm else [])):
+                depends.append(
+                    self._gke_driver_installer(name, settings.namespace, namespace, installer, arm)
+                )
         release = k8s.helm.v3.Release(
             name,
             k8s.helm.v3.ReleaseArgs(
@@ -81,38 +126,31 @@ class GpuOperator(pulumi.ComponentResource):
         self.namespace = namespace.metadata.name
         self.register_outputs({"release_status": self.release_status, "namespace": self.namespace})
 
-    def _critical_pods_quota(
-        self, name: str, namespace: str, pods: int, ns: k8s.core.v1.Namespace
-    ) -> k8s.core.v1.ResourceQuota:
-        # GKE admits system-node/cluster-critical pods outside kube-system only when a quota
-        # scoped to those priority classes exists in the namespace.
-        return k8s.core.v1.ResourceQuota(
-            f"{name}-critical-pods",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name="gpu-operator-critical-pods", namespace=namespace
-            ),
-            spec=k8s.core.v1.ResourceQuotaSpecArgs(
-                hard={"pods": str(pods)},
-                scope_selector=k8s.core.v1.ScopeSelectorArgs(
-                    match_expressions=[
-                        k8s.core.v1.ScopedResourceSelectorRequirementArgs(
-                            scope_name="PriorityClass",
-                            operator="In",
-                            values=CRITICAL_PRIORITY_CLASSES,
-                        )
-                    ]
-                ),
-            ),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
-        )
-
     def _gke_driver_installer(
-        self, name: str, namespace: str, ns: k8s.core.v1.Namespace
+        self,
+        name: str,
+        namespace: str,
+        ns: k8s.core.v1.Namespace,
+        installer: DriverInstaller,
+        arm_machines: list[str],
     ) -> k8s.apps.v1.DaemonSet:
         """Google's COS driver installer, following the manifest release named in
         `mig.versions`, restricted to the operator-mode pools (GKE installs the driver itself
-        on native-MIG pools)."""
-        labels = {"k8s-app": DRIVER_INSTALLER, "app.kubernetes.io/managed-by": "mig-inference"}
+        on native-MIG pools): Google's A4X manifest on the Arm machine types, the other one
+        everywhere else."""
+        app = f"{DRIVER_INSTALLER}{installer.suffix}"
+        labels = {"k8s-app": app, "app.kubernetes.io/managed-by": "mig-inference"}
+        by_machine = (
+            [
+                k8s.core.v1.NodeSelectorRequirementArgs(
+                    key=INSTANCE_TYPE_LABEL,
+                    operator="In" if installer.arm else "NotIn",
+                    values=arm_machines,
+                )
+            ]
+            if arm_machines
+            else []
+        )
         host_paths = {
             "dev": "/dev",
             "vulkan-icd-mount": f"{GKE_NVIDIA_DIR}/vulkan/icd.d",
@@ -137,15 +175,15 @@ class GpuOperator(pulumi.ComponentResource):
             "COS_TOOLS_DIR_CONTAINER": "/build/cos-tools",
         }
         return k8s.apps.v1.DaemonSet(
-            f"{name}-driver-installer",
+            f"{name}-driver-installer{installer.suffix}",
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=DRIVER_INSTALLER,
+                name=app,
                 namespace=namespace,
                 labels=labels,
-                annotations={"mig-inference.io/follows": GKE_DRIVER_INSTALLER_MANIFEST},
+                annotations={"mig-inference.io/follows": installer.follows},
             ),
             spec=k8s.apps.v1.DaemonSetSpecArgs(
-                selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": DRIVER_INSTALLER}),
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels={"k8s-app": app}),
                 update_strategy=k8s.apps.v1.DaemonSetUpdateStrategyArgs(type="RollingUpdate"),
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
@@ -166,6 +204,7 @@ class GpuOperator(pulumi.ComponentResource):
                                                     operator="In",
                                                     values=["true"],
                                                 ),
+                                                *by_machine,
                                             ]
                                         )
                                     ]
@@ -188,7 +227,7 @@ class GpuOperator(pulumi.ComponentResource):
                                 name=DRIVER_INSTALLER,
                                 image=GKE_DRIVER_INSTALLER_IMAGE,
                                 image_pull_policy="Never",
-                                command=["/cos-gpu-installer", "install", "--version=latest"],
+                                command=installer.command,
                                 resources=k8s.core.v1.ResourceRequirementsArgs(
                                     requests={"cpu": "150m"}
                                 ),
@@ -205,7 +244,7 @@ class GpuOperator(pulumi.ComponentResource):
                         containers=[
                             k8s.core.v1.ContainerArgs(
                                 name="pause",
-                                image=GKE_PAUSE_IMAGE,
+                                image=installer.pause_image,
                                 resources=k8s.core.v1.ResourceRequirementsArgs(
                                     requests={"cpu": "10m", "memory": "16Mi"},
                                     limits={"memory": "16Mi"},

@@ -27,12 +27,12 @@ from mig_inference.versions import VERIFY_IMAGE
 from ..planning import planned, planned_service, secret_value
 from ..stack_args import Stack
 from ..workloads.device_claim import DeviceRequest, device_request
+from ..workloads.gateway_peers import picker_peer, proxy_peers
 from ..workloads.model_cache import (
-    CACHE_ACCOUNT,
     ModelFill,
     fill_lead,
+    reader_account,
     reader_volumes,
-    uses_cache_account,
 )
 
 HF_TOKEN_KEY = "hf-token"
@@ -321,7 +321,7 @@ class InferenceService(pulumi.ComponentResource):
         verified = planned(stack).spec.verified(spec)
         pod = engine_pod(
             plan, container, selector, volumes=cache_volumes,
-            service_account=CACHE_ACCOUNT if uses_cache_account(cache, plan) else None,
+            service_account=reader_account(cache, plan),
             init_containers=[slice_check(plan, request)] if verified else None,
             resource_claims=request.pod_claims,
         )  # fmt: skip
@@ -393,6 +393,7 @@ class InferenceService(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        route = stack_plan.gateway.pool_of(plan.name) if stack_plan.gateway else None
         peers = [
             k8s.networking.v1.NetworkPolicyPeerArgs(
                 namespace_selector=k8s.meta.v1.LabelSelectorArgs(
@@ -409,7 +410,10 @@ class InferenceService(pulumi.ComponentResource):
             # No declared clients: only pods of the service's own namespace.
             k8s.networking.v1.NetworkPolicyPeerArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs())
         ]
-        if verified and spec.clients:
+        if stack_plan.gateway is not None and route is not None:
+            # Behind the gateway: only its proxies and the pool's endpoint picker.
+            peers = [*proxy_peers(stack_plan.gateway), picker_peer(route)]
+        elif verified and spec.clients:
             # The serving check runs in the service's namespace.
             peers.append(
                 k8s.networking.v1.NetworkPolicyPeerArgs(

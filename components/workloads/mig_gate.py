@@ -5,7 +5,13 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.kube.gate import gate_fingerprint, gate_script, gate_targets, gate_targets_value
+from mig_inference.kube.gate import (
+    PENDING_LIMIT_SECONDS,
+    gate_fingerprint,
+    gate_script,
+    gate_targets,
+    gate_targets_value,
+)
 from mig_inference.names.k8s_names import stack_scoped
 
 from ..planning import planned, stack_name
@@ -15,6 +21,10 @@ from ..workloads.repartition import DRA_PLUGIN_RULES, DRA_SLICES
 
 GATE_NAME = "mig-ready-gate"
 READ_NODES = k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["nodes"], verbs=["get", "list"])
+RESTART_MIG_MANAGERS = k8s.rbac.v1.PolicyRuleArgs(
+    api_groups=[""], resources=["pods"], verbs=["list", "delete"]
+)
+"""In the operator's namespace only: restart the MIG manager of a node wedged in `pending`."""
 
 
 class MigReadyGateArgs(TypedDict):
@@ -26,9 +36,9 @@ class MigReadyGateArgs(TypedDict):
 
 class MigReadyGate(pulumi.ComponentResource):
     """Waits until every gated pool's current nodes carry their intended MIG config, report
-    `nvidia.com/mig.config.state=success` and advertise the planned devices; it may read nodes
-    and nothing else, and runs off the stack's GPU nodes. Inference services depend on this
-    component."""
+    `nvidia.com/mig.config.state=success` and advertise the planned devices; it may read nodes,
+    and restart MIG manager pods in the operator's namespace (a node wedged in `pending`), and
+    runs off the stack's GPU nodes. Inference services depend on this component."""
 
     job_name: pulumi.Output[str]
     """Name of the Job that waits."""
@@ -53,9 +63,12 @@ class MigReadyGate(pulumi.ComponentResource):
                 env={
                     "GATE_TARGETS": gate_targets_value(targets),
                     "GATE_TIMEOUT_SECONDS": str(timeout),
+                    "GATE_PENDING_LIMIT_SECONDS": str(PENDING_LIMIT_SECONDS),
+                    "OPERATOR_NAMESPACE": plan.spec.gpu_operator.namespace,
                     **({"DRA_NAMESPACE": dra_namespace} if dra_namespace else {}),
                 },
                 rules=[READ_NODES, *([DRA_SLICES] if dra_namespace else [])],
+                namespace_rules=[RESTART_MIG_MANAGERS],
                 other_namespace_rules={dra_namespace: DRA_PLUGIN_RULES} if dra_namespace else {},
                 timeout_seconds=timeout,
                 avoid_nodes=[node for pool in plan.pools for node in pool.spec.node_names],

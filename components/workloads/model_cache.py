@@ -32,18 +32,25 @@ Secret, and a NetworkPolicy lets no pod reach it and lets it reach DNS and HTTPS
 gcs-fuse, the GKE metadata server its FUSE sidecar gets its Workload Identity token from).
 """
 
+import json
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from mig_inference.kube.scripts import load
+from mig_inference.kube.scripts import load, program
 from mig_inference.names.k8s_names import stack_scoped
 from mig_inference.names.labels import POOL_LABEL
 from mig_inference.plan import ServicePlan, StackPlan
-from mig_inference.plan.model_cache import CACHE_ROOT, CachedModel, ModelCachePlan, fill_job_name
+from mig_inference.plan.model_cache import (
+    CACHE_ROOT,
+    FSX_DEPLOYMENT_TYPE,
+    CachedModel,
+    ModelCachePlan,
+    fill_job_name,
+)
 from mig_inference.spec import CacheStorage
 
 from ..planning import planned, stack_name
@@ -55,8 +62,12 @@ GivenInput = Callable[[str, Any], Any]
 
 CACHE_VOLUME = "model-cache"
 CACHE_ACCOUNT = "model-cache"
-"""The ServiceAccount of the populate Jobs (and, on object storage, of the readers): the cloud
-identity that reads and writes the bucket."""
+"""The ServiceAccount of the populate Jobs: on Cloud Storage, the identity that writes the
+bucket (on S3 the driver writes it, with its own role)."""
+READER_ACCOUNT = "model-cache-reader"
+"""The ServiceAccount of the replicas that read a bucket: an identity that may only read it
+(GKE `roles/storage.objectViewer`; EKS a role allowed to list the bucket and get its objects,
+for the replicas vLLM streams the weights into)."""
 CLAIM = "model-cache"
 """The namespace's claim on shared storage (every storage but hyperdisk-ml)."""
 FILL_COMPONENT = "model-cache"
@@ -74,6 +85,22 @@ the driver provisions later): `pulumi up` does not wait for it to be Bound."""
 GKE_METADATA = (("169.254.169.254/32", 80), ("169.254.169.252/32", 988))
 """Where the GKE metadata server answers Workload Identity token requests (GKE, "Use Workload
 Identity Federation for GKE": allow egress to it when a NetworkPolicy restricts a pod)."""
+FSS_EXPORT_OPTIONS = [
+    {
+        "source": "0.0.0.0/0",
+        "requirePrivilegedSourcePort": False,
+        "access": "READ_WRITE",
+        "identitySquash": "ALL",
+        "anonymousUid": 0,
+        "anonymousGid": 0,
+    }
+]
+"""The export's client options, in the File Storage API's fields (`ClientOptions`: the CSI
+driver parses the StorageClass's `exportOptions` into them, oracle/oci-cloud-controller-manager
+`pkg/csi/driver/fss_controller.go`); the source is the default export's, the mount target's
+security rules limit who reaches it."""
+CACHE_OWNER = "cache-owner"
+"""The init step of an FSx for Lustre fill Job that gives the cache's root to the Job's UID."""
 GCSFUSE_MOUNT_OPTIONS = [
     "implicit-dirs",
     "file-cache:max-size-mb:-1",
@@ -88,6 +115,8 @@ class ModelCacheArgs(TypedDict):
     stack: Stack
     """The stack whose `modelCache` this is: its storage, and the namespaces of the services
     that read it."""
+    cluster_name: NotRequired[pulumi.Input[str]]
+    """EKS: the cluster whose Pod Identity gives streaming replicas their read-only role."""
 
 
 def hyperdisk_claim(model: CachedModel, *, fill: bool) -> str:
@@ -127,17 +156,27 @@ class ModelCache(pulumi.ComponentResource):
         members: list[pulumi.Resource] = []
         if cache.storage is CacheStorage.GCS_FUSE:
             members = self._gcs_bucket(name, plan, cache, namespaces, given, child)
-        elif cache.storage is CacheStorage.S3_MOUNTPOINT and cache.bucket_owned:
-            self._s3_bucket(name, plan, cache, child)
+        elif cache.storage is CacheStorage.S3_MOUNTPOINT:
+            if cache.bucket_owned:
+                self._s3_bucket(name, plan, cache, child)
+            streaming = sorted({s.spec.namespace for s in plan.services if cache.streamed(s)})
+            if streaming:
+                self._s3_readers(name, plan, cache, streaming, args.get("cluster_name"), given)
         for namespace in namespaces:
-            k8s.core.v1.ServiceAccount(
-                f"{name}-{namespace}-sa",
-                metadata=k8s.meta.v1.ObjectMetaArgs(
-                    name=CACHE_ACCOUNT, namespace=namespace, labels=FILL_LABELS
-                ),
-                automount_service_account_token=False,
-                opts=child,
-            )
+            accounts = [CACHE_ACCOUNT]
+            if cache.storage.object_storage:
+                accounts.append(READER_ACCOUNT)
+            for account in accounts:
+                k8s.core.v1.ServiceAccount(
+                    f"{name}-{namespace}-sa"
+                    if account == CACHE_ACCOUNT
+                    else f"{name}-{namespace}-{account}",
+                    metadata=k8s.meta.v1.ObjectMetaArgs(
+                        name=account, namespace=namespace, labels=FILL_LABELS
+                    ),
+                    automount_service_account_token=False,
+                    opts=child,
+                )
             self._network_policy(f"{name}-{namespace}", namespace, cache, child)
             if cache.storage is CacheStorage.HYPERDISK_ML:
                 continue  # one claim per model revision, made with its Job
@@ -200,7 +239,7 @@ class ModelCache(pulumi.ComponentResource):
             parameters = {
                 "subnetId": nth(given("subnet_ids", list(settings.get("subnetIds"))), 0),
                 "securityGroupIds": ",".join(spec.security_group_ids),
-                "deploymentType": "PERSISTENT_2",
+                "deploymentType": FSX_DEPLOYMENT_TYPE,
                 "perUnitStorageThroughput": str(cache.throughput),
             }
         elif cache.storage is CacheStorage.FILE_STORAGE:
@@ -211,6 +250,12 @@ class ModelCache(pulumi.ComponentResource):
                 or nth(given("subnet_ids", list(settings.get("subnetIds"))), 0),
                 "compartmentOcid": given("compartment_id", settings.get("compartmentId")),
                 "encryptInTransit": "false",
+                # The CSI driver applies no fsGroup to this ReadWriteMany volume and a new file
+                # system's root belongs to root: every client is squashed to root (uid and gid
+                # 0) on this export, so the non-root Job writes it (Oracle, "Provisioning PVCs
+                # on the File Storage Service", "Alternative Solution 2": Squash All). Only the
+                # cache's pods mount it, the replicas read-only.
+                "exportOptions": json.dumps(FSS_EXPORT_OPTIONS),
             }
         else:
             return None  # a bucket: static volumes, no class
@@ -256,24 +301,28 @@ class ModelCache(pulumi.ComponentResource):
             project_id=project, opts=pulumi.InvokeOutputOptions(parent=self)
         ).number
         members: list[pulumi.Resource] = []
+        # Workload Identity Federation for GKE: the Kubernetes ServiceAccount itself is the
+        # principal. The Jobs write (Storage Object User); the replicas only read (Storage
+        # Object Viewer, GKE "Cloud Storage FUSE CSI driver": read-only workloads).
+        grants = ((CACHE_ACCOUNT, "access", "roles/storage.objectUser"),
+                  (READER_ACCOUNT, "read", "roles/storage.objectViewer"))  # fmt: skip
         for namespace in namespaces:
-            # Workload Identity Federation for GKE: the Kubernetes ServiceAccount itself is the
-            # principal; the Jobs write, the readers read.
-            principal = pulumi.Output.concat(
-                "principal://iam.googleapis.com/projects/",
-                number,
-                f"/locations/global/workloadIdentityPools/{project}.svc.id.goog/subject/ns/",
-                f"{namespace}/sa/{CACHE_ACCOUNT}",
-            )
-            members.append(
-                gcp.storage.BucketIAMMember(
-                    f"{name}-{namespace}-access",
-                    bucket=bucket,
-                    role="roles/storage.objectUser",
-                    member=principal,
-                    opts=child,
+            for account, what, role in grants:
+                principal = pulumi.Output.concat(
+                    "principal://iam.googleapis.com/projects/",
+                    number,
+                    f"/locations/global/workloadIdentityPools/{project}.svc.id.goog/subject/ns/",
+                    f"{namespace}/sa/{account}",
                 )
-            )
+                members.append(
+                    gcp.storage.BucketIAMMember(
+                        f"{name}-{namespace}-{what}",
+                        bucket=bucket,
+                        role=role,
+                        member=principal,
+                        opts=child,
+                    )
+                )
         return members
 
     def _s3_bucket(
@@ -297,6 +346,47 @@ class ModelCache(pulumi.ComponentResource):
             restrict_public_buckets=True,
             opts=child,
         )
+
+    def _s3_readers(
+        self, name: str, plan: StackPlan, cache: ModelCachePlan, namespaces: list[str],
+        cluster_name: pulumi.Input[str] | None, given: GivenInput,
+    ) -> None:  # fmt: skip
+        """A role that may only list the bucket and get its objects, handed by EKS Pod Identity
+        to the readers' ServiceAccount of each namespace whose replicas vLLM streams into (the
+        nodes' instance metadata is out of the pods' reach: hop limit 1)."""
+        import pulumi_aws as aws
+
+        from ..clouds.eks import MOUNTPOINT_READ, bucket_policy, pod_identity_trust
+
+        assert cache.bucket is not None and cluster_name is not None
+        tags = plan.spec.cloud_tags.given() or None
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(
+            f"{name}-readers",
+            assume_role_policy=pod_identity_trust(),
+            description="mig-inference model cache readers",
+            permissions_boundary=given(
+                "permissions_boundary", plan.spec.cluster.get("permissionsBoundary")
+            ),
+            tags=tags,
+            opts=child,
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-readers",
+            role=role.name,
+            policy=bucket_policy(cache.bucket, MOUNTPOINT_READ),
+            opts=child,
+        )
+        for namespace in namespaces:
+            aws.eks.PodIdentityAssociation(
+                f"{name}-{namespace}-readers",
+                cluster_name=cluster_name,
+                namespace=namespace,
+                service_account=READER_ACCOUNT,
+                role_arn=role.arn,
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+            )
 
     def _bucket_volume(
         self, name: str, namespace: str, volume_name: str, plan: StackPlan,
@@ -408,13 +498,22 @@ def _gcsfuse_cache(cache: ModelCachePlan, model: CachedModel) -> k8s.core.v1.Vol
     )
 
 
-def uses_cache_account(cache: ModelCachePlan | None, service: ServicePlan) -> bool:
-    """Replicas that read a bucket do it with the cache's ServiceAccount (its cloud identity)."""
-    return (
+def reader_account(cache: ModelCachePlan | None, service: ServicePlan) -> str | None:
+    """The ServiceAccount of replicas that read a bucket (its read-only cloud identity)."""
+    if (
         cache is not None
         and cache.storage.object_storage
         and cache.model_of(service.name) is not None
-    )
+    ):
+        return READER_ACCOUNT
+    return None
+
+
+def root_owner_namespaces(cache: ModelCachePlan | None) -> set[str]:
+    """The namespaces whose fill Jobs start with the root `cache-owner` step (FSx for Lustre)."""
+    if cache is None or cache.storage is not CacheStorage.FSX_LUSTRE:
+        return set()
+    return {namespace for model in cache.models for namespace in model.namespaces}
 
 
 def fill_lead(plan: StackPlan, service: ServicePlan) -> bool:
@@ -486,6 +585,7 @@ class ModelFill(pulumi.ComponentResource):
                 ("STAGING", staging),
                 ("HOME", "/tmp"),
                 ("HF_HOME", "/tmp/huggingface"),
+                ("ENGINE_FILES", program("engine_files.py")),
             )
         ]
         if token is not None:
@@ -591,6 +691,9 @@ class ModelFill(pulumi.ComponentResource):
                             fs_group_change_policy="OnRootMismatch",
                             seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
                         ),
+                        init_containers=[_cache_owner(image)]
+                        if cache.storage is CacheStorage.FSX_LUSTRE
+                        else None,
                         containers=[
                             k8s.core.v1.ContainerArgs(
                                 name="fill",
@@ -647,6 +750,33 @@ class ModelFill(pulumi.ComponentResource):
             )
         self.job_name = job.metadata.name
         self.register_outputs({"job_name": self.job_name})
+
+
+def _cache_owner(image: str) -> k8s.core.v1.ContainerArgs:
+    """FSx for Lustre: the FSx CSI driver applies no fsGroup to a ReadWriteMany volume
+    (its CSIDriver's `fsGroupPolicy` is ReadWriteOnceWithFSType, kubernetes-sigs/aws-fsx-csi-
+    driver `deploy/kubernetes/base/csidriver.yaml`) and a new file system's root belongs to
+    root, so the non-root Job could not write it. This step gives the root of the volume to the
+    Job's UID, as root with CAP_CHOWN and nothing else (no privilege escalation, read-only root
+    file system); it is why a namespace with an FSx cache enforces the baseline Pod Security
+    Standard (restricted is only warned and audited there)."""
+    return k8s.core.v1.ContainerArgs(
+        name=CACHE_OWNER,
+        image=image,
+        image_pull_policy="IfNotPresent",
+        command=["/bin/sh", "-c", f"chown {RUN_AS}:{RUN_AS} {CACHE_ROOT}"],
+        resources=k8s.core.v1.ResourceRequirementsArgs(
+            requests={"cpu": "10m", "memory": "16Mi"}, limits={"memory": "64Mi"}
+        ),
+        security_context=k8s.core.v1.SecurityContextArgs(
+            run_as_user=0,
+            run_as_non_root=False,
+            allow_privilege_escalation=False,
+            read_only_root_filesystem=True,
+            capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"], add=["CHOWN"]),
+        ),
+        volume_mounts=[k8s.core.v1.VolumeMountArgs(name=CACHE_VOLUME, mount_path=CACHE_ROOT)],
+    )
 
 
 def stack_name_of(plan: StackPlan) -> str:

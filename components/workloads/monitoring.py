@@ -1,5 +1,6 @@
-"""Prometheus Operator objects (a PodMonitor per service, the alert rules), a Grafana dashboard
-ConfigMap for Grafana's sidecar, and KEDA for queue-based replica autoscaling."""
+"""Prometheus Operator objects (a PodMonitor per service, a ServiceMonitor per endpoint picker
+of the gateway, the alert rules), a Grafana dashboard ConfigMap for Grafana's sidecar, and KEDA
+for queue-based replica autoscaling."""
 
 import json
 from typing import NotRequired, TypedDict
@@ -59,6 +60,22 @@ class Monitoring(pulumi.ComponentResource):
                     # Carries the service's name onto its metrics (`app_kubernetes_io_name`).
                     "podTargetLabels": ["app.kubernetes.io/name"],
                     "podMetricsEndpoints": [{"port": "http", "path": "/metrics"}],
+                },
+                opts=child,
+            )
+        for pool in plan.gateway.pools if plan.gateway is not None else []:
+            # The endpoint picker's own metrics (llm_d_epp_* / inference_*), from the Service
+            # its chart creates: port `http-metrics`, labelled with the picker's name.
+            k8s.apiextensions.CustomResource(
+                f"{name}-{pool.picker}",
+                api_version=MONITORING_API,
+                kind="ServiceMonitor",
+                metadata=k8s.meta.v1.ObjectMetaArgs(
+                    name=pool.picker, namespace=pool.namespace, labels=labels
+                ),
+                spec={
+                    "selector": {"matchLabels": {"app.kubernetes.io/name": pool.picker}},
+                    "endpoints": [{"port": "http-metrics", "path": "/metrics"}],
                 },
                 opts=child,
             )

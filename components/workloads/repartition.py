@@ -19,6 +19,12 @@ RULES = [
     ),  # cordon, relabel, uncordon
     k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods"], verbs=["list"]),
     k8s.rbac.v1.PolicyRuleArgs(api_groups=[""], resources=["pods/eviction"], verbs=["create"]),
+    # Relax the pool's services' budgets while it runs, and restore them (the script touches only
+    # budgets labelled with the pool and managed by the project; they live in the services'
+    # namespaces, some of which may not exist yet when the Job's Roles would be made).
+    k8s.rbac.v1.PolicyRuleArgs(
+        api_groups=["policy"], resources=["poddisruptionbudgets"], verbs=["list", "patch"]
+    ),
 ]
 OPERATOR_NAMESPACE_RULES = [
     # Restart a node's MIG manager (NVIDIA's re-trigger for a label that already names the

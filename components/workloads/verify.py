@@ -1,13 +1,14 @@
 """The serving check of one Service: a Job that, once every Deployment of the service is
 available, sends the engine a real request and checks the answer (`pulumi up` waits for it and
 fails with its message), its ServiceAccount without API access, and a NetworkPolicy that lets
-it reach only the service's pods and DNS."""
+it reach only the service's pods (behind the gateway: the gateway's listener) and DNS."""
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from mig_inference.plan.gateway import GatewayPlan
 from mig_inference.verify.targets import (
     API_KEY_KEY,
     VERIFY_APP,
@@ -20,6 +21,7 @@ from mig_inference.versions import VERIFY_IMAGE
 
 from ..planning import planned
 from ..stack_args import Stack
+from ..workloads.gateway_peers import proxy_peers
 from ..workloads.node_job import MANAGED_BY, NOBODY
 
 DNS_PORT = 53
@@ -34,6 +36,9 @@ class ServiceVerificationArgs(TypedDict):
     may connect; the stack's `verify` gives its timeout, prompt and completion length."""
     service: str
     """The name of the Service to check (a service sized by demand: the service's name)."""
+    gateway_url: NotRequired[pulumi.Input[str]]
+    """Behind the gateway on GKE: the URL its load balancer answers at, known once programmed
+    (Istio's in-cluster address is in the plan)."""
 
 
 def _target(stack: Stack, service: str) -> VerifyTarget:
@@ -57,6 +62,7 @@ class ServiceVerification(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mig-inference:index:ServiceVerification", name, None, opts)
         target = _target(args["stack"], args["service"])
+        gateway = planned(args["stack"]).gateway if target.model_header else None
         child = pulumi.ResourceOptions(parent=self)
         own = {"app.kubernetes.io/name": VERIFY_APP, "app.kubernetes.io/instance": target.service}
         labels = {**own, "app.kubernetes.io/component": VERIFY_COMPONENT, **MANAGED_BY}
@@ -82,20 +88,7 @@ class ServiceVerification(pulumi.ComponentResource):
                 # No ingress rule: nothing may connect to the check.
                 policy_types=["Ingress", "Egress"],
                 egress=[
-                    k8s.networking.v1.NetworkPolicyEgressRuleArgs(
-                        to=[
-                            k8s.networking.v1.NetworkPolicyPeerArgs(
-                                pod_selector=k8s.meta.v1.LabelSelectorArgs(
-                                    match_labels=target.selector
-                                )
-                            )
-                        ],
-                        ports=[
-                            k8s.networking.v1.NetworkPolicyPortArgs(
-                                port=target.port, protocol="TCP"
-                            )
-                        ],
-                    ),
+                    _service_egress(target) if gateway is None else _gateway_egress(gateway),
                     k8s.networking.v1.NetworkPolicyEgressRuleArgs(
                         ports=[
                             k8s.networking.v1.NetworkPolicyPortArgs(port=DNS_PORT, protocol=p)
@@ -121,7 +114,7 @@ class ServiceVerification(pulumi.ComponentResource):
                 active_deadline_seconds=budget + 60,
                 template=k8s.core.v1.PodTemplateSpecArgs(
                     metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
-                    spec=_pod(target, account.metadata.name),
+                    spec=_pod(target, account.metadata.name, args.get("gateway_url")),
                 ),
             ),
             opts=pulumi.ResourceOptions(
@@ -138,12 +131,37 @@ class ServiceVerification(pulumi.ComponentResource):
         self.register_outputs({"job_name": self.job_name})
 
 
-def _pod(target: VerifyTarget, account: pulumi.Input[str]) -> k8s.core.v1.PodSpecArgs:
+def _service_egress(target: VerifyTarget) -> k8s.networking.v1.NetworkPolicyEgressRuleArgs:
+    """To the service's own pods on its port."""
+    return k8s.networking.v1.NetworkPolicyEgressRuleArgs(
+        to=[
+            k8s.networking.v1.NetworkPolicyPeerArgs(
+                pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=target.selector)
+            )
+        ],
+        ports=[k8s.networking.v1.NetworkPolicyPortArgs(port=target.port, protocol="TCP")],
+    )
+
+
+def _gateway_egress(gateway: GatewayPlan) -> k8s.networking.v1.NetworkPolicyEgressRuleArgs:
+    """To the gateway's listener: Istio's gateway pods, or (GKE) the load balancer's address,
+    which only the cluster learns, on the listener's port."""
+    port = [k8s.networking.v1.NetworkPolicyPortArgs(port=gateway.spec.port, protocol="TCP")]
+    if gateway.spec.managed:
+        return k8s.networking.v1.NetworkPolicyEgressRuleArgs(ports=port)
+    return k8s.networking.v1.NetworkPolicyEgressRuleArgs(to=proxy_peers(gateway), ports=port)
+
+
+def _pod(
+    target: VerifyTarget, account: pulumi.Input[str], gateway_url: pulumi.Input[str] | None
+) -> k8s.core.v1.PodSpecArgs:
     env = [
         k8s.core.v1.EnvVarArgs(name="MIG_VERIFY_TARGET", value=target.target_json()),
         k8s.core.v1.EnvVarArgs(name="PYTHONDONTWRITEBYTECODE", value="1"),
         k8s.core.v1.EnvVarArgs(name="HOME", value="/tmp"),
     ]
+    if gateway_url is not None:
+        env.append(k8s.core.v1.EnvVarArgs(name="MIG_VERIFY_URL", value=gateway_url))
     if target.api_key_secret is not None:
         env.append(
             k8s.core.v1.EnvVarArgs(

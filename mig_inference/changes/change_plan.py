@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from mig_inference.changes.gateway import gateway_fields
 from mig_inference.changes.record import RECORD_FORMAT, plan_record
 from mig_inference.errors import MigError
 from mig_inference.rollout.outcome import Outcome
@@ -81,6 +82,11 @@ class PoolDiff:
     nodes_left_cordoned: list[str] = field(default_factory=list)
     nodes_released: list[str] = field(default_factory=list)
     """Nodes an existing pool no longer names: their GPU pods moved, the pool's labels removed."""
+    reservation: str | None = None
+    """The reservation (or Capacity Block) both versions' nodes come from, when new nodes come
+    up next to the old ones: it must hold both at once."""
+    gpus_before: int = 0
+    peak_gpus: int = 0
 
 
 @dataclass
@@ -116,6 +122,9 @@ class ChangePlan:
     seconds: float = 0.0
     """How long the simulated `pulumi up` took (from assumed durations: an estimate)."""
     simulated: bool = False
+    gateway: list[FieldChange] = field(default_factory=list)
+    """What changes at the gateway (its class, address, listener, routes and their weights):
+    in place, no replica moves."""
 
     @property
     def replicas_evicted(self) -> int:
@@ -139,8 +148,10 @@ class ChangePlan:
 
     @property
     def changed(self) -> bool:
-        return any(p.change is not PoolChange.UNCHANGED for p in self.pools) or any(
-            s.change is not ServiceChange.UNAFFECTED for s in self.services
+        return (
+            any(p.change is not PoolChange.UNCHANGED for p in self.pools)
+            or any(s.change is not ServiceChange.UNAFFECTED for s in self.services)
+            or bool(self.gateway)
         )
 
 
@@ -167,7 +178,12 @@ def _pool_diff(
     cloud: str,
 ) -> PoolDiff:  # fmt: skip
     if old["generation"] != new["generation"]:
-        fields = _field_changes(old["replacement_inputs"], new["replacement_inputs"])
+        # A key left out of one side's hash holds its legacy value there (a record exported
+        # before `legacy_inputs` existed does not say it: it shows as unset).
+        fields = _field_changes(
+            {**old.get("legacy_inputs", {}), **old["replacement_inputs"]},
+            {**new.get("legacy_inputs", {}), **new["replacement_inputs"]},
+        )
         if old["rollout"] != new["rollout"]:
             # The layout joins (or leaves) the generation's inputs with the rollout: it is a
             # change only when the config itself changes.
@@ -220,6 +236,13 @@ def _service_diff(
 ) -> ServiceDiff:
     if old["pool"] != new["pool"]:
         return ServiceDiff(name, ServiceChange.MOVED, f"pool {old['pool']} -> {new['pool']}")
+    if old.get("namespace", new.get("namespace")) != new.get("namespace"):
+        return ServiceDiff(
+            name,
+            ServiceChange.MOVED,
+            f"namespace {old['namespace']} -> {new['namespace']}: a new Deployment next to the "
+            "old one, which Pulumi deletes last",
+        )
     if old["generation"] != new["generation"]:
         return ServiceDiff(
             name,
@@ -269,7 +292,10 @@ def diff_records(deployed: dict[str, Any], current: dict[str, Any]) -> ChangePla
         for name, old in deployed["services"].items()
         if name not in current["services"]
     ]
-    return ChangePlan(list(pools.values()), services)
+    gateway = _field_changes(
+        gateway_fields(deployed.get("gateway")), gateway_fields(current.get("gateway"))
+    )
+    return ChangePlan(list(pools.values()), services, gateway=gateway)
 
 
 def _minutes(seconds: float) -> str:
@@ -318,7 +344,8 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
     changes.simulated = True
     changes.failure = outcome.failure
     changes.seconds = outcome.seconds
-    refused = {r.key[1]: r for r in outcome.plan.refusals}
+    pool_types = {resource for _, resource in POOL_RESOURCE.values()}
+    refused = {r.key[1]: r for r in outcome.plan.refusals if r.key[0] in pool_types}
     for pool in changes.pools:
         observed = outcome.pools.get(pool.name)
         if observed is not None:
@@ -329,9 +356,11 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
             pool.nodes_left_cordoned = sorted(observed.left_cordoned)
             pool.nodes_released = sorted(observed.released)
             pool.extra_gpus = observed.extra_gpus
+            pool.gpus_before, pool.peak_gpus = observed.gpus_before, observed.peak_gpus
             pool.replicas_evicted = observed.evicted
             pool.slices_unavailable = observed.most_devices_down
-            replaced = observed.nodes_deleted and observed.nodes_created and pool.change in (
+            taken = observed.nodes_deleted or observed.nodes_drained
+            replaced = taken and observed.nodes_created and pool.change in (
                 PoolChange.UNCHANGED, PoolChange.IN_PLACE,
             )  # fmt: skip
             if replaced:
@@ -347,11 +376,17 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
         pool.refusal = (
             None if refusal is None else _pool_refusal(pool, refusal.urn, refusal.message)
         )
+        old, new = deployed["pools"].get(pool.name) or {}, current["pools"].get(pool.name) or {}
+        reservation = new.get("reservation")
+        if reservation and old.get("reservation") == reservation and pool.extra_gpus:
+            pool.reservation = reservation
     listed = {p.name for p in changes.pools}
     changes.other_refusals += [
-        f"{r.message}. Way forward: `pulumi state unprotect '{r.urn}'`, then `pulumi up`"
+        f"{r.message}. Way forward: "
+        + (r.way or f"`pulumi state unprotect '{r.urn}'`, then `pulumi up`")
         for r in outcome.plan.refusals
-        if not any(r.key[1] == n or r.key[1].startswith(f"{n}-") for n in listed)
+        if r.key[0] not in pool_types
+        or not any(r.key[1] == n or r.key[1].startswith(f"{n}-") for n in listed)
     ]
     changes.other_refusals += _eks_minimum_refusals(deployed, current)
     groups = {
@@ -457,7 +492,16 @@ def change_warnings(changes: ChangePlan) -> list[str]:
     warnings = list(changes.refusals)
     for pool in changes.pools:
         causes = ", ".join(f.key for f in pool.fields)
-        if pool.change is PoolChange.NEW_NODES and not pool.refusal:
+        if pool.reservation and not pool.refusal:
+            warnings.append(
+                f"pool {pool.name}: {causes or 'the update'} brings new nodes up next to the old "
+                f"ones, from the same reservation: reservation {pool.reservation} must hold "
+                f"{pool.peak_gpus} GPUs while both generations run, {pool.extra_gpus} more than "
+                f"the deployed pool holds ({pool.gpus_before}). The plan cannot see its size: if "
+                "it holds only the deployed nodes, the new ones never come up, `pulumi up` fails "
+                "at the pool and the old nodes go on serving; free or add reserved capacity first"
+            )
+        elif pool.change is PoolChange.NEW_NODES and not pool.refusal:
             warnings.append(
                 f"pool {pool.name}: {causes} needs new nodes: a new generation comes up next to "
                 f"the old one ({pool.extra_gpus} extra GPUs until the old one is deleted)"
@@ -522,6 +566,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "nodes_relabelled": p.nodes_relabelled,
                 "nodes_left_cordoned": p.nodes_left_cordoned,
                 "nodes_released": p.nodes_released,
+                "reservation": p.reservation,
             }
             for p in changes.pools
         ],
@@ -549,6 +594,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
             "extra_gpus_at_peak": changes.extra_gpus,
             "hub_bytes": changes.hub_bytes,
         },
+        "gateway": [{"key": f.key, "old": f.old, "new": f.new} for f in changes.gateway],
         "refusals": changes.refusals,
         "failure": changes.failure,
         "simulated": changes.simulated,
@@ -577,6 +623,11 @@ def change_plan_text(changes: ChangePlan) -> str:
             lines.append(f"    left cordoned: {', '.join(pool.nodes_left_cordoned)}")
         if pool.nodes_released:
             lines.append(f"    released: {', '.join(pool.nodes_released)}")
+        if pool.reservation:
+            lines.append(
+                f"    reservation {pool.reservation}: {pool.peak_gpus} GPUs at the peak, "
+                f"{pool.extra_gpus} beyond the deployed pool's {pool.gpus_before}"
+            )
     lines.append("services:")
     for service in changes.services:
         reason = f" ({service.reason})" if service.reason else ""
@@ -589,6 +640,9 @@ def change_plan_text(changes: ChangePlan) -> str:
             )
         if changes.simulated and not changes.refusals and service.hub_bytes is not None:
             lines.append(f"    weights: {_weights_line(service)}")
+    if changes.gateway:
+        lines.append("gateway (updated in place; no replica moves):")
+        lines += [f"  {change}" for change in changes.gateway]
     lines += [
         "transition:",
         f"  replicas evicted: {changes.replicas_evicted}",

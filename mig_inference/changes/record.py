@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mig_inference.changes.gateway import gateway_record
 from mig_inference.kube.engines import engine_container
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import PoolPlan, ServicePlan, StackPlan, layout_of
@@ -53,7 +54,10 @@ def pool_record(pool: PoolPlan, protect: bool) -> dict[str, Any]:
         "nodes_per_zone": pool.nodes_per_zone,
         "zones": list(pool.zones),
         "protect": protect,
+        "capacity": str(pool.spec.capacity),
+        "reservation": pool.spec.reservation,
         "replacement_inputs": dict(pool.replacement_inputs),
+        "legacy_inputs": dict(pool.legacy_inputs),
         "in_place_inputs": _in_place_inputs(pool),
         "capacity_per_node": pool.capacity_per_node(),
         "layout": layout_of(pool),
@@ -101,6 +105,7 @@ def weights_record(plan: StackPlan, service: ServicePlan) -> dict[str, Any]:
 def service_record(service: ServicePlan, plan: StackPlan) -> dict[str, Any]:
     return {
         "pool": service.pool.name,
+        "namespace": service.spec.namespace,
         "generation": service.pool.generation,
         "profile": service.profile,
         "resource": service.resource,
@@ -127,4 +132,5 @@ def plan_record(
         "secret_keys": sorted(secret_keys),
         "pools": {pool.name: pool_record(pool, plan.spec.cluster.protect) for pool in plan.pools},
         "services": {service.name: service_record(service, plan) for service in plan.services},
+        "gateway": gateway_record(plan.gateway),
     }

@@ -8,7 +8,6 @@ import sys
 from mig_inference.cli.common import Verb, command, mig_gpu, print_json
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError
-from mig_inference.solving.fleet import load_fleet
 
 
 def register(verb: Verb) -> None:
@@ -62,6 +61,8 @@ def _pack(args: argparse.Namespace) -> int:
                 "prices compare machine types: use it with --machines or --cloud, not --gpu", flag
             )
     gpu = mig_gpu(args.gpu)
+    from mig_inference.solving.fleet import load_fleet
+
     fleet = load_fleet(args.file)
     plan = pack(gpu, fleet, gpus_per_node=args.gpus_per_node, uniform_nodes=args.uniform_nodes)
     if args.json:
@@ -105,6 +106,8 @@ def _pack_cheapest(args: argparse.Namespace) -> int:
     if args.machines is not None and not machines:
         raise MigError("name at least one machine type", "--machines", value=args.machines)
     prices = load_prices(args.prices)
+    from mig_inference.solving.fleet import load_fleet
+
     fleet = load_fleet(args.file)
     result = cheapest_machine(
         fleet,

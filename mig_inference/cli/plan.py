@@ -4,6 +4,7 @@ it costs)."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from mig_inference.cli.common import Verb, print_json, read_stack, stack_arguments, warn, write
@@ -16,27 +17,43 @@ def register(verb: Verb) -> None:
     sub.add_argument("--svg", help="write a picture of every distinct layout to this file")
     sub.add_argument(
         "--deployed",
-        help="also warn about what applying it to this deployed plan costs (see `diff`)",
+        help="`pulumi stack output --json` (or an older stack file): mig: auto pools prefer the "
+        "layouts it runs, and the warnings say what applying the plan to it costs (see `diff`)",
     )
-    sub.add_argument("--prices", help="a price file replacing or adding machine types' prices")
+    sub.add_argument(
+        "--prices",
+        help="a price file replacing or adding machine types' and model cache storage prices",
+    )
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from mig_inference.clouds.prices import load_prices
+    from mig_inference.clouds.prices import load_prices, load_storage_prices
     from mig_inference.plan import plan_of
     from mig_inference.reports.stack import plan_json, plan_text
     from mig_inference.reports.stack_cost import cost_json, cost_text, stack_cost
 
-    plan = plan_of(lambda: read_stack(args))
     if args.deployed:
-        from mig_inference.changes.change_plan import change_warnings
+        from mig_inference.changes.change_plan import change_warnings, load_deployed
+        from mig_inference.plan.pools.deployed import with_deployed_layouts
 
-        plan.warnings.extend(change_warnings(simulated_change(args, current_version(args))))
+        current = current_version(args)
+        deployed = load_deployed(Path(args.deployed))
+        values, preferred = with_deployed_layouts(current.values, deployed)
+        current = replace(current, values=values)
+        plan = current.plan
+        plan.warnings.extend(change_warnings(simulated_change(args, current)))
+        plan.warnings.extend(
+            f"pool {name}: planned to keep the deployed layout where the fewest nodes allow; pin "
+            "its migPrefer line below in the stack file so `pulumi up` plans the same"
+            for name in preferred
+        )
+    else:
+        plan = plan_of(lambda: read_stack(args))
     if args.svg:
         from mig_inference.reports.picture import layouts_svg
 
         write(Path(args.svg), layouts_svg(plan))
-    cost = stack_cost(plan, load_prices(args.prices))
+    cost = stack_cost(plan, load_prices(args.prices), load_storage_prices(args.prices))
     warn(plan.warnings)
     if args.json:
         print_json({**plan_json(plan), "cost": cost_json(cost)})

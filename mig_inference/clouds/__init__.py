@@ -1,10 +1,31 @@
-"""Per-cloud facts: machine shapes, GKE's accepted partition sizes, max-pods limits, taint
-spellings, and the pod counts a MIG node must have room for. Every number lives here."""
+"""Per-cloud facts: one table of the GPU machine types each cloud sells (`MACHINES`: GPUs,
+vCPUs, memory and, per row, what `capacity.MachineFacts` holds: capacity choices, CPU
+architecture, native MIG, boot disks, max pods, each with its source), GKE's accepted partition
+sizes, max-pods limits, taint spellings, and the pod counts a MIG node must have room for. Every
+number lives here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
+from mig_inference.clouds.capacity import (
+    EKS_MAX_PODS,
+    EKS_MAX_PODS_LATER,
+    GKE_ALL,
+    GKE_NO_ON_DEMAND,
+    GKE_RESERVATION_ONLY,
+    GKE_SPOT_OR_FLEX,
+    HYPERDISK,
+    PD,
+    PD_AND_HYPERDISK,
+    Arch,
+    Capacity,
+    MachineFacts,
+    eks_facts,
+    gke_facts,
+    oke_facts,
+)
 
 
 class Cloud(StrEnum):
@@ -16,7 +37,7 @@ class Cloud(StrEnum):
 
 @dataclass(frozen=True)
 class MachineShape:
-    """A machine type / instance type / shape that carries GPUs."""
+    """A machine type / instance type / shape that carries GPUs: one row of `MACHINES`."""
 
     name: str
     gpu: str
@@ -31,15 +52,68 @@ class MachineShape:
     """vCPUs of the node as published by the cloud (0 = unknown)."""
     memory_gib: int = 0
     """Memory of the node in GiB as published by the cloud (0 = unknown)."""
+    facts: MachineFacts | None = None
+    """What the cloud sells this machine as and what its node is, with sources (None for a
+    machine type the project does not know, given with `gpusPerNode`)."""
+
+    @property
+    def arch(self) -> Arch:
+        """The node's CPU architecture (a machine type the project does not know is taken as
+        amd64: the clouds' GPU node images the project uses are x86 ones)."""
+        return self.facts.arch if self.facts else Arch.AMD64
+
+
+GKE_PARTITION_SIZES: dict[str, tuple[str, ...]] = {
+    "A100-40GB": ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
+    "A100-80GB": ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "H100-80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+    "H200-141GB": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+    # B200: the sizes GKE's partitioner lists for nvidia-b200
+    # (shared/reference/dra/nvidia/blackwell-mig-profiles.md, "GKE").
+    "B200-180GB": ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
+}
+"""`gpu_partition_size` values GKE accepts per GPU: the GPUs GKE documents native MIG for
+("Running multi-instance GPUs": A100, H100, H200, B200). GKE's partitioner code also lists
+GB200 and RTX PRO 6000 sizes, which GKE does not document: those GPUs take the GPU Operator."""
+
+
+def _gke_row(
+    name: str,
+    gpu: str,
+    accelerator: str,
+    gpus: int,
+    size: tuple[int, int],
+    capacity: tuple[Capacity, ...],
+    disks: tuple[str, ...],
+    arch: Arch = Arch.AMD64,
+    confirmed: tuple[str, ...] = (),
+    unconfirmed: tuple[str, ...] = (),
+) -> MachineShape:
+    vcpus, memory = size
+    facts = gke_facts(
+        capacity,
+        disks,
+        native_mig=gpu in GKE_PARTITION_SIZES,
+        arch=arch,
+        confirmed=confirmed,
+        unconfirmed=unconfirmed,
+    )
+    return MachineShape(name, gpu, gpus, accelerator, None, vcpus, memory, facts)
 
 
 def _gke(
-    prefix: str, gpu: str, accelerator: str, per_gpu: tuple[int, int], counts: tuple[int, ...]
+    prefix: str,
+    gpu: str,
+    accelerator: str,
+    per_gpu: tuple[int, int],
+    counts: tuple[int, ...],
+    capacity: tuple[Capacity, ...],
+    disks: tuple[str, ...],
 ) -> list[MachineShape]:
     """GKE machine families scale vCPUs and memory with the GPU count."""
     vcpus, memory = per_gpu
     return [
-        MachineShape(f"{prefix}-{n}g", gpu, n, accelerator, None, vcpus * n, memory * n)
+        _gke_row(f"{prefix}-{n}g", gpu, accelerator, n, (vcpus * n, memory * n), capacity, disks)
         for n in counts
     ]
 
@@ -47,28 +121,40 @@ def _gke(
 GKE_MACHINES: dict[str, MachineShape] = {
     m.name: m
     for m in [
-        *_gke("a2-highgpu", "A100-40GB", "nvidia-tesla-a100", (12, 79), (1, 2, 4, 8)),
-        MachineShape("a2-megagpu-16g", "A100-40GB", 16, "nvidia-tesla-a100", None, 96, 1266),
-        *_gke("a2-ultragpu", "A100-80GB", "nvidia-a100-80gb", (12, 158), (1, 2, 4, 8)),
-        *_gke("a3-highgpu", "H100-80GB", "nvidia-h100-80gb", (26, 217), (1, 2, 4, 8)),
-        MachineShape("a3-edgegpu-8g", "H100-80GB", 8, "nvidia-h100-80gb", None, 208, 1743),
-        MachineShape("a3-megagpu-8g", "H100-80GB", 8, "nvidia-h100-mega-80gb", None, 208, 1743),
-        MachineShape("a3-ultragpu-8g", "H200-141GB", 8, "nvidia-h200-141gb", None, 224, 2749),
-        MachineShape("a4-highgpu-8g", "B200-180GB", 8, "nvidia-b200", None, 224, 3695),
+        *_gke("a2-highgpu", "A100-40GB", "nvidia-tesla-a100", (12, 79), (1, 2, 4, 8), GKE_ALL, PD),
+        _gke_row("a2-megagpu-16g", "A100-40GB", "nvidia-tesla-a100", 16, (96, 1266), GKE_ALL, PD),
+        *_gke("a2-ultragpu", "A100-80GB", "nvidia-a100-80gb", (12, 158), (1, 2, 4, 8), GKE_ALL,
+              PD),
+        # Google: A3 High with 1, 2 or 4 GPUs only as Spot or Flex-start VMs.
+        *_gke("a3-highgpu", "H100-80GB", "nvidia-h100-80gb", (26, 217), (1, 2, 4),
+              GKE_SPOT_OR_FLEX, PD_AND_HYPERDISK),
+        *_gke("a3-highgpu", "H100-80GB", "nvidia-h100-80gb", (26, 217), (8,), GKE_ALL,
+              PD_AND_HYPERDISK),
+        _gke_row("a3-edgegpu-8g", "H100-80GB", "nvidia-h100-80gb", 8, (208, 1743), GKE_ALL,
+                 PD_AND_HYPERDISK),
+        _gke_row("a3-megagpu-8g", "H100-80GB", "nvidia-h100-mega-80gb", 8, (208, 1743), GKE_ALL,
+                 PD_AND_HYPERDISK),
+        # A3 Ultra and A4: no plain on-demand capacity, Hyperdisk only (A4 boots from Balanced).
+        _gke_row("a3-ultragpu-8g", "H200-141GB", "nvidia-h200-141gb", 8, (224, 2749),
+                 GKE_NO_ON_DEMAND, HYPERDISK),
+        _gke_row("a4-highgpu-8g", "B200-180GB", "nvidia-b200", 8, (224, 3695), GKE_NO_ON_DEMAND,
+                 HYPERDISK),
         # Blackwell: GPU and count from Google's cluster-toolkit `pkg/config/machine_mappings.json`
         # (@1047080375af: "gb200-4" -> a4x-highgpu-4g; "g4-standard" -> nvidia-rtx-pro-6000 with
         # rtx-6000-1/2/4/8 -> 48/96/192/384). vCPUs and memory unconfirmed here (0: unknown).
-        # g4-standard-6/12/24 are fractional (vGPU) shapes, not MIG: left out.
-        MachineShape("a4x-highgpu-4g", "GB200", 4, "nvidia-gb200"),
+        # g4-standard-6/12/24 are fractional (vGPU) shapes, not MIG: left out. A4X is Arm (a
+        # Grace host CPU) and sold through reservations only (confirmed: GCP_CONSUMPTION).
+        _gke_row("a4x-highgpu-4g", "GB200", "nvidia-gb200", 4, (0, 0), GKE_RESERVATION_ONLY,
+                 HYPERDISK, arch=Arch.ARM64, confirmed=("capacity",)),
         *(
-            MachineShape(f"g4-standard-{vcpus}", "RTX-PRO-6000-96GB", gpus, "nvidia-rtx-pro-6000")
+            _gke_row(f"g4-standard-{vcpus}", "RTX-PRO-6000-96GB", "nvidia-rtx-pro-6000", gpus,
+                     (0, 0), GKE_ALL, HYPERDISK)
             for vcpus, gpus in ((48, 1), (96, 2), (192, 4), (384, 8))
         ),
         # G2 (L4), no MIG; counts from Google's cluster-toolkit gpu-definition, memory 4 GB/vCPU.
         *(
-            MachineShape(
-                f"g2-standard-{vcpus}", "L4-24GB", gpus, "nvidia-l4", None, vcpus, vcpus * 4
-            )
+            _gke_row(f"g2-standard-{vcpus}", "L4-24GB", "nvidia-l4", gpus, (vcpus, vcpus * 4),
+                     GKE_ALL, PD, unconfirmed=("capacity:flex-start",))
             for vcpus, gpus in (
                 (4, 1),
                 (8, 1),
@@ -81,7 +167,7 @@ GKE_MACHINES: dict[str, MachineShape] = {
             )
         ),
     ]
-}
+}  # fmt: skip
 GKE_ACCELERATORS: dict[str, str] = {
     "A100-40GB": "nvidia-tesla-a100",
     "A100-80GB": "nvidia-a100-80gb",
@@ -95,71 +181,80 @@ GKE_ACCELERATORS: dict[str, str] = {
 }
 """Accelerator type per GPU, for machine types given with an explicit `gpusPerNode`."""
 
-GKE_PARTITION_SIZES: dict[str, tuple[str, ...]] = {
-    "A100-40GB": ("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-    "A100-80GB": ("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "H100-80GB": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    "H200-141GB": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-    # Blackwell: the sizes GKE's partitioner lists for nvidia-b200, nvidia-gb200 and
-    # nvidia-rtx-pro-6000 (shared/reference/dra/nvidia/blackwell-mig-profiles.md, "GKE"); GKE's
-    # docs confirm B200 partitioning, the other two only through GKE's own code (unconfirmed).
-    "B200-180GB": ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
-    "GB200": ("1g.23gb", "1g.47gb", "2g.47gb", "3g.93gb", "4g.93gb", "7g.186gb"),
-    "RTX-PRO-6000-96GB": ("1g.24gb", "2g.48gb", "4g.96gb"),
-}
-"""`gpu_partition_size` values GKE accepts per GPU (GKE's native MIG)."""
+
+def _eks(
+    name: str,
+    gpu: str,
+    gpus: int,
+    max_pods: int,
+    size: tuple[int, int] = (0, 0),
+    source: str = EKS_MAX_PODS,
+) -> MachineShape:
+    vcpus, memory = size
+    return MachineShape(
+        name, gpu, gpus, None, max_pods, vcpus, memory, eks_facts(name, max_pods, source)
+    )
+
 
 EKS_INSTANCES: dict[str, MachineShape] = {
     m.name: m
     for m in [
-        MachineShape("p4d.24xlarge", "A100-40GB", 8, None, 737, 96, 1152),
-        MachineShape("p4de.24xlarge", "A100-80GB", 8, None, 737, 96, 1152),
-        MachineShape("p5.48xlarge", "H100-80GB", 8, None, 100, 192, 2048),
-        MachineShape("p5e.48xlarge", "H200-141GB", 8, None, 100, 192, 2048),
-        MachineShape("p5en.48xlarge", "H200-141GB", 8, None, 198, 192, 2048),
+        _eks("p4d.24xlarge", "A100-40GB", 8, 737, (96, 1152)),
+        _eks("p4de.24xlarge", "A100-80GB", 8, 737, (96, 1152)),
+        _eks("p5.48xlarge", "H100-80GB", 8, 100, (192, 2048)),
+        _eks("p5e.48xlarge", "H200-141GB", 8, 100, (192, 2048)),
+        _eks("p5en.48xlarge", "H200-141GB", 8, 198, (192, 2048)),
         # Blackwell: GPUs from aws/karpenter-provider-aws `instance-types.md` (@1d927085dd81,
         # v1.14.0), max pods from awslabs/amazon-eks-ami `eni-max-pods.txt` (@0254c5b4); vCPUs
         # and memory unconfirmed here (0: unknown). g7e (RTX PRO 6000) is not in that
         # eni-max-pods.txt, so its max pods are unsourced: give gpusPerNode with its name.
-        MachineShape("p6-b200.48xlarge", "B200-180GB", 8, None, 198),
-        MachineShape("p6-b300.48xlarge", "B300-269GB", 8, None, 198),
+        _eks("p6-b200.48xlarge", "B200-180GB", 8, 198, source=EKS_MAX_PODS_LATER),
+        _eks("p6-b300.48xlarge", "B300-269GB", 8, 198, source=EKS_MAX_PODS_LATER),
         # G instances, no MIG: GPUs, vCPUs, GiB and ENI-based max pods (eni-max-pods.txt).
-        MachineShape("g4dn.xlarge", "T4-16GB", 1, None, 29, 4, 16),
-        MachineShape("g4dn.12xlarge", "T4-16GB", 4, None, 234, 48, 192),
-        MachineShape("g5.xlarge", "A10G-24GB", 1, None, 58, 4, 16),
-        MachineShape("g5.12xlarge", "A10G-24GB", 4, None, 737, 48, 192),
-        MachineShape("g5.48xlarge", "A10G-24GB", 8, None, 345, 192, 768),
-        MachineShape("g6.xlarge", "L4-24GB", 1, None, 58, 4, 16),
-        MachineShape("g6.12xlarge", "L4-24GB", 4, None, 234, 48, 192),
-        MachineShape("g6.48xlarge", "L4-24GB", 8, None, 737, 192, 768),
-        MachineShape("g6e.xlarge", "L40S-48GB", 1, None, 58, 4, 32),
-        MachineShape("g6e.12xlarge", "L40S-48GB", 4, None, 292, 48, 384),
-        MachineShape("g6e.48xlarge", "L40S-48GB", 8, None, 492, 192, 1536),
+        _eks("g4dn.xlarge", "T4-16GB", 1, 29, (4, 16)),
+        _eks("g4dn.12xlarge", "T4-16GB", 4, 234, (48, 192)),
+        _eks("g5.xlarge", "A10G-24GB", 1, 58, (4, 16)),
+        _eks("g5.12xlarge", "A10G-24GB", 4, 737, (48, 192)),
+        _eks("g5.48xlarge", "A10G-24GB", 8, 345, (192, 768)),
+        _eks("g6.xlarge", "L4-24GB", 1, 58, (4, 16)),
+        _eks("g6.12xlarge", "L4-24GB", 4, 234, (48, 192)),
+        _eks("g6.48xlarge", "L4-24GB", 8, 737, (192, 768)),
+        _eks("g6e.xlarge", "L40S-48GB", 1, 58, (4, 32)),
+        _eks("g6e.12xlarge", "L40S-48GB", 4, 292, (48, 384)),
+        _eks("g6e.48xlarge", "L40S-48GB", 8, 492, (192, 1536)),
     ]
 }
 EKS_MANAGED_NODE_GROUP_MAX_PODS = 250
 """EKS managed node groups cap the max pods they compute at 250; above that, and above the
 instance's ENI-based default, pods would not get addresses, so configured values are refused."""
 
+
+def _oke(
+    name: str, gpu: str, gpus: int, size: tuple[int, int] = (0, 0), arch: Arch = Arch.AMD64
+) -> MachineShape:
+    vcpus, memory = size
+    return MachineShape(name, gpu, gpus, None, 31, vcpus, memory, oke_facts(name, arch))
+
+
 OKE_SHAPES: dict[str, MachineShape] = {
     m.name: m
     for m in [
-        MachineShape("BM.GPU.H100.8", "H100-80GB", 8, None, 31, 224, 1907),
-        MachineShape("BM.GPU.H200.8", "H200-141GB", 8, None, 31, 224, 2861),
-        MachineShape("BM.GPU.B200.8", "B200-180GB", 8, None, 31, 256, 3815),
+        _oke("BM.GPU.H100.8", "H100-80GB", 8, (224, 1907)),
+        _oke("BM.GPU.H200.8", "H200-141GB", 8, (224, 2861)),
+        _oke("BM.GPU.B200.8", "B200-180GB", 8, (256, 3815)),
         # GPU counts from oracle-quickstart/oci-hpc-oke (@61d210acc37f) `manifests/nccl-tests/
         # kueue/<shape>.yaml` (`nvidia.com/gpu`); the GPU model is in the shape's name. vCPUs
         # and memory unconfirmed here (0: unknown). BM.GPU.RTXPRO.8's GPU model is not stated
-        # there: left out.
-        MachineShape("BM.GPU.B300.8", "B300-269GB", 8, None, 31),
-        MachineShape("BM.GPU.GB200.4", "GB200", 4, None, 31),
-        MachineShape("BM.GPU.GB300.4", "GB300", 4, None, 31),
-        MachineShape("BM.GPU.A100-v2.8", "A100-80GB", 8, None, 31, 256, 1907),
-        MachineShape("BM.GPU4.8", "A100-40GB", 8, None, 31, 128, 1907),
+        # there: left out. GB200 and GB300 shapes are Arm (a Grace host CPU).
+        _oke("BM.GPU.B300.8", "B300-269GB", 8),
+        _oke("BM.GPU.GB200.4", "GB200", 4, arch=Arch.ARM64),
+        _oke("BM.GPU.GB300.4", "GB300", 4, arch=Arch.ARM64),
+        _oke("BM.GPU.A100-v2.8", "A100-80GB", 8, (256, 1907)),
+        _oke("BM.GPU4.8", "A100-40GB", 8, (128, 1907)),
         # A10 shapes, no MIG (OCPU and memory unconfirmed: vCPUs are 2 x OCPUs).
-        MachineShape("VM.GPU.A10.1", "A10-24GB", 1, None, 31, 30, 240),
-        MachineShape("VM.GPU.A10.2", "A10-24GB", 2, None, 31, 60, 480),
-        MachineShape("BM.GPU.A10.4", "A10-24GB", 4, None, 31, 128, 1024),
+        _oke("VM.GPU.A10.1", "A10-24GB", 1, (30, 240)),
+        _oke("VM.GPU.A10.2", "A10-24GB", 2, (60, 480)),
+        _oke("BM.GPU.A10.4", "A10-24GB", 4, (128, 1024)),
     ]
 }
 
@@ -168,6 +263,13 @@ MACHINES: dict[Cloud, dict[str, MachineShape]] = {
     Cloud.EKS: EKS_INSTANCES,
     Cloud.OKE: OKE_SHAPES,
 }
+"""The table: every GPU machine type each cloud sells that the project knows."""
+
+
+def known_machine(cloud: Cloud | str, name: str) -> MachineShape | None:
+    """The row of a machine type the project knows (None for others)."""
+    return MACHINES.get(Cloud(cloud), {}).get(name)
+
 
 NODE_ALLOCATABLE_FRACTION = 0.85
 """Share of a node's vCPUs and memory handed to inference pods; the rest stays for the kubelet,

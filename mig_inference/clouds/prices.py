@@ -1,32 +1,36 @@
-"""Hourly prices of whole GPU machines: the table shipped in `data/prices.yaml`, and a user's
-override file of the same shape (an entry replaces the shipped one of its machine type, or adds
-a machine type the project knows).
+"""Hourly prices of whole GPU machines, and monthly prices of the model cache's storage: the
+table shipped in `data/prices.yaml`, and a user's override file of the same shape (an entry
+replaces the shipped one of its machine type or storage, or adds a machine type the project
+knows).
 
 Every price carries the date and source it comes from; bad values are refused naming their key
-path, `FILE:machines[MACHINE].FIELD`.
+path, `FILE:machines[MACHINE].FIELD` or `FILE:storage[STORAGE].FIELD`.
 """
 
 from __future__ import annotations
 
 import datetime
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from mig_inference.clouds import MACHINES, Cloud, MachineShape
+from mig_inference.clouds.addons import STORAGE_FEATURES
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.stackfile.yamlfile import load_yaml
 
+T = TypeVar("T")
 SHIPPED = "data/prices.yaml"
 """The shipped table, inside the `mig_inference` package."""
 
-TOP_KEYS = ("machines",)
+TOP_KEYS = ("machines", "storage")
 ENTRY_KEYS = (
     "cloud",
     "gpu",
@@ -214,13 +218,12 @@ def _entry(machine: Any, raw: Any, where: str, overridden: bool) -> MachinePrice
     )
 
 
-def parse_prices(
-    data: Any, where: str = "", *, overridden: bool = False
-) -> dict[str, MachinePrice]:
-    """A price table from parsed YAML; `where` prefixes key paths (a file name and `:`)."""
-    if not isinstance(data, dict) or not isinstance(data.get("machines"), dict):
+def _sections(data: Any, where: str) -> dict[str, dict[Any, Any]]:
+    """The `machines` and `storage` mappings of a price file (either may be left out)."""
+    if not isinstance(data, dict) or not any(isinstance(data.get(k), dict) for k in TOP_KEYS):
         raise MigError(
-            "must be a mapping with a `machines:` mapping of machine type -> price",
+            "must be a mapping with a `machines:` mapping of machine type -> price, or a "
+            "`storage:` mapping of model cache storage -> price",
             where.rstrip(":") or None,
         )
     unknown = sorted(str(k) for k in set(data) - set(TOP_KEYS))
@@ -230,11 +233,22 @@ def parse_prices(
             f"{where}{unknown[0]}",
             allowed=list(TOP_KEYS),
         )
-    table: dict[str, MachinePrice] = {}
+    sections = {}
+    for key in TOP_KEYS:
+        value = data.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise MigError(f"must be a mapping, got {value!r}", f"{where}{key}")
+        sections[key] = value or {}
+    return sections
+
+
+def _each(entries: dict[Any, Any], entry: Callable[[Any, Any], T]) -> dict[str, T]:
+    """Every entry of a section read, or every entry's error raised at once."""
+    table: dict[str, T] = {}
     errors: list[MigError] = []
-    for machine, raw in data["machines"].items():
+    for name, raw in entries.items():
         try:
-            table[machine] = _entry(machine, raw, where, overridden)
+            table[name] = entry(name, raw)
         except MigError as error:
             errors.append(error)
     if errors:
@@ -242,11 +256,28 @@ def parse_prices(
     return table
 
 
+def parse_prices(
+    data: Any, where: str = "", *, overridden: bool = False
+) -> dict[str, MachinePrice]:
+    """A price table from parsed YAML; `where` prefixes key paths (a file name and `:`)."""
+    return _each(
+        _sections(data, where)["machines"],
+        lambda machine, raw: _entry(machine, raw, where, overridden),
+    )
+
+
+@cache
+def _shipped() -> Any:
+    """The table shipped with the package (read once per process)."""
+    return yaml.safe_load(
+        resources.files("mig_inference").joinpath(SHIPPED).read_text(encoding="utf-8")
+    )
+
+
 @cache
 def shipped_prices() -> dict[str, MachinePrice]:
-    """The table shipped with the package (parsed once per process)."""
-    text = resources.files("mig_inference").joinpath(SHIPPED).read_text(encoding="utf-8")
-    return parse_prices(yaml.safe_load(text), f"{SHIPPED}:")
+    """The shipped machine prices."""
+    return parse_prices(_shipped(), f"{SHIPPED}:")
 
 
 def load_prices(override: str | Path | None = None) -> dict[str, MachinePrice]:
@@ -256,4 +287,114 @@ def load_prices(override: str | Path | None = None) -> dict[str, MachinePrice]:
     if override is not None:
         path = Path(override)
         table.update(parse_prices(load_yaml(path, "price file"), f"{path}:", overridden=True))
+    return table
+
+
+STORAGE_KEYS = ("per_gb_month", "region", "date", "source", "weak", "note")
+
+
+@dataclass(frozen=True)
+class StoragePrice:
+    """What one model cache storage costs per GB-month, and where that figure comes from."""
+
+    storage: str
+    """The `modelCache.storage` value."""
+    per_gb_month: float | None
+    """$ per GB-month (None: no sourced price)."""
+    by_throughput: dict[int, float | None]
+    """FSx for Lustre: $ per GB-month per per-unit throughput (MB/s per TiB)."""
+    date: str
+    source: str
+    region: str | None = None
+    weak: bool = False
+    note: str | None = None
+    overridden: bool = False
+
+    def price(self, throughput: int | None = None) -> float | None:
+        """$ per GB-month (at `throughput` MB/s per TiB where the price depends on it)."""
+        if self.by_throughput:
+            return self.by_throughput.get(throughput) if throughput is not None else None
+        return self.per_gb_month
+
+
+def _storage_entry(storage: Any, raw: Any, where: str, overridden: bool) -> StoragePrice:
+    path = f"{where}storage[{storage}]"
+    allowed = [feature.value for feature in STORAGE_FEATURES]
+    if storage not in allowed:
+        raise MigError(
+            f"unknown model cache storage {storage!r}; known: {', '.join(allowed)}",
+            path,
+            value=storage,
+            allowed=allowed,
+        )
+    if not isinstance(raw, dict):
+        raise MigError(f"must be a mapping with per_gb_month, date, source..., got {raw!r}", path)
+    unknown = sorted(str(k) for k in set(raw) - set(STORAGE_KEYS))
+    if unknown:
+        raise MigError(
+            f"unknown key {unknown[0]!r}; allowed: {', '.join(STORAGE_KEYS)}",
+            f"{path}.{unknown[0]}",
+            allowed=list(STORAGE_KEYS),
+        )
+    if "per_gb_month" not in raw:
+        raise MigError(
+            "is missing: give $ per GB-month, or null if unknown", f"{path}.per_gb_month"
+        )
+    given = raw["per_gb_month"]
+    by_throughput: dict[int, float | None] = {}
+    per_gb_month = None
+    if isinstance(given, dict):
+        for tier, value in given.items():
+            if isinstance(tier, bool) or not isinstance(tier, int):
+                raise MigError(
+                    f"must map MB/s per TiB (a whole number) to a price, got {tier!r}",
+                    f"{path}.per_gb_month",
+                    value=tier,
+                )
+            by_throughput[tier] = _price_value(value, f"{path}.per_gb_month[{tier}]")
+    else:
+        per_gb_month = _price_value(given, f"{path}.per_gb_month")
+    weak = raw.get("weak", False)
+    if not isinstance(weak, bool):
+        raise MigError(f"must be true or false, got {weak!r}", f"{path}.weak", value=weak)
+    date = _text(raw.get("date"), f"{path}.date", required=True)
+    source = _text(raw.get("source"), f"{path}.source", required=True)
+    assert date is not None and source is not None
+    return StoragePrice(
+        storage=storage,
+        per_gb_month=per_gb_month,
+        by_throughput=by_throughput,
+        date=date,
+        source=source,
+        region=_text(raw.get("region"), f"{path}.region", required=False),
+        weak=weak,
+        note=_text(raw.get("note"), f"{path}.note", required=False),
+        overridden=overridden,
+    )
+
+
+def parse_storage_prices(
+    data: Any, where: str = "", *, overridden: bool = False
+) -> dict[str, StoragePrice]:
+    """The model cache storage prices of a price file."""
+    return _each(
+        _sections(data, where)["storage"],
+        lambda storage, raw: _storage_entry(storage, raw, where, overridden),
+    )
+
+
+@cache
+def shipped_storage_prices() -> dict[str, StoragePrice]:
+    """The shipped model cache storage prices."""
+    return parse_storage_prices(_shipped(), f"{SHIPPED}:")
+
+
+def load_storage_prices(override: str | Path | None = None) -> dict[str, StoragePrice]:
+    """The shipped storage prices, with the user's `override` file's replacing them."""
+    table = dict(shipped_storage_prices())
+    if override is not None:
+        path = Path(override)
+        table.update(
+            parse_storage_prices(load_yaml(path, "price file"), f"{path}:", overridden=True)
+        )
     return table

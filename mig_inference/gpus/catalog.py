@@ -285,13 +285,19 @@ class Catalog:
         )
 
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML was built with it: the same resolvers as the pure-Python
+one (PyYAML's, YAML 1.1), which read this file exactly as the stack-file reader's yaml.v3 rules
+do (a test compares all three), about seven times faster; the catalog is read by every verb."""
+
+
 @cache
 def load_catalog() -> Catalog:
     """The catalog shipped in `mig/data/catalog.yaml` (parsed once per process)."""
     text = (
         resources.files("mig_inference").joinpath("data/catalog.yaml").read_text(encoding="utf-8")
     )
-    data = yaml.safe_load(text)
+    data = yaml.load(text, Loader=SAFE_LOADER)
     gpus = []
     for name, raw in data["gpus"].items():
         estimated = any(p["memory_mib"] is None for p in raw["profiles"])

@@ -69,7 +69,8 @@ class Layout:
 
 
 def parse_custom_layout(gpu: GpuModel, text: str) -> Layout:
-    """Parse `1g.10gb=2,2g.20gb=1` (or `1g.10gb+1g.10gb+2g.20gb`) into a layout."""
+    """Parse `1g.10gb=2,2g.20gb=1` (or `1g.10gb+1g.10gb+2g.20gb`, or `2x1g.10gb+2g.20gb` as
+    layouts print) into a layout."""
     text = text.strip()
     if not text:
         raise MigError("empty layout; write it as PROFILE=COUNT[,PROFILE=COUNT...]")
@@ -86,7 +87,9 @@ def parse_custom_layout(gpu: GpuModel, text: str) -> Layout:
         # `+` also ends `+me` profile names, so split on `+` only before a digit.
         names = _split_plus_list(text)
         for name in names:
-            counts[gpu.profile(name).name] += 1
+            times, x, profile = name.partition("x")
+            repeated = x and times.isdigit() and int(times) > 0
+            counts[gpu.profile(profile if repeated else name).name] += int(times) if repeated else 1
     return Layout.of(gpu, counts)
 
 

@@ -82,6 +82,22 @@ def driver_values(plan: StackPlan) -> dict[str, Any]:
     return values
 
 
+DRIVER_CLUSTER_WIDE_PODS = 10
+"""The driver's controller and webhook (off here, but counted), with room to spare."""
+
+
+def driver_critical_pods(plan: StackPlan) -> int:
+    """Pods at system-node/cluster-critical priority the driver's namespace may hold on GKE:
+    its kubelet plugin on every node of a DRA pool (the chart's `kubeletPlugin.
+    priorityClassName: system-node-critical`), both generations of a pool counted during a
+    blue/green roll-out. The priority is kept, and the quota GKE asks for made, rather than
+    cleared as the upstream GKE demo does (`demo/clusters/gke/install-dra-driver-gpu.sh`,
+    shared/reference/dra/NOTES-0.5.md section 3): the plugin must not be preempted off a
+    node whose slices it publishes."""
+    nodes = sum(pool.max_nodes for pool in plan.pools if pool.dra)
+    return 2 * nodes + DRIVER_CLUSTER_WIDE_PODS
+
+
 def bridged(plan: StackPlan) -> bool:
     """Pods of DRA pools keep their extended-resource requests (1.36+ DeviceClass bridge)."""
     return uses_dra(plan) and dra_settings(plan).extended_resources

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from mig_inference.plan import ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan
 from mig_inference.spec import Engine
-from mig_inference.versions import TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
+from mig_inference.versions import ENGINE_IMAGES, TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
 
 HOME = "/home/inference"
 """Writable HOME (an emptyDir): model downloads and compile caches land here."""
@@ -84,8 +84,7 @@ def _triton(service: ServicePlan) -> tuple[str, ...]:
 
 def engine_image(service: ServicePlan) -> str | None:
     """The image the service's engine runs (its pinned default when the stack names none)."""
-    defaults = {Engine.VLLM: VLLM_IMAGE, Engine.TGI: TGI_IMAGE, Engine.TRITON: TRITON_IMAGE}
-    return service.spec.image or defaults.get(service.spec.engine)
+    return service.spec.image or ENGINE_IMAGES.get(service.spec.engine.value)
 
 
 def engine_container(service: ServicePlan, cache: ModelCachePlan | None = None) -> EngineContainer:

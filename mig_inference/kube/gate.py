@@ -6,7 +6,10 @@ generation) that carry the intended `nvidia.com/mig.config`, report
 evidence: the state label names no config, so a `success` left from an older config, or written
 by a run that applied an earlier value, never counts alone). It fails at once, naming the node,
 when one carrying the intended config reports `failed` (a `failed` under an older config is
-waited out), and when the deadline passes. API errors count as "not ready yet".
+waited out), and when the deadline passes. A node carrying the intended config that stays
+`pending` for `PENDING_LIMIT_SECONDS` gets its MIG manager pod restarted once (the recovery of
+docs/troubleshooting.md for NVIDIA/gpu-operator#2833), said in the output. API errors count as
+"not ready yet".
 """
 
 from __future__ import annotations
@@ -17,6 +20,11 @@ from dataclasses import dataclass, field
 from mig_inference.kube.scripts import load
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import PoolPlan, StackPlan
+
+PENDING_LIMIT_SECONDS = 600
+"""How long a node may sit in `pending` before its MIG manager pod is restarted (once): with no
+GPU clients left, the MIG manager moves on within minutes (a reboot shows as `rebooting`), and
+v0.15.0 waits at most 5 minutes for each operand to stop before it gives up without a state."""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ list made of the pools' taints would change (and restart every operand, reloadin
 where the operator owns it) whenever a pool's taint does."""
 
 
-def critical_pods_quota(plan: StackPlan) -> int:
+def operator_critical_pods(plan: StackPlan) -> int:
     """Pods at system-node/cluster-critical priority the operator namespace may hold on GKE.
 
     Every GPU node of an operator-managed pool runs the operands and the NFD worker
@@ -44,6 +44,13 @@ def critical_pods_quota(plan: StackPlan) -> int:
     gpu_nodes = sum(pool.max_nodes for pool in plan.pools if pool.operator_managed)
     per_gpu_node = GPU_OPERATOR_PODS_PER_NODE + 1
     return 2 * gpu_nodes * per_gpu_node + OTHER_NODES_ALLOWANCE + CLUSTER_WIDE_CRITICAL_PODS
+
+
+def all_dra(plan: StackPlan) -> bool:
+    """Every operator-managed pool hands its slices out through DRA: no node needs the
+    operator's device plugin."""
+    managed = [pool for pool in plan.pools if pool.operator_managed]
+    return bool(managed) and all(pool.dra for pool in managed)
 
 
 def operator_needed(plan: StackPlan) -> bool:
@@ -148,6 +155,11 @@ def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
         "node-feature-discovery": {"worker": {"tolerations": tolerations}},
         "dcgmExporter": _dcgm_exporter(plan),
     }
+    if all_dra(plan):
+        # NVIDIA documents DRA with the operator's device plugin off; it also drops the
+        # validator's plugin step, which waits for nvidia.com/* resources a DRA node never
+        # advertises (gpu-operator v26.7.0 controllers/object_controls.go, the "plugin" case).
+        values["devicePlugin"] = {"enabled": False}
     sharing = device_plugin_configs(plan)
     if sharing:
         values["devicePlugin"] = {

@@ -5,18 +5,30 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
 `nvidia.com/mig.config` changes (or its pod starts). So, per batch, the script:
 
 - stops before any change when a pod holding a GPU can never be evicted (owned by a DaemonSet),
-  and, on `existing` pools, when a named node does not exist;
+  when one has no controller (an eviction deletes it for good: refused as `kubectl drain` refuses
+  it, unless `pools[i].evictUnmanagedPods`), and, on `existing` pools, when a named node does not
+  exist;
 - cordons the nodes, marking its own cordons (`mig-inference.io/cordoned-for=<config>`), so a
   later run resumes a node an interrupted one left cordoned; a node someone else cordoned is
   re-partitioned and left cordoned;
+- relaxes the PodDisruptionBudgets of the stack's services on the pool (one replica at a time
+  otherwise) to `maxUnavailable: 100%` while it runs, marking each with the value to restore
+  (`mig-inference.io/relaxed-from`), and restores them on every way out (an EXIT trap; a run
+  killed before it could is adopted and restored by the next run);
 - evicts the pods that hold GPU or MIG devices through the Eviction API (PodDisruptionBudgets
   decide) until the drain deadline; a drain that cannot finish uncordons the nodes it never
   relabelled and names the pods and the refusals;
-- relabels in one patch that also clears `nvidia.com/mig.config.state`, or, when the label is the
+- relabels in one patch that also clears `nvidia.com/mig.config.state`, conditional on the node
+  being unchanged since the Job read it; a failed patch is followed by a fresh read, and a node
+  that already carries the target (an answer lost after the change was made) is not patched again
+  (that would clear the state its MIG manager wrote since); or, when the label is the
   target already (a `failed` from an earlier run), clears the state and restarts the node's MIG
   manager pod, the re-trigger NVIDIA's source supports;
 - waits, until the reconfiguration deadline, for `success` while the label still names the target
-  and for the node to advertise the plan's devices (hardware evidence), then uncordons.
+  and for the node to advertise the plan's devices (hardware evidence), then uncordons;
+- before the next batch, waits (up to the reconfiguration deadline) until the pool's services
+  settle on the nodes just done: none of their replicas there still loading, none Pending that a
+  free device there could take.
 
 On an `existing` pool, a node on the target gets the pool's label from the Job (Pulumi's patch
 applies it after the Job), and nodes that still carry the pool's label but are no longer named by
@@ -24,24 +36,28 @@ applies it after the Job), and nodes that still carry the pool's label but are n
 nodes), the pool label removed, uncordoned. Pulumi deletes their patches (the layout and taint
 labels) at the end of the update, once no pod holds their GPUs.
 
-It stops at `failed`, a `pending` that does not move, or a deadline, naming the node (which stays
-cordoned, with the way back) and the nodes left untouched. Every API read fails closed: a read
-that fails after its retries stops the Job before any change to that node.
+A node `pending` for `PENDING_LIMIT_SECONDS` (the MIG manager's known wedge, NVIDIA/gpu-operator
+#2833) gets its MIG manager pod restarted once, said in the output; a second such wait stops it.
+It stops at `failed`, a `pending` that does not move after that restart, or a deadline, naming
+the node (which stays cordoned, with the way back) and the nodes left untouched. Every API read
+fails closed: a read that fails after its retries stops the Job before any change to that node.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mig_inference.kube.gate import devices_value, node_selector
+from mig_inference.kube.gate import PENDING_LIMIT_SECONDS, devices_value, node_selector
 from mig_inference.kube.scripts import load
 from mig_inference.names.digest import short_hash
+from mig_inference.names.labels import POOL_LABEL
 from mig_inference.plan import PoolPlan, StackPlan
 from mig_inference.spec import Rollout
 
-PENDING_LIMIT_SECONDS = 600
-"""How long a node may sit in `pending` after its pods are gone before the Job stops: with no
-GPU clients left, the MIG manager moves on within minutes (a reboot shows as `rebooting`)."""
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "mig-inference"
+"""With the pool label, what the stack's PodDisruptionBudgets on a pool carry: the budgets the Job
+relaxes while it runs (strict, one replica, the rest of the time)."""
 ADVERTISE_TIMEOUT_SECONDS = 300
 """How long after `success` the node may take to advertise the planned devices (the MIG manager
 restores the device plugin's label last; the plugin then starts and registers with the kubelet).
@@ -69,6 +85,11 @@ class RepartitionTarget:
     on a node once the layout is applied, and the slices are read from ResourceSlices."""
     dra_namespace: str = ""
     """Where the DRA driver's kubelet plugins run."""
+    evict_unmanaged: bool = False
+    """GPU pods no controller owns are evicted too (deleted for good) instead of stopping the
+    Job (`pools[i].evictUnmanagedPods`)."""
+    unmanaged_key: str = ""
+    """The stack key that allows it, for the Job's refusal."""
 
     @property
     def fingerprint(self) -> str:
@@ -91,15 +112,18 @@ class RepartitionTarget:
             "RECONFIGURE_TIMEOUT_SECONDS": str(timeout_seconds),
             "PENDING_LIMIT_SECONDS": str(PENDING_LIMIT_SECONDS),
             "ADVERTISE_TIMEOUT_SECONDS": str(ADVERTISE_TIMEOUT_SECONDS),
+            "UNMANAGED_KEY": self.unmanaged_key,
+            "BUDGET_SELECTOR": f"{POOL_LABEL}={self.pool},{MANAGED_BY_LABEL}={MANAGED_BY}",
+            **({"EVICT_UNMANAGED": "1"} if self.evict_unmanaged else {}),
             # Only on DRA pools: the Job of every other pool stays as it was.
             **({"DRA_POOL": "1", "DRA_NAMESPACE": self.dra_namespace} if self.dra else {}),
         }
 
     def budget_seconds(self, timeout_seconds: int) -> int:
-        """The whole Job's time: per batch, its drain, its reconfiguration and the wait for the
-        devices to be advertised."""
+        """The whole Job's time: per batch, its drain, its reconfiguration, the wait for the
+        devices to be advertised and the services' settling before the next batch."""
         batches = -(-max(self.max_nodes, 1) // self.max_unavailable)
-        return batches * (2 * timeout_seconds + ADVERTISE_TIMEOUT_SECONDS)
+        return batches * (3 * timeout_seconds + ADVERTISE_TIMEOUT_SECONDS)
 
 
 def repartition_targets(plan: StackPlan) -> list[RepartitionTarget]:
@@ -126,6 +150,8 @@ def _target(plan: StackPlan, pool: PoolPlan) -> RepartitionTarget:
         node_names_key=f"pools[{index}].nodeNames" if names else "",
         dra=pool.dra,
         dra_namespace=plan.spec.dra.namespace if pool.dra and plan.spec.dra else "",
+        evict_unmanaged=pool.spec.evict_unmanaged_pods,
+        unmanaged_key=f"pools[{index}].evictUnmanagedPods",
     )
 
 

@@ -28,6 +28,9 @@ MIG_MANAGER_POD_SELECTOR = "app=nvidia-mig-manager"
 CORDONED_FOR_ANNOTATION = "mig-inference.io/cordoned-for"
 """On a node the re-partitioning Job cordoned: the config it moves the node to. A later run
 resumes such a node; a cordon without it is someone else's and is left in place."""
+RELAXED_FROM_ANNOTATION = "mig-inference.io/relaxed-from"
+"""On a PodDisruptionBudget the re-partitioning Job relaxed while it runs: the maxUnavailable to
+restore."""
 DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
 """`false` keeps the GPU Operator's device plugin off a node (the MIG manager leaves a `false`
 deploy label as it is: mig-parted v0.15.0 `maybeSetPaused`)."""
@@ -45,3 +48,6 @@ GPU_DEVICE_CLASS = "gpu.nvidia.com"
 """The DRA driver's DeviceClass of every whole GPU it publishes (chart `deviceclass-gpu.yaml`)."""
 DRA_PLUGIN_POD_SELECTOR = "dra-driver-nvidia-gpu-component=kubelet-plugin"
 """The DRA driver's kubelet-plugin pods (chart v0.4.1 `_helpers.tpl` selectorLabels)."""
+ARCH_LABEL = "kubernetes.io/arch"
+"""A node's CPU architecture; GKE also taints every Arm node `kubernetes.io/arch=arm64:NoSchedule`
+(GKE "Prepare an Arm workload for deployment")."""

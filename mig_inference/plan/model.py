@@ -11,6 +11,7 @@ from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.migparted import config_entries
 from mig_inference.solving.packing import PackPlan
 from mig_inference.spec import (
+    Engine,
     MigManager,
     PoolSpec,
     ProfilingSpec,
@@ -98,6 +99,10 @@ class PoolPlan:
     """Stack keys whose change needs new nodes (and so a new generation), with their values."""
     generation: str | None = None
     """Hash of `replacement_inputs`; part of the physical pool name (None: existing nodes)."""
+    legacy_inputs: Mapping[str, str] = field(default_factory=dict)
+    """Keys that need new nodes when they change but are left out of the hash while they hold
+    the value pools had before the key existed (so those pools keep their generation), with that
+    value: what a change is from."""
     pack_plan: PackPlan | None = None
     boot_disk: str | None = None
     """GKE: the boot disk type the machine boots from (per-machine facts); None elsewhere."""
@@ -190,12 +195,10 @@ class ServicePlan:
 
     @property
     def disruption_budget(self) -> int:
-        """Replicas a voluntary disruption (a drain, an eviction) may take at once. One, except
-        on pools that re-partition in place: the re-partitioning Job evicts every replica on a
-        node, and replicas whose slice the new layout no longer offers stay pending until the
-        pool is done, so the service's own budget must not stop it (other owners' still do)."""
-        if self.pool.rollout is Rollout.IN_PLACE and self.pool.operator_managed:
-            return max(self.replicas, self.spec.autoscaled_max, 1)
+        """Replicas a voluntary disruption (a drain, an eviction, a cloud's node upgrade) may take
+        at once: one, on every pool. The re-partitioning Job of an in-place pool, which must evict
+        every replica of a node, relaxes its pool's budgets only while it runs and restores them
+        on every way out (`kube/scripts/repartition.sh`)."""
         return 1
 
     @property
@@ -211,6 +214,19 @@ class ServicePlan:
         return (
             f"http://{self.service_name}.{self.spec.namespace}.svc.cluster.local:{self.spec.port}"
         )
+
+
+def served_model(service: ServicePlan) -> str:
+    """The model id the engine answers to: vLLM's `--served-model-name` when the args give one
+    (its first name), else the model."""
+    args = list(service.spec.args)
+    if service.spec.engine is Engine.VLLM:
+        for index, arg in enumerate(args):
+            if arg.startswith("--served-model-name="):
+                return arg.split("=", 1)[1]
+            if arg == "--served-model-name" and index + 1 < len(args):
+                return args[index + 1]
+    return service.spec.model
 
 
 @dataclass(frozen=True)

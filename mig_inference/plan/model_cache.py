@@ -39,6 +39,18 @@ project's choice, within Google's 400 to 1,200,000 MiB/s."""
 FSX_PER_UNIT = 250
 """MB/s per TiB of an FSx for Lustre file system unless `throughputMiBps` says: this project's
 choice among the PERSISTENT_2 values (aws-fsx-csi-driver docs/options.md)."""
+FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
+FSX_SIZES: dict[str, tuple[tuple[int, ...], int]] = {
+    "SCRATCH_2": ((1200, 2400), 2400),
+    "PERSISTENT_1": ((1200, 2400), 2400),
+    "PERSISTENT_2": ((1200, 2400), 2400),
+    "SCRATCH_1": ((1200, 2400), 3600),
+}
+"""The storage capacities (GiB) FSx for Lustre takes per SSD deployment type: the first sizes,
+then whole steps beyond the last of them (Amazon FSx API Reference, CreateFileSystem
+`StorageCapacity`: "For SCRATCH_2, PERSISTENT_2, and PERSISTENT_1 deployment types using SSD
+storage type, the valid values are 1200 GiB, 2400 GiB, and increments of 2400 GiB"; SCRATCH_1
+1200, 2400 and increments of 3600)."""
 """Engines that start from a local path and whose own downloader fills the cache."""
 
 
@@ -153,6 +165,16 @@ def fill_job_name(cache: ModelCachePlan, model: CachedModel) -> str:
     return f"model-fill-{model.key}-{short_hash(what, 6)}"
 
 
+def fsx_lustre_size(needed_gib: int, deployment_type: str = FSX_DEPLOYMENT_TYPE) -> int:
+    """The smallest FSx for Lustre file system (GiB) of `deployment_type` holding
+    `needed_gib`."""
+    first, step = FSX_SIZES[deployment_type]
+    for size in first:
+        if needed_gib <= size:
+            return size
+    return first[-1] + step * math.ceil((needed_gib - first[-1]) / step)
+
+
 def _gib(size: float) -> int:
     return max(4, math.ceil(size * HEADROOM / GIB))
 
@@ -203,8 +225,7 @@ def plan_model_cache(spec: StackSpec, services: Sequence[ServicePlan]) -> ModelC
     if cache.storage is CacheStorage.HYPERDISK_ML:
         size = max((_gib(m.weights.bytes) for m in models), default=4)
     elif cache.storage is CacheStorage.FSX_LUSTRE:
-        needed = _gib(total)
-        size = 1200 if needed <= 1200 else 1200 + 2400 * math.ceil((needed - 1200) / 2400)
+        size = fsx_lustre_size(_gib(total))
     else:
         size = _gib(total)
     if cache.size_gib is not None:
@@ -213,6 +234,18 @@ def plan_model_cache(spec: StackSpec, services: Sequence[ServicePlan]) -> ModelC
                 f"{cache.size_gib} GiB does not hold the cached models: they need {size} GiB "
                 f"({len(models)} model revision(s), {total / GB:,.1f} GB with "
                 f"{HEADROOM - 1:.0%} headroom)",
+                f"{path}.sizeGiB",
+                value=cache.size_gib,
+            )
+        if cache.storage is CacheStorage.FSX_LUSTRE and fsx_lustre_size(cache.size_gib) != (
+            cache.size_gib
+        ):
+            first, step = FSX_SIZES[FSX_DEPLOYMENT_TYPE]
+            raise MigError(
+                f"FSx for Lustre ({FSX_DEPLOYMENT_TYPE}) takes "
+                f"{' or '.join(f'{s:,}' for s in first)} GiB, then steps of {step:,} GiB, not "
+                f"{cache.size_gib:,} (Amazon FSx API Reference, CreateFileSystem "
+                f"StorageCapacity); the next size up is {fsx_lustre_size(cache.size_gib):,}",
                 f"{path}.sizeGiB",
                 value=cache.size_gib,
             )

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from mig_inference.clouds import Cloud
-from mig_inference.errors import MigError, collected
+from mig_inference.errors import MigError, MigErrors, collected
 from mig_inference.gpus.layout import place
 from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
+from mig_inference.plan.addons import addon_warnings
+from mig_inference.plan.arch import check_arm_images
+from mig_inference.plan.gateway import gateway_warnings, plan_gateway
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan, plan_model_cache
 from mig_inference.plan.partial import cut
@@ -18,7 +21,7 @@ from mig_inference.plan.services import plan_services
 from mig_inference.plan.stack_plan import StackPlan
 from mig_inference.plan.startup import estimates
 from mig_inference.spec import Engine, SharingStrategy, StackSpec, key_path
-from mig_inference.spec.dra import DYNAMIC_MIG_WARNING
+from mig_inference.spec.dra import DYNAMIC_MIG_WARNING, VALIDATOR_ON_DRA_NODES
 from mig_inference.spec.stack import StackErrors
 
 
@@ -53,6 +56,15 @@ def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> lis
                 "--gpu-memory-utilization) can make the others fail"
             )
     warnings.extend(waiting_for_scale_up(list(services)))
+    managed = [pool for pool in pools if pool.operator_managed]
+    dra = [pool.name for pool in managed if pool.dra]
+    if dra and len(dra) < len(managed):
+        warnings.append(
+            f"pools {', '.join(dra)}: the GPU Operator's validator pod restarts for ever on their "
+            f"nodes, beside pools that keep the device plugin: {VALIDATOR_ON_DRA_NODES} (the "
+            "MIG manager and the other operands still start: they wait only for the driver and "
+            "toolkit checks before it)"
+        )
     for service in services:
         if (
             service.spec.engine is Engine.VLLM
@@ -116,6 +128,10 @@ def plan_stack(spec: StackSpec) -> StackPlan:
         problems.extend(part.placed(found) for found in error.errors)
     if problems:
         raise collected(problems)
+    image_problems, image_warnings = check_arm_images(spec, services)
+    if image_problems:
+        raise MigErrors(image_problems)
+    gateway = plan_gateway(spec, services)
     runs = profiling_runs(spec, services)
     cache = plan_model_cache(spec, services)
     hub = spec.model_cache.hub_mb_per_s if spec.model_cache else None
@@ -124,9 +140,15 @@ def plan_stack(spec: StackSpec) -> StackPlan:
         *_warnings(pools, services),
         *_profiling_warnings(runs, services),
         *_cache_warnings(cache),
+        *image_warnings,
+        *gateway_warnings(gateway),
         *([DYNAMIC_MIG_WARNING] if spec.dra is not None and spec.dra.dynamic_mig else []),
     ]
-    return StackPlan(spec, pools, services, warnings, runs, cache, estimates(services, cache, hub))
+    plan = StackPlan(
+        spec, pools, services, warnings, runs, cache, estimates(services, cache, hub), gateway
+    )
+    plan.warnings.extend(addon_warnings(plan))
+    return plan
 
 
 def _cache_warnings(cache: ModelCachePlan | None) -> list[str]:
@@ -179,6 +201,7 @@ def layout_of(pool: PoolPlan) -> dict[str, object]:
         "per_gpu": [
             {
                 "gpus": sum(1 for each in pool.per_gpu_layouts if each == layout),
+                "devices": [i for i, each in enumerate(pool.per_gpu_layouts) if each == layout],
                 "profiles": layout.names() if layout else [],
                 "mig_enabled": layout is not None,
                 "placements": [

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mig_inference.plan.gateway import GatewayPlan
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan
 from mig_inference.plan.startup import LoadEstimate
@@ -24,6 +25,8 @@ class StackPlan:
     """The model cache (None: every replica downloads from the hub)."""
     load: Mapping[str, LoadEstimate] = field(default_factory=dict)
     """Per service plan (Deployment): bytes read, from where, time to Ready, hub bytes."""
+    gateway: GatewayPlan | None = None
+    """The gateway's routes (None: no gateway)."""
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)

@@ -61,7 +61,7 @@ def pack_text(plan: PackPlan) -> str:
     if plan.gpus_per_node:
         nodes = f" on {plan.node_count} node(s) of {plan.gpus_per_node} GPUs"
         nodes += f" ({spare} spare)" if spare else ""
-    proof = "proven optimal" if plan.optimal else "not proven optimal (solver time limit)"
+    proof = "proven optimal" if plan.optimal else "not proven optimal (solver work limit)"
     lines.append(
         f"{gpu.name}: {plan.gpu_count} GPUs{nodes}; lower bound {plan.lower_bound}, {proof}"
     )

@@ -5,13 +5,80 @@ from __future__ import annotations
 from typing import Any
 
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.capacity import CAPACITY_BLOCK_END, Arch, Capacity
 from mig_inference.gpus.layout import place, slot_bar
 from mig_inference.kube.dra import allocation_text, claim_json
 from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
+from mig_inference.plan.addons import addons_text, needed_addons
 from mig_inference.plan.demand import demand_served
 from mig_inference.plan.startup import LoadEstimate, estimate
+from mig_inference.reports.gateway import gateway_json, gateway_text
 from mig_inference.spec import Rollout, SharingStrategy
 from mig_inference.verify.targets import slice_profile, verify_targets
+
+UNCONFIRMED = "unconfirmed"
+FACT_NAMES = {"boot_disks": "boot disks", "max_pods": "max pods ceiling",
+              "arch": "CPU architecture", "native_mig": "native MIG",
+              "capacity": "capacity choices"}  # fmt: skip
+
+
+def _machine_json(pool: PoolPlan) -> dict[str, Any] | None:
+    """The machine table's row behind the pool, each fact with its source and whether it was
+    confirmed here."""
+    machine = pool.machine
+    if machine is None or machine.facts is None:
+        return None
+    facts = machine.facts
+    return {
+        "arch": facts.arch.value,
+        "capacity": [str(c) for c in facts.capacity],
+        "capacity_rule": facts.capacity_rule or None,
+        "native_mig": facts.native_mig,
+        "boot_disks": list(facts.boot_disks),
+        "max_pods": facts.max_pods,
+        "vcpus": machine.vcpus or None,
+        "memory_gib": machine.memory_gib or None,
+        "sources": facts.sources(),
+        "unconfirmed": list(facts.unconfirmed),
+        "capacity_block_ends": CAPACITY_BLOCK_END
+        if pool.spec.capacity is Capacity.CAPACITY_BLOCK
+        else None,
+    }
+
+
+def _doubt(pool: PoolPlan, fact: str) -> str:
+    facts = pool.machine.facts if pool.machine else None
+    return f" ({UNCONFIRMED})" if facts is not None and facts.is_unconfirmed(fact) else ""
+
+
+def _machine_text(pool: PoolPlan) -> list[str]:
+    """The pool's capacity, boot disk and node facts, each unconfirmed one marked so."""
+    if pool.cloud is Cloud.EXISTING:
+        return []
+    reserved = f" {pool.spec.reservation}" if pool.spec.reservation else ""
+    disk = f"; boots from {pool.boot_disk}{_doubt(pool, 'boot_disks')}" if pool.boot_disk else ""
+    chosen = f"{pool.spec.capacity}{_doubt(pool, f'capacity:{pool.spec.capacity}')}"
+    lines = [f"  capacity: {chosen}{reserved}{disk}"]
+    if pool.spec.capacity is Capacity.CAPACITY_BLOCK:
+        lines.append(f"  when the block ends: {CAPACITY_BLOCK_END}")
+    machine = pool.machine
+    if machine is None or machine.facts is None:
+        lines.append("  machine: not in the project's table (given with gpusPerNode): no facts")
+        return lines
+    facts = machine.facts
+    node = f"{machine.vcpus} vCPUs, {machine.memory_gib} GiB" if machine.vcpus else (
+        "vCPUs and memory unknown")  # fmt: skip
+    arch = f"{facts.arch}{_doubt(pool, 'arch')}"
+    if facts.arch is Arch.ARM64:
+        arch += ": every pod here tolerates kubernetes.io/arch and needs an arm64 image"
+    lines.append(f"  machine: {node}; {arch}")
+    doubtful = [FACT_NAMES.get(f, f) for f in facts.unconfirmed if not f.startswith("capacity:")]
+    if doubtful:
+        lines.append(
+            f"  {UNCONFIRMED} here: {', '.join(doubtful)} (not re-read from their sources; "
+            "`plan --json` names each)"
+        )
+    return lines
 
 
 def _pool_json(pool: PoolPlan) -> dict[str, Any]:
@@ -27,6 +94,7 @@ def _pool_json(pool: PoolPlan) -> dict[str, Any]:
         "bought_as": str(pool.spec.capacity) if pool.cloud is not Cloud.EXISTING else None,
         "reservation": pool.spec.reservation,
         "boot_disk": pool.boot_disk,
+        "machine": _machine_json(pool),
         "generation": pool.generation,
         "physical_name": pool.physical_name,
         "rollout": pool.rollout.value,
@@ -38,6 +106,9 @@ def _pool_json(pool: PoolPlan) -> dict[str, Any]:
             "gpus": pool.pack_plan.gpu_count,
             "lower_bound": pool.pack_plan.lower_bound,
             "optimal": pool.pack_plan.optimal,
+            "preferences_proven": pool.pack_plan.refined_optimal,
+            "mig_prefer": mig_prefer(pool),
+            "kept_gpus_per_node": pool.pack_plan.kept_gpus,
         }
         if pool.pack_plan is not None
         else None,
@@ -138,6 +209,18 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
             for s in plan.services
         ],
         "model_cache": _cache_json(plan),
+        "cluster_addons": [
+            {
+                "feature": need.feature.value,
+                "addon": need.addon.addon,
+                "keys": list(need.keys),
+                "created": need.addon.created if need.addon.installed_here else None,
+                "joined": need.addon.joined.value,
+                "identity": need.addon.identity or None,
+                "source": need.addon.source,
+            }
+            for need in needed_addons(plan)
+        ],
         "profiling": [
             {
                 "name": run.name,
@@ -171,6 +254,7 @@ def plan_json(plan: StackPlan) -> dict[str, Any]:
             for d in demand_served(plan.services)
         ],
         "utilization": {name: {"used": u, "offered": o} for name, (u, o) in used.items()},
+        "gateway": gateway_json(plan.gateway),
         "verify": [
             {
                 "service": t.service,
@@ -209,6 +293,28 @@ def _proof(pool: PoolPlan) -> str:
     )
 
 
+def mig_prefer(pool: PoolPlan) -> list[str]:
+    """The `migPrefer` that keeps this pool's layout in later plans: each GPU's layout, in
+    device order."""
+    return [str(layout) for layout in pool.per_gpu_layouts if layout is not None]
+
+
+def _kept(pool: PoolPlan) -> list[str]:
+    """How much of the deployed layout (`migPrefer`) the plan keeps, and the line that keeps the
+    chosen layout for later runs of the program (which cannot read what is deployed)."""
+    packed = pool.pack_plan
+    assert packed is not None
+    lines = []
+    if packed.kept_gpus is not None:
+        moved = pool.gpus_per_node - packed.kept_gpus
+        lines.append(
+            f"  keeps the deployed layout on {packed.kept_gpus} of {pool.gpus_per_node} GPUs per "
+            f"node ({moved} re-partitioned per node)"
+        )
+    lines.append(f"  pin it for later plans: migPrefer: [{', '.join(mig_prefer(pool))}]")
+    return lines
+
+
 def _per_zone(pool: PoolPlan) -> str:
     spread = len(pool.zones) or 1
     if pool.autoscaled:
@@ -238,10 +344,7 @@ def plan_text(plan: StackPlan) -> str:
         lines.append(
             f"pool {pool.name}: {nodes} node(s) x {pool.gpus_per_node} {pool.gpu.name}{shape}"
         )
-        if pool.cloud is not Cloud.EXISTING:
-            reserved = f" {pool.spec.reservation}" if pool.spec.reservation else ""
-            disk = f"; boots from {pool.boot_disk}" if pool.boot_disk else ""
-            lines.append(f"  capacity: {pool.spec.capacity}{reserved}{disk}")
+        lines += _machine_text(pool)
         if pool.cloud is Cloud.GKE:
             lines.append(f"  zones: {', '.join(pool.zones)} ({_per_zone(pool)} per zone)")
         if pool.generation:
@@ -258,6 +361,7 @@ def plan_text(plan: StackPlan) -> str:
             lines.append(f"  devices: {allocation_text(pool, plan)}")
         if pool.pack_plan is not None:
             lines.append(f"  mig: auto chose it: {_proof(pool)}")
+            lines += _kept(pool)
         sharing = pool.spec.sharing
         if sharing is not None:
             shared = ", ".join(o.profile for o in pool.offers if o.shared_by > 1)
@@ -329,6 +433,8 @@ def plan_text(plan: StackPlan) -> str:
             )
         lines.append("")
     lines += load_text(plan)
+    lines += addons_text(plan)
+    lines += gateway_text(plan.gateway)
     targets = verify_targets(plan)
     if targets:
         lines.append("verify (a Job per Service after its rollout; each replica checks its slice):")

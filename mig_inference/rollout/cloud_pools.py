@@ -4,10 +4,10 @@ what its autoscaler does for replicas left pending.
 Sources (the providers' documentation, as cited in DESIGN.md and the README's "Changing a
 stack"): GKE and EKS apply label and taint updates to running nodes, OKE only to nodes it creates
 later; GKE creates and removes nodes when a pool's locations change; an EKS launch-template version
-recycles every node (new first, old drained honouring budgets, `PodEvictionFailure` after 15
-minutes); EKS and GKE scale in without PodDisruptionBudgets; deleting a pool drains its nodes: GKE
-honouring budgets only with `respectPdbDuringNodePoolDeletion`, EKS for a few minutes, OKE for its
-eviction grace (60 minutes)."""
+replaces every node in the phases of the EKS User Guide's "Understand each phase of node updates"
+(`EksRoll`); EKS and GKE scale in without PodDisruptionBudgets; deleting a pool drains its nodes:
+GKE honouring budgets only with `respectPdbDuringNodePoolDeletion`, EKS for a few minutes, OKE for
+its eviction grace (60 minutes)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,37 @@ EKS_DELETE_DRAIN = 300.0
 """EKS drains a deleted node group's nodes for "a few minutes" before terminating them."""
 EKS_EVICTION_LIMIT = 900.0
 """An EKS rolling update fails (`PodEvictionFailure`) when pods have not left in 15 minutes."""
+EKS_CORDON_WAIT = 60.0
+"""After a node's pods are evicted, EKS waits 60 seconds before terminating it."""
+EXCLUDED_FROM_LOAD_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+
+@dataclass
+class EksRoll:
+    """A managed node group's update to a new launch template version, in the EKS User Guide's
+    phases ("Understand each phase of node updates"; default update strategy):
+    - scale up: the Auto Scaling group grows by the larger of twice its Availability Zones and
+      `updateConfig.maxUnavailable` (the guide's bound: "up to" two new nodes per zone), and
+      the phase waits until every new node is Ready;
+    - the old nodes are marked unschedulable and labelled
+      `node.kubernetes.io/exclude-from-external-load-balancers=true`;
+    - upgrade: `maxUnavailable` old nodes at a time are drained through the Eviction API
+      (PodDisruptionBudgets decide); pods that do not leave within 15 minutes fail the update
+      with `PodEvictionFailure` (no force flag), the old nodes stay cordoned; an emptied node is
+      terminated 60 seconds later;
+    - scale down: the group returns to its size, its surplus (new) nodes drained by EKS's
+      termination drain (`EKS_DELETE_DRAIN`)."""
+
+    shape: PoolShape
+    old: list[str]
+    surge: int
+    max_unavailable: int
+    phase: str = "scale up"
+    batch: list[str] = field(default_factory=list)
+    deadline: float = 0.0
+    emptied_at: dict[str, float] = field(default_factory=dict)
+    outcome: str | None = None
+    """None while it runs, "" when done, else why it failed."""
 
 
 @dataclass
@@ -38,6 +69,8 @@ class CloudPools:
     """The outcome of the pool a node with these labels belongs to."""
     shapes: dict[str, PoolShape] = field(default_factory=dict)
     """The current shape of every cloud pool, by physical name."""
+    rolls: dict[str, EksRoll] = field(default_factory=dict)
+    """Node groups replacing their nodes in place, by physical name."""
 
     def nodes(self, physical: str) -> list[Node]:
         return [n for n in self.cluster.live_nodes() if n.source == physical]
@@ -75,7 +108,9 @@ class CloudPools:
             return shape.nodes
         facts = self.facts.get(shape.labels.get(POOL_LABEL, ""))
         template = Node("template", dict(shape.labels), [])
-        per_node = sum(facts.devices_with(template.config or "").values()) if facts else 0
+        per_node = (
+            sum(facts.devices_with(template.config or "", template.labels).values()) if facts else 0
+        )
         needed = math.ceil(replicas / per_node) if per_node else 0
         return max(shape.min_nodes, min(shape.max_nodes, needed))
 
@@ -104,9 +139,11 @@ class CloudPools:
                 node, f"pool {shape.physical} deleted", respect_budgets=respect, timeout=timeout
             )
 
-    def update(self, old: PoolShape, new: PoolShape, *, recycled: bool) -> None:
+    def update(
+        self, old: PoolShape, new: PoolShape, *, recycled: bool, max_unavailable: int = 1
+    ) -> None:
         """An in-place update of the pool: what reaches its running nodes (`recycled`: a new
-        EKS launch-template version replaces every node)."""
+        EKS launch-template version replaces every node, `EksRoll`)."""
         self.shapes[new.physical] = new
         nodes = self.nodes(new.physical)
         if new.type in (GKE_POOL, EKS_GROUP):
@@ -120,12 +157,19 @@ class CloudPools:
             self._move_zones(new, nodes)
             return
         live = [n for n in nodes if not n.draining]
-        if recycled:
+        if recycled and live:
+            zones = max(len(set(new.zones)), 1)
+            roll = EksRoll(
+                new, sorted(n.name for n in live), max(2 * zones, max_unavailable), max_unavailable
+            )
+            self.rolls[new.physical] = roll
             for node in live:
                 node.replaced = True
-                self.create(new, 1)
-                self.take_away(node, "rolling update of its node group", respect_budgets=True,
-                               timeout=EKS_EVICTION_LIMIT)  # fmt: skip
+            self.create(new, roll.surge)
+            self.cluster.log(
+                f"node group {new.physical}: update to a new launch template version, "
+                f"{roll.surge} new node(s) first"
+            )
             return
         if new.nodes > len(live):
             self.create(new, new.nodes - len(live))
@@ -156,6 +200,71 @@ class CloudPools:
                 )  # fmt: skip
         self.shapes[new.physical] = new
 
+    def advance(self) -> None:
+        """Every node group update in progress, one round."""
+        for roll in self.rolls.values():
+            if roll.outcome is None:
+                self._advance_roll(roll)
+
+    def roll_outcome(self, physical: str) -> str | None:
+        """None while the pool's nodes are being replaced, "" when done (or none is), else why
+        the update failed."""
+        roll = self.rolls.get(physical)
+        return "" if roll is None else roll.outcome
+
+    def _advance_roll(self, roll: EksRoll) -> None:
+        cluster, now = self.cluster, self.cluster.now
+        old = [cluster.nodes[n] for n in roll.old if not cluster.nodes[n].gone]
+        new = [n for n in self.nodes(roll.shape.physical) if n.name not in roll.old]
+        if roll.phase == "scale up":
+            if any(not n.ready(now) for n in new):
+                return
+            for node in old:
+                node.unschedulable = True
+                node.labels[EXCLUDED_FROM_LOAD_BALANCERS] = "true"
+            cluster.log(f"node group {roll.shape.physical}: old nodes cordoned")
+            roll.phase = "upgrade"
+        if roll.phase == "upgrade":
+            if not roll.batch:
+                if not old:
+                    roll.phase = "scale down"
+                else:
+                    roll.batch = [n.name for n in old[: roll.max_unavailable]]
+                    roll.deadline = now + EKS_EVICTION_LIMIT
+                    for name in roll.batch:
+                        self.outcome(cluster.nodes[name].labels).nodes_drained += 1
+                        cluster.drain(name, "update of its node group", delete=False,
+                                      timeout=EKS_EVICTION_LIMIT)  # fmt: skip
+            for name in list(roll.batch):
+                if any(p.node == name for p in cluster.pods):
+                    continue
+                emptied = roll.emptied_at.setdefault(name, now)
+                if now >= emptied + EKS_CORDON_WAIT:
+                    self.outcome(cluster.nodes[name].labels).nodes_deleted += 1
+                    cluster.remove_node(name, "update of its node group")
+                    roll.batch.remove(name)
+            if (
+                roll.batch
+                and now >= roll.deadline
+                and any(name not in roll.emptied_at for name in roll.batch)
+            ):
+                stuck = [n for n in roll.batch if n not in roll.emptied_at]
+                roll.outcome = (
+                    f"EKS node group {roll.shape.physical} update failed: PodEvictionFailure "
+                    f"(pods on {', '.join(stuck)} did not leave within 15 minutes: a "
+                    "PodDisruptionBudget refused their eviction); its old nodes stay cordoned"
+                )
+                cluster.log(roll.outcome)
+            return
+        if roll.phase == "scale down":
+            surplus = sorted(new, key=lambda n: n.name)[len(roll.old) :]
+            for node in surplus:
+                self.take_away(node, "its node group returned to its size", respect_budgets=True,
+                               timeout=EKS_DELETE_DRAIN)  # fmt: skip
+            roll.phase = "done"
+        if roll.phase == "done" and not any(n.name in cluster.drains for n in new):
+            roll.outcome = ""
+
     def settled(self, shape: PoolShape) -> bool:
         """Every node of the pool up, none still draining."""
         return not any(
@@ -177,11 +286,13 @@ class CloudPools:
             nodes = self.nodes(shape.physical)
             if shape.min_nodes == shape.max_nodes or len(nodes) >= shape.max_nodes:
                 continue
-            if any(not n.ready(self.cluster.now) for n in nodes):
+            # A GPU node counts as coming up until it advertises its devices (the Cluster
+            # Autoscaler's `FilterOutNodesWithUnreadyResources`): no second node meanwhile.
+            if any(not n.ready(self.cluster.now) or not n.devices for n in nodes):
                 continue
             template = Node("template", dict(shape.labels), list(shape.taints))
             facts = self.facts.get(template.pool or "")
-            offered = facts.devices_with(template.config or "") if facts else {}
+            offered = facts.devices_with(template.config or "", template.labels) if facts else {}
             if any(
                 p.template.admits(template) and offered.get(p.template.resource or "", 0) > 0
                 for p in pending

@@ -10,7 +10,7 @@ the replicas serving between them; its times are estimates."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from mig_inference.rollout.mig_manager import Durations, MigManager, NodeLayout, Reboot, Write
@@ -83,6 +83,9 @@ class Cluster:
     deleted nodes), per pool."""
     started: dict[tuple[str, str], int] = field(default_factory=dict)
     """Replicas bound to a node (each loads its model), per (namespace, Deployment)."""
+    claim_templates: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    """The ResourceClaimTemplates in the cluster now: (namespace, name) -> the device a claim
+    made from it takes (None: one the simulator does not read)."""
 
     # -- bookkeeping -----------------------------------------------------------------------
     def log(self, text: str) -> None:
@@ -112,8 +115,14 @@ class Cluster:
     def add_node(self, node: Node, applied: str | None = None) -> None:
         """A node joins; with `applied`, its GPUs already have that layout and its MIG manager
         runs (a running node); without, its GPUs have MIG disabled and its MIG manager starts
-        once the node is up."""
+        once the node is up. A node with neither `applied` nor a `nvidia.com/mig.config` label
+        runs no MIG manager (GKE's native MIG partitions the GPUs when it creates the node; a
+        GPU without MIG is shared by its device plugin's config): it advertises what its
+        labels give it."""
         self.nodes[node.name] = node
+        if applied is None and MIG_CONFIG_LABEL not in node.labels:
+            node.devices = self.devices_of(node, "")
+            return
         configs = self.configs_of(node)
         hardware = configs.get(applied or "all-disabled") or (None,) * node.gpus
         node.applied = applied
@@ -157,7 +166,8 @@ class Cluster:
 
     def restart_mig_manager(self, name: str) -> None:
         """Its pod deleted: the DaemonSet's new pod applies the label's value once."""
-        self.managers[name].restart()
+        if name in self.managers:
+            self.managers[name].restart()
 
     def drain(self, name: str, why: str, *, delete: bool, respect_budgets: bool = True,
               timeout: float | None = None) -> None:  # fmt: skip
@@ -201,6 +211,10 @@ class Cluster:
         self._schedule()
 
     def _mig_managers(self) -> None:
+        for node in self.live_nodes():
+            if node.name not in self.managers:
+                # Its device plugin advertises what the node's labels (a sharing config) give.
+                node.devices = self.devices_of(node, "")
         for name, manager in self.managers.items():
             node = self.nodes[name]
             if node.gone or self.now < node.up_at:
@@ -311,16 +325,27 @@ class Cluster:
                     self.terminate(old[0], f"rolling update of {deployment.name}")
             for _ in range(deployment.replicas - len([p for p in pods if p.active])):
                 self.pod_counter += 1
-                self.pods.append(
-                    Pod(
-                        f"{deployment.name}-{self.pod_counter}",
-                        deployment.namespace,
-                        deployment.name,
-                        deployment.service,
-                        deployment.template,
-                        self.now,
-                    )
+                pod = Pod(
+                    f"{deployment.name}-{self.pod_counter}",
+                    deployment.namespace,
+                    deployment.name,
+                    deployment.service,
+                    deployment.template,
+                    self.now,
                 )
+                self._make_claims(pod)
+                self.pods.append(pod)
+
+    def _make_claims(self, pod: Pod) -> None:
+        """The pod's claims, made from its ResourceClaimTemplates as they are now (the
+        control plane never updates a claim afterwards): the device it holds."""
+        if not pod.template.claims:
+            return
+        keys = [(pod.namespace, name) for name in pod.template.claims]
+        pod.claims_made = all(key in self.claim_templates for key in keys)
+        if pod.claims_made:
+            devices = sorted(d for key in keys if (d := self.claim_templates[key]) is not None)
+            pod.template = replace(pod.template, resource=devices[0] if devices else None)
 
     def free(self, node: Node, resource: str) -> int:
         return node.devices.get(resource, 0) - device_counts(self.pods, node.name).get(resource, 0)
@@ -329,6 +354,10 @@ class Cluster:
         for pod in self.pods:
             if pod.node is not None or not pod.active:
                 continue
+            if not pod.claims_made:
+                self._make_claims(pod)
+                if not pod.claims_made:
+                    continue
             fits = [
                 n
                 for n in self.live_nodes()

@@ -1,5 +1,6 @@
 """What the simulator takes from the plans of both versions: per pool, GPUs per node and the
-devices a node advertises with each layout either version gives it."""
+devices a node advertises with each layout either version gives it, keyed by the node labels that
+decide them (so each version's layouts, device-plugin configs and GKE partitions stay apart)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mig_inference.kube.operator_values import mig_parted_configs
-from mig_inference.names.labels import MIG_CONFIG_LABEL
+from mig_inference.names.labels import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    GKE_PARTITION_LABEL,
+    GKE_SHARED_CLIENTS_LABEL,
+    MIG_CONFIG_LABEL,
+)
 from mig_inference.plan import PoolPlan, StackPlan
 from mig_inference.plan.model_cache import fill_job_name
-from mig_inference.rollout.mig_manager import NodeLayout
+from mig_inference.rollout.mig_manager import NodeLayout, devices_of
 
 WHOLE_GPU = "nvidia.com/gpu"
+DEVICE_LABELS = (
+    MIG_CONFIG_LABEL, DEVICE_PLUGIN_CONFIG_LABEL, GKE_PARTITION_LABEL, GKE_SHARED_CLIENTS_LABEL,
+)  # fmt: skip
+"""The node labels that decide what a node advertises: the MIG config the MIG manager applies,
+the device plugin's sharing config, GKE's partition size and shared clients per GPU."""
+DeviceKey = tuple[str, ...]
+
+
+def device_key(labels: Mapping[str, str], config: str | None = None) -> DeviceKey:
+    """A node's device-deciding labels (`config`: the MIG config its GPUs have, when known)."""
+    values = dict(labels)
+    if config is not None:
+        values[MIG_CONFIG_LABEL] = config
+    return tuple(values.get(key, "") for key in DEVICE_LABELS)
 
 
 @dataclass(frozen=True)
@@ -20,8 +40,9 @@ class PoolFacts:
     """What the plans say about one pool: its GPUs per node and what a node offers per layout."""
 
     gpus_per_node: int
-    devices: Mapping[str, Mapping[str, int]]
-    """Per config name (empty: no MIG manager) what the device plugin advertises on a node."""
+    devices: Mapping[DeviceKey, Mapping[str, int]]
+    """Per device-deciding labels (`device_key`) of either version's nodes, what a node
+    advertises."""
     layouts: Mapping[str, NodeLayout]
     """Per config name, the MIG instances of each GPU of a node (None: MIG disabled)."""
 
@@ -39,23 +60,30 @@ class PoolFacts:
             return "all-disabled"
         return next((c for c, known in self.layouts.items() if known == layout), None)
 
-    def devices_with(self, config: str) -> dict[str, int]:
-        """What a node advertises with `config` applied (whole GPUs with MIG disabled)."""
-        if config in self.devices:
-            return dict(self.devices[config])
-        if config == "all-disabled" or (config == "" and "" not in self.devices):
+    def devices_with(self, config: str, labels: Mapping[str, str]) -> dict[str, int]:
+        """What a node with these labels advertises with `config` applied (empty: no MIG
+        manager): the plan's count for a version's nodes, else the layout's instances
+        unshared, whole GPUs with MIG disabled."""
+        key = device_key(labels, config)
+        if key in self.devices:
+            return dict(self.devices[key])
+        if config and config in self.layouts:
+            return devices_of(self.layouts[config])
+        if config in ("all-disabled", ""):
             return {WHOLE_GPU: self.gpus_per_node} if self.gpus_per_node else {}
         return {}
 
 
 def pool_facts(*plans: StackPlan) -> dict[str, PoolFacts]:
-    devices: dict[str, dict[str, dict[str, int]]] = {}
+    devices: dict[str, dict[DeviceKey, dict[str, int]]] = {}
     layouts: dict[str, dict[str, NodeLayout]] = {}
     gpus: dict[str, int] = {}
     for plan in plans:
         for pool in plan.pools:
             config = pool.node_labels.get(MIG_CONFIG_LABEL, "")
-            devices.setdefault(pool.name, {})[config] = pool.capacity_per_node()
+            # GKE puts its partition and sharing labels on the node; the selector names them.
+            labels = {**pool.node_labels, **pool.node_selector}
+            devices.setdefault(pool.name, {})[device_key(labels)] = pool.capacity_per_node()
             layouts.setdefault(pool.name, {})[config] = _node_layout(pool)
             gpus[pool.name] = pool.gpus_per_node
     return {name: PoolFacts(gpus[name], devices[name], layouts[name]) for name in devices}

@@ -2,8 +2,9 @@
 resources a provider replaces delete-before-replace when the program does not say.
 
 Sources (read at the versions the project pins, or the newest available; see DESIGN.md "Facts"):
-- Terraform Google provider `resource_container_node_pool.go` / `node_config.go` (ForceNew), as
-  bridged by pulumi-gcp; Terraform AWS provider `eks_node_group.go`; Terraform OCI provider
+- Terraform Google provider `resource_container_node_pool.go` / `node_config.go` and
+  `resource_container_cluster.go` (`datapath_provider`) (ForceNew), as bridged by pulumi-gcp;
+  Terraform AWS provider `eks_node_group.go`; Terraform OCI provider
   `containerengine_node_pool_resource.go`; pulumi-kubernetes `provider/pkg/provider/diff.go`
   (`forceNewProperties`).
 - pulumi-terraform-bridge `pkg/tfbridge/schema.go` `nameRequiresDeleteBeforeReplace`: a bridged
@@ -11,6 +12,12 @@ Sources (read at the versions the project pins, or the newest available; see DES
   delete-before-replace, unless the program's `deleteBeforeReplace` option says otherwise.
 - pulumi-kubernetes `provider.go`: an object whose `metadata.name` the program sets is replaced
   delete-before-replace when the new object keeps that name and namespace.
+- Set-typed inputs (`schema.TypeSet`, whose order the bridged provider ignores): Terraform AWS
+  provider `internal/service/eks/node_group.go` (`subnet_ids`, `taint`,
+  `remote_access.source_security_group_ids`), Terraform Google provider
+  `resource_container_node_pool.go` / `node_config.go` (`node_locations`, `oauth_scopes`),
+  Terraform OCI provider `containerengine_node_pool_resource.go` (`subnet_ids`,
+  `node_config_details.placement_configs`, `node_config_details.nsg_ids`).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     ),
     "gcp:container/cluster:Cluster": (
         "name", "location", "project", "privateClusterConfig.masterIpv4CidrBlock",
+        "datapathProvider",
     ),
     "aws:eks/nodeGroup:NodeGroup": (
         "nodeGroupName", "clusterName", "subnetIds", "instanceTypes", "amiType", "capacityType",
@@ -45,6 +53,23 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
     "kubernetes:helm.sh/v3:Release": ("name", "namespace"),
 }  # fmt: skip
 """Input paths whose change replaces the resource (beyond `replaceOnChanges`)."""
+
+SET_TYPED: dict[str, tuple[str, ...]] = {
+    "aws:eks/nodeGroup:NodeGroup": ("subnetIds", "taints", "remoteAccess.sourceSecurityGroupIds"),
+    "gcp:container/nodePool:NodePool": ("nodeLocations", "nodeConfig.oauthScopes"),
+    "oci:ContainerEngine/nodePool:NodePool": (
+        "subnetIds", "nodeConfigDetails.placementConfigs", "nodeConfigDetails.nsgIds",
+    ),
+}  # fmt: skip
+"""Input paths the provider holds as sets: a new order of the same items is no change."""
+
+SERVER_IMMUTABLE: dict[str, tuple[str, ...]] = {
+    "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate": ("spec",),
+}
+"""Kubernetes fields the API server refuses to update (kubernetes/kubernetes
+`pkg/apis/resource/validation/validation.go` `ValidateResourceClaimTemplateUpdate`:
+`ValidateImmutableField(template.Spec, ...)`) that pulumi-kubernetes' `forceNew` table does not
+list: it plans an update, whose preview (a server-side dry run) fails."""
 
 KUBERNETES_IDENTITY = ("metadata.name", "metadata.namespace")
 """Every Kubernetes object is another object under another name or namespace."""

@@ -1,6 +1,7 @@
 """The project's two Jobs as the simulator runs them: the MIG-ready gate, and the in-place
 re-partitioning of a pool. They follow the algorithms of `mig_inference/kube/scripts/gate.sh` and
-`repartition.sh` (whose tests run the scripts themselves against a fake API server)."""
+`repartition.sh` (whose tests run the scripts themselves against a fake API server), the
+watchdog for a MIG manager wedged in `pending` included."""
 
 from __future__ import annotations
 
@@ -38,11 +39,38 @@ class JobRun:
 
 
 @dataclass
+class PendingWatch:
+    """The scripts' watchdog for the MIG manager's `pending` wedge (NVIDIA/gpu-operator#2833): a
+    node `pending` for `limit` seconds gets its MIG manager restarted once."""
+
+    limit: float = 600.0
+    since: dict[str, float] = field(default_factory=dict)
+    restarted: set[str] = field(default_factory=set)
+
+    def check(self, cluster: Cluster, node: Node) -> bool:
+        """Watch `node`; True when it stays `pending` past the limit after its restart."""
+        if node.state != "pending":
+            self.since.pop(node.name, None)
+            return False
+        since = self.since.setdefault(node.name, cluster.now)
+        if cluster.now - since < self.limit:
+            return False
+        if node.name in self.restarted:
+            return True
+        self.restarted.add(node.name)
+        self.since[node.name] = cluster.now
+        cluster.restart_mig_manager(node.name)
+        cluster.log(f"node {node.name}: pending without moving; its MIG manager restarted")
+        return False
+
+
+@dataclass
 class GateRun(JobRun):
     targets: list[tuple[str, str, str, int]] = field(default_factory=list)
     deadline: float = 0.0
     dra_pools: set[str] = field(default_factory=set)
     """Pools whose devices NVIDIA's DRA driver publishes (a `dra` sixth word)."""
+    watch: PendingWatch = field(default_factory=PendingWatch)
 
     @classmethod
     def of(cls, env: Mapping[str, str], now: float) -> GateRun:
@@ -55,12 +83,16 @@ class GateRun(JobRun):
             if parts[5:6] == ["dra"]:
                 dra_pools.add(parts[0])
         deadline = now + float(env.get("GATE_TIMEOUT_SECONDS", "1800"))
-        return cls(targets=targets, deadline=deadline, dra_pools=dra_pools)
+        watch = PendingWatch(float(env.get("GATE_PENDING_LIMIT_SECONDS", "600")))
+        return cls(targets=targets, deadline=deadline, dra_pools=dra_pools, watch=watch)
 
     def advance(self, cluster: Cluster) -> None:
         ready = True
         for pool, selector, config, want in self.targets:
             nodes = [n for n in cluster.live_nodes() if _matches(n, selector)]
+            for node in nodes:
+                if node.config == config:
+                    self.watch.check(cluster, node)  # the gate waits on after a second wedge
             failed = [n for n in nodes if n.config == config and n.state == "failed"]
             if failed:
                 self.outcome = (
@@ -88,9 +120,10 @@ class GateRun(JobRun):
 
 @dataclass
 class RepartitionRun(JobRun):
-    """Batch by batch: cordon (marked as ours), evict the pods holding devices (budgets decide),
-    relabel (clearing the state), wait for success on the target, uncordon; then release the
-    nodes an existing pool no longer names."""
+    """Batch by batch: cordon (marked as ours), evict the pods holding devices (budgets decide:
+    the pool's own services' budgets relaxed while the Job runs), relabel (clearing the state),
+    wait for success on the target, uncordon, and let the pool's services settle there before
+    the next batch; then release the nodes an existing pool no longer names."""
 
     target: str = ""
     selector: str = ""
@@ -105,6 +138,15 @@ class RepartitionRun(JobRun):
     """Existing pools: a node on the target gets the pool's label; nodes carrying it that `names`
     no longer holds are released once the pool is done (cordoned, drained, the pool label
     removed, uncordoned)."""
+    watch: PendingWatch = field(default_factory=PendingWatch)
+    budget_selector: str = ""
+    """The pool's services' PodDisruptionBudgets (strict otherwise): relaxed to every replica
+    while the Job runs, restored when it ends, however it ends."""
+    relaxed: dict[tuple[str, str], int] = field(default_factory=dict)
+    paced: list[str] = field(default_factory=list)
+    """The nodes the last batch re-partitioned: the pool's services settle there before the next
+    batch is drained."""
+    pace_deadline: float = 0.0
     batch: list[str] = field(default_factory=list)
     phase: str = "pick"
     deadline: float = 0.0
@@ -123,6 +165,8 @@ class RepartitionRun(JobRun):
             reconfigure_timeout=float(env.get("RECONFIGURE_TIMEOUT_SECONDS", node_timeout)),
             named_pool=env.get("NAMED_POOL", ""),
             dra=bool(env.get("DRA_POOL")),
+            watch=PendingWatch(float(env.get("PENDING_LIMIT_SECONDS", "600"))),
+            budget_selector=env.get("BUDGET_SELECTOR", ""),
         )
 
     def _pool(self, cluster: Cluster) -> list[Node]:
@@ -139,13 +183,49 @@ class RepartitionRun(JobRun):
         return [p for p in cluster.pods if p.node == node and p.template.resource]
 
     def advance(self, cluster: Cluster) -> None:
+        self._advance(cluster)
+        if self.outcome is not None:
+            self._restore(cluster)
+
+    def _relax(self, cluster: Cluster) -> None:
+        if self.relaxed or not self.budget_selector:
+            return
+        pairs = [p.split("=", 1) for p in self.budget_selector.split(",") if p]
+        for deployment in cluster.deployments.values():
+            if deployment.budget is not None and all(
+                deployment.labels.get(k) == v for k, v in pairs
+            ):
+                self.relaxed[deployment.key] = deployment.budget
+                deployment.budget = max(deployment.replicas, 1)
+        if self.relaxed:
+            cluster.log(f"re-partitioning Job: {len(self.relaxed)} budgets relaxed")
+
+    def _restore(self, cluster: Cluster) -> None:
+        for key, budget in self.relaxed.items():
+            if key in cluster.deployments:
+                cluster.deployments[key].budget = budget
+        if self.relaxed:
+            cluster.log("re-partitioning Job: budgets restored")
+        self.relaxed = {}
+
+    def _advance(self, cluster: Cluster) -> None:
         if self.phase == "pick":
             for node in self._pool(cluster):
-                if self._on_target(node):
+                if self._on_target(cluster, node):
                     self._join(cluster, node.name)
             todo = [
-                n for n in self._pool(cluster) if n.name not in self.done and not self._on_target(n)
-            ]  # fmt: skip
+                n
+                for n in self._pool(cluster)
+                if n.name not in self.done and not self._on_target(cluster, n)
+            ]
+            if todo and self.paced:
+                if not self._settled(cluster):
+                    if cluster.now >= self.pace_deadline:
+                        self.outcome = (
+                            f"failed: the pool's services did not settle on {', '.join(self.paced)}"
+                        )
+                    return
+                self.paced = []
             if not todo:
                 leaving = self._leaving(cluster)
                 if not leaving:
@@ -155,6 +235,7 @@ class RepartitionRun(JobRun):
             else:
                 self.batch = [n.name for n in todo[: self.max_unavailable]]
                 self.phase = "drain"
+            self._relax(cluster)
             self._cordon(cluster)
             self.deadline = cluster.now + self.drain_timeout
         if self.phase in ("drain", "release"):
@@ -198,12 +279,18 @@ class RepartitionRun(JobRun):
                         f"failed: node {name} reports {MIG_STATE_LABEL}=failed; it stays cordoned"
                     )
                     return
+                elif self.watch.check(cluster, node):
+                    self.outcome = (
+                        f"failed: node {name} stays {MIG_STATE_LABEL}=pending after its MIG "
+                        "manager was restarted; it stays cordoned"
+                    )
+                    return
             for name in self.batch:
                 node = cluster.nodes[name]
                 applied = node.state == "success" and node.applied == self.target
                 if self.dra and applied and node.published != self.target:
                     cluster.restart_dra_plugin(name)
-            waiting = [n for n in self.batch if not self._on_target(cluster.nodes[n])]
+            waiting = [n for n in self.batch if not self._on_target(cluster, cluster.nodes[n])]
             if waiting:
                 if cluster.now >= self.deadline:
                     self.outcome = (
@@ -216,7 +303,28 @@ class RepartitionRun(JobRun):
                 self._uncordon(cluster, name)
                 self.done.append(name)
             cluster.log(f"re-partitioning Job: {', '.join(self.batch)} on {self.target}")
+            self.paced = list(self.batch)
+            self.pace_deadline = cluster.now + self.reconfigure_timeout
             self.phase = "pick"
+
+    def _settled(self, cluster: Cluster) -> bool:
+        """As the script's `pace`: none of the pool's services' replicas bound to the nodes just
+        re-partitioned is still loading, and none Pending could land there."""
+        pairs = [p.split("=", 1) for p in self.budget_selector.split(",") if p]
+        ours = {
+            d.key
+            for d in cluster.deployments.values()
+            if pairs and all(d.labels.get(k) == v for k, v in pairs)
+        }
+        pods = [p for p in cluster.pods if p.active and (p.namespace, p.deployment) in ours]
+        nodes = [cluster.nodes[n] for n in self.paced if not cluster.nodes[n].gone]
+        if any(p.node in self.paced and not p.ready(cluster.now) for p in pods):
+            return False
+        return not any(
+            p.node is None and p.template.resource and cluster.free(n, p.template.resource) > 0
+            for p in pods
+            for n in nodes
+        )
 
     def _leaving(self, cluster: Cluster) -> list[str]:
         if not self.named_pool:
@@ -239,12 +347,15 @@ class RepartitionRun(JobRun):
                 node.annotations[CORDONED_FOR] = self.target
         cluster.log(f"re-partitioning Job: cordoned {', '.join(self.batch)}")
 
-    def _on_target(self, node: Node) -> bool:
+    def _on_target(self, cluster: Cluster, node: Node) -> bool:
+        """As the script's `on_target`: the label, `success`, the layout, and the planned devices
+        advertised (the device plugin back; on a DRA pool, published by the restarted plugin)."""
         return (
             node.config == self.target
             and node.state == "success"
             and node.applied == self.target
             and (not self.dra or node.published == self.target)
+            and node.devices == cluster.devices_of(node, self.target)
         )
 
     @staticmethod

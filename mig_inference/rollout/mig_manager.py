@@ -192,6 +192,14 @@ class MigManager:
         """The value a run in progress applies (None: idle, or no pod)."""
         return self._run.value if self._run else None
 
+    @property
+    def idle(self) -> bool:
+        """Nothing left to do until someone changes its node: no run, reboot or pod start due,
+        and its device plugin is not restarting."""
+        return self._next_due() is None and self.now >= self._plugin_since + (
+            self.durations.plugin_start
+        )
+
     def advertised(self) -> dict[str, int]:
         """What the device plugin advertises now: nothing while the node is down, its label is
         paused or `false`, or it is still starting; else the GPUs' current layout."""
@@ -340,19 +348,19 @@ class MigManager:
         return None
 
     def _apply(self, run: _Run, busy: frozenset[int]) -> None:
+        # `nvidia-mig-parted apply` walks the GPUs in order and stops at the first error
+        # (cmd/nvidia-mig-parted/apply/config.go): the GPUs before it keep their new layout.
         target = self.configs[run.value]
-        if _modes(self.hardware) != _modes(target):
-            self._set_state(FAILED)  # "unable to apply MIG config with MIG mode disabled"
-            return self._end_run()
         layout = list(self.hardware)
         for index, gpu in enumerate(target):
-            if layout[index] == gpu:
-                continue  # "already set to desired value": its pods keep running
-            if index in busy:
+            if _mode(layout[index]) != _mode(gpu) or (
+                layout[index] != gpu and index in busy
+            ):  # "unable to apply MIG config with MIG mode disabled" (or enabled), or destroying
+                # a used instance (L206-209)
                 self.hardware = tuple(layout)
-                self._set_state(FAILED)  # destroying a used instance fails (L206-209)
+                self._set_state(FAILED)
                 return self._end_run()
-            layout[index] = gpu
+            layout[index] = gpu  # "already set to desired value" leaves its pods running
         self.hardware = tuple(layout)
         # restartKubernetesGPUClients restores the labels and sets the process-wide flag.
         self._write({k: "true" for k, v in self.labels.items() if v == PAUSED})
@@ -370,11 +378,11 @@ class MigManager:
         self.hardware = tuple(None if gpu is None else () for gpu in target)
 
     def _set_state(self, state: str) -> None:
-        """`setState`: the state, and the paused labels back to `true` unless this process
-        completed a full reconfigure before (L550-569)."""
-        self._write({MIG_STATE_LABEL: state})
+        """`setState`: the paused labels back to `true` unless this process completed a full
+        reconfigure before (L550-570), then the state (L572-577)."""
         if not self._no_restore:
             self._write({k: "true" for k, v in self.labels.items() if v == PAUSED})
+        self._write({MIG_STATE_LABEL: state})
 
     def _write(self, labels: Mapping[str, str | None]) -> None:
         labels = {k: v for k, v in labels.items() if self.labels.get(k) != v}

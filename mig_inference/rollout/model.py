@@ -16,7 +16,7 @@ from mig_inference.names.labels import (
     MIG_STATE_LABEL,
     POOL_LABEL,
 )
-from mig_inference.rollout.resources import Program
+from mig_inference.rollout.resources import Resource
 
 DEVICE_PREFIX = "nvidia.com/"
 EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule",
@@ -76,6 +76,9 @@ class PodTemplate:
     tolerations: tuple[Toleration, ...]
     fingerprint: str
     """Changes whenever the pod template does (a rolling update)."""
+    claims: tuple[str, ...] = ()
+    """ResourceClaimTemplates its pods claim their device through (their claims, and so
+    `resource`, are made when a pod is created)."""
 
     def admits(self, node: Node) -> bool:
         """The node's labels satisfy the affinity and its taints are tolerated."""
@@ -100,29 +103,32 @@ SELECTED_PROFILE = re.compile(r"\.profile == '([^']+)'")
 """The profile a claim template's CEL selector names (`device.attributes[...].profile == 'P'`)."""
 
 
-def claimed_devices(program: Program) -> dict[str, str]:
-    """ResourceClaimTemplate name -> the device its claim takes, named as the device plugin
-    would advertise it: a whole GPU of the driver's GPU class, else the selector's profile."""
-    found = {}
-    for template in program.of_type(CLAIM_TEMPLATE):
-        for request in template.inputs["spec"]["spec"]["devices"]["requests"]:
-            exactly = request.get("exactly") or {}
-            # The driver's whole-GPU DeviceClass is named after the driver.
-            if exactly.get("deviceClassName") == DRA_DRIVER:
-                found[template.inputs["metadata"]["name"]] = "nvidia.com/gpu"
-                continue
-            for selector in exactly.get("selectors") or []:
-                named = SELECTED_PROFILE.search(selector["cel"]["expression"])
-                if named:
-                    resource = f"nvidia.com/mig-{named.group(1).replace('+', '.')}"
-                    found[template.inputs["metadata"]["name"]] = resource
-    return found
+def claimed_device(template: Resource) -> str | None:
+    """The device a claim made from this ResourceClaimTemplate takes, named as the device plugin
+    would advertise it: a whole GPU of the driver's GPU class, else the selector's profile (None:
+    a request the simulator does not read)."""
+    for request in template.inputs["spec"]["spec"]["devices"]["requests"]:
+        exactly = request.get("exactly") or {}
+        # The driver's whole-GPU DeviceClass is named after the driver.
+        if exactly.get("deviceClassName") == DRA_DRIVER:
+            return "nvidia.com/gpu"
+        for selector in exactly.get("selectors") or []:
+            named = SELECTED_PROFILE.search(selector["cel"]["expression"])
+            if named:
+                return f"nvidia.com/mig-{named.group(1).replace('+', '.')}"
+    return None
 
 
-def pod_template(spec: Mapping[str, Any], claims: Mapping[str, str] | None = None) -> PodTemplate:
-    """The template of a rendered Deployment's `spec.template.spec`; a pod that claims its device
-    through a ResourceClaimTemplate holds the device `claims` names for that template (a claim
-    is a slice)."""
+def object_key(resource: Resource) -> tuple[str, str]:
+    """(namespace, name) of a rendered Kubernetes object."""
+    metadata = resource.inputs.get("metadata", {})
+    return (metadata.get("namespace", "default"), metadata.get("name", ""))
+
+
+def pod_template(spec: Mapping[str, Any]) -> PodTemplate:
+    """The template of a rendered Deployment's `spec.template.spec`. A pod that claims its device
+    through a ResourceClaimTemplate names the template (`claims`): its claim is made from the
+    template as it is when the pod is created (`Cluster`)."""
     terms = (
         spec.get("affinity", {}).get("nodeAffinity", {})
         .get("requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms", [])
@@ -137,17 +143,17 @@ def pod_template(spec: Mapping[str, Any], claims: Mapping[str, str] | None = Non
     for container in spec.get("containers", []):
         limits.update((container.get("resources") or {}).get("limits") or {})
     devices = sorted(k for k in limits if k.startswith(DEVICE_PREFIX))
-    if not devices:
-        devices = sorted(
-            (claims or {})[claim["resourceClaimTemplateName"]]
-            for claim in spec.get("resourceClaims") or []
-            if claim.get("resourceClaimTemplateName") in (claims or {})
-        )
+    claims = tuple(
+        str(claim["resourceClaimTemplateName"])
+        for claim in spec.get("resourceClaims") or []
+        if claim.get("resourceClaimTemplateName")
+    )
     return PodTemplate(
         devices[0] if devices else None,
         affinity,
         tuple(Toleration.of(t) for t in spec.get("tolerations") or []),
         json.dumps(spec, sort_keys=True, default=str),
+        () if devices else claims,
     )
 
 
@@ -211,6 +217,9 @@ class Pod:
     """When it became (or will become) Ready: bound, image pulled, model loaded."""
     terminating_until: float | None = None
     """Terminating until then; it still holds its device meanwhile."""
+    claims_made: bool = True
+    """False while a ResourceClaimTemplate it names does not exist (its claim cannot be made,
+    so it cannot be scheduled)."""
 
     def ready(self, now: float) -> bool:
         return (

@@ -9,6 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mig_inference.clouds import Cloud, known_machine
+from mig_inference.clouds.capacity import Arch
+from mig_inference.names.labels import ARCH_LABEL
 from mig_inference.rollout.model import Taint
 from mig_inference.rollout.resources import Resource
 
@@ -80,6 +83,8 @@ def _gke_labels(name: str, config: Mapping[str, Any]) -> dict[str, str]:
 
 GKE_GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 """GKE taints every node of a GPU pool so (GKE docs, "GPUs": node taints)."""
+GKE_ARM_TAINT = Taint(ARCH_LABEL, Arch.ARM64.value, "NoSchedule")
+"""GKE taints every Arm node so (GKE "Prepare an Arm workload for deployment")."""
 
 
 def pool_shape(resource: Resource) -> PoolShape:
@@ -104,6 +109,9 @@ def pool_shape(resource: Resource) -> PoolShape:
         taints = [Taint.of(t) for t in config.get("taints") or []]
         if config.get("guestAccelerators") and GKE_GPU_TAINT not in taints:
             taints.append(GKE_GPU_TAINT)
+        machine = known_machine(Cloud.GKE, str(config.get("machineType", "")))
+        if machine is not None and machine.arch is Arch.ARM64:
+            taints.append(GKE_ARM_TAINT)
         return PoolShape(
             resource.type, name, {**_gke_labels(name, config), **(config.get("labels") or {})},
             tuple(taints), zones, max(per_zone * len(zones), low), low, high,

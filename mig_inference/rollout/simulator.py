@@ -19,7 +19,15 @@ from mig_inference.rollout.cluster import TICK, Cluster, Timings
 from mig_inference.rollout.facts import LoadFacts, PoolFacts
 from mig_inference.rollout.jobs import GateRun, JobRun, RepartitionRun, job_env
 from mig_inference.rollout.mig_manager import NodeLayout
-from mig_inference.rollout.model import Deployment, Node, Taint, claimed_devices, pod_template
+from mig_inference.rollout.model import (
+    CLAIM_TEMPLATE,
+    Deployment,
+    Node,
+    Taint,
+    claimed_device,
+    object_key,
+    pod_template,
+)
 from mig_inference.rollout.node_pools import EKS_LAUNCH_TEMPLATE, POOL_TYPES, PoolShape, pool_shape
 from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
 from mig_inference.rollout.resources import Key, Program, Resource
@@ -32,8 +40,6 @@ NODE_PATCH = "kubernetes:core/v1:NodePatch"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 SERVICE_LABEL = "app.kubernetes.io/instance"
-SETTLE = 7200.0
-"""How long the cluster is watched after the last step, for replicas still starting."""
 HORIZON = 6 * 3600.0 * 4
 """No transition runs longer than this (a guard against a step that never ends)."""
 
@@ -66,8 +72,6 @@ class Rollout:
         load: LoadFacts | None = None,
     ) -> None:
         self.before, self.after = before, after
-        self.claims = {**claimed_devices(before), **claimed_devices(after)}
-        """ResourceClaimTemplate name -> the device a pod claiming through it holds."""
         self.facts = facts
         self.load = load
         """The plans' estimates: per Deployment its replicas' start, per populate Job its fill
@@ -96,7 +100,7 @@ class Rollout:
     # -- facts -------------------------------------------------------------------------------
     def _devices(self, node: Node, config: str) -> dict[str, int]:
         facts = self._facts_of(node)
-        return facts.devices_with(config) if facts else {}
+        return facts.devices_with(config, node.labels) if facts else {}
 
     def _facts_of(self, node: Node) -> PoolFacts | None:
         # A node an existing pool names has that pool's GPUs before it carries the pool's label.
@@ -131,7 +135,9 @@ class Rollout:
                 if name not in self.cluster.nodes:  # a node of the cluster not in a pool yet
                     self.cluster.add_node(Node(name, {}, []), applied="all-disabled")
         for resource in self.before:
-            if resource.type == DEPLOYMENT:
+            if resource.type == CLAIM_TEMPLATE:
+                self.cluster.claim_templates[object_key(resource)] = claimed_device(resource)
+            elif resource.type == DEPLOYMENT and not self._off_gpu_nodes(resource):
                 self._apply_deployment(resource)
             elif resource.type == BUDGET:
                 self._apply_budget(resource)
@@ -206,7 +212,7 @@ class Rollout:
         start = self.load.start_seconds.get(key) if self.load is not None else None
         deployment = Deployment(
             key[0], key[1], service, replicas,
-            pod_template(template.get("spec", {}), self.claims),
+            pod_template(template.get("spec", {})),
             self.timings.replica_start if start is None else start,
             budget=existing.budget if existing else None, labels=dict(labels),
         )  # fmt: skip
@@ -228,7 +234,10 @@ class Rollout:
         step, cluster, t = task.step, self.cluster, self.timings
         resource = step.resource
         task.started = cluster.now
-        if step.op is Op.SAME:
+        relaunched = resource.type in POOL_TYPES and self._launch_template_changed(
+            pool_shape(resource)
+        )
+        if step.op is Op.SAME and not relaunched:
             task.done = True
             return
         if step.op is Op.DELETE:
@@ -236,9 +245,25 @@ class Rollout:
             return
         if resource.type in POOL_TYPES:
             new = pool_shape(resource)
-            if step.op is Op.UPDATE:
+            if step.op in (Op.UPDATE, Op.SAME):
+                # SAME: the node group's launch template version is an output that moves with
+                # the template (its new version), so the group is updated too.
                 old = pool_shape(step.old) if step.old else new
-                self.clouds.update(old, new, recycled=self._launch_template_changed(new))
+                update = resource.inputs.get("updateConfig") or {}
+                self.clouds.update(
+                    old, new, recycled=relaunched,
+                    max_unavailable=int(update.get("maxUnavailable") or 1),
+                )  # fmt: skip
+
+                def updated(new: PoolShape = new) -> str | None:
+                    rolled = self.clouds.roll_outcome(new.physical)
+                    if rolled is None or rolled:
+                        return rolled
+                    return "" if self.clouds.settled(new) else None
+
+                task.check = updated
+                task.deadline = cluster.now + 6 * 3600
+                return
             elif step.op is Op.REPLACE and step.delete_first and step.old is not None:
                 # Delete-before-replace: the old pool is gone (drained, deleted) before the new
                 # one is even asked for.
@@ -301,6 +326,8 @@ class Rollout:
                 return "" if run.outcome == "complete" else f"Job {resource.name} {run.outcome}"
 
             task.check = job_check
+        elif resource.type == DEPLOYMENT and self._off_gpu_nodes(resource):
+            task.done = True
         elif resource.type == DEPLOYMENT:
             if step.op is Op.REPLACE and step.delete_first:
                 # The old Deployment goes first, and its replicas with it (foreground deletion).
@@ -319,8 +346,19 @@ class Rollout:
         elif resource.type == BUDGET:
             self._apply_budget(resource)
             task.done = True
+        elif resource.type == CLAIM_TEMPLATE:
+            # Claims made from now on take the new template's device; made ones keep theirs.
+            cluster.claim_templates[object_key(resource)] = claimed_device(resource)
+            task.done = True
         else:
             task.done = True
+
+    def _off_gpu_nodes(self, resource: Resource) -> bool:
+        """A Deployment whose pods hold no device (the gateway's body-based router) runs on the
+        cluster's other nodes, which the simulation does not model."""
+        template = resource.inputs.get("spec", {}).get("template", {}).get("spec", {})
+        pod = pod_template(template)
+        return pod.resource is None and not pod.claims
 
     @staticmethod
     def _object_key(resource: Resource | None) -> tuple[str, str]:
@@ -359,6 +397,12 @@ class Rollout:
         elif resource.type == BUDGET:
             self._apply_budget(resource, remove=True)
             task.done = True
+        elif resource.type == CLAIM_TEMPLATE:
+            # The old half of a replacement under the same name is the new object by now.
+            key = object_key(resource)
+            if all(object_key(r) != key for r in self.after.of_type(CLAIM_TEMPLATE)):
+                cluster.claim_templates.pop(key, None)
+            task.done = True
         elif resource.type == NAMESPACE:
             namespace = resource.inputs.get("metadata", {}).get("name")
             for deployment in cluster.deployments.values():
@@ -383,8 +427,10 @@ class Rollout:
         if failure is None:
             deletes = self._delete_tasks()
             failure = self._run_tasks(deletes)
-        end = self.cluster.now + SETTLE
-        while self.cluster.now < end and not self._settled():
+        # After the last step (or the one Pulumi failed at) the cluster goes on until nothing
+        # can change any more: nodes booting, MIG managers applying, replicas starting.
+        end = self.cluster.now + HORIZON
+        while not self._settled() and self.cluster.now < end:
             self._tick()
         return self._result(failure)
 
@@ -440,16 +486,22 @@ class Rollout:
         return f"{resource.type} {resource.name} did not finish"
 
     def _settled(self) -> bool:
+        """A fixpoint: no controller has anything left that could change what serves (every
+        timer of the simulated cluster has run out)."""
         cluster = self.cluster
-        pods_starting = any(
-            p.node is not None and not p.ready(cluster.now) and p.active for p in cluster.pods
+        pods_moving = any(
+            (p.node is not None and not p.ready(cluster.now)) or not p.active for p in cluster.pods
         )
-        nodes_busy = any(not n.ready(cluster.now) for n in cluster.live_nodes()) or bool(
-            cluster.drains
+        gone = any(d.deleted and cluster.pods_of(d) for d in cluster.deployments.values())
+        nodes_busy = bool(cluster.drains) or any(
+            not n.ready(cluster.now)
+            or (n.name in cluster.managers and not cluster.managers[n.name].idle)
+            for n in cluster.live_nodes()
         )
-        return not pods_starting and not nodes_busy
+        return not pods_moving and not gone and not nodes_busy
 
     def _tick(self) -> None:
+        self.clouds.advance()
         self.clouds.autoscale()
         self.cluster.tick()
         for service, count in self.cluster.serving().items():
@@ -501,7 +553,12 @@ class Rollout:
                 1 for p in cluster.pods if p.service == service and p.ready(cluster.now)
             )
             served.pending_at_end = sum(
-                1 for p in cluster.pods if p.service == service and p.node is None and p.active
+                1
+                for p in cluster.pods
+                if p.service == service
+                and p.node is None
+                and p.active
+                and not cluster.deployments[(p.namespace, p.deployment)].deleted
             )
         for node in cluster.live_nodes():
             if node.unschedulable and node.pool:

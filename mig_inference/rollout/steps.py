@@ -13,12 +13,18 @@ resource is never replaced or deleted: Pulumi refuses, at preview.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from mig_inference.rollout.force_new import force_new_paths, provider_deletes_first
+from mig_inference.rollout.force_new import (
+    SERVER_IMMUTABLE,
+    SET_TYPED,
+    force_new_paths,
+    provider_deletes_first,
+)
 from mig_inference.rollout.resources import Key, Program, Resource
 
 
@@ -55,6 +61,8 @@ class Refusal:
     key: Key
     urn: str
     message: str
+    way: str = ""
+    """The way forward (empty: unprotect the resource, or undo the change)."""
 
 
 @dataclass
@@ -97,10 +105,27 @@ def changed_paths(
     return [p for p in paths if not any(_under(p, i) for i in ignored)]
 
 
+def as_sets(inputs: Mapping[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
+    """`inputs` with the lists at `paths` (dotted) in one canonical order, as a provider that
+    holds them as sets compares them."""
+    copied = dict(inputs)
+    for path in paths:
+        head, _, rest = path.partition(".")
+        value = copied.get(head)
+        if rest and isinstance(value, Mapping):
+            copied[head] = as_sets(value, (rest,))
+        elif not rest and isinstance(value, list):
+            copied[head] = sorted(value, key=lambda item: json.dumps(item, sort_keys=True))
+    return copied
+
+
 def _diff(old: Resource, new: Resource) -> Step:
     if not new.custom:
         return Step(Op.SAME, new.key, old, new)
-    changed = changed_paths(old.inputs, new.inputs, new.ignore_changes)
+    sets = SET_TYPED.get(new.type, ())
+    changed = changed_paths(
+        as_sets(old.inputs, sets), as_sets(new.inputs, sets), new.ignore_changes
+    )
     if not changed:
         return Step(Op.SAME, new.key, old, new)
     forcing = (*new.replace_on_changes, *force_new_paths(new.type))
@@ -134,6 +159,27 @@ def plan_steps(before: Program, after: Program, stack: str, project: str) -> Ste
                     urn,
                     f"unable to replace resource {urn} as it is currently marked for protection "
                     f"({', '.join(step.replaced_by)} changed)",
+                )
+            )
+        immutable = [
+            p
+            for p in step.changed
+            if step.op is Op.UPDATE
+            and any(_under(p, f) for f in SERVER_IMMUTABLE.get(resource.type, ()))
+        ]
+        if immutable:
+            urn = after.urn(resource.key, stack, project)
+            name = (resource.inputs.get("metadata") or {}).get("name", resource.name)
+            kind = resource.type.rsplit(":", 1)[-1]
+            refusals.append(
+                Refusal(
+                    resource.key,
+                    urn,
+                    f"the API server refuses to update {kind} {name}: its "
+                    f"{', '.join(SERVER_IMMUTABLE[resource.type])} is immutable "
+                    f"({', '.join(immutable)} changed), and the preview's server-side dry run "
+                    "fails",
+                    f"replace it (the `replaceOnChanges` option on {urn})",
                 )
             )
     replaced = {s.key for s in forward if s.op is Op.REPLACE and not s.delete_first}

@@ -12,7 +12,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -71,6 +73,29 @@ def random_fleet(gpu: GpuModel, replicas: int, seed: int) -> list[Workload]:
             fleet.append(Workload(name, count, memory_mib=rng.uniform(1024, largest)))
         else:
             fleet.append(Workload(name, count, profile=rng.choice(names)))
+    return fleet
+
+
+def demand_fleet(workloads: int, seed: int, gpu_name: str = "A100-80GB") -> list[Workload]:
+    """Seeded demand fleet: each service's full-GPU throughput (50-500 requests/s) scales to
+    its slices as (compute share)^a, a in 0.5-1 (sub-linear, as MIG slices measure); its table
+    starts at a random profile (the smallest its model fits) and lists each larger one with
+    probability 0.7 (the others miss its latency target); it asks for 0.2-6 GPUs' worth."""
+    gpu = resolve_gpu(gpu_name)
+    rng = random.Random(seed)
+    plain = [p for p in gpu.profiles if not p.variant]
+    fleet = []
+    for index in range(workloads):
+        full = rng.uniform(50, 500)
+        scaling = rng.uniform(0.5, 1.0)
+        smallest = rng.randrange(len(plain) - 1)
+        table = tuple(
+            (p.name, round(full * (p.compute / gpu.compute_slices) ** scaling, 3))
+            for k, p in enumerate(plain)
+            if k >= smallest and (k == smallest or rng.random() < 0.7)
+        )
+        demand = round(full * rng.uniform(0.2, 6), 2)
+        fleet.append(Workload(f"service-{index}", 0, requests_per_second=demand, throughput=table))
     return fleet
 
 
@@ -133,14 +158,22 @@ def _fleet_file(fleet: list[Workload], directory: Path) -> Path:
     return path
 
 
+def installed_command() -> list[str]:
+    """The installed command line: the `mig-inference` entry point beside this interpreter (what
+    `pip install` puts in a virtualenv's bin/), else the package run as a module. Never the
+    clone's `python -m mig`, which an installed package does not have."""
+    script = Path(sys.executable).parent / "mig-inference"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mig_inference"]
+
+
 def cli_wall_time(gpu: GpuModel, fleet: list[Workload]) -> float:
-    """Wall time of `python -m mig pack FILE --json` in a fresh interpreter."""
+    """Wall time of `mig-inference pack FILE --json` in a fresh interpreter."""
     with tempfile.TemporaryDirectory() as directory:
         path = _fleet_file(fleet, Path(directory))
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "mig", "pack", str(path), "--gpu", gpu.name,
-             "--gpus-per-node", "8", "--json"],
+            [*installed_command(), "pack", str(path), "--gpu", gpu.name, "--gpus-per-node", "8",
+             "--json"],
             check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
         return time.perf_counter() - started
@@ -159,6 +192,18 @@ class DemandRow:
     published_gpus: int | None
     """GPUs the source's own planner used."""
     seconds: float
+    cpu_seconds: float = 0.0
+    preferences_proven: bool = False
+
+
+@dataclass(frozen=True)
+class GrowthRow:
+    """How the work grows: one fleet size (replicas) or stack size (services)."""
+
+    what: str
+    size: int
+    seconds: float
+    cpu_seconds: float
 
 
 @dataclass(frozen=True)
@@ -182,15 +227,83 @@ def _demand_rows(quick: bool = False) -> list[DemandRow]:
     for sharing in ("single",) if quick else ("single", "mps"):
         for scenario in parvagpu_scenarios(sharing)[: 2 if quick else None]:
             gpu = resolve_gpu(scenario.gpu)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             plan = pack(gpu, scenario.workloads)
             rows.append(
                 DemandRow(
                     f"ParvaGPU {scenario.name}", gpu.name, len(scenario.workloads),
                     plan.gpu_count, plan.lower_bound, plan.optimal, scenario.published_gpus,
-                    time.perf_counter() - started,
+                    time.perf_counter() - started, time.process_time() - cpu,
+                    plan.refined_optimal,
                 )
             )  # fmt: skip
+    workloads = 40 if quick else 200
+    gpu = resolve_gpu("A100-80GB")
+    started, cpu = time.perf_counter(), time.process_time()
+    plan = pack(gpu, demand_fleet(workloads, seed=7), gpus_per_node=8, uniform_nodes=True)
+    rows.append(
+        DemandRow(
+            f"{workloads} demands, nodes of 8", gpu.name, workloads, plan.gpu_count,
+            plan.lower_bound, plan.optimal, None, time.perf_counter() - started,
+            time.process_time() - cpu, plan.refined_optimal,
+        )
+    )  # fmt: skip
+    return rows
+
+
+def _timed(run: Callable[[], object]) -> tuple[float, float]:
+    started, cpu = time.perf_counter(), time.process_time()
+    run()
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def fleet_growth(seed: int, quick: bool = False) -> list[GrowthRow]:
+    """The planner on random fleets of 1,000 to 100,000 replicas (nodes of 8 H100s)."""
+    gpu = resolve_gpu("H100-80GB")
+    rows = []
+    for size in (1000, 10_000) if quick else (1000, 10_000, 100_000):
+        fleet = random_fleet(gpu, size, seed)
+        wall, cpu = _timed(partial(pack, gpu, fleet, gpus_per_node=8, baselines=False))
+        rows.append(GrowthRow("replicas", size, wall, cpu))
+    return rows
+
+
+def services_stack(services: int) -> dict[str, object]:
+    """A GKE stack of `services` services of one replica each on 3g.40gb slices."""
+    nodes = max(1, -(-services // 16))
+    return {
+        "config": {
+            "mig-inference:cloud": "gke",
+            "mig-inference:cluster": {
+                "name": "inference-1", "project": "my-gcp-project", "location": "us-central1",
+            },
+            "mig-inference:pools": [
+                {"name": "h100-mig", "gpu": "H100-80GB", "machineType": "a3-highgpu-8g",
+                 "nodes": nodes, "mig": "all-3g.40gb", "maxPods": 64, "zones": ["us-central1-c"]},
+            ],
+            "mig-inference:services": [
+                {"name": f"model-{i}", "model": "mistralai/Mistral-Nemo-Instruct-2407",
+                 "memoryGiB": 24.5, "replicas": 1}
+                for i in range(services)
+            ],
+        }
+    }  # fmt: skip
+
+
+def stack_growth(quick: bool = False) -> list[GrowthRow]:
+    """The whole program under Pulumi's mocks (what `render` runs) for 1 to 1,000 services."""
+    from mig_inference.render import run_program
+
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        warm = Path(directory) / "Pulumi.warm.yaml"
+        warm.write_text(yaml.safe_dump(services_stack(1)), encoding="utf-8")
+        run_program("warm", warm)  # the first run imports the cloud SDKs: not counted
+        for size in (1, 10) if quick else (1, 10, 100, 1000):
+            path = Path(directory) / f"Pulumi.growth-{size}.yaml"
+            path.write_text(yaml.safe_dump(services_stack(size)), encoding="utf-8")
+            wall, cpu = _timed(partial(run_program, f"growth-{size}", path))
+            rows.append(GrowthRow("services", size, wall, cpu))
     return rows
 
 
@@ -223,6 +336,7 @@ class BenchResult:
     cli_seconds: float
     demand: list[DemandRow]
     cost: list[CostRow]
+    growth: list[GrowthRow] = field(default_factory=list)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -231,6 +345,7 @@ class BenchResult:
             "cli_pack_5000_seconds": round(self.cli_seconds, 3),
             "demand": [asdict(row) for row in self.demand],
             "cost": [asdict(row) for row in self.cost],
+            "growth": [asdict(row) for row in self.growth],
         }
 
 
@@ -246,6 +361,7 @@ def measure(seed: int = 7, quick: bool = False) -> BenchResult:
             cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
             _demand_rows(quick=True),
             [_cost_row("LLM fleet, EKS on-demand", base, "eks", spot=False)],
+            fleet_growth(seed, quick=True) + stack_growth(quick=True),
         )
     rows = [
         _measure("LLM fleet", gpu, base),
@@ -268,6 +384,7 @@ def measure(seed: int = 7, quick: bool = False) -> BenchResult:
         cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
         _demand_rows(quick=False),
         cost,
+        fleet_growth(seed) + stack_growth(),
     )
 
 
@@ -294,22 +411,39 @@ def bench_text(result: BenchResult) -> str:
         )
     lines.append("")
     lines.append(
-        f"`python -m mig pack` on the random 5,000-replica fleet, CLI start-up included: "
+        f"`mig-inference pack` on the random 5,000-replica fleet, CLI start-up included: "
         f"{cli:.2f} s wall"
     )
     lines.append("")
     lines.append("demand: replicas per profile chosen to serve requests per second (free GPUs)")
     header = (
-        f"{'scenario':<26} {'GPU':<10} {'loads':>5} {'GPUs':>5} {'bound':>5} {'optimal':>7} "
-        f"{'paper':>5} {'seconds':>8}"
+        f"{'scenario':<28} {'GPU':<10} {'loads':>5} {'GPUs':>5} {'bound':>5} {'optimal':>7} "
+        f"{'ParvaGPU':>8} {'seconds':>8} {'cpu s':>7} {'prefs':>5}"
     )
     lines += [header, "-" * len(header)]
     for d in result.demand:
         paper = str(d.published_gpus) if d.published_gpus is not None else "-"
         lines.append(
-            f"{d.scenario:<26} {d.gpu:<10} {d.workloads:>5} {d.gpus:>5} {d.lower_bound:>5} "
-            f"{'yes' if d.optimal else 'no':>7} {paper:>5} {d.seconds:>8.3f}"
+            f"{d.scenario:<28} {d.gpu:<10} {d.workloads:>5} {d.gpus:>5} {d.lower_bound:>5} "
+            f"{'yes' if d.optimal else 'no':>7} {paper:>8} {d.seconds:>8.3f} "
+            f"{d.cpu_seconds:>7.3f} {'yes' if d.preferences_proven else 'no':>5}"
         )
+    lines.append(
+        "ParvaGPU: the GPUs its own planner used (Lee et al., SC'24); prefs: the preferences "
+        "among the fewest GPUs proven too"
+    )
+    lines.append("")
+    lines.append("growth: time against size, as ratios to the smallest (linear: equal ratios)")
+    header = f"{'size':<18} {'seconds':>8} {'cpu s':>8} {'size x':>7} {'cpu x':>7}"
+    lines += [header, "-" * len(header)]
+    for what in ("replicas", "services"):
+        rows_of = [g for g in result.growth if g.what == what]
+        for g in rows_of:
+            first = rows_of[0]
+            lines.append(
+                f"{f'{g.size:,} {what}':<18} {g.seconds:>8.3f} {g.cpu_seconds:>8.3f} "
+                f"{g.size / first.size:>7g} {g.cpu_seconds / max(first.cpu_seconds, 1e-9):>7.1f}"
+            )
     lines.append("")
     lines.append("cost: the cheapest whole-node machine vs the cheapest with homogeneous GPUs")
     header = (

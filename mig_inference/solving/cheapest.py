@@ -15,8 +15,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mig_inference.clouds import Cloud
-from mig_inference.clouds.capacity import Capacity, machine_facts
+from mig_inference.clouds import Cloud, known_machine
+from mig_inference.clouds.capacity import Capacity
 from mig_inference.clouds.prices import MachinePrice, known_machines, why_not_priced
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import resolve_gpu
@@ -200,7 +200,8 @@ def cheapest_machine(
     for entry in selected:
         if isinstance(entry, Skipped):
             continue
-        facts = machine_facts(entry.cloud.value, entry.machine)
+        known = known_machine(entry.cloud, entry.machine)
+        facts = known.facts if known else None
         if facts is not None and kind not in facts.capacity:
             choices = ", ".join(facts.capacity)
             skipped.append(Skipped(entry.machine, f"not sold as {kind} (its choices: {choices})"))
@@ -255,7 +256,7 @@ def _notes(result: CostChoice) -> list[str]:
     for candidate in result.candidates:
         if candidate.feasible and not candidate.optimal:
             notes.append(
-                f"{candidate.machine}: fewest nodes not proven (solver time limit); at least "
+                f"{candidate.machine}: fewest nodes not proven (solver work limit); at least "
                 f"{candidate.nodes_lower_bound}, so its cost may be lower"
             )
     tied = [

@@ -1,6 +1,13 @@
 """A small adapter over the HiGHS MILP solver (highspy): variables, linear rows, solve.
 
 The planner states its model in these terms; HiGHS proves optimality (or reports the gap).
+
+Every solve stops on work, never on time: HiGHS runs on one thread with its fixed random seed
+and a limit on branch-and-bound nodes, so the same model gives the same answer however loaded
+the machine is (HiGHS's single-threaded runs give the same output across compilers, ISAs and
+operating systems: ERGO-Code/HiGHS#1928). A wall-clock limit would let the machine's load
+decide which of several plans is returned, and a flipped `mig: auto` layout is a new pool
+generation.
 """
 
 from __future__ import annotations
@@ -16,6 +23,10 @@ from dataclasses import dataclass, field
 import highspy
 
 _STDOUT_LOCK = threading.Lock()
+
+PROOF_NODES = 20_000
+"""Branch-and-bound nodes a solve may explore by default: enough to prove every benchmark
+fleet, and a bound on the work (not the time) a pathological one may take."""
 
 
 @contextmanager
@@ -52,7 +63,7 @@ class Solution:
     """HiGHS's proven lower bound on the objective (the objective itself when optimal)."""
     infeasible: bool = False
     """True when HiGHS proved that no point satisfies the rows and bounds (integrality included
-    unless relaxed); False after a time-out or any other stop, which prove nothing."""
+    unless relaxed); False after a work limit or any other stop, which prove nothing."""
 
 
 @dataclass
@@ -74,6 +85,17 @@ class Milp:
         self.integer.append(integer)
         return len(self.cost) - 1
 
+    def copy(self, cost: list[float] | None = None) -> Milp:
+        """An independent copy (rows shared: a row is never changed once added), with another
+        objective when `cost` is given."""
+        return Milp(
+            cost=list(self.cost if cost is None else cost),
+            lower=list(self.lower),
+            upper=list(self.upper),
+            integer=list(self.integer),
+            rows=list(self.rows),
+        )
+
     def constrain(
         self, terms: Mapping[int, float], lower: float = -math.inf, upper: float = math.inf
     ) -> None:
@@ -84,14 +106,17 @@ class Milp:
         self,
         *,
         relax: bool = False,
-        time_limit: float = 30.0,
+        node_limit: int = PROOF_NODES,
         integral_objective: bool = False,
-        rel_gap: float = 0.0,
         start: list[float] | None = None,
+        heuristics: bool = True,
     ) -> Solution:
         """Solve; `relax` drops integrality (the LP relaxation). With `integral_objective`, HiGHS
         may stop once the gap is below 1, which proves optimality of an integer objective.
-        `start` is a feasible point HiGHS begins from (a warm start)."""
+        `node_limit` bounds the branch-and-bound nodes (0: the root only). `start` is a
+        feasible point HiGHS begins from (a warm start); with one, `heuristics=False` spares
+        the primal heuristics (sub-MIPs, feasibility jump) that would look for another: on
+        ParvaGPU's SLO6 fleet they were most of the fewest-layouts stage's work."""
         lp = highspy.HighsLp()
         lp.num_col_ = len(self.cost)
         lp.num_row_ = len(self.rows)
@@ -123,11 +148,15 @@ class Milp:
         with _native_stdout_silenced():
             solver = highspy.Highs()  # type: ignore[no-untyped-call]
             solver.silent()
-            solver.setOptionValue("time_limit", float(time_limit))
             solver.setOptionValue("threads", 1)
-            solver.setOptionValue("mip_rel_gap", float(rel_gap))
+            solver.setOptionValue("mip_max_nodes", int(node_limit))
+            solver.setOptionValue("mip_rel_gap", 0.0)
             if integral_objective:
                 solver.setOptionValue("mip_abs_gap", 1.0 - 1e-6)
+            if not heuristics:
+                solver.setOptionValue("mip_heuristic_effort", 0.0)
+                for heuristic in ("rins", "rens", "feasibility_jump", "root_reduced_cost"):
+                    solver.setOptionValue(f"mip_heuristic_run_{heuristic}", False)
             solver.passModel(lp)
             if start is not None:
                 initial = highspy.HighsSolution()
@@ -153,7 +182,7 @@ class Milp:
     def _proves_infeasible(self, status: highspy.HighsModelStatus) -> bool:
         """kInfeasible is a proof. HiGHS's presolve may say "unbounded or infeasible" instead;
         with every cost >= 0 and every lower bound finite the objective is bounded below, so
-        that too proves infeasibility. A time limit, interrupt or any other stop proves nothing."""
+        that too proves infeasibility. A work limit, interrupt or any other stop proves nothing."""
         if status == highspy.HighsModelStatus.kInfeasible:
             return True
         bounded_below = all(

@@ -34,6 +34,14 @@ DYNAMIC_MIG_WARNING = (
     "production."
 )
 
+VALIDATOR_ON_DRA_NODES = (
+    "the GPU Operator's validator checks on every GPU node that the device plugin advertises "
+    "nvidia.com/gpu or nvidia.com/mig-* (its plugin-validation step, gpu-operator v26.7.0 "
+    "cmd/nvidia-validator); NVIDIA documents DRA with the operator's device plugin off "
+    "(devicePlugin.enabled=false, which drops that step), which only a stack whose "
+    "operator-managed pools are all DRA pools can have"
+)
+
 
 SERVED_VERSION = re.compile(r"v?1\.(\d{1,2})\b")
 """The minor of a version a cloud reports for a cluster: EKS `1.34`, OKE `v1.34.1`, GKE

@@ -5,15 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import AlreadyReported
 from mig_inference.gpus.catalog import GpuModel
+from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.sizing import ModelShape
 from mig_inference.spec.cloud_tags import CloudTags
 from mig_inference.stackfile.pulumi_config import NAMESPACE
+
+if TYPE_CHECKING:
+    from mig_inference.spec.gateway import GatewaySpec
 
 AUTO = "auto"
 FILL = "fill"
@@ -200,14 +204,22 @@ class PoolSpec:
     """EKS: a shell script or cloud-config run after this project's nodeadm parts."""
     nodes_given: bool = True
     """False when `nodes` was left out (allowed with `mig: auto`, which then sizes the pool)."""
+    mig_prefer: tuple[Layout, ...] = ()
+    """`mig: auto`: the layout each GPU of a node runs now; among the plans with the fewest
+    nodes, the one re-partitioning the fewest GPUs wins."""
     rollout: Rollout = Rollout.BLUE_GREEN
     """How a change of layout reaches the pool's nodes."""
     max_unavailable: int = 1
     """In-place re-partitioning: nodes re-partitioned at once."""
+    evict_unmanaged_pods: bool = False
+    """In-place re-partitioning: GPU pods no controller owns are evicted (deleted for good, as
+    `kubectl drain --force` does) instead of stopping the Job."""
     sharing: SharingSpec | None = None
     """Time-slicing or MPS of the pool's devices (whole GPUs or MIG slices)."""
     capacity: Capacity = Capacity.ON_DEMAND
     """How the pool's nodes are bought (`spot: true` is `capacity: spot`)."""
+    capacity_key: str = "capacity"
+    """The key that chose `capacity`: `spot` when the file says `spot: true` alone."""
     reservation: str | None = None
     """The reservation a `reservation` or `capacity-block` pool consumes (GCP reservation name,
     EC2 Capacity Reservation ID, OCI capacity reservation OCID)."""
@@ -471,6 +483,8 @@ class StackSpec:
     """What every cloud resource the stack creates carries (`tags`, `definedTags`, `labels`)."""
     dra: DraSpec | None = None
     """NVIDIA's DRA driver (None: no pool has `allocation: dra`)."""
+    gateway: GatewaySpec | None = None
+    """One address for every model (None: each service only behind its own Service)."""
 
     def verified(self, service: ServiceSpec) -> bool:
         """Whether the service gets the serving check: its own switch, else the stack's."""

@@ -14,6 +14,7 @@ The storage each cloud offers for it (each its CSI driver's documented choice):
 from __future__ import annotations
 
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.addons import storage_offered
 from mig_inference.errors import shown
 from mig_inference.spec import formats
 from mig_inference.spec.model import CacheStorage, ModelCacheSpec
@@ -33,12 +34,10 @@ MODEL_CACHE_KEYS = (
     "hubMBps",
 )
 STORAGE_BY_CLOUD: dict[Cloud, tuple[CacheStorage, ...]] = {
-    Cloud.GKE: (CacheStorage.HYPERDISK_ML, CacheStorage.GCS_FUSE, CacheStorage.STORAGE_CLASS),
-    Cloud.EKS: (CacheStorage.S3_MOUNTPOINT, CacheStorage.FSX_LUSTRE, CacheStorage.STORAGE_CLASS),
-    Cloud.OKE: (CacheStorage.FILE_STORAGE, CacheStorage.STORAGE_CLASS),
-    Cloud.EXISTING: (CacheStorage.STORAGE_CLASS,),
+    cloud: tuple(CacheStorage(feature.value) for feature in storage_offered(cloud))
+    for cloud in Cloud
 }
-"""The storage each cloud offers, its default first."""
+"""The storage each cloud offers, its default first (the add-on table's rows)."""
 _ONLY_FOR = {
     "bucket": (CacheStorage.GCS_FUSE, CacheStorage.S3_MOUNTPOINT),
     "stream": (CacheStorage.GCS_FUSE, CacheStorage.S3_MOUNTPOINT),

@@ -8,7 +8,8 @@ from typing import Any
 from mig_inference.clouds import K8S_TAINT_EFFECTS, Cloud
 from mig_inference.clouds.capacity import CLOUD_CAPACITY, RESERVED, Capacity
 from mig_inference.errors import AlreadyReported, MigError, shown
-from mig_inference.gpus.catalog import resolve_gpu
+from mig_inference.gpus.catalog import GpuModel, resolve_gpu
+from mig_inference.gpus.layout import Layout, parse_custom_layout, place
 from mig_inference.names.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     DEVICE_PLUGIN_DEPLOY_LABEL,
@@ -39,8 +40,8 @@ from mig_inference.spec.reader import ConfigNode, dns_label, label_key_problem
 POOL_NAME_MAX = 32
 POOL_KEYS = ("name", "gpu", "machineType", "gpusPerNode", "nodes", "mig", "migManager", "maxPods",
              "spot", "labels", "taints", "nodeNames", "systemPods", "diskSizeGb", "zones",
-             "imageId", "rollout", "maxUnavailable", "sharing", "capacity",
-             "reservation", "bootDiskType", "userData", "allocation")  # fmt: skip
+             "imageId", "rollout", "maxUnavailable", "evictUnmanagedPods", "sharing", "capacity",
+             "reservation", "bootDiskType", "userData", "allocation", "migPrefer")  # fmt: skip
 MAX_SHARING_REPLICAS = 48
 """The most clients NVIDIA's MPS server (and so the device plugin) takes per GPU; the same cap
 holds for time-slicing here, where more clients only thin each one's memory further."""
@@ -133,10 +134,10 @@ def _zones(node: ConfigNode, cloud: Cloud) -> tuple[str, ...]:
     return node.texts(formats.GCP_ZONE if cloud is Cloud.GKE else formats.AVAILABILITY_DOMAIN)
 
 
-def _capacity(node: ConfigNode, cloud: Cloud) -> tuple[Capacity, str | None]:
+def _capacity(node: ConfigNode, cloud: Cloud) -> tuple[Capacity, str, str | None]:
     """`capacity` (a closed set per cloud), `spot` (the older spelling of `capacity: spot`)
-    and the `reservation` a reserved choice consumes. Which choices a machine type has is
-    the planner's check (it knows the machine)."""
+    and the `reservation` a reserved choice consumes, with the key that chose the capacity.
+    Which choices a machine type has is the planner's check (it knows the machine)."""
     raw = node.value if isinstance(node.value, dict) else {}
     spot = node.child("spot").boolean(False)
     allowed = [str(c) for c in CLOUD_CAPACITY[cloud.value]]
@@ -175,7 +176,7 @@ def _capacity(node: ConfigNode, cloud: Cloud) -> tuple[Capacity, str | None]:
             f"only applies to capacity: {' or '.join(RESERVED)} (capacity is {capacity})", None
         )
         reservation = None
-    return capacity, reservation
+    return capacity, "spot" if spot and given is None else "capacity", reservation
 
 
 def _mig(node: ConfigNode) -> str | Mapping[str, int]:
@@ -312,10 +313,17 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         node.child("maxUnavailable").problem(
             "only applies to rollout: in-place (how many nodes are re-partitioned at once)", None
         )
+    evict_unmanaged = node.child("evictUnmanagedPods").boolean(False)
+    if raw.get("evictUnmanagedPods") is not None and rollout is not Rollout.IN_PLACE:
+        node.child("evictUnmanagedPods").problem(
+            "only applies to rollout: in-place (whether the re-partitioning Job may evict GPU "
+            "pods no controller owns)",
+            None,
+        )
     # Every value is read (and its errors recorded) before a missing GPU ends the pool.
     gpus_per_node = node.child("gpusPerNode").integer(minimum=1, maximum=16)
     max_pods = node.child("maxPods").integer(bound=formats.MAX_PODS)
-    capacity, reservation = _capacity(node, cloud)
+    capacity, capacity_key, reservation = _capacity(node, cloud)
     labels = _labels(node.child("labels"))
     no_taints: tuple[Taint, ...] = ()
     taints = node.attempt(lambda: _taints(node.child("taints")), no_taints)
@@ -330,6 +338,7 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     allocation = _allocation(node, mig_manager, sharing)
     boot_disk_type = _boot_disk_type(node.child("bootDiskType"), cloud)
     user_data = _user_data(node.child("userData"), cloud)
+    mig_prefer = _mig_prefer(node.child("migPrefer"), gpu, mig)
     if gpu is None:
         raise AlreadyReported(node.path)  # no pool without its GPU; its errors are recorded
     return PoolSpec(
@@ -344,6 +353,7 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         nodes_given=nodes_given or cloud is Cloud.EXISTING,
         rollout=rollout,
         max_unavailable=max_unavailable,
+        evict_unmanaged_pods=evict_unmanaged,
         gpus_per_node=gpus_per_node,
         max_pods=max_pods,
         spot=capacity is Capacity.SPOT,
@@ -356,9 +366,35 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
         user_data=user_data,
         sharing=sharing,
         capacity=capacity,
+        capacity_key=capacity_key,
         reservation=reservation,
         allocation=allocation,
+        mig_prefer=mig_prefer,
     )
+
+
+def _mig_prefer(
+    node: ConfigNode, gpu: GpuModel | None, mig: str | Mapping[str, int]
+) -> tuple[Layout, ...]:
+    """`migPrefer`: the deployed layout of each GPU of a node (as `plan --deployed` prints it),
+    for `mig: auto` only."""
+    if node.value is None:
+        return ()
+    if mig != AUTO:
+        return node.problem("only applies to mig: auto (a fixed layout is kept as given)", ())
+    layouts = []
+    for item in node.items():
+        text = item.req_string()
+        if gpu is None or not text:
+            continue
+        try:
+            layout = parse_custom_layout(gpu, text)
+            place(gpu, layout)
+        except MigError as error:
+            item.problem(error.message, None, error.allowed)
+            continue
+        layouts.append(layout)
+    return tuple(layouts)
 
 
 def _allocation(

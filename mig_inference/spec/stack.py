@@ -12,6 +12,7 @@ from mig_inference.errors import AlreadyReported, MigError, MigErrors, shown
 from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.cluster import cluster_spec
 from mig_inference.spec.dra import dra_spec
+from mig_inference.spec.gateway import gateway_service_problems, gateway_spec
 from mig_inference.spec.model import (
     CacheStorage,
     Engine,
@@ -43,6 +44,7 @@ TOP_KEYS = (
     "labels",
     "ephemeral",
     "dra",
+    "gateway",
 )
 T = TypeVar("T")
 
@@ -262,6 +264,11 @@ def parse_stack(
             "protected resources refuse: set protect: false",
             f"{key_path('cluster')}.protect", value=True, allowed=["false"],
         ))  # fmt: skip
+    gateway = _attempt(problems, lambda: gateway_spec(node("gateway"), cloud))
+    if gateway is not None:
+        problems.extend(
+            gateway_service_problems(key_path("gateway"), parsed_services, services_node.path)
+        )
     if verify is not None:
         for index, service in parsed_services:
             problems.extend(
@@ -292,7 +299,7 @@ def parse_stack(
     assert verify is not None
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
                      model_cache=cache, verify=verify, ephemeral=ephemeral,
-                     cloud_tags=tags or CloudTags(), dra=dra)  # fmt: skip
+                     cloud_tags=tags or CloudTags(), dra=dra, gateway=gateway)  # fmt: skip
 
 
 def _partial(

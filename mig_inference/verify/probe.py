@@ -34,7 +34,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 RETRIED_STATUSES = (429, 502, 503, 504)
@@ -64,6 +64,8 @@ class Target:
     """A custom engine's request: `{path, method, body, status, contains}`."""
     api_key_secret: str | None = None
     """The Secret the API key comes from, named in messages (never the key)."""
+    model_header: str | None = None
+    """Behind the gateway: the header naming the model on requests without a body."""
 
     @classmethod
     def from_json(cls, text: str) -> Target:
@@ -340,9 +342,11 @@ class HttpClient:
         log: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        model_header: tuple[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
+        self.model_header = model_header
         self.deadline = clock() + timeout_seconds
         self.log = log
         self.clock = clock
@@ -360,6 +364,10 @@ class HttpClient:
                 headers["Content-Type"] = "text/plain"
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
+        if self.model_header is not None and data is None:
+            # Through the gateway, a request without a body names its model in the header the
+            # routes match (the body-based router sets it from the others' `model`).
+            headers[self.model_header[0]] = self.model_header[1]
         http = urllib.request.Request(
             self.base_url + request.path, data=data, headers=headers, method=request.method
         )
@@ -402,11 +410,16 @@ def _terminate(message: str) -> None:
 
 def main() -> int:
     target = Target.from_json(os.environ["MIG_VERIFY_TARGET"])
+    # The gateway's address when only the cluster knows it (GKE's load balancer).
+    url = os.environ.get("MIG_VERIFY_URL") or target.url
+    target = replace(target, url=url)
     log = Log()
     log(f"verify: service {target.service} ({target.engine}) at {target.url}")
+    header = (target.model_header, target.model) if target.model_header else None
     client = HttpClient(
-        target.url, os.environ.get("MIG_VERIFY_API_KEY") or None, target.timeout_seconds, log
-    )
+        target.url, os.environ.get("MIG_VERIFY_API_KEY") or None, target.timeout_seconds, log,
+        model_header=header,
+    )  # fmt: skip
     result = run_checks(target, client)
     if result.failure is None:
         for exchange in result.exchanges:

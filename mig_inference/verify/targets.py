@@ -5,6 +5,7 @@ of its Deployments), what it asks, where it may connect, and the slice every rep
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
@@ -12,6 +13,8 @@ from importlib import resources
 from mig_inference.kube.engines import engine_container
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import ServicePlan, StackPlan
+from mig_inference.plan.gateway import MODEL_HEADER
+from mig_inference.plan.model_cache import ModelCachePlan
 from mig_inference.spec import Engine
 from mig_inference.spec.model import Probe
 from mig_inference.versions import VERIFY_IMAGE
@@ -22,6 +25,9 @@ VERIFY_COMPONENT = "verify"
 SLICE_CHECK_CONTAINER = "mig-slice-check"
 API_KEY_KEY = "api-key"
 """The key of a service's API key in its credentials Secret."""
+GATEWAY_ADDRESS = "gateway"
+"""The target's URL when the gateway's address is known only once it is programmed (GKE): the
+Job's `MIG_VERIFY_URL` gives it."""
 
 
 @cache
@@ -30,16 +36,32 @@ def program_source(module: str) -> str:
     return resources.files("mig_inference.verify").joinpath(f"{module}.py").read_text("utf-8")
 
 
-def served_model(service: ServicePlan) -> str:
-    """The model id the engine answers to: vLLM's `--served-model-name` when the args give one
-    (its first name), else the model."""
-    args = list(service.spec.args)
+def _flag(args: Sequence[str], flag: str) -> str | None:
+    """The value of the last `flag` in `args` (`--flag value` or `--flag=value`): argparse and
+    clap keep the last one given."""
+    found = None
+    for index, arg in enumerate(args):
+        if arg.startswith(f"{flag}="):
+            found = arg.split("=", 1)[1]
+        elif arg == flag and index + 1 < len(args):
+            found = args[index + 1]
+    return found
+
+
+def served_model(service: ServicePlan, cache: ModelCachePlan | None = None) -> str:
+    """The model id the engine reports on `/v1/models`, as the engine is started (with the
+    model cache, from its path):
+    - vLLM: its first `--served-model-name`, else its `--model` (vLLM's serving.py);
+    - TGI: its `--model-id`, which is the path when started from the cache: TGI 3.3.5 takes
+      the model id of a local directory from the tokenizer name, that argument (router/src/
+      server.rs: a local path asks the hub nothing, and `/v1/models` answers `Info.model_id`;
+      the launcher passes `--tokenizer-name <model-id>`); TGI has no served name of its own;
+    - others: the stack's model (Triton and custom engines are not asked for it)."""
+    args = list(engine_container(service, cache).args)
     if service.spec.engine is Engine.VLLM:
-        for index, arg in enumerate(args):
-            if arg.startswith("--served-model-name="):
-                return arg.split("=", 1)[1]
-            if arg == "--served-model-name" and index + 1 < len(args):
-                return args[index + 1]
+        return _flag(args, "--served-model-name") or _flag(args, "--model") or service.spec.model
+    if service.spec.engine is Engine.TGI:
+        return _flag(args, "--model-id") or service.spec.model
     return service.spec.model
 
 
@@ -70,7 +92,10 @@ class VerifyTarget:
     """The Secret whose `api-key` the check sends (services with `apiKeySecret`)."""
     parts: tuple[str, ...]
     """The service's Deployments (plan names), all available before the check runs."""
-    fingerprint: str
+    model_header: str | None = None
+    """Behind the gateway: the header its routes match the model by, which the check sends on
+    requests without a body (the body-based router reads the others' `model`)."""
+    fingerprint: str = ""
     """Changes with anything the check or the service's replicas depend on: a new Job runs."""
 
     @property
@@ -115,13 +140,14 @@ class VerifyTarget:
                 "timeout_seconds": self.timeout_seconds,
                 "probe": probe,
                 "api_key_secret": self.api_key_secret,
+                "model_header": self.model_header,
             },
             sort_keys=True,
         )
 
 
-def _replica_fingerprint(service: ServicePlan) -> dict[str, object]:
-    engine = engine_container(service)
+def _replica_fingerprint(service: ServicePlan, cache: ModelCachePlan | None) -> dict[str, object]:
+    engine = engine_container(service, cache)
     return {
         "image": engine.image,
         "command": list(engine.command),
@@ -144,26 +170,29 @@ def verify_targets(plan: StackPlan) -> list[VerifyTarget]:
         lead = parts[0]
         spec = lead.spec
         keyed = spec.api_key_secret is not None and engine_container(lead).api_key_env is not None
+        # Behind the gateway the check asks through it: Istio's in-cluster Service, or (GKE) the
+        # address the Job gets once the load balancer has one.
+        gateway = plan.gateway if plan.gateway and plan.gateway.route_of(name) else None
         target = VerifyTarget(
             service=name,
             namespace=spec.namespace,
             engine=spec.engine,
-            url=lead.endpoint,
+            url=lead.endpoint if gateway is None else gateway.in_cluster_url or GATEWAY_ADDRESS,
             port=spec.port,
-            model=served_model(lead),
+            model=served_model(lead, plan.model_cache),
             prompt=settings.prompt,
             max_tokens=settings.max_tokens,
             timeout_seconds=settings.timeout_seconds,
             probe=spec.verify.probe,
             api_key_secret=credentials_secret(lead) if keyed else None,
             parts=tuple(p.name for p in parts),
-            fingerprint="",
+            model_header=MODEL_HEADER if gateway is not None else None,
         )
         content = {
             "target": target.target_json(),
             "program": program_source("probe"),
             "image": VERIFY_IMAGE,
-            "replicas": [_replica_fingerprint(p) for p in parts],
+            "replicas": [_replica_fingerprint(p, plan.model_cache) for p in parts],
         }
         fingerprint = short_hash(json.dumps(content, sort_keys=True), 8)
         targets.append(replace(target, fingerprint=fingerprint))

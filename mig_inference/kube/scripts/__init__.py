@@ -1,5 +1,6 @@
 """The POSIX shell scripts the project's Jobs run: the node Jobs need kubectl and sh only; a
-profiling run, the engine image's own vllm and python3."""
+profiling run, the engine image's own vllm and python3; the populate Job, the engine image's
+huggingface_hub (and `engine_files.py`, the Python program it runs)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from mig_inference.names.labels import (
     MIG_STATE_LABEL,
     PAUSED_FOR_MIG_CHANGE,
     POOL_LABEL,
+    RELAXED_FROM_ANNOTATION,
 )
 
 THROUGHPUT_MARKER = "mig-inference-throughput"
@@ -31,10 +33,12 @@ PLACEHOLDERS = {
     "CONFIG_PATH": _jsonpath(MIG_CONFIG_LABEL),
     "STATE_PATH": _jsonpath(MIG_STATE_LABEL),
     "CORDON_PATH": _jsonpath(CORDONED_FOR_ANNOTATION),
+    "RELAXED_PATH": _jsonpath(RELAXED_FROM_ANNOTATION),
     "CONFIG_LABEL": MIG_CONFIG_LABEL,
     "STATE_LABEL": MIG_STATE_LABEL,
     "POOL_LABEL": POOL_LABEL,
     "CORDON_ANNOTATION": CORDONED_FOR_ANNOTATION,
+    "RELAXED_ANNOTATION": RELAXED_FROM_ANNOTATION,
     "DEPLOY_LABEL_PREFIX": GPU_DEPLOY_LABEL_PREFIX,
     "PAUSED_VALUE": PAUSED_FOR_MIG_CHANGE,
     "MIG_MANAGER_SELECTOR": MIG_MANAGER_POD_SELECTOR,
@@ -56,3 +60,8 @@ def load(name: str) -> str:
     for placeholder, value in PLACEHOLDERS.items():
         text = text.replace(placeholder, value)
     return text
+
+
+def program(name: str) -> str:
+    """A Python program of this folder, as a Job runs it with `python3 -c` (verbatim)."""
+    return files(__name__).joinpath(name).read_text(encoding="utf-8")

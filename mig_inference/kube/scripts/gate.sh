@@ -4,9 +4,12 @@
 # devices; a failed node fails the gate only when it carries the pool's config (a failed left by
 # an older layout says nothing about this one). On a DRA pool the devices are those the DRA driver
 # publishes, and a node whose kubelet plugin started before its layout was applied gets the plugin
-# restarted once. API errors count as "not ready yet".
+# restarted once. A node `pending` for PENDING_LIMIT_SECONDS on the pool's config (the MIG
+# manager's known wedge, NVIDIA/gpu-operator#2833) gets its MIG manager pod restarted once, said in
+# the output. API errors count as "not ready yet".
 set -euf
 POLL=${GATE_POLL_SECONDS:-10}
+PENDING_LIMIT_SECONDS=${GATE_PENDING_LIMIT_SECONDS:-600}
 KUBECTL_TRIES=1
 # shellcheck source=mig_inference/kube/scripts/kube.sh
 . ./kube.sh
@@ -75,6 +78,21 @@ while :; do
             details="$details
   node $node (pool $pool): STATE_LABEL=success, advertises '${devices:-no GPU devices}' (planned: '$planned')${paused:+, operands paused: $paused}"
           fi
+          ;;
+        pending)
+          now=$(date +%s)
+          [ -f "$kube_tmp/pending.$node" ] || echo "$now" >"$kube_tmp/pending.$node"
+          if [ $((now - $(cat "$kube_tmp/pending.$node"))) -ge "$PENDING_LIMIT_SECONDS" ] \
+            && [ ! -f "$kube_tmp/watchdog.$node" ]; then
+            touch "$kube_tmp/watchdog.$node"
+            if restart_mig_manager_pods "$node"; then
+              echo "node $node (pool $pool): STATE_LABEL=pending for ${PENDING_LIMIT_SECONDS}s without moving: the MIG manager's known wedge (NVIDIA/gpu-operator#2833); restarted its MIG manager pod ($managers), as docs/troubleshooting.md says"
+            else
+              echo "node $node (pool $pool): STATE_LABEL=pending for ${PENDING_LIMIT_SECONDS}s without moving (NVIDIA/gpu-operator#2833); restarting its MIG manager failed: $err"
+            fi
+          fi
+          details="$details
+  node $node (pool $pool): STATE_LABEL=pending$([ ! -f "$kube_tmp/watchdog.$node" ] || echo ' (its MIG manager was restarted once)')"
           ;;
         *)
           details="$details

@@ -78,6 +78,23 @@ is_in() {
   return 1
 }
 
+# restart_mig_manager_pods NODE: delete NODE's MIG manager pods in OPERATOR_NAMESPACE (the
+# DaemonSet's new pod applies the label's current value once); 0 with their names in $managers,
+# 1 with $err (also when none runs there).
+restart_mig_manager_pods() {
+  kc get pods -n "$OPERATOR_NAMESPACE" -l 'MIG_MANAGER_SELECTOR' \
+    --field-selector "spec.nodeName=$1" -o 'jsonpath={.items[*].metadata.name}' || return 1
+  managers=$out
+  if [ -z "$managers" ]; then
+    err="no MIG manager pod (MIG_MANAGER_SELECTOR, namespace $OPERATOR_NAMESPACE) runs on it: is the GPU Operator's MIG manager deployed there?"
+    return 1
+  fi
+  for manager in $managers; do
+    kc delete pod -n "$OPERATOR_NAMESPACE" "$manager" --ignore-not-found --wait=false || return 1
+  done
+  return 0
+}
+
 # dra_devices NODE: 0 with $dra_found set to the devices NVIDIA's DRA driver publishes for NODE in
 # its ResourceSlices, counted as the device plugin would advertise them ("nvidia.com/gpu=N",
 # "nvidia.com/mig-<profile>=N" with `+` as `.`), sorted by name and separated by spaces; 1 with

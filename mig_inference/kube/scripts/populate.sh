@@ -6,11 +6,14 @@
 # STAGING   where the download lands first: TARGET.partial on a file system (renamed into
 #           place), or a local directory for a bucket (copied in: object storage takes new files
 #           written sequentially, not renames)
+# ENGINE_FILES  the Python program that lists the files the engines load (one weight set, its
+#           config and tokenizer: mig_inference/kube/scripts/engine_files.py), run with the
+#           image's python3 and huggingface_hub
 #
 # The token, when the model needs one, is in HF_TOKEN (from the service's Kubernetes Secret).
 # The revision counts as cached only once every file is in place: a marker written last.
 set -eu
-: "${MODEL:?}" "${REVISION:?}" "${TARGET:?}" "${STAGING:?}"
+: "${MODEL:?}" "${REVISION:?}" "${TARGET:?}" "${STAGING:?}" "${ENGINE_FILES:?}"
 marker="$TARGET/.mig-inference-complete"
 
 if [ -f "$marker" ]; then
@@ -18,7 +21,8 @@ if [ -f "$marker" ]; then
   exit 0
 fi
 
-# huggingface_hub's CLI: `hf` since 0.34, `huggingface-cli` before (both take these options).
+# huggingface_hub's CLI: `hf` since 0.34, `huggingface-cli` before (both take these options,
+# the file names right after the repository).
 fetch() {
   if command -v hf >/dev/null 2>&1; then
     hf download "$@"
@@ -32,8 +36,19 @@ fetch() {
 
 rm -rf "$STAGING"
 mkdir -p "$STAGING"
-echo "model-fill: downloading $MODEL@$REVISION"
-fetch "$MODEL" --revision "$REVISION" --local-dir "$STAGING"
+if ! files=$(python3 -c "$ENGINE_FILES"); then
+  echo "model-fill: could not tell which files of $MODEL@$REVISION the engines load" >&2
+  exit 1
+fi
+printf 'model-fill: downloading %s@%s:\n%s\n' "$MODEL" "$REVISION" "$files"
+# One name per line; none holds a space or a glob in a model repository worth serving.
+set -f
+IFS='
+'
+# shellcheck disable=SC2086 # the names are split on new lines only
+fetch "$MODEL" $files --revision "$REVISION" --local-dir "$STAGING"
+unset IFS
+set +f
 # The downloader's own bookkeeping next to the files: not part of the model.
 rm -rf "$STAGING/.cache"
 if [ -z "$(ls -A "$STAGING")" ]; then

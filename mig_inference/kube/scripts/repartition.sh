@@ -1,21 +1,24 @@
 #!/bin/sh
 # In-place re-partitioning of one pool, MAX_UNAVAILABLE nodes at a time: see
 # mig_inference/kube/repartition.py, which fills in the upper-case placeholders. POSIX sh (busybox ash
-# in the Job's image). Per batch: look for GPU pods no eviction can move, cordon (marked with
+# in the Job's image). Per batch: look for GPU pods no eviction can move (or that no controller
+# would recreate), cordon (marked with
 # CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, relabel (or restart the MIG
 # manager when the label is already the target), wait for success with the target config and
 # the planned devices advertised (on a DRA pool: the driver's kubelet plugin restarted and the
 # slices published), uncordon. Then, on existing pools, release the nodes the pool no longer names.
+# The pool's own PodDisruptionBudgets (one replica at a time otherwise) are relaxed while it runs
+# and restored on every way out.
 set -euf
 POLL=${REPARTITION_POLL_SECONDS:-10}
 # shellcheck source=mig_inference/kube/scripts/kube.sh
 . ./kube.sh
 
-NODE_FIELDS='{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.annotations.CORDON_PATH}{"|"}{.spec.unschedulable}{"|"}{.metadata.labels}{"|"}{.status.allocatable}'
-POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[*].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"\n"}{end}'
+NODE_FIELDS='{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.annotations.CORDON_PATH}{"|"}{.spec.unschedulable}{"|"}{.metadata.resourceVersion}{"|"}{.metadata.labels}{"|"}{.status.allocatable}'
+# A pod's controller, as `kubectl drain` finds it (metav1.GetControllerOf): none for a bare pod.
+POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[?(@.controller==true)].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"\n"}{end}'
 CORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":"'$TARGET_CONFIG'"}},"spec":{"unschedulable":true}}'
 UNCORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":null}},"spec":{"unschedulable":null}}'
-RELABEL='{"metadata":{"labels":{"CONFIG_LABEL":"'$TARGET_CONFIG'","STATE_LABEL":null}}}'
 CLEAR_STATE='{"metadata":{"labels":{"STATE_LABEL":null}}}'
 RELEASE='{"metadata":{"labels":{"POOL_LABEL":null}}}'
 JOIN='{"metadata":{"labels":{"POOL_LABEL":"'${NAMED_POOL:-}'"}}}'
@@ -29,15 +32,17 @@ keep=""        # nodes whose label or MIG manager was changed: a stop leaves the
 done_nodes=""  # on the target, finished
 gone=""        # vanished from the cluster
 released=""    # no longer named by the pool: moved out of it
+SERVICE_POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.spec.nodeName}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.spec.containers[*].resources.limits}{"\n"}{end}'
+BUDGETS_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.spec.maxUnavailable}{"|"}{.metadata.annotations.RELAXED_PATH}{"\n"}{end}'
 
 # read_node NODE: node_found (empty when the node does not exist), node_config, node_state,
-# node_mark (CORDON_ANNOTATION), node_cordoned, node_paused, node_devices. A read that fails
-# stops the Job.
+# node_mark (CORDON_ANNOTATION), node_cordoned, node_version (resourceVersion), node_paused,
+# node_devices. A read that fails stops the Job.
 read_node() {
   kc get node "$1" --ignore-not-found -o "jsonpath=$NODE_FIELDS" \
     || stop "node $1" "reading it failed after $KUBE_TRIES tries: $err"
-  IFS='|' read -r node_found node_config node_state node_mark node_cordoned node_labels \
-    node_alloc <<EOF
+  IFS='|' read -r node_found node_config node_state node_mark node_cordoned node_version \
+    node_labels node_alloc <<EOF
 $out
 EOF
   node_paused=$(paused_labels "$node_labels")
@@ -52,6 +57,68 @@ EOF
     node_devices=$dra_found
   fi
 }
+
+# relax_budgets: the PodDisruptionBudgets of the stack's services on the pool (BUDGET_SELECTOR)
+# let every replica go while the Job runs (the Job evicts every replica of a node, and replicas
+# whose slice the new layout lacks wait until the pool is done), each marked with the value to
+# restore; one an earlier run left relaxed (killed before it could restore it) is taken over.
+# Recorded in $kube_tmp/relaxed for restore_budgets.
+relax_budgets() {
+  [ -n "${BUDGET_SELECTOR:-}" ] && [ ! -f "$kube_tmp/relaxed" ] || return 0
+  : >"$kube_tmp/relaxed"
+  kc get pdb --all-namespaces -l "$BUDGET_SELECTOR" -o "jsonpath=$BUDGETS_FIELDS" \
+    || stop "the pool's PodDisruptionBudgets" "listing them ($BUDGET_SELECTOR) failed after $KUBE_TRIES tries: $err"
+  while IFS='|' read -r budget strict relaxed_from; do
+    [ -n "$budget" ] || continue
+    if [ -n "$relaxed_from" ]; then
+      strict=$relaxed_from
+    elif [ -n "$strict" ]; then
+      kc patch pdb -n "${budget%%/*}" "${budget#*/}" --type merge -o name \
+        -p '{"metadata":{"annotations":{"RELAXED_ANNOTATION":"'"$strict"'"}},"spec":{"maxUnavailable":"100%"}}' \
+        || stop "PodDisruptionBudget $budget" "relaxing it failed after $KUBE_TRIES tries: $err"
+    else
+      continue # minAvailable: set by someone else, left alone
+    fi
+    echo "$budget $strict" >>"$kube_tmp/relaxed"
+    echo "PodDisruptionBudget $budget: maxUnavailable 100% while the Job runs (was $strict)"
+  done <<EOF
+$out
+EOF
+}
+
+# restore_budgets: every budget relax_budgets relaxed gets its value back; 1 when one could not be
+# restored (named, with the command to do it by hand). Never stops: the EXIT trap calls it.
+restore_budgets() {
+  [ -s "$kube_tmp/relaxed" ] || return 0
+  restore_status=0
+  while read -r budget strict; do
+    case $strict in
+      *%) value="\"$strict\"" ;;
+      *) value=$strict ;;
+    esac
+    restore='{"metadata":{"annotations":{"RELAXED_ANNOTATION":null}},"spec":{"maxUnavailable":'"$value"'}}'
+    if kc patch pdb -n "${budget%%/*}" "${budget#*/}" --type merge -p "$restore" -o name; then
+      echo "PodDisruptionBudget $budget: maxUnavailable $strict again"
+    else
+      echo "PodDisruptionBudget $budget: could not be restored ($err); it still lets every replica go. By hand: kubectl patch pdb -n ${budget%%/*} ${budget#*/} --type merge -p '$restore'"
+      restore_status=1
+    fi
+  done <"$kube_tmp/relaxed"
+  : >"$kube_tmp/relaxed"
+  return "$restore_status"
+}
+
+# On every way out (the end, a stop, a failed command, SIGTERM at the Job's deadline) the budgets
+# are restored; a restore that fails makes the Job fail.
+on_exit() {
+  exit_status=$?
+  restore_budgets || exit_status=1
+  rm -rf "$kube_tmp"
+  exit "$exit_status"
+}
+trap on_exit EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 # plugin_current NODE: not a DRA pool, or the DRA kubelet plugin this Job restarted on NODE was
 # replaced by one that runs Ready.
@@ -72,9 +139,10 @@ on_target() {
 }
 
 # gpu_pods NODE: holders (pods on NODE holding GPU or MIG devices, or on a DRA pool any device
-# claim, to evict), leaving (those
-# already terminating) and pinned (those a DaemonSet owns: DaemonSets ignore cordons and
-# recreate an evicted pod, so no eviction frees their GPUs). A listing that fails stops the Job.
+# claim, to evict), leaving (those already terminating), pinned (those a DaemonSet controls:
+# DaemonSets ignore cordons and recreate an evicted pod, so no eviction frees their GPUs) and
+# unmanaged (no controller: evicted, they are gone for good; holders too with EVICT_UNMANAGED).
+# A listing that fails stops the Job.
 gpu_pods() {
   kc get pods --all-namespaces \
     --field-selector "spec.nodeName=$1,status.phase!=Succeeded,status.phase!=Failed" \
@@ -83,13 +151,16 @@ gpu_pods() {
   holders=""
   leaving=""
   pinned=""
-  while IFS='|' read -r pod owners deleting limits claims; do
+  unmanaged=""
+  while IFS='|' read -r pod controller deleting limits claims; do
     case $limits in
       *'"nvidia.com/gpu'* | *'"nvidia.com/mig-'*) ;;
       *) [ -n "${DRA_POOL:-}" ] && [ -n "$claims" ] || continue ;;
     esac
-    if is_in DaemonSet "$owners"; then
+    if [ "$controller" = DaemonSet ]; then
       pinned="$pinned $pod"
+    elif [ -z "$deleting" ] && [ -z "$controller" ] && [ -z "${EVICT_UNMANAGED:-}" ]; then
+      unmanaged="$unmanaged $pod"
     elif [ -n "$deleting" ]; then
       leaving="$leaving $pod"
     else
@@ -124,15 +195,7 @@ patch_node() {
 # the label's current value once (NVIDIA's manager reacts to a change of the value only, so a
 # same-value relabel re-applies nothing).
 restart_mig_manager() {
-  kc get pods -n "$OPERATOR_NAMESPACE" -l 'MIG_MANAGER_SELECTOR' \
-    --field-selector "spec.nodeName=$1" -o 'jsonpath={.items[*].metadata.name}' \
-    || stop "node $1" "listing its MIG manager pod failed after $KUBE_TRIES tries: $err"
-  managers=$out
-  [ -n "$managers" ] || stop "node $1" "no MIG manager pod (MIG_MANAGER_SELECTOR, namespace $OPERATOR_NAMESPACE) runs on it: is the GPU Operator's MIG manager deployed there?"
-  for manager in $managers; do
-    kc delete pod -n "$OPERATOR_NAMESPACE" "$manager" --ignore-not-found --wait=false \
-      || stop "node $1" "deleting its MIG manager pod $manager failed after $KUBE_TRIES tries: $err"
-  done
+  restart_mig_manager_pods "$1" || stop "node $1" "restarting its MIG manager failed: $err"
   echo "node $1: restarted its MIG manager ($managers): the new one applies $TARGET_CONFIG"
 }
 
@@ -147,11 +210,12 @@ uncordon() {
 }
 
 # stop SUBJECT REASON: exit 1. Nodes of the batch cordoned by this Job and never relabelled are
-# uncordoned; relabelled ones stay cordoned (their GPUs are not in service) with the way back;
-# the nodes not reached are named.
+# uncordoned; relabelled ones not yet finished stay cordoned (their GPUs are not in service) with
+# the way back; the nodes not reached are named.
 stop() {
   echo "STOPPED at $1: $2"
   for node in $batch; do
+    is_in "$node" "$done_nodes $gone" && continue
     if is_in "$node" "$keep" && is_in "$node" "$ours"; then
       echo "node $node stays cordoned (CORDON_ANNOTATION=$TARGET_CONFIG): its GPUs are not in service."
       echo "  Fix the cause (kubectl logs -n $OPERATOR_NAMESPACE \$(kubectl get pod -n $OPERATOR_NAMESPACE -l MIG_MANAGER_SELECTOR --field-selector spec.nodeName=$node -o name)),"
@@ -201,6 +265,7 @@ finish() {
 # pick: list the pool afresh; finish nodes already on the target; batch = up to MAX_UNAVAILABLE
 # of the others, those an earlier run cordoned first.
 pick() {
+  batch=""
   if [ -n "$REPARTITION_SELECTOR" ]; then
     kc get nodes -l "$REPARTITION_SELECTOR" -o 'jsonpath={.items[*].metadata.name}' \
       || stop "the pool" "listing its nodes ($REPARTITION_SELECTOR) failed after $KUBE_TRIES tries: $err"
@@ -252,12 +317,20 @@ pick() {
   done
 }
 
-# no_pinned_pods NODES: stop before cordoning when a GPU pod on one of them can never be evicted.
+# no_pinned_pods NODES: stop before cordoning when a GPU pod on one of them can never be evicted,
+# or would be deleted for good.
 no_pinned_pods() {
   for node in $1; do
     gpu_pods "$node"
     [ -z "$pinned" ] || stop "node $node" "pods owned by a DaemonSet hold its GPUs:$pinned. DaemonSets ignore cordons and recreate an evicted pod, so no drain frees these GPUs: keep that DaemonSet off the pool's nodes (nodeSelector or affinity), then run pulumi up again"
+    no_unmanaged_pods "$node"
   done
+}
+
+# no_unmanaged_pods NODE: stop when pods that declare no controller hold its GPUs (gpu_pods last
+# run for NODE), as `kubectl drain` refuses them without --force.
+no_unmanaged_pods() {
+  [ -z "$unmanaged" ] || stop "node $1" "pods that declare no controller hold its GPUs:$unmanaged. No controller would recreate them, so an eviction deletes them for good; \`kubectl drain\` refuses them too. Move or delete them yourself, or set ${UNMANAGED_KEY:-evictUnmanagedPods}: true to let the Job evict them, then run pulumi up again"
 }
 
 cordon_batch() {
@@ -283,6 +356,74 @@ cordon_batch() {
   done
 }
 
+# gpu_resource LIMITS: the GPU resource a limits map (as kubectl prints it) requests, if any.
+gpu_resource() {
+  for limit in $(entries "$1"); do
+    case ${limit%%=*} in
+      nvidia.com/gpu | nvidia.com/gpu.shared | nvidia.com/mig-*)
+        printf '%s' "${limit%%=*}"
+        return 0
+        ;;
+    esac
+  done
+}
+
+# free_on NODE RESOURCE: how many RESOURCE devices NODE advertises that no pod holds.
+free_on() {
+  read_node "$1"
+  free_total=0
+  for device in $node_devices; do
+    [ "${device%%=*}" = "$2" ] && free_total=${device#*=}
+  done
+  kc get pods --all-namespaces \
+    --field-selector "spec.nodeName=$1,status.phase!=Succeeded,status.phase!=Failed" \
+    -o 'jsonpath={range .items[*]}{.spec.containers[*].resources.limits}{"\n"}{end}' \
+    || stop "node $1" "listing its pods failed after $KUBE_TRIES tries: $err"
+  free_held=$(printf '%s\n' "$out" | grep -c "\"$2\"" || true)
+  free_count=$((free_total - free_held))
+}
+
+# pace NODES: before the next batch is drained, the pool's services (their pods carry
+# BUDGET_SELECTOR) settle on the nodes just re-partitioned: none of their replicas bound there is
+# still loading, and none Pending could still land there (no free device of what it asks for). A
+# service whose slice survives the new layout keeps serving from those nodes; one whose slice is
+# gone has nothing to wait for. The reconfiguration deadline bounds the wait.
+pace() {
+  [ -n "${BUDGET_SELECTOR:-}" ] || return 0
+  pace_deadline=$(($(date +%s) + RECONFIGURE_TIMEOUT_SECONDS))
+  while :; do
+    kc get pods --all-namespaces -l "$BUDGET_SELECTOR" -o "jsonpath=$SERVICE_POD_FIELDS" \
+      || stop "the pool's services" "listing their pods failed after $KUBE_TRIES tries: $err"
+    loading=""
+    wanted=""
+    while IFS='|' read -r pod pod_node deleting ready limits; do
+      [ -n "$pod" ] && [ -z "$deleting" ] || continue
+      if [ -z "$pod_node" ]; then
+        wanted="$wanted $(gpu_resource "$limits")"
+      elif is_in "$pod_node" "$1" && [ "$ready" != True ]; then
+        loading="$loading $pod"
+      fi
+    done <<EOF
+$out
+EOF
+    landing=""
+    if [ -z "$loading" ]; then
+      for resource in $(printf '%s' "$wanted" | tr ' ' '\n' | LC_ALL=C sort -u); do
+        for node in $1; do
+          free_on "$node" "$resource"
+          [ "$free_count" -le 0 ] || landing="$landing $resource@$node"
+        done
+      done
+    fi
+    if [ -z "$loading$landing" ]; then
+      return 0
+    fi
+    [ "$(date +%s)" -lt "$pace_deadline" ] || stop "the replicas on$1" "after ${RECONFIGURE_TIMEOUT_SECONDS}s the pool's services have not settled on$1: still loading:${loading:- none}; Pending that could land there:${landing:- none}"
+    echo "  waiting for the pool's services on$1: loading:${loading:- none}; free devices for Pending replicas:${landing:- none}"
+    sleep "$POLL"
+  done
+}
+
 # drain_batch: evict the GPU pods of the batch until none is left or the drain deadline.
 drain_batch() {
   deadline=$(($(date +%s) + DRAIN_TIMEOUT_SECONDS))
@@ -293,6 +434,7 @@ drain_batch() {
       is_in "$node" "$gone" && continue
       gpu_pods "$node"
       [ -z "$pinned" ] || stop "node $node" "pods owned by a DaemonSet appeared on it and hold its GPUs:$pinned (no eviction can free them)"
+      no_unmanaged_pods "$node"
       for pod in $holders; do
         if evict "$pod"; then
           echo "  evicted $pod"
@@ -310,6 +452,29 @@ their evictions were refused (a PodDisruptionBudget decides):$refused}"
     fi
     [ -z "$refused" ] || echo "  evictions refused, retried until the drain deadline:$refused"
     sleep "$POLL"
+  done
+}
+
+# relabel NODE: one patch that sets the target and clears the state, so a terminal state seen
+# later was written for the new value. The patch holds the resourceVersion the Job last read (the
+# API refuses it when the node changed since); after a failure the node is read again, and one
+# that already carries the target took an earlier attempt whose answer was lost: patching it again
+# would clear the state its MIG manager has written since.
+relabel() {
+  relabel_try=1
+  while :; do
+    relabel_patch='{"metadata":{"resourceVersion":"'$node_version'","labels":{"CONFIG_LABEL":"'$TARGET_CONFIG'","STATE_LABEL":null}}}'
+    if kubectl --request-timeout="$KUBE_TIMEOUT" patch node "$1" --type merge -p "$relabel_patch" \
+      -o name </dev/null >/dev/null 2>"$kube_tmp/err"; then
+      return 0
+    fi
+    err=$(tr '\n' ' ' <"$kube_tmp/err")
+    read_node "$1"
+    [ -n "$node_found" ] || return 0
+    [ "$node_config" != "$TARGET_CONFIG" ] || return 0
+    [ "$relabel_try" -lt "$KUBE_TRIES" ] || stop "node $1" "relabelling it failed after $KUBE_TRIES tries: $err"
+    relabel_try=$((relabel_try + 1))
+    sleep "$KUBE_RETRY_SECONDS"
   done
 }
 
@@ -334,11 +499,14 @@ trigger_batch() {
     fi
     keep="$keep $node"
     if [ "$node_config" != "$TARGET_CONFIG" ]; then
-      patch_node "$node" "$RELABEL"
-      echo "node $node: CONFIG_LABEL=$TARGET_CONFIG (was ${node_config:-unset}), STATE_LABEL cleared"
+      was_config=$node_config
+      was_paused=$node_paused
+      was_state=$node_state
+      relabel "$node"
+      echo "node $node: CONFIG_LABEL=$TARGET_CONFIG (was ${was_config:-unset}), STATE_LABEL cleared"
       # A run for the old value may still write its end state; paused operands stay paused
       # after a failure until the process restarts (NVIDIA mig-parted v0.15.0).
-      if [ -n "$node_paused" ] || [ "$node_state" = pending ]; then
+      if [ -n "$was_paused" ] || [ "$was_state" = pending ]; then
         restart_mig_manager "$node"
       fi
     else
@@ -375,7 +543,15 @@ wait_batch() {
           rm -f "$kube_tmp/success.$node"
           [ -f "$kube_tmp/pending.$node" ] || echo "$now" >"$kube_tmp/pending.$node"
           if [ $((now - $(cat "$kube_tmp/pending.$node"))) -ge "$PENDING_LIMIT_SECONDS" ]; then
-            stop "node $node" "STATE_LABEL=pending for ${PENDING_LIMIT_SECONDS}s without moving (its MIG manager waits for GPU clients that do not stop, NVIDIA/gpu-operator#2833)"
+            # The MIG manager's known wedge (NVIDIA/gpu-operator#2833): operands that did not stop
+            # within its 5 minutes end its run with no state, and it waits for a label change
+            # that never comes. Its pod restarted, it applies the label again (docs/
+            # troubleshooting.md); a second wedge stops the Job.
+            [ ! -f "$kube_tmp/watchdog.$node" ] || stop "node $node" "STATE_LABEL=pending for ${PENDING_LIMIT_SECONDS}s without moving, again after its MIG manager was restarted (its operands do not stop: kubectl get pods -n $OPERATOR_NAMESPACE --field-selector spec.nodeName=$node; NVIDIA/gpu-operator#2833)"
+            touch "$kube_tmp/watchdog.$node"
+            echo "node $node: STATE_LABEL=pending for ${PENDING_LIMIT_SECONDS}s without moving: the MIG manager's known wedge (NVIDIA/gpu-operator#2833); restarting its MIG manager pod, as docs/troubleshooting.md says"
+            restart_mig_manager "$node"
+            echo "$now" >"$kube_tmp/pending.$node"
           fi
           ;;
         success)
@@ -429,6 +605,7 @@ release() {
   [ -n "$outgoing" ] || return 0
   echo "released from the pool (no longer in $REPARTITION_NODES_KEY):$outgoing"
   no_pinned_pods "$outgoing"
+  relax_budgets
   batch=$outgoing
   ours=""
   foreign=""
@@ -462,15 +639,23 @@ if [ -z "$REPARTITION_SELECTOR" ]; then
   fi
 fi
 
+paced=""  # the nodes the last batch re-partitioned: their replicas settle before the next drain
 while :; do
   pick
   [ -n "$batch" ] || break
+  [ -z "$paced" ] || pace "$paced"
+  paced=""
   no_pinned_pods "$todo"
+  relax_budgets
   cordon_batch
   drain_batch
   deadline=$(($(date +%s) + RECONFIGURE_TIMEOUT_SECONDS))
   trigger_batch
   wait_batch
+  for node in $batch; do
+    is_in "$node" "$gone" || paced="$paced $node"
+  done
 done
 release
+restore_budgets || exit 1
 echo "re-partitioned to $TARGET_CONFIG:${done_nodes:- no node}${gone:+ (gone, skipped:$gone)}${released:+; released:$released}"

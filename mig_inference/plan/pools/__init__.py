@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mig_inference.clouds import (
     DEFAULT_MAX_PODS,
@@ -17,6 +17,7 @@ from mig_inference.clouds import (
     Cloud,
     MachineShape,
 )
+from mig_inference.clouds.capacity import GKE_NATIVE_MIG
 from mig_inference.errors import MigError, record, report, shown
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout
@@ -37,10 +38,11 @@ from mig_inference.names.labels import (
     OPERATOR_OPERANDS_LABEL,
     POOL_LABEL,
 )
+from mig_inference.plan.arch import arch_tolerations
 from mig_inference.plan.model import WHOLE_GPU, Offer, PoolPlan
 from mig_inference.plan.pools.autoscaling import check_node_template_tags, check_scale_from_zero
 from mig_inference.plan.pools.capacity import PoolCapacity, check_capacity, check_oke_domains
-from mig_inference.plan.pools.generation import generation_of, replacement_inputs
+from mig_inference.plan.pools.generation import generation_of, legacy_inputs, replacement_inputs
 from mig_inference.plan.pools.zones import per_zone, pool_zones
 from mig_inference.plan.sharing import device_plugin_config_key, shared_offers
 from mig_inference.solving.packing import PackPlan, Workload, pack
@@ -161,10 +163,16 @@ def _layouts(
             raise MigError("mig: auto needs migManager operator (GKE's native MIG is one profile)",
                            f"{path}.mig")  # fmt: skip
         workloads, indexes = _auto_workloads(spec, pool, path)
+        if pool.mig_prefer and len(pool.mig_prefer) != gpus_per_node:
+            raise MigError(
+                f"lists {len(pool.mig_prefer)} GPU layout(s); a node of this pool has "
+                f"{gpus_per_node} GPUs (one layout per GPU, in device order)",
+                f"{path}.migPrefer",
+            )
         try:
             planned = pack(
                 pool.gpu, workloads, gpus_per_node=gpus_per_node, uniform_nodes=True,
-                single_profile=True, baselines=False,
+                single_profile=True, baselines=False, deployed=pool.mig_prefer,
             )  # fmt: skip
         except MigError as error:
             where = error.path or ""
@@ -262,16 +270,18 @@ def _max_pods(
     return effective, required, breakdown
 
 
-def _tolerations(pool: PoolSpec) -> tuple[dict[str, str], ...]:
+def _tolerations(pool: PoolSpec, machine: MachineShape | None) -> tuple[Mapping[str, str], ...]:
     """A replica tolerates every taint key of its pool whatever the value and effect, so a
     change of a taint's value or effect never evicts replicas from running nodes (a new
-    NoExecute key brings new nodes instead: see plan.generation)."""
+    NoExecute key brings new nodes instead: see plan.generation), and the taint the cloud puts
+    on the machine's architecture (GKE's on Arm nodes)."""
     keys = list(dict.fromkeys(taint.key for taint in pool.taints))
     if GPU_TAINT_KEY not in keys:
         # GKE taints GPU nodes with nvidia.com/gpu; pods requesting nvidia.com/mig-* are not
         # tolerated for it automatically, so every GPU pod carries the toleration.
         keys.append(GPU_TAINT_KEY)
-    return tuple({"key": key, "operator": "Exists"} for key in keys)
+    exists = tuple({"key": key, "operator": "Exists"} for key in keys)
+    return exists + arch_tolerations(machine)
 
 
 def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = None) -> PoolPlan:
@@ -355,7 +365,8 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
         if spec.cloud is Cloud.GKE
         else min_nodes
     )
-    inputs = replacement_inputs(spec, pool, gpus_per_node, max_pods, config_name)
+    default_disk = bought.facts.boot_disks[0] if bought.facts and spec.cloud is Cloud.GKE else None
+    inputs = replacement_inputs(spec, pool, gpus_per_node, max_pods, config_name, default_disk)
     generation = generation_of(inputs)
     selector = {POOL_LABEL: pool.name}
     if generation:
@@ -381,7 +392,7 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
         node_labels=labels,
         node_selector=selector,
         taints=tuple((t.key, t.value, t.effect) for t in pool.taints),
-        tolerations=_tolerations(pool),
+        tolerations=_tolerations(pool, machine),
         max_pods=max_pods,
         max_pods_required=required,
         max_pods_breakdown=breakdown,
@@ -394,6 +405,9 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
         max_unavailable=pool.max_unavailable,
         replacement_inputs=inputs,
         generation=generation,
+        legacy_inputs={
+            k: v for k, v in legacy_inputs(spec, default_disk).items() if k not in inputs
+        },
         pack_plan=planned,
         boot_disk=bought.boot_disk,
         dynamic_mig=dynamic_mig,
@@ -406,9 +420,13 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
 def _gke_partition(pool: PoolSpec, layouts: Sequence[Layout | None], path: str) -> str:
     allowed = GKE_PARTITION_SIZES.get(pool.gpu.name, ())
     if not allowed:
+        documented = ", ".join(GKE_PARTITION_SIZES)
         raise MigError(
-            f"GKE's native MIG does not support {pool.gpu.name}; use migManager: operator",
+            f"GKE documents its native MIG for {documented} only, not {pool.gpu.name} "
+            f"({GKE_NATIVE_MIG}); use migManager: operator (the GPU Operator partitions it)",
             f"{path}.migManager",
+            value=MigManager.GKE.value,
+            allowed=[MigManager.OPERATOR.value],
         )
     layout = layouts[0]
     named = [f"all-{size}" for size in allowed]

@@ -1,9 +1,10 @@
 """A pool's capacity choice checked against its machine type, and where its nodes may be.
 
-The per-machine facts (mig_inference.clouds.capacity) say which choices a machine type is sold
-with and which disks it boots from; a choice the machine lacks is refused at `capacity`
-(`spot: true` is `capacity: spot`), naming the machine's choices. OKE bare-metal GPU shapes are
-usually offered in one availability domain: a pool of one must name it.
+The machine table (mig_inference.clouds.MACHINES, facts from mig_inference.clouds.capacity) says
+which choices a machine type is sold with and which disks it boots from; a choice the machine
+lacks is refused at `capacity` (`spot: true` is `capacity: spot`), quoting the cloud's rule and
+naming the machine's choices. OKE bare-metal GPU shapes are usually offered in one availability
+domain: a pool of one must name it.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ from mig_inference.clouds import Cloud, MachineShape
 from mig_inference.clouds.capacity import (
     CLOUD_CAPACITY,
     GKE_FLEX_START,
+    OKE_BARE_METAL_PREFIX,
     Capacity,
     MachineFacts,
-    machine_facts,
 )
 from mig_inference.errors import MigError
 from mig_inference.spec import PoolSpec, StackSpec
 
-OKE_BARE_METAL_PREFIX = "BM."
 OKE_SINGLE_DOMAIN_SOURCE = (
     "https://docs.oracle.com/en-us/iaas/Content/Compute/References/computeshapes.htm "
     "(bare-metal GPU shapes are offered per availability domain, often in one; unconfirmed)"
@@ -47,16 +47,20 @@ def check_capacity(
     if cloud is Cloud.EXISTING or machine is None:
         given = pool.boot_disk_type if cloud is Cloud.GKE else None
         return PoolCapacity(pool.capacity, None, given, None)
-    facts = machine_facts(cloud.value, machine.name)
+    facts = machine.facts
     choices = facts.capacity if facts else CLOUD_CAPACITY[cloud.value]
     if pool.capacity not in choices:
         allowed = [str(c) for c in choices]
-        source = f" ({facts.capacity_source})" if facts else ""
+        rule = f": {facts.capacity_rule}" if facts and facts.capacity_rule else ""
+        source = ""
+        if facts:
+            doubt = ", unconfirmed here" if facts.is_unconfirmed("capacity") else ""
+            source = f" ({facts.capacity_source}{doubt})"
         raise MigError(
-            f"{machine.name} is not sold as {pool.capacity} capacity; its choices: "
+            f"{machine.name} is not sold as {pool.capacity} capacity{rule}; its choices: "
             f"{', '.join(allowed)}{source}",
-            f"{path}.capacity",
-            value=str(pool.capacity),
+            f"{path}.{pool.capacity_key}",
+            value=str(pool.capacity) if pool.capacity_key == "capacity" else True,
             allowed=allowed,
         )
     if pool.capacity is Capacity.FLEX_START and pool.nodes.fixed:

@@ -67,12 +67,18 @@ def _text(value: object) -> str:
 
 
 def replacement_inputs(
-    spec: StackSpec, pool: PoolSpec, gpus_per_node: int, max_pods: int, config_name: str
+    spec: StackSpec,
+    pool: PoolSpec,
+    gpus_per_node: int,
+    max_pods: int,
+    config_name: str,
+    default_boot_disk: str | None = None,
 ) -> dict[str, str]:
     """Stack keys of `pool` whose change needs new nodes on its cloud, with their values.
 
     The layout (`mig`) is one of them unless the pool re-partitions in place; GKE's native MIG
-    always partitions at node creation."""
+    always partitions at node creation. `default_boot_disk`: the disk GKE pools of the machine
+    boot from when `bootDiskType` is not given (writing it changes nothing the cloud gets)."""
     values: dict[str, object] = {
         "gpu": pool.gpu.name,
         "machineType": pool.machine_type,
@@ -99,7 +105,7 @@ def replacement_inputs(
     keys += _node_identity(spec, values)
     # Read when a node boots (GKE's disk type recreates nodes; EKS's user data is in the launch
     # template): only when given, so pools deployed before these keys keep their generation.
-    if spec.cloud is Cloud.GKE and pool.boot_disk_type is not None:
+    if spec.cloud is Cloud.GKE and pool.boot_disk_type not in (None, default_boot_disk):
         keys.append("bootDiskType")
         values["bootDiskType"] = pool.boot_disk_type
     if spec.cloud is Cloud.EKS and pool.user_data is not None:
@@ -117,6 +123,24 @@ def replacement_inputs(
         keys.append("mig")
         values["mig"] = config_name
     return {key: _text(values[key]) for key in keys}
+
+
+def legacy_inputs(spec: StackSpec, default_boot_disk: str | None = None) -> dict[str, str]:
+    """The generation keys `replacement_inputs` leaves out because they hold what pools had
+    before the key existed, with that value."""
+    values: dict[str, object] = {}
+    hashed = _node_identity(spec, values)
+    legacy: dict[str, str] = {}
+    if spec.cloud is Cloud.EKS and not hashed:
+        legacy["cluster.imdsHopLimit"] = str(LEGACY_HOP_LIMIT)
+    if spec.cloud is Cloud.GKE and not hashed:
+        settings = spec.cluster
+        legacy["cluster.nodeIdentity"] = (
+            f"default,workloadIdentity={bool(settings.get('workloadIdentity', True))}"
+        )
+    if spec.cloud is Cloud.GKE and default_boot_disk is not None:
+        legacy["bootDiskType"] = default_boot_disk
+    return legacy
 
 
 def _node_identity(spec: StackSpec, values: dict[str, object]) -> list[str]:

@@ -1,0 +1,191 @@
+"""The body-based router: it copies an OpenAI request's `model` into the header the gateway's
+routes match, so one address serves every model. Its objects follow the extension's v1.5.0
+chart (`BODY_ROUTER_FOLLOWS`), with a restricted pod and a NetworkPolicy added; the chart itself
+is not installed because its pod declares no security context."""
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from mig_inference.kube.gateway import (
+    BODY_ROUTER,
+    BODY_ROUTER_HEALTH_PORT,
+    BODY_ROUTER_PORT,
+    body_router_args,
+    envoy_filter_spec,
+    router_health_check_spec,
+    routing_extension_spec,
+    tls_destination_rule,
+)
+from mig_inference.plan.gateway import GatewayPlan
+from mig_inference.versions import BODY_ROUTER_FOLLOWS, BODY_ROUTER_IMAGE
+
+from .gateway_peers import proxy_peers
+from .node_job import MANAGED_BY
+
+NONROOT = 65532
+"""The distroless `nonroot` user the extension's images run as."""
+
+
+def body_router(
+    name: str, plan: GatewayPlan, parent: pulumi.Resource, depends_on: list[pulumi.Resource]
+) -> list[pulumi.Resource]:
+    """The router's objects in the gateway's namespace, and its hook into the gateway (Istio: an
+    EnvoyFilter and a DestinationRule; GKE: a routing extension and its health check)."""
+    namespace = plan.namespace
+    selector = {"app": BODY_ROUTER}
+    labels = {**selector, **MANAGED_BY}
+    meta = k8s.meta.v1.ObjectMetaArgs(name=BODY_ROUTER, namespace=namespace, labels=labels)
+    child = pulumi.ResourceOptions(parent=parent, depends_on=depends_on)
+    account = k8s.core.v1.ServiceAccount(
+        f"{name}-sa", metadata=meta, automount_service_account_token=True, opts=child
+    )
+    deployment = k8s.apps.v1.Deployment(
+        name,
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=BODY_ROUTER,
+            namespace=namespace,
+            labels=labels,
+            annotations={"mig-inference.io/follows": BODY_ROUTER_FOLLOWS},
+        ),
+        spec=k8s.apps.v1.DeploymentSpecArgs(
+            replicas=1,
+            selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+            template=k8s.core.v1.PodTemplateSpecArgs(
+                metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
+                spec=k8s.core.v1.PodSpecArgs(
+                    service_account_name=account.metadata.name,
+                    security_context=k8s.core.v1.PodSecurityContextArgs(
+                        run_as_non_root=True,
+                        run_as_user=NONROOT,
+                        run_as_group=NONROOT,
+                        seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+                    ),
+                    containers=[
+                        k8s.core.v1.ContainerArgs(
+                            name="bbr",
+                            image=BODY_ROUTER_IMAGE,
+                            image_pull_policy="IfNotPresent",
+                            args=body_router_args(),
+                            env=[
+                                k8s.core.v1.EnvVarArgs(
+                                    name="NAMESPACE",
+                                    value_from=k8s.core.v1.EnvVarSourceArgs(
+                                        field_ref=k8s.core.v1.ObjectFieldSelectorArgs(
+                                            field_path="metadata.namespace"
+                                        )
+                                    ),
+                                )
+                            ],
+                            ports=[
+                                k8s.core.v1.ContainerPortArgs(
+                                    name="grpc", container_port=BODY_ROUTER_PORT
+                                ),
+                                k8s.core.v1.ContainerPortArgs(
+                                    name="grpc-health", container_port=BODY_ROUTER_HEALTH_PORT
+                                ),
+                            ],
+                            readiness_probe=k8s.core.v1.ProbeArgs(
+                                grpc=k8s.core.v1.GRPCActionArgs(port=BODY_ROUTER_HEALTH_PORT),
+                                period_seconds=5,
+                            ),
+                            resources=k8s.core.v1.ResourceRequirementsArgs(
+                                requests={"cpu": "100m", "memory": "128Mi"},
+                                limits={"memory": "512Mi"},
+                            ),
+                            security_context=k8s.core.v1.SecurityContextArgs(
+                                allow_privilege_escalation=False,
+                                read_only_root_filesystem=True,
+                                capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                            ),
+                            volume_mounts=[
+                                k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp")
+                            ],
+                        )
+                    ],
+                    volumes=[
+                        k8s.core.v1.VolumeArgs(
+                            name="tmp",
+                            empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Mi"),
+                        )
+                    ],
+                ),
+            ),
+        ),
+        opts=child,
+    )
+    service = k8s.core.v1.Service(
+        f"{name}-service",
+        metadata=meta,
+        spec=k8s.core.v1.ServiceSpecArgs(
+            type="ClusterIP",
+            selector=selector,
+            ports=[
+                k8s.core.v1.ServicePortArgs(
+                    name="grpc",
+                    port=BODY_ROUTER_PORT,
+                    target_port=BODY_ROUTER_PORT,
+                    protocol="TCP",
+                    app_protocol="HTTP2",
+                )
+            ],
+        ),
+        opts=child,
+    )
+    k8s.networking.v1.NetworkPolicy(
+        f"{name}-ingress",
+        metadata=meta,
+        spec=k8s.networking.v1.NetworkPolicySpecArgs(
+            pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+            policy_types=["Ingress"],
+            ingress=[
+                k8s.networking.v1.NetworkPolicyIngressRuleArgs(
+                    from_=proxy_peers(plan),
+                    ports=[
+                        k8s.networking.v1.NetworkPolicyPortArgs(port=port, protocol="TCP")
+                        for port in (BODY_ROUTER_PORT, BODY_ROUTER_HEALTH_PORT)
+                    ],
+                )
+            ],
+        ),
+        opts=child,
+    )
+    hooked = pulumi.ResourceOptions(parent=parent, depends_on=[deployment, service])
+    if plan.spec.managed:
+        hooks = [
+            k8s.apiextensions.CustomResource(
+                f"{name}-extension",
+                api_version="networking.gke.io/v1",
+                kind="GCPRoutingExtension",
+                metadata=meta,
+                spec=routing_extension_spec(plan),
+                opts=hooked,
+            ),
+            k8s.apiextensions.CustomResource(
+                f"{name}-health",
+                api_version="networking.gke.io/v1",
+                kind="HealthCheckPolicy",
+                metadata=meta,
+                spec=router_health_check_spec(namespace),
+                opts=hooked,
+            ),
+        ]
+    else:
+        hooks = [
+            k8s.apiextensions.CustomResource(
+                f"{name}-filter",
+                api_version="networking.istio.io/v1alpha3",
+                kind="EnvoyFilter",
+                metadata=meta,
+                spec=envoy_filter_spec(plan, namespace),
+                opts=hooked,
+            ),
+            k8s.apiextensions.CustomResource(
+                f"{name}-tls",
+                api_version="networking.istio.io/v1",
+                kind="DestinationRule",
+                metadata=meta,
+                spec=tls_destination_rule(f"{BODY_ROUTER}.{namespace}.svc.cluster.local"),
+                opts=hooked,
+            ),
+        ]
+    return [deployment, service, *hooks]

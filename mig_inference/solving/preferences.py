@@ -1,0 +1,169 @@
+"""Which of the plans with the fewest GPUs (or identical nodes) to build, stage by stage:
+
+1. with a deployed layout, the fewest GPUs re-partitioned: as many GPUs as possible keep the
+   layout they run (a layout change evicts the replicas of the GPUs it changes);
+2. the fewest distinct layouts (fewer mig-parted configs): one layout on every GPU when one
+   does it, tried layout by layout;
+3. the least memory handed out beyond what replicas need.
+
+Each stage is solved to a proof within a fixed number of branch-and-bound nodes (work, not
+time), and the next one keeps what it found as a constraint. Ties go to the first layout in the
+candidates' fixed order, or to HiGHS's deterministic search: the same fleet gives the same plan
+on any machine, however loaded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from mig_inference.gpus.layout import Layout
+from mig_inference.solving.milp import Milp, Solution
+from mig_inference.solving.model import Model, Problem, memory_costs
+
+REFINE_NODES = 1_000
+"""Branch-and-bound nodes each preference stage may explore; what is found within them is kept
+(never worse than the previous stage's plan), and `proven` says whether it was proven best."""
+
+
+@dataclass(frozen=True)
+class Preferred:
+    """The plan chosen among those with the fewest GPUs: values of the stage milp's variables
+    (x[L] and y[w,p] read through the model)."""
+
+    values: list[float]
+    proven: bool
+    """Every stage was proven best."""
+    kept: int | None = None
+    """GPUs of one unit (the fleet, or a node) that keep their deployed layout."""
+
+
+def prefer(
+    problem: Problem,
+    model: Model,
+    milp: Milp,
+    total: int,
+    start: Sequence[float],
+    keep: Mapping[Layout, int] | None = None,
+) -> Preferred:
+    """The preferred plan among the points of `milp` (`model`'s rows with the unit's GPUs fixed
+    at `total`), starting from the feasible point `start`. `keep` is the deployed layout of one
+    unit, as GPUs per layout."""
+    milp = milp.copy()
+    proven = True
+    kept = None
+    values = list(start)
+    if keep:
+        kept, keep_proven, values = _keep(model, milp, total, values, keep)
+        proven = proven and keep_proven
+    costs = memory_costs(problem, model)
+    single, single_proven = _single_layout(model, milp, total, costs)
+    if single is not None:
+        return Preferred(single, proven and single_proven, kept)
+    distinct, distinct_proven = _fewest_layouts(model, milp, total, values)
+    memory, memory_proven = _least_memory(model, milp, costs, distinct)
+    return Preferred(memory, proven and distinct_proven and memory_proven, kept)
+
+
+def _finished(solution: Solution) -> bool:
+    """Proven best, or proven impossible: a stop on the work limit is neither."""
+    return solution.optimal or solution.infeasible
+
+
+def _keep(
+    model: Model, milp: Milp, total: int, start: list[float], keep: Mapping[Layout, int]
+) -> tuple[int, bool, list[float]]:
+    """The most GPUs of a unit that keep a deployed layout (at most as many as had it), added to
+    `milp` as a row. The deployed layouts themselves are tried first: when they still hold the
+    fleet nothing is re-partitioned."""
+    kept_layouts = [layout for layout in keep if layout in model.x]
+    if sum(keep.values()) == total and len(kept_layouts) == len(keep):
+        unchanged = milp.copy()
+        for layout, var in model.x.items():
+            unchanged.lower[var] = unchanged.upper[var] = float(keep.get(layout, 0))
+        solution = unchanged.solve(node_limit=REFINE_NODES)
+        if solution.values:
+            for layout, var in model.x.items():
+                milp.lower[var] = milp.upper[var] = float(keep.get(layout, 0))
+            return total, True, solution.values
+    keeps = {}
+    for layout in kept_layouts:
+        keeps[layout] = milp.variable(cost=-1.0, upper=float(keep[layout]), integer=False)
+        milp.constrain({keeps[layout]: 1.0, model.x[layout]: -1.0}, upper=0.0)
+    warm = start + [min(start[model.x[layout]], float(keep[layout])) for layout in keeps]
+    solution = milp.solve(
+        integral_objective=True, node_limit=REFINE_NODES, start=warm, heuristics=False
+    )
+    for var in keeps.values():
+        milp.cost[var] = 0.0
+    best = solution.values or warm
+    kept = round(sum(best[var] for var in keeps.values()))
+    milp.constrain(dict.fromkeys(keeps.values(), 1.0), lower=float(kept))
+    return kept, solution.optimal, list(best)
+
+
+def _single_layout(
+    model: Model, milp: Milp, total: int, costs: Mapping[int, float]
+) -> tuple[list[float] | None, bool]:
+    """The plan with one layout on every GPU of the unit and the least memory beyond need, or
+    None when no single layout holds the fleet. Each layout's LP relaxation, solved first,
+    bounds what it can achieve: a layout whose relaxation is infeasible, or whose bound cannot
+    beat the best plan so far, is not solved as an integer program. Ties go to the first
+    layout in the candidates' order."""
+    priced = milp.copy(cost=[costs.get(var, 0.0) for var in range(len(milp.cost))])
+    bounds: list[tuple[int, int, Milp]] = []
+    for index, var in enumerate(model.x.values()):
+        others = [other for other in model.x.values() if other != var]
+        if priced.upper[var] < total or any(priced.lower[other] > 0 for other in others):
+            continue  # an earlier stage fixed the unit's layouts otherwise
+        only = priced.copy()
+        for other in others:
+            only.upper[other] = 0.0
+        only.lower[var] = only.upper[var] = float(total)
+        relaxed = only.solve(relax=True)
+        if relaxed.values:
+            bounds.append((math.ceil(relaxed.objective - 1e-6), index, only))
+    best: tuple[int, int, list[float]] | None = None
+    proven = True
+    for bound, index, only in sorted(bounds, key=lambda item: item[:2]):
+        if best is not None and (bound, index) > best[:2]:
+            break
+        solution = only.solve(integral_objective=True, node_limit=REFINE_NODES)
+        proven = proven and _finished(solution)
+        if solution.values:
+            found = (round(solution.objective), index, solution.values)
+            if best is None or found[:2] < best[:2]:
+                best = found
+    return (best[2] if best else None), proven
+
+
+def _fewest_layouts(
+    model: Model, milp: Milp, total: int, start: list[float]
+) -> tuple[list[float], bool]:
+    """A plan with the fewest distinct layouts (when no single one does it): a binary per
+    layout that its GPUs switch on."""
+    distinct = milp.copy()
+    used = {}
+    for layout, var in model.x.items():
+        used[layout] = distinct.variable(cost=1.0, upper=1.0)
+        distinct.constrain({var: 1.0, used[layout]: -float(total)}, upper=0.0)
+    warm = start + [1.0 if start[model.x[layout]] > 0.5 else 0.0 for layout in used]
+    solution = distinct.solve(
+        integral_objective=True, node_limit=REFINE_NODES, start=warm, heuristics=False
+    )
+    return (solution.values or warm)[: len(milp.cost)], solution.optimal
+
+
+def _least_memory(
+    model: Model, milp: Milp, costs: Mapping[int, float], start: list[float]
+) -> tuple[list[float], bool]:
+    """The least memory beyond need among plans that use only the layouts of `start`."""
+    memory = milp.copy(cost=[costs.get(var, 0.0) for var in range(len(milp.cost))])
+    for var in model.x.values():
+        if start[var] < 0.5:
+            memory.upper[var] = 0.0
+    solution = memory.solve(
+        integral_objective=True, node_limit=REFINE_NODES, start=start, heuristics=False
+    )
+    return (solution.values or start), solution.optimal

@@ -1,0 +1,105 @@
+"""The simulator's Jobs (mig_inference/rollout/jobs.py) follow the scripts where the scripts'
+tests (test_gate.py, test_repartition.py) pin a behaviour down: here, the watchdog that restarts a
+MIG manager wedged in `pending` (NVIDIA/gpu-operator#2833)."""
+
+from __future__ import annotations
+
+from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.rollout.cluster import Cluster, Timings
+from mig_inference.rollout.jobs import GateRun, RepartitionRun
+from mig_inference.rollout.mig_manager import Durations, NodeLayout, devices_of
+from mig_inference.rollout.model import Deployment, Node, PodTemplate
+
+TWO = ("3g.40gb", "3g.40gb")
+SEVEN = ("1g.10gb",) * 7
+LAYOUTS: dict[str, NodeLayout] = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN)}
+
+
+def one_node(durations: Durations) -> Cluster:
+    """A cluster of one H100-like node `n1` of pool `p` on all-3g.40gb, its MIG manager running."""
+    cluster = Cluster(
+        Timings(mig_manager=durations),
+        devices_of=lambda _, config: devices_of(LAYOUTS[config]) if config else {},
+        configs_of=lambda _: dict(LAYOUTS),
+        config_of=lambda _, layout: next((n for n, lay in LAYOUTS.items() if lay == layout), None),
+    )  # fmt: skip
+    labels = {POOL_LABEL: "p", MIG_CONFIG_LABEL: "all-3g.40gb", MIG_STATE_LABEL: "success"}
+    cluster.add_node(Node("n1", labels, [], gpus=2), applied="all-3g.40gb")
+    return cluster
+
+
+def wedged_cluster(*, operand_gone: bool) -> Cluster:
+    """One node relabelled to all-1g.10gb whose operands do not stop in the MIG manager's wait:
+    its run ends with no state, `pending` for good; with `operand_gone` the stuck operand has gone
+    since (only a new MIG manager process notices)."""
+    cluster = one_node(Durations(operands_timeout=300))
+    cluster.managers["n1"].operands_stuck = True
+    cluster.set_labels("n1", {MIG_CONFIG_LABEL: "all-1g.10gb"})
+    for _ in range(60):  # ten minutes: the MIG manager gave up at five
+        cluster.tick()
+    assert cluster.nodes["n1"].state == "pending"
+    if operand_gone:
+        cluster.managers["n1"].operands_stuck = False
+    return cluster
+
+
+def test_the_gate_restarts_a_wedged_mig_manager_once_as_the_script_does() -> None:
+    cluster = wedged_cluster(operand_gone=True)
+    env = {"GATE_TARGETS": "p mig-inference.io/pool=p all-1g.10gb 1",
+           "GATE_TIMEOUT_SECONDS": "3600", "GATE_PENDING_LIMIT_SECONDS": "600"}  # fmt: skip
+    gate = GateRun.of(env, cluster.now)
+    while gate.outcome is None:
+        cluster.tick()
+        gate.advance(cluster)
+    assert gate.outcome == "complete"
+    assert any("its MIG manager restarted" in e.text for e in cluster.events)
+
+
+def test_the_job_restarts_a_wedged_mig_manager_once_then_stops() -> None:
+    cluster = wedged_cluster(operand_gone=False)
+    env = {"TARGET_CONFIG": "all-1g.10gb", "REPARTITION_SELECTOR": "mig-inference.io/pool=p",
+           "PENDING_LIMIT_SECONDS": "600"}  # fmt: skip
+    job = RepartitionRun.of(env)
+    job.phase, job.batch, job.deadline = "wait", ["n1"], cluster.now + 7200
+    while job.outcome is None:
+        cluster.tick()
+        job.advance(cluster)
+    restarts = [e for e in cluster.events if "its MIG manager restarted" in e.text]
+    assert len(restarts) == 1
+    assert job.outcome.startswith("failed: node n1 stays nvidia.com/mig.config.state=pending")
+
+
+def test_the_job_relaxes_its_pool_s_budgets_while_it_runs_and_restores_them() -> None:
+    cluster = one_node(Durations(pod_start=10, checks=5, operands_stop=10, apply=10))
+    pods = {POOL_LABEL: "p", "app.kubernetes.io/managed-by": "mig-inference"}
+    template = PodTemplate("nvidia.com/mig-3g.40gb", ((POOL_LABEL, "In", ("p",)),), (), "v1")
+    chat = Deployment("inference", "chat", "chat", 2, template, 60.0, budget=1, labels=pods)
+    elsewhere = PodTemplate("nvidia.com/mig-3g.40gb", ((POOL_LABEL, "In", ("q",)),), (), "v1")
+    other = Deployment("team-b", "other", "other", 1, elsewhere, 60.0, budget=0, labels={})
+    cluster.deployments = {chat.key: chat, other.key: other}
+    for _ in range(3):
+        cluster.tick()
+    env = {"TARGET_CONFIG": "all-1g.10gb", "REPARTITION_SELECTOR": "mig-inference.io/pool=p",
+           "BUDGET_SELECTOR": "mig-inference.io/pool=p,app.kubernetes.io/managed-by=mig-inference"}  # fmt: skip
+    job = RepartitionRun.of(env)
+    relaxed = []
+    while job.outcome is None:
+        cluster.tick()
+        job.advance(cluster)
+        relaxed.append(chat.budget)
+    assert job.outcome == "complete"
+    assert cluster.evicted.get("p") == 2  # both replicas of one node, one budget of one
+    assert 2 in relaxed and chat.budget == 1 and other.budget == 0
+
+
+def test_diff_shows_an_in_place_roll_keeping_a_surviving_profile_serving() -> None:
+    # 16 replicas on 1g.10gb per node; the new layout keeps 1g.10gb. The Job waits until the
+    # replicas moved back onto a re-partitioned node are Ready before it drains the next one.
+    from tests.test_rollout import stack, transition
+
+    v1 = stack(nodes=2, rollout="in-place", mig="all-balanced", replicas=32)
+    v2 = stack(nodes=2, rollout="in-place", mig="all-1g.10gb", replicas=32)
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None
+    [chat] = changes.services
+    assert (chat.serving_before, chat.min_serving, chat.serving_after) == (32, 16, 32)
