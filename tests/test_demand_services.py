@@ -47,11 +47,14 @@ def errors(values: dict[str, Any]) -> list[tuple[str | None, str]]:
 def test_the_demand_stack_runs_one_deployment_per_profile_behind_one_service() -> None:
     rendering = stack_rendering("eks-p4de-demand")
     deployments = {d.name: d.inputs for d in rendering.of_type("kubernetes:apps/v1:Deployment")}
+    # The stack's gateway adds its body-based router beside the services' Deployments.
+    assert deployments.pop("gateway-router")["spec"]["template"]["spec"]["containers"]
     assert {"chat-1g-10gb", "summarize-2g-20gb", "summarize-3g-40gb", "embedder"} == set(
         deployments
     )
     services = {s.inputs["metadata"]["name"]: s.inputs
                 for s in rendering.of_type("kubernetes:core/v1:Service")}  # fmt: skip
+    assert services.pop("body-based-router")  # the gateway's router, beside the services
     assert set(services) == {"chat", "summarize", "embedder"}
     assert services["summarize"]["spec"]["selector"] == {
         "app.kubernetes.io/instance": "summarize",

@@ -251,4 +251,11 @@ def test_repartition_and_gate_roles_allow_only_what_they_need() -> None:
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        # The pool's own budgets, relaxed while the Job runs and restored after (cluster-wide:
+        # the services' namespaces may not exist when the role is made).
+        {
+            "apiGroups": ["policy"],
+            "resources": ["poddisruptionbudgets"],
+            "verbs": ["list", "patch"],
+        },
     ]

@@ -123,7 +123,7 @@ def addons_text(plan: StackPlan) -> list[str]:
         elif row.joined is Joined.REFUSED_WITHOUT:
             how = f"looked up at preview, refused without it: {row.addon}"
         elif row.joined is Joined.WARNED_WITHOUT:
-            how = f"looked up at preview, a warning without it: {row.addon}"
+            how = f"looked up at preview, warned when missing: {row.addon}"
         else:
             how = f"not checked: {row.addon or 'nothing the cloud shows'}"
         identity = (
