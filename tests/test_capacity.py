@@ -354,7 +354,8 @@ def test_a4x_is_sold_through_reservations_only(capacity: str) -> None:
     if capacity == "flex-start":
         pool["nodes"] = {"min": 0, "max": 1}
     # A flex-start pool's scale from zero is refused too, in the same run.
-    [error] = [e for e in _errors(gke("a4x-highgpu-4g", "GB200", **pool)) if "capacity" in e.path]
+    errors = _errors(gke("a4x-highgpu-4g", "GB200", **pool))
+    [error] = [e for e in errors if e.path == "mig-inference:pools[0].capacity"]
     assert error.path == "mig-inference:pools[0].capacity"
     assert error.allowed == ["reservation"]
     assert "Google sells A4X only through reservations" in error.message

@@ -166,7 +166,7 @@ def test_every_choice_the_table_leaves_out_is_refused_at_its_key_with_the_rule(
                 _plan(_stack(cloud, [pool], created=False, dra=False))
             # Other independent errors of the pool (a flex-start pool's scale from zero) come
             # in the same run; the capacity's is one of them.
-            [error] = [e for e in caught.value.errors if e.path.endswith(".capacity")]
+            [error] = [e for e in caught.value.errors if (e.path or "").endswith(".capacity")]
             assert error.path == "mig-inference:pools[0].capacity", (machine.name, capacity)
             assert f"{machine.name} is not sold as {capacity} capacity" in error.message
             assert machine.facts.capacity_rule in error.message
