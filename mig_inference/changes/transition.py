@@ -4,22 +4,25 @@ the other (see `mig_inference.rollout`)."""
 
 from __future__ import annotations
 
+import re
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from mig_inference.changes.deployed import Deployed
 from mig_inference.changes.record import RECORD_FORMAT
 from mig_inference.errors import MigError
 from mig_inference.plan import StackPlan, plan_of
 from mig_inference.rollout.cluster import Timings
 from mig_inference.rollout.outcome import Outcome
+from mig_inference.rollout.resources import Program
 from mig_inference.spec import NAMESPACE, SECRET_MARKER, parse_stack
 from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
-from mig_inference.stackfile.yamlfile import load_yaml
 from mig_inference.versions import GPU_OPERATOR_VERSION
 
 PROJECT = "mig-inference"
@@ -77,27 +80,45 @@ def version_of_record(record: dict[str, Any], path: str) -> StackVersion:
     )
 
 
-def load_version(path: Path, current: StackVersion) -> StackVersion:
-    """The deployed version: `pulumi stack output --json` saved to a file, a plan record, or an
-    older stack file."""
-    data = load_yaml(path, "deployed plan")
-    if isinstance(data, dict) and isinstance(data.get("plan"), dict):
-        data = data["plan"]
-    if isinstance(data, dict) and "config" in data:
-        return version_of_stack_file(path, current.name)
-    if isinstance(data, dict) and str(data.get("format", "")).startswith("mig-inference/plan/"):
-        return version_of_record(data, str(path))
-    raise MigError(
-        f"not a deployed plan: expected `pulumi stack output --json` of a mig-inference stack "
-        f"(with a `plan` of format {RECORD_FORMAT}) or a stack file",
-        str(path),
-    )
+def load_version(deployed: Deployed, current: StackVersion) -> StackVersion:
+    """The deployed version: the values its exported plan holds, or an older stack file's."""
+    if deployed.record is None:
+        return version_of_stack_file(deployed.path, current.name)
+    return version_of_record(deployed.record, str(deployed.path))
+
+
+def with_generations(program: Program, generations: Mapping[str, str]) -> Program:
+    """`program` with each generation in `generations` renamed wherever an input holds it as a
+    word: the pool's cloud name `<pool>-<generation>`, its generation label, the affinity and
+    the gate's selectors that name it (a generation is a hash: it is no other input's word)."""
+    if not generations:
+        return program
+    word = re.compile(r"\b(" + "|".join(map(re.escape, generations)) + r")\b")
+
+    def renamed(value: Any) -> Any:
+        if isinstance(value, str):
+            return word.sub(lambda found: generations[found.group(1)], value)
+        if isinstance(value, Mapping):
+            return {key: renamed(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [renamed(item) for item in value]
+        return value
+
+    result = Program()
+    for resource in program:
+        result.add(replace(resource, inputs=renamed(resource.inputs)))
+    return result
 
 
 def simulate_transition(
-    deployed: StackVersion, current: StackVersion, timings: Timings | None = None
+    deployed: StackVersion,
+    current: StackVersion,
+    timings: Timings | None = None,
+    generations: Mapping[str, str] | None = None,
 ) -> Outcome:
-    """`pulumi up` from `deployed` to `current`, simulated."""
+    """`pulumi up` from `deployed` to `current`, simulated. `generations`: a generation the
+    installed code plans for a deployed pool -> the one it runs (exported): the deployed
+    version's pools, their labels and the selectors of their services carry the exported one."""
     from mig_inference.render import run_program
     from mig_inference.rollout.facts import config_names, load_facts, pool_facts
     from mig_inference.rollout.rendered import program_of
@@ -113,7 +134,7 @@ def simulate_transition(
                 raise MigError(rendering.error)
             programs.append(program_of(rendering))
     return simulate(
-        programs[0],
+        with_generations(programs[0], generations or {}),
         programs[1],
         pool_facts(deployed.plan, current.plan),
         stack=current.name,

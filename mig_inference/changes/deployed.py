@@ -1,0 +1,67 @@
+"""What a deployed stack exported, read once for `plan --deployed` and `diff --deployed`.
+
+Three shapes are accepted: `pulumi stack output --json` saved to a file (an object whose `plan`
+is the plan record the program exports, beside `pools`, `services`, `cloudPools`...), a plan
+record alone (`pulumi stack output plan --json`), or an older stack file (`config:`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from mig_inference.changes.record import RECORD_FORMAT
+from mig_inference.errors import MigError
+from mig_inference.stackfile.yamlfile import load_yaml
+
+
+class DeployedShape(StrEnum):
+    STACK_OUTPUTS = "pulumi stack output --json"
+    PLAN_RECORD = "plan record"
+    STACK_FILE = "stack file"
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """A deployed stack as its file shows it."""
+
+    path: Path
+    shape: DeployedShape
+    record: dict[str, Any] | None = None
+    """The exported plan record (None for a stack file: it is planned by the installed code)."""
+    outputs: dict[str, Any] = field(default_factory=dict)
+    """Every stack output (only `pulumi stack output --json` has them)."""
+
+    @property
+    def exported(self) -> bool:
+        """Whether a release of mig-inference wrote what this holds (not a stack file)."""
+        return self.record is not None
+
+
+def read_deployed(path: Path) -> Deployed:
+    """The deployed stack in `path`, by its shape; one clear error for anything else."""
+    data = load_yaml(path, "deployed plan")
+    if isinstance(data, dict) and isinstance(data.get("plan"), dict):
+        return Deployed(path, DeployedShape.STACK_OUTPUTS, _record(data["plan"], path), data)
+    if isinstance(data, dict) and "config" in data:
+        return Deployed(path, DeployedShape.STACK_FILE)
+    if isinstance(data, dict) and str(data.get("format", "")).startswith("mig-inference/plan/"):
+        return Deployed(path, DeployedShape.PLAN_RECORD, _record(data, path))
+    raise MigError(
+        f"not a deployed plan: expected `pulumi stack output --json` of a mig-inference stack "
+        f"(with a `plan` of format {RECORD_FORMAT}) or a stack file",
+        str(path),
+    )
+
+
+def _record(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    pools, services = data.get("pools", {}), data.get("services", {})
+    if not isinstance(pools, dict) or not isinstance(services, dict):
+        raise MigError(
+            "the deployed plan's `pools` and `services` must be mappings by name (is the file "
+            "`pulumi stack output --json` of a mig-inference stack?)",
+            f"{path}: plan",
+        )
+    return data
