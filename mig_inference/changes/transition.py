@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -110,15 +110,49 @@ def with_generations(program: Program, generations: Mapping[str, str]) -> Progra
     return result
 
 
+POOL_COMPONENTS = (
+    "mig-inference:index:GkeGpuPool", "mig-inference:index:EksGpuNodeGroup",
+    "mig-inference:index:OkeGpuPool",
+)  # fmt: skip
+
+
+def kept_pools(deployed: Program, current: Program, pools: Iterable[str]) -> Program:
+    """`deployed` with the resources of `pools` (each pool component's descendants) as
+    `current` renders them. For a pool whose exported generation is the one the installed code
+    plans now, that is what runs: its generation hashes every input whose change needs new
+    nodes, so the release that deployed it rendered those as the installed one does (the
+    installed code's rendering of the deployed values is another generation's)."""
+    keys = {
+        key
+        for pool in pools
+        for component in POOL_COMPONENTS
+        if (component, pool) in deployed
+        for key in deployed.descendants((component, pool))
+        if key in current
+    }
+    if not keys:
+        return deployed
+    result = Program()
+    for resource in deployed:
+        result.add(
+            replace(resource, inputs=current[resource.key].inputs)
+            if resource.key in keys
+            else resource
+        )
+    return result
+
+
 def simulate_transition(
     deployed: StackVersion,
     current: StackVersion,
     timings: Timings | None = None,
     generations: Mapping[str, str] | None = None,
+    kept: Iterable[str] = (),
 ) -> Outcome:
     """`pulumi up` from `deployed` to `current`, simulated. `generations`: a generation the
     installed code plans for a deployed pool -> the one it runs (exported): the deployed
-    version's pools, their labels and the selectors of their services carry the exported one."""
+    version's pools, their labels and the selectors of their services carry the exported one.
+    `kept`: pools whose exported generation is the one planned now (see `kept_pools`)."""
     from mig_inference.render import run_program
     from mig_inference.rollout.facts import config_names, load_facts, pool_facts
     from mig_inference.rollout.rendered import program_of
@@ -134,7 +168,7 @@ def simulate_transition(
                 raise MigError(rendering.error)
             programs.append(program_of(rendering))
     return simulate(
-        with_generations(programs[0], generations or {}),
+        kept_pools(with_generations(programs[0], generations or {}), programs[1], kept),
         programs[1],
         pool_facts(deployed.plan, current.plan),
         stack=current.name,

@@ -64,6 +64,15 @@ class DeployedBasis:
     notes: list[str] = field(default_factory=list)
     """What could not be compared against the deployed state, and what it fell back to."""
 
+    def kept(self, current: Mapping[str, Any]) -> list[str]:
+        """Upgraded pools whose exported generation is the one `current` plans: the stack keeps
+        their running nodes."""
+        return [
+            name
+            for name, pool in self.upgraded.items()
+            if (current["pools"].get(name) or {}).get("generation") == pool.exported
+        ]
+
     @property
     def generations(self) -> dict[str, str]:
         """Re-planned generation -> the exported one, for the pools the upgrade renames."""
