@@ -161,6 +161,23 @@ def test_an_export_without_legacy_inputs_still_compares_the_generation(
     assert note.startswith("pool h100: the deployed stack's export lacks legacy_inputs")
 
 
+def test_a_pod_the_upgrade_renders_otherwise_rolls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A release that renders the pod otherwise (a new engine image, say) rolls the replicas."""
+    config = stack()
+    outputs = stack_outputs(tmp_path, config)
+    outputs["plan"]["services"]["chat"]["pod"] = "0123456789ab"
+    found = diff_json(tmp_path, capsys, outputs, config)
+    [service] = found["services"]
+    assert service["change"] == "rescheduled"
+    assert service["reason"] == (
+        "pod template changed (this release renders it otherwise than the deployed one)"
+    )
+    assert service["replicas_started"] == 4 and service["serving_after"] == 4
+    assert [p["change"] for p in found["pools"]] == ["unchanged"]
+
+
 def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mig_inference", *argv],

@@ -362,6 +362,10 @@ def change_plan(
         for pool in changes.pools:
             if pool.change is PoolChange.NEW_NODES:
                 pool.upgrade = basis.upgraded.get(pool.name)
+        repodded = {name for _, name in basis.pods}
+        for service in changes.services:
+            if service.name in repodded and service.reason == "pod template changed":
+                service.reason += " (this release renders it otherwise than the deployed one)"
     changes.simulated = True
     changes.failure = outcome.failure
     changes.seconds = outcome.seconds

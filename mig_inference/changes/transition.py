@@ -4,10 +4,8 @@ the other (see `mig_inference.rollout`)."""
 
 from __future__ import annotations
 
-import re
 import tempfile
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -16,11 +14,11 @@ import yaml
 
 from mig_inference.changes.deployed import Deployed
 from mig_inference.changes.record import RECORD_FORMAT
+from mig_inference.changes.upgrade import DeployedBasis
 from mig_inference.errors import MigError
 from mig_inference.plan import StackPlan, plan_of
 from mig_inference.rollout.cluster import Timings
 from mig_inference.rollout.outcome import Outcome
-from mig_inference.rollout.resources import Program
 from mig_inference.spec import NAMESPACE, SECRET_MARKER, parse_stack
 from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
 from mig_inference.versions import GPU_OPERATOR_VERSION
@@ -87,72 +85,15 @@ def load_version(deployed: Deployed, current: StackVersion) -> StackVersion:
     return version_of_record(deployed.record, str(deployed.path))
 
 
-def with_generations(program: Program, generations: Mapping[str, str]) -> Program:
-    """`program` with each generation in `generations` renamed wherever an input holds it as a
-    word: the pool's cloud name `<pool>-<generation>`, its generation label, the affinity and
-    the gate's selectors that name it (a generation is a hash: it is no other input's word)."""
-    if not generations:
-        return program
-    word = re.compile(r"\b(" + "|".join(map(re.escape, generations)) + r")\b")
-
-    def renamed(value: Any) -> Any:
-        if isinstance(value, str):
-            return word.sub(lambda found: generations[found.group(1)], value)
-        if isinstance(value, Mapping):
-            return {key: renamed(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [renamed(item) for item in value]
-        return value
-
-    result = Program()
-    for resource in program:
-        result.add(replace(resource, inputs=renamed(resource.inputs)))
-    return result
-
-
-POOL_COMPONENTS = (
-    "mig-inference:index:GkeGpuPool", "mig-inference:index:EksGpuNodeGroup",
-    "mig-inference:index:OkeGpuPool",
-)  # fmt: skip
-
-
-def kept_pools(deployed: Program, current: Program, pools: Iterable[str]) -> Program:
-    """`deployed` with the resources of `pools` (each pool component's descendants) as
-    `current` renders them. For a pool whose exported generation is the one the installed code
-    plans now, that is what runs: its generation hashes every input whose change needs new
-    nodes, so the release that deployed it rendered those as the installed one does (the
-    installed code's rendering of the deployed values is another generation's)."""
-    keys = {
-        key
-        for pool in pools
-        for component in POOL_COMPONENTS
-        if (component, pool) in deployed
-        for key in deployed.descendants((component, pool))
-        if key in current
-    }
-    if not keys:
-        return deployed
-    result = Program()
-    for resource in deployed:
-        result.add(
-            replace(resource, inputs=current[resource.key].inputs)
-            if resource.key in keys
-            else resource
-        )
-    return result
-
-
 def simulate_transition(
     deployed: StackVersion,
     current: StackVersion,
     timings: Timings | None = None,
-    generations: Mapping[str, str] | None = None,
-    kept: Iterable[str] = (),
+    basis: DeployedBasis | None = None,
 ) -> Outcome:
-    """`pulumi up` from `deployed` to `current`, simulated. `generations`: a generation the
-    installed code plans for a deployed pool -> the one it runs (exported): the deployed
-    version's pools, their labels and the selectors of their services carry the exported one.
-    `kept`: pools whose exported generation is the one planned now (see `kept_pools`)."""
+    """`pulumi up` from `deployed` to `current`, simulated. `basis`: what the deployed stack
+    exported, which the deployed version's program is made to match (`as_exported`)."""
+    from mig_inference.changes.deployed_program import as_exported
     from mig_inference.render import run_program
     from mig_inference.rollout.facts import config_names, load_facts, pool_facts
     from mig_inference.rollout.rendered import program_of
@@ -168,7 +109,7 @@ def simulate_transition(
                 raise MigError(rendering.error)
             programs.append(program_of(rendering))
     return simulate(
-        kept_pools(with_generations(programs[0], generations or {}), programs[1], kept),
+        as_exported(programs[0], programs[1], basis, current.plan) if basis else programs[0],
         programs[1],
         pool_facts(deployed.plan, current.plan),
         stack=current.name,

@@ -64,14 +64,14 @@ class DeployedBasis:
     notes: list[str] = field(default_factory=list)
     """What could not be compared against the deployed state, and what it fell back to."""
 
-    def kept(self, current: Mapping[str, Any]) -> list[str]:
-        """Upgraded pools whose exported generation is the one `current` plans: the stack keeps
-        their running nodes."""
-        return [
-            name
-            for name, pool in self.upgraded.items()
-            if (current["pools"].get(name) or {}).get("generation") == pool.exported
-        ]
+    pods: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, Deployment) -> the pod fingerprint exported, where the installed code
+    renders the deployed values' pod differently."""
+
+    def kept(self, planned: Mapping[str, str | None]) -> list[str]:
+        """Upgraded pools whose exported generation is the one planned now (`planned`: pool ->
+        generation): the stack keeps their running nodes."""
+        return [name for name, pool in self.upgraded.items() if planned.get(name) == pool.exported]
 
     @property
     def generations(self) -> dict[str, str]:
@@ -106,6 +106,8 @@ def deployed_basis(replanned: dict[str, Any], deployed: Deployed) -> DeployedBas
             continue
         assert isinstance(given, dict)
         merged = {**service, **{k: given[k] for k in SERVICE_FIELDS if k in given}}
+        if merged["pod"] != service["pod"]:
+            basis.pods[(str(merged.get("namespace") or "inference"), name)] = str(merged["pod"])
         if service["pool"] in replanned_pools:
             merged["generation"] = service["generation"]  # as its pool is compared
         basis.record["services"][name] = merged

@@ -70,9 +70,7 @@ def simulated_change(args: argparse.Namespace, current: Any) -> Any:
     records = [plan_record(v.plan, v.values, v.secret_keys) for v in (deployed, current)]
     _same_cloud(records[0], records[1], args.deployed)
     basis = deployed_basis(records[0], exported)
-    outcome = simulate_transition(
-        deployed, current, generations=basis.generations, kept=basis.kept(records[1])
-    )
+    outcome = simulate_transition(deployed, current, basis=basis)
     return change_plan(basis.record, records[1], outcome, basis)
 
 
