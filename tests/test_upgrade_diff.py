@@ -201,3 +201,31 @@ def test_the_command_line_reads_pulumi_stack_output(tmp_path: Path) -> None:
     assert pool["upgrade"]["inputs"] == ["cluster.nodeIdentity"]
     assert "keep the old nodes: set `cluster.nodeServiceAccount: default`" in found["refusals"][0]
     assert "error: pool h100-mig: cluster.nodeIdentity needs new nodes" in upgraded.stderr
+
+
+def test_an_export_of_another_shape_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = stack()
+    outputs = stack_outputs(tmp_path, config)
+    outputs["plan"]["pools"] = [outputs["plan"]["pools"]["h100"]]
+    path = tmp_path / "deployed.json"
+    path.write_text(json.dumps(outputs))
+    stack_file = write(tmp_path / "Pulumi.test.yaml", config)
+    assert main(["diff", "--deployed", str(path), "--stack-file", str(stack_file)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "plan: the deployed plan's `pools` and `services` must be mappings by name" in err
+
+
+def test_a_pool_entry_that_is_no_mapping_is_not_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = stack("eks")
+    older = as_older_release(stack_outputs(tmp_path, config), "eks")
+    older["plan"]["pools"]["h100"]["replacement_inputs"] = "gpu=H100-80GB"
+    found = diff_json(tmp_path, capsys, older, config)
+    assert [p["change"] for p in found["pools"]] == ["unchanged"]
+    assert found["not_compared"][0].startswith(
+        "pool h100: the deployed stack's export lacks replacement_inputs as a mapping"
+    )

@@ -7,8 +7,7 @@ record alone (`pulumi stack output plan --json`), or an older stack file (`confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,38 +16,25 @@ from mig_inference.errors import MigError
 from mig_inference.stackfile.yamlfile import load_yaml
 
 
-class DeployedShape(StrEnum):
-    STACK_OUTPUTS = "pulumi stack output --json"
-    PLAN_RECORD = "plan record"
-    STACK_FILE = "stack file"
-
-
 @dataclass(frozen=True)
 class Deployed:
     """A deployed stack as its file shows it."""
 
     path: Path
-    shape: DeployedShape
     record: dict[str, Any] | None = None
-    """The exported plan record (None for a stack file: it is planned by the installed code)."""
-    outputs: dict[str, Any] = field(default_factory=dict)
-    """Every stack output (only `pulumi stack output --json` has them)."""
-
-    @property
-    def exported(self) -> bool:
-        """Whether a release of mig-inference wrote what this holds (not a stack file)."""
-        return self.record is not None
+    """The plan record a release of mig-inference exported (`pulumi stack output --json`'s
+    `plan`, or the record alone); None for a stack file, which the installed code plans."""
 
 
 def read_deployed(path: Path) -> Deployed:
     """The deployed stack in `path`, by its shape; one clear error for anything else."""
     data = load_yaml(path, "deployed plan")
     if isinstance(data, dict) and isinstance(data.get("plan"), dict):
-        return Deployed(path, DeployedShape.STACK_OUTPUTS, _record(data["plan"], path), data)
+        return Deployed(path, _record(data["plan"], path))
     if isinstance(data, dict) and "config" in data:
-        return Deployed(path, DeployedShape.STACK_FILE)
+        return Deployed(path)
     if isinstance(data, dict) and str(data.get("format", "")).startswith("mig-inference/plan/"):
-        return Deployed(path, DeployedShape.PLAN_RECORD, _record(data, path))
+        return Deployed(path, _record(data, path))
     raise MigError(
         f"not a deployed plan: expected `pulumi stack output --json` of a mig-inference stack "
         f"(with a `plan` of format {RECORD_FORMAT}) or a stack file",

@@ -127,6 +127,8 @@ def _pool(
 ) -> dict[str, Any] | None:
     """The pool's exported fields over the re-planned ones (None: the export cannot say)."""
     missing = _missing(given, POOL_IDENTITY)
+    if isinstance(given, Mapping) and not isinstance(given.get("replacement_inputs", {}), Mapping):
+        missing.append("replacement_inputs as a mapping")
     if missing:
         basis.notes.append(
             f"pool {name}: the deployed stack's export lacks {', '.join(missing)}: its generation "
@@ -146,21 +148,23 @@ def _pool(
     if merged["generation"] != pool["generation"]:
         old, new = merged["replacement_inputs"], pool["replacement_inputs"]
         changed = tuple(sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k)))
+        added = tuple(k for k in changed if k not in old)
         basis.upgraded[name] = UpgradedPool(
-            merged["generation"], pool["generation"], changed, keep_old_nodes(changed, replanned)
+            merged["generation"], pool["generation"], changed, keep_old_nodes(added, replanned)
         )
     return merged
 
 
-def keep_old_nodes(inputs: tuple[str, ...], record: Mapping[str, Any]) -> str | None:
-    """The stack keys that keep a pool's running nodes when `inputs` joined its generation,
-    as CHANGELOG.md names them (0.3.0, "Upgrading from 0.2.0": the node identity)."""
+def keep_old_nodes(added: tuple[str, ...], record: Mapping[str, Any]) -> str | None:
+    """The stack keys that keep a pool's running nodes when the inputs `added` joined its
+    generation (its nodes run what pools had before those keys), as CHANGELOG.md names them
+    (0.3.0, "Upgrading from 0.2.0": the node identity)."""
     keys = []
-    if "cluster.nodeIdentity" in inputs:
+    if "cluster.nodeIdentity" in added:
         cluster = (record.get("values") or {}).get("cluster") or {}
         keys.append("`cluster.nodeServiceAccount: default`")
         if not (isinstance(cluster, Mapping) and cluster.get("create")):
             keys.append("`cluster.workloadIdentity: false` (a joined cluster)")
-    if "cluster.imdsHopLimit" in inputs:
+    if "cluster.imdsHopLimit" in added:
         keys.append(f"`cluster.imdsHopLimit: {LEGACY_HOP_LIMIT}`")
     return " and ".join(keys) or None
