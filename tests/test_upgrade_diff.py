@@ -179,8 +179,9 @@ def test_a_pod_the_upgrade_renders_otherwise_rolls(
 
 
 def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The `mig-inference` command the package installs, as a user runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "mig_inference", *argv],
+        [str(Path(sys.executable).with_name("mig-inference")), *argv],
         capture_output=True, text=True, cwd=ROOT, check=False, timeout=600,
     )  # fmt: skip
 
@@ -229,3 +230,19 @@ def test_a_pool_entry_that_is_no_mapping_is_not_compared(
     assert found["not_compared"][0].startswith(
         "pool h100: the deployed stack's export lacks replacement_inputs as a mapping"
     )
+
+
+def test_an_export_without_the_gateway_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outputs = json.loads(json.dumps(stack_rendering("ephemeral-gke").outputs))
+    del outputs["plan"]["gateway"]
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps(outputs))
+    assert main(["diff", "--deployed", str(path), "--stack", "ephemeral-gke", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["not_compared"] == [
+        "gateway: the deployed stack's export lacks it: compared as this release plans the "
+        "deployed values"
+    ]
+    assert found["gateway"] == []

@@ -100,7 +100,7 @@ def with_deployed_pods(program: Program, pods: Mapping[tuple[str, str], str]) ->
     result = Program()
     for resource in program:
         metadata = resource.inputs.get("metadata") or {}
-        key = (metadata.get("namespace"), metadata.get("name"))
+        key = (str(metadata.get("namespace")), str(metadata.get("name")))
         if resource.type == DEPLOYMENT and key in pods:
             spec = dict(resource.inputs.get("spec") or {})
             template = dict(spec.get("template") or {})

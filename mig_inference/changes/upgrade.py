@@ -113,6 +113,11 @@ def deployed_basis(replanned: dict[str, Any], deployed: Deployed) -> DeployedBas
         basis.record["services"][name] = merged
     if "gateway" in exported:
         basis.record["gateway"] = exported["gateway"]
+    elif replanned.get("gateway") is not None:
+        basis.notes.append(
+            "gateway: the deployed stack's export lacks it: compared as this release plans the "
+            "deployed values"
+        )
     return basis
 
 
