@@ -19,6 +19,7 @@ from tests.mocked import render_config, stack_rendering
 from tests.test_day2 import stack, write
 
 ROOT = Path(__file__).resolve().parent.parent
+STACKS = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))  # fmt: skip
 IDENTITY = {"gke": "cluster.nodeIdentity", "eks": "cluster.imdsHopLimit"}
 
 
@@ -36,6 +37,8 @@ def as_older_release(outputs: dict[str, Any], cloud: str) -> dict[str, Any]:
     older = copy.deepcopy(outputs)
     plan = older["plan"]
     for name, pool in plan["pools"].items():
+        if IDENTITY[cloud] not in pool["replacement_inputs"]:
+            continue
         pool["replacement_inputs"].pop(IDENTITY[cloud])
         pool["generation"] = generation_of(pool["replacement_inputs"])
         pool["physical_name"] = f"{name}-{pool['generation']}"
@@ -202,6 +205,36 @@ def test_the_command_line_reads_pulumi_stack_output(tmp_path: Path) -> None:
     assert pool["upgrade"]["inputs"] == ["cluster.nodeIdentity"]
     assert "keep the old nodes: set `cluster.nodeServiceAccount: default`" in found["refusals"][0]
     assert "error: pool h100-mig: cluster.nodeIdentity needs new nodes" in upgraded.stderr
+
+
+@pytest.mark.parametrize("shipped", STACKS)
+def test_every_shipped_stack_against_its_outputs_and_an_older_releases(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shipped: str
+) -> None:
+    """Clean against its own outputs; against outputs without the node identity (the release
+    before it joined the generation), every GKE and EKS GPU pool that hashes it gets a new
+    generation caused by the upgrade, and OKE's and existing nodes' pools keep theirs."""
+    outputs = json.loads(json.dumps(stack_rendering(shipped).outputs))
+    path = tmp_path / "out.json"
+    path.write_text(json.dumps(outputs))
+    argv = ["diff", "--deployed", str(path), "--stack", shipped, "--json"]
+    assert main(argv) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert {p["change"] for p in found["pools"]} == {"unchanged"} and found["refusals"] == []
+    assert {s["change"] for s in found["services"]} == {"unaffected"}
+    assert found["not_compared"] == []
+    cloud = outputs["plan"]["cloud"]
+    pools = outputs["plan"]["pools"]
+    hashed = {n for n, p in pools.items() if IDENTITY.get(cloud) in p["replacement_inputs"]}
+    if not hashed:
+        return
+    path.write_text(json.dumps(as_older_release(outputs, cloud)))
+    protected = any(pools[name]["protect"] for name in hashed)
+    assert main(argv) == (1 if protected else 0)  # Pulumi refuses to replace a protected pool
+    found = json.loads(capsys.readouterr().out)
+    upgraded = {p["name"] for p in found["pools"] if p["upgrade"]}
+    assert upgraded == hashed
+    assert all(p["upgrade"]["keep_old_nodes"] for p in found["pools"] if p["upgrade"])
 
 
 def test_an_export_of_another_shape_is_one_clear_error(
