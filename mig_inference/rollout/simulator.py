@@ -539,12 +539,22 @@ class Rollout:
             if facts is None or not serving_before or not node.ready(self.cluster.now):
                 continue
             planned = sum(self._devices(node, node.config or "").values())
-            missing = planned - sum(node.devices.values())
+            missing = planned - sum(self._in_service(node).values())
             if missing > 0:
                 down[node.pool or ""] = down.get(node.pool or "", 0) + missing
         for pool, count in down.items():
             outcome = self.pools.setdefault(pool, PoolOutcome())
             outcome.most_devices_down = max(outcome.most_devices_down, count)
+
+    @staticmethod
+    def _in_service(node: Node) -> dict[str, int]:
+        """The devices pods can be given on the node now. A DRA node's published slices serve
+        only while they are the layout its label asks for and its GPUs have: from the relabel
+        until the restarted kubelet plugin publishes the new layout, a claim on a published
+        slice names an instance the GPUs no longer have (or are about to lose)."""
+        if node.dra and not (node.published == node.applied == node.config):
+            return {}
+        return node.devices
 
     def _result(self, failure: str | None) -> Outcome:
         cluster = self.cluster
