@@ -29,6 +29,7 @@ from mig_inference.rollout.model import (
     pod_template,
 )
 from mig_inference.rollout.node_pools import EKS_LAUNCH_TEMPLATE, POOL_TYPES, PoolShape, pool_shape
+from mig_inference.rollout.node_updates import node_update
 from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
 from mig_inference.rollout.resources import Key, Program, Resource
 from mig_inference.rollout.steps import Op, Step, plan_steps
@@ -249,6 +250,10 @@ class Rollout:
                 # SAME: the node group's launch template version is an output that moves with
                 # the template (its new version), so the group is updated too.
                 old = pool_shape(step.old) if step.old else new
+                reach = node_update(resource.type, step.changed, old.labels, new.labels)
+                if reach is not None and step.op is Op.UPDATE:
+                    running = [n for n in self.clouds.nodes(new.physical) if not n.draining]
+                    self._outcome(new.labels).node_update = reach.describe(len(running))
                 update = resource.inputs.get("updateConfig") or {}
                 self.clouds.update(
                     old, new, recycled=relaunched,
