@@ -152,3 +152,18 @@ def test_diff_says_a_gke_label_change_reaches_the_running_nodes(tmp_path: Path) 
     [pool] = report["pools"]
     assert pool["node_update"] == "node labels: applied to the running nodes, none recreated"
     assert pool["nodes_created"] == pool["nodes_replaced"] == 0
+
+
+def test_an_oke_layout_label_is_the_jobs_and_other_labels_reach_only_new_nodes() -> None:
+    """OKE's node labels are a list of key/value pairs: the label keys that changed are named;
+    an in-place layout's `nvidia.com/mig.config` reaches running nodes through the Job."""
+    old = {"nvidia.com/mig.config": "all-3g.40gb", "team": "a"}
+    new = {"nvidia.com/mig.config": "all-1g.10gb", "team": "b"}
+    update = node_update(OKE_POOL, ("initialNodeLabels[1].value", "initialNodeLabels[2].value"),
+                         old, new)  # fmt: skip
+    assert update is not None
+    assert update.reach == {
+        Reach.RUNNING: ("nvidia.com/mig.config (by the re-partitioning Job)",),
+        Reach.NEW_NODES: ("node label team",),
+    }
+    assert "the 3 running node(s) keep the old value" in update.describe(running=3)
