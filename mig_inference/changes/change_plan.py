@@ -89,6 +89,8 @@ class PoolDiff:
     upgrade: UpgradedPool | None = None
     """Set when the pool needs new nodes because the installed mig-inference computes its
     generation differently from the release that deployed it."""
+    node_update: str = ""
+    """What the cloud does to the pool's nodes when Pulumi updates the pool in place."""
 
 
 @dataclass
@@ -384,6 +386,7 @@ def change_plan(
             pool.gpus_before, pool.peak_gpus = observed.gpus_before, observed.peak_gpus
             pool.replicas_evicted = observed.evicted
             pool.slices_unavailable = observed.most_devices_down
+            pool.node_update = observed.node_update
             taken = observed.nodes_deleted or observed.nodes_drained
             replaced = taken and observed.nodes_created and pool.change in (
                 PoolChange.UNCHANGED, PoolChange.IN_PLACE,
@@ -606,6 +609,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                     "inputs": list(p.upgrade.inputs),
                     "keep_old_nodes": p.upgrade.keep,
                 },
+                "node_update": p.node_update or None,
             }
             for p in changes.pools
         ],
@@ -661,6 +665,8 @@ def change_plan_text(changes: ChangePlan) -> str:
             lines.append(f"    caused by the upgrade of mig-inference: {pool.upgrade}")
         if nodes:
             lines.append(f"    nodes: {', '.join(nodes)}")
+        if pool.node_update:
+            lines.append(f"    cloud: {pool.node_update}")
         if pool.nodes_left_cordoned:
             lines.append(f"    left cordoned: {', '.join(pool.nodes_left_cordoned)}")
         if pool.nodes_released:
