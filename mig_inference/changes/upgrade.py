@@ -23,9 +23,9 @@ POOL_IDENTITY = ("generation", "replacement_inputs")
 """What a pool's export must hold to be compared against the deployed state at all."""
 POOL_FIELDS = (
     "physical_name", "legacy_inputs", "config", "rollout", "max_unavailable", "in_place_inputs",
-    "nodes", "gpus_per_node",
+    "nodes",
 )  # fmt: skip
-"""Further fields `diff` compares, taken from the export where it has them."""
+"""Further fields of the deployed pool, taken from the export where it has them."""
 SERVICE_FIELDS = ("pool", "generation", "profile", "replicas", "pod", "namespace", "group")
 SERVICE_IDENTITY = ("pool", "generation", "profile", "replicas", "pod")
 
@@ -63,7 +63,6 @@ class DeployedBasis:
     """Pools whose exported generation differs from the re-planned one."""
     notes: list[str] = field(default_factory=list)
     """What could not be compared against the deployed state, and what it fell back to."""
-
     pods: dict[tuple[str, str], str] = field(default_factory=dict)
     """(namespace, Deployment) -> the pod fingerprint exported, where the installed code
     renders the deployed values' pod differently."""
