@@ -1,0 +1,112 @@
+"""The device plugin's config keys over a `pulumi up` (the rollout simulator's model,
+`mig_inference/rollout/plugin_configs.py`): a key exists as long as a node's sharing label names
+it, so no device plugin that restarts during the update waits for a key that is gone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mig_inference.names.labels import DEVICE_PLUGIN_CONFIG_LABEL
+from mig_inference.rollout.plugin_configs import PluginConfigs
+from mig_inference.rollout.resources import Resource
+from tests.test_rollout import stack, transition
+
+SHARED = {"timeSlicing": {"replicas": 2, "profiles": ["1g.10gb"]}}
+
+
+def _sliced(cloud: str = "eks", **pool: Any) -> dict[str, Any]:
+    config = stack(cloud, replicas=8, **{"mig": "all-balanced", "sharing": SHARED, **pool})
+    config["services"][0]["profile"] = "1g.10gb"
+    config["services"][0]["memoryGiB"] = 3
+    return config
+
+
+def test_a_plugin_restarted_by_a_layout_change_finds_its_nodes_config() -> None:
+    """An in-place re-partition pauses and restarts the device plugin while the node still names
+    its old sharing key (the pool is relabelled after the Job): the old key is still there."""
+    v1 = _sliced(rollout="in-place")
+    v2 = _sliced(rollout="in-place", mig="all-3g.40gb")
+    v2["pools"][0]["sharing"] = {"timeSlicing": {"replicas": 2, "profiles": ["3g.40gb"]}}
+    v2["services"][0]["profile"] = "3g.40gb"
+    outcome, _ = transition(v1, v2)
+    assert outcome.failure is None
+    [pool] = outcome.pools.values()
+    # The MIG manager ran on the node (its device plugin paused and started again).
+    assert any("mig.config.state=pending" in e for _, e in outcome.events)
+    assert pool.config_missing == [] and pool.plugin_blocked == []
+    assert not [e for _, e in outcome.events if "device plugin cannot start" in e]
+
+
+@pytest.mark.parametrize("cloud", ["eks", "gke", "oke"])
+def test_a_sharing_change_never_leaves_a_node_naming_a_missing_key(cloud: str) -> None:
+    v1 = _sliced(cloud)
+    v2 = _sliced(cloud, sharing={"timeSlicing": {"replicas": 3, "profiles": ["1g.10gb"]}})
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None, outcome.failure
+    assert [p.name for p in changes.pools] == ["h100"]
+    for pool in outcome.pools.values():
+        assert pool.config_missing == [] and pool.plugin_blocked == []
+
+
+def _resource(type_token: str, name: str, inputs: dict[str, Any]) -> Resource:
+    return Resource(type_token, name, inputs)
+
+
+def test_the_model_reads_the_chart_and_the_patches() -> None:
+    """The release names the ConfigMap; the chart's own keys (create: true) change with the
+    release, a patch's keys come and go with the patch."""
+    chart = {"chart": "gpu-operator", "namespace": "gpu-operator"}
+    created = _resource(
+        "kubernetes:helm.sh/v3:Release", "op",
+        {**chart, "values": {"devicePlugin": {"config": {
+            "name": "cm", "create": True, "data": {"a": "x"}}}}},
+    )  # fmt: skip
+    owned = _resource(
+        "kubernetes:helm.sh/v3:Release",
+        "op",
+        {**chart, "values": {"devicePlugin": {"config": {"name": "own", "create": False}}}},
+    )
+    meta = {"name": "own", "namespace": "gpu-operator"}
+    base = _resource("kubernetes:core/v1:ConfigMap", "base", {"metadata": meta, "data": {"d": ""}})
+    patch = _resource(
+        "kubernetes:core/v1:ConfigMapPatch", "b", {"metadata": meta, "data": {"b": ""}}
+    )
+    configs = PluginConfigs()
+    assert configs.known() is None  # no config manager: any label goes
+    configs.apply(created)
+    assert configs.known() == {"a"}
+    for resource in (base, patch, owned):
+        configs.apply(resource)
+    assert configs.known() == {"d", "b"}
+    configs.remove(patch)
+    assert configs.known() == {"d"}
+    assert DEVICE_PLUGIN_CONFIG_LABEL == "nvidia.com/device-plugin.config"
+
+
+def test_diff_reports_no_plugin_waiting_for_a_config(tmp_path: Path) -> None:
+    """`diff --json` as users run it, on the layout-and-sharing change above."""
+    v1 = _sliced(rollout="in-place")
+    v2 = _sliced(rollout="in-place", mig="all-3g.40gb")
+    v2["pools"][0]["sharing"] = {"timeSlicing": {"replicas": 2, "profiles": ["3g.40gb"]}}
+    v2["services"][0]["profile"] = "3g.40gb"
+    files = []
+    for name, config in (("deployed", v1), ("test", v2)):
+        path = tmp_path / f"Pulumi.{name}.yaml"
+        body = {f"mig-inference:{key}": value for key, value in config.items()}
+        path.write_text(yaml.safe_dump({"config": body}))
+        files.append(path)
+    result = subprocess.run(
+        [sys.executable, "-m", "mig", "diff", "--stack-file", str(files[1]),
+         "--deployed", str(files[0]), "--json"],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    [pool] = json.loads(result.stdout)["pools"]
+    assert (pool["nodes_plugin_config_missing"], pool["nodes_plugin_blocked"]) == ([], [])
