@@ -58,6 +58,8 @@ class Addon:
     """The service account the add-on's cloud identity is bound to (EKS Pod Identity)."""
     installed_here: bool = True
     """A created cluster gets it from this project (False: the cloud's own, or none)."""
+    confirmed: bool = False
+    """Its source was re-read here and states what the row says (`plan` marks the others)."""
     remedy: str = ""
     """What a joined cluster's owner turns on (default: what a created cluster gets)."""
 
@@ -106,7 +108,7 @@ ADDONS: tuple[Addon, ...] = (
           GKE_PD_CSI),
     Addon(Cloud.GKE, Feature.GCS_FUSE, "gcsFuseCsiDriverConfig",
           "addonsConfig.gcsFuseCsiDriverConfig.enabled (with Workload Identity)",
-          Joined.REFUSED_WITHOUT, GKE_GCS_FUSE),
+          Joined.REFUSED_WITHOUT, GKE_GCS_FUSE, confirmed=True),
     Addon(Cloud.GKE, Feature.STORAGE_CLASS, "", "", Joined.NOT_LOOKED_UP, "", installed_here=False),
     Addon(Cloud.GKE, Feature.NETWORK_POLICY, "datapathProvider ADVANCED_DATAPATH",
           "datapathProvider: ADVANCED_DATAPATH (GKE Dataplane V2)", Joined.WARNED_WITHOUT,
@@ -116,7 +118,8 @@ ADDONS: tuple[Addon, ...] = (
     # Pod Identity; the VPC CNI enforces NetworkPolicy once its add-on is told to.
     Addon(Cloud.EKS, Feature.S3_MOUNTPOINT, S3_CSI_ADDON,
           f"EKS add-on {S3_CSI_ADDON} with a role allowing the cache bucket",
-          Joined.REFUSED_WITHOUT, f"{EKS_S3_CSI}; {EKS_S3_ADDON}", identity=S3_CSI_ACCOUNT),
+          Joined.REFUSED_WITHOUT, f"{EKS_S3_CSI}; {EKS_S3_ADDON}", identity=S3_CSI_ACCOUNT,
+          confirmed=True),
     Addon(Cloud.EKS, Feature.FSX_LUSTRE, FSX_CSI_ADDON,
           f"EKS add-on {FSX_CSI_ADDON} with AmazonFSxFullAccess", Joined.REFUSED_WITHOUT,
           EKS_FSX_CSI, identity=FSX_CSI_ACCOUNT),
@@ -130,7 +133,7 @@ ADDONS: tuple[Addon, ...] = (
     # policy-only manifest) for NetworkPolicy; no pinned chart of it exists to install and
     # check here, so the stack writes its policies unenforced and says so.
     Addon(Cloud.OKE, Feature.FILE_STORAGE, "fss.csi.oraclecloud.com", "", Joined.BUILT_IN,
-          OKE_FSS, installed_here=False),
+          OKE_FSS, installed_here=False, confirmed=True),
     Addon(Cloud.OKE, Feature.STORAGE_CLASS, "", "", Joined.NOT_LOOKED_UP, "", installed_here=False),
     Addon(Cloud.OKE, Feature.NETWORK_POLICY, "Calico (policy-only)", "", Joined.NOT_LOOKED_UP,
           OKE_NETWORK_POLICY, installed_here=False),
