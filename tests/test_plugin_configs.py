@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,22 @@ import pytest
 import yaml
 
 from mig_inference.names.labels import DEVICE_PLUGIN_CONFIG_LABEL
+from mig_inference.rollout.cluster import TICK, Cluster, Timings
+from mig_inference.rollout.mig_manager import Durations
+from mig_inference.rollout.model import Node
 from mig_inference.rollout.plugin_configs import PluginConfigs
 from mig_inference.rollout.resources import Resource
+from tests.fake_apiserver import steps_of
+from tests.nvidia_node import (
+    CONFIG_LABEL,
+    OPERANDS,
+    PAUSED,
+    PLUGIN,
+    PLUGIN_CONFIG_LABEL,
+    STATE_LABEL,
+    NvidiaNode,
+)
+from tests.test_node_models import CONFIGS, DURATIONS
 from tests.test_rollout import stack, transition
 
 SHARED = {"timeSlicing": {"replicas": 2, "profiles": ["1g.10gb"]}}
@@ -110,3 +125,44 @@ def test_diff_reports_no_plugin_waiting_for_a_config(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     [pool] = json.loads(result.stdout)["pools"]
     assert (pool["nodes_plugin_config_missing"], pool["nodes_plugin_blocked"]) == ([], [])
+
+
+def test_the_simulators_plugin_agrees_with_nvidias_model() -> None:
+    """The story of tests/test_node_models.py's config-manager test, told to the simulator's
+    cluster and to the model written from NVIDIA's source: the old key leaves the ConfigMap, a
+    running plugin keeps serving, one restarted by a MIG manager run (its deploy label paused,
+    then back) advertises nothing until the node names a known key."""
+    served = {"nvidia.com/mig-3g.40gb": 4}
+    labels = {CONFIG_LABEL: "all-3g.40gb", STATE_LABEL: "success", PLUGIN_CONFIG_LABEL: "p-old",
+              **dict.fromkeys(OPERANDS, "true")}  # fmt: skip
+    cluster = Cluster(
+        Timings(mig_manager=replace(Durations(), plugin_start=20.0)),
+        lambda _node, config: dict(served) if config else {},
+        lambda _node: {"all-3g.40gb": CONFIGS["all-3g.40gb"]},
+        lambda _node, _layout: "all-3g.40gb",
+        plugin_configs=frozenset({"p-old"}),
+    )
+    cluster.add_node(Node("n", dict(labels), [], gpus=2), applied="all-3g.40gb")
+    nvidia = NvidiaNode(CONFIGS, CONFIGS["all-3g.40gb"], dict(labels), steps=steps_of(DURATIONS),
+                        plugin_configs={"p-old"})  # fmt: skip
+
+    def both(seconds: float) -> tuple[dict[str, int], dict[str, int]]:
+        for _ in range(int(seconds // TICK)):
+            cluster.tick()
+        nvidia.advance(nvidia.now + seconds)
+        return cluster.nodes["n"].devices, nvidia.advertised()
+
+    def relabel(changes: dict[str, str]) -> None:
+        cluster.set_labels("n", dict(changes))
+        nvidia.observe({**nvidia.labels, **changes})
+
+    assert both(30) == (served, served)
+    cluster.plugin_configs = frozenset({"p-new"})
+    nvidia.plugin_configs = {"p-new"}
+    assert both(30) == (served, served)  # only the sidecar exits
+    relabel({PLUGIN: PAUSED})  # a MIG manager run stops the plugin's pod
+    both(30)
+    relabel({PLUGIN: "true"})
+    assert both(60) == ({}, {})  # stuck in config-manager-init
+    relabel({PLUGIN_CONFIG_LABEL: "p-new"})
+    assert both(60) == (served, served)
