@@ -15,12 +15,24 @@ import pytest
 import yaml
 
 from mig_inference.names.labels import DEVICE_PLUGIN_CONFIG_LABEL
+from mig_inference.plan import plan_stack
 from mig_inference.rollout.cluster import TICK, Cluster, Timings
+from mig_inference.rollout.facts import config_names, pool_facts
 from mig_inference.rollout.mig_manager import Durations
 from mig_inference.rollout.model import Node
-from mig_inference.rollout.plugin_configs import PluginConfigs
-from mig_inference.rollout.resources import Resource
+from mig_inference.rollout.plugin_configs import (
+    CONFIG_MAP,
+    CONFIG_MAP_PATCH,
+    RELEASE,
+    PluginConfigs,
+)
+from mig_inference.rollout.rendered import program_of
+from mig_inference.rollout.resources import Program, Resource
+from mig_inference.rollout.simulator import simulate
+from mig_inference.rollout.steps import Op
+from mig_inference.spec.files import load_stack
 from tests.fake_apiserver import steps_of
+from tests.mocked import stack_rendering
 from tests.nvidia_node import (
     CONFIG_LABEL,
     OPERANDS,
@@ -166,3 +178,46 @@ def test_the_simulators_plugin_agrees_with_nvidias_model() -> None:
     assert both(60) == ({}, {})  # stuck in config-manager-init
     relabel({PLUGIN_CONFIG_LABEL: "p-new"})
     assert both(60) == (served, served)
+
+
+def _chart_owned(program: Program) -> Program:
+    """The program as the chart-owned ConfigMap had it: the configs in the release's values
+    (`create: true`), no ConfigMap or patches of the program's own."""
+    old = Program()
+    data = {}
+    for resource in program:
+        if resource.type in (CONFIG_MAP, CONFIG_MAP_PATCH) and "device-plugin" in resource.name:
+            data.update({k: v for k, v in resource.inputs["data"].items() if k != "default"})
+    for resource in program:
+        if resource.type in (CONFIG_MAP, CONFIG_MAP_PATCH) and "device-plugin" in resource.name:
+            continue
+        if resource.type == RELEASE and resource.inputs.get("chart") == "gpu-operator":
+            values = dict(resource.inputs["values"])
+            values["devicePlugin"] = {
+                "config": {
+                    "name": "mig-inference-device-plugin-config",
+                    "create": True,
+                    "data": data,
+                }
+            }
+            resource = replace(resource, inputs={**resource.inputs, "values": values})
+        old.add(resource)
+    return old
+
+
+@pytest.mark.parametrize("name", ["eks-g6e-timeslice", "eks-h100-mig-timeslice"])
+def test_the_upgrade_from_the_chart_owned_config_map_leaves_no_key_missing(name: str) -> None:
+    """The first `pulumi up` after the upgrade: the program's ConfigMap and patches are created,
+    then the release points the device plugin at them (the chart's ConfigMap goes with it)."""
+    plan = plan_stack(load_stack(name))
+    after = program_of(stack_rendering(name))
+    before = _chart_owned(after)
+    outcome = simulate(before, after, pool_facts(plan), stack=name, project="mig-inference",
+                       configs=(config_names(plan), config_names(plan)))  # fmt: skip
+    assert outcome.failure is None
+    created = {s.key[0] for s in outcome.plan.forward if s.op is Op.CREATE}
+    assert {CONFIG_MAP, CONFIG_MAP_PATCH} <= created
+    updated = [s.key for s in outcome.plan.forward if s.op is Op.UPDATE]
+    assert [key for key in updated if key[0] == RELEASE]
+    for pool in outcome.pools.values():
+        assert pool.config_missing == [] and pool.plugin_blocked == []
