@@ -73,6 +73,10 @@ GKE_DATAPLANE_V2 = "https://cloud.google.com/kubernetes-engine/docs/concepts/dat
 GKE_PD_CSI = (
     "https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/gce-pd-csi-driver"
 )
+GKE_HYPERDISK = (
+    "https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/hyperdisk "
+    '(the PD CSI driver is "the primary way" to Hyperdisk; Hyperdisk ML among its GKE options)'
+)
 GKE_GCS_FUSE = (
     "https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/"
     "cloud-storage-fuse-csi-driver-setup"
@@ -105,7 +109,7 @@ ADDONS: tuple[Addon, ...] = (
     # network policy add-on); the PD CSI driver is on by default; the FUSE driver is not.
     Addon(Cloud.GKE, Feature.HYPERDISK_ML, "gcePersistentDiskCsiDriverConfig",
           "addonsConfig.gcePersistentDiskCsiDriverConfig.enabled", Joined.REFUSED_WITHOUT,
-          GKE_PD_CSI),
+          f"{GKE_PD_CSI}; {GKE_HYPERDISK}", confirmed=True),
     Addon(Cloud.GKE, Feature.GCS_FUSE, "gcsFuseCsiDriverConfig",
           "addonsConfig.gcsFuseCsiDriverConfig.enabled (with Workload Identity)",
           Joined.REFUSED_WITHOUT, GKE_GCS_FUSE, confirmed=True),
