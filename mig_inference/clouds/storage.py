@@ -53,21 +53,22 @@ def _rate(entry: dict[str, Any], key: str, unit: str, what: str, *, source: str 
 
 
 def _price(price: StoragePrice | None) -> StorageFact | None:
+    """The shipped price; confirmed when its source is not weak and it prices every tier."""
     if price is None:
         return None
-    if price.by_throughput:
-        known = {k: v for k, v in price.by_throughput.items() if v is not None}
-        value = "; ".join(f"${v} per GB-month at {k} MB/s per TiB" for k, v in known.items())
-        complete = len(known) == len(price.by_throughput)
-        amount: float | None = min(known.values()) if known else None
-    else:
-        amount, complete = price.per_gb_month, True
-        value = f"${amount} per GB-month" if amount is not None else ""
-    where = f" ({price.region})" if price.region else ""
-    if amount is None:
+    tiers: dict[int | None, float | None] = dict(price.by_throughput) or {None: price.per_gb_month}
+    known = {tier: amount for tier, amount in tiers.items() if amount is not None}
+    if not known:
         return StorageFact("price", "none found", _text(price.source), False)
-    confirmed = complete and not price.weak
-    return StorageFact("price", f"{value}{where}, {price.date}", _text(price.source), confirmed)
+    value = "; ".join(
+        f"${amount} per GB-month" + (f" at {tier} MB/s per TiB" if tier is not None else "")
+        for tier, amount in known.items()
+    )
+    complete = len(known) == len(tiers)
+    where = f" ({price.region})" if price.region else ""
+    return StorageFact(
+        "price", f"{value}{where}, {price.date}", _text(price.source), complete and not price.weak
+    )
 
 
 def _offered(cloud: Cloud, storage: Feature) -> StorageFact | None:
