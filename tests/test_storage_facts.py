@@ -24,7 +24,7 @@ from tests.test_model_cache import _with_cache
 
 STACK_OF = {Cloud.GKE: "gke-h100", Cloud.EKS: "eks-p4d", Cloud.OKE: "oke-h100",
             Cloud.EXISTING: "existing"}  # fmt: skip
-KEYS_OF = {"fsx-lustre": {"securityGroupIds": ["sg-0a1b2c3d"]},
+KEYS_OF: dict[str, dict[str, Any]] = {"fsx-lustre": {"securityGroupIds": ["sg-0a1b2c3d"]},
            "storage-class": {"storageClass": "nfs-rwx"}}  # fmt: skip
 COMBINATIONS = [(cloud, storage.value) for cloud, offered in STORAGE_BY_CLOUD.items()
                 for storage in offered]  # fmt: skip

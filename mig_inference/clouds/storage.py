@@ -56,7 +56,9 @@ def _price(price: StoragePrice | None) -> StorageFact | None:
     """The shipped price; confirmed when its source is not weak and it prices every tier."""
     if price is None:
         return None
-    tiers: dict[int | None, float | None] = dict(price.by_throughput) or {None: price.per_gb_month}
+    tiers: dict[int | None, float | None] = {
+        tier: amount for tier, amount in price.by_throughput.items()
+    } or {None: price.per_gb_month}
     known = {tier: amount for tier, amount in tiers.items() if amount is not None}
     if not known:
         return StorageFact("price", "none found", _text(price.source), False)
