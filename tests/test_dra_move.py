@@ -7,8 +7,10 @@ devices were offered by both."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -217,6 +219,8 @@ def test_with_the_bridge_an_in_place_pool_keeps_its_generation(cloud: str) -> No
         ({"kubernetesVersion": "1.36"}, {"rollout": "in-place"}),
         # A blue/green pool brings new nodes for every change of its devices.
         (BRIDGE, {}),
+        # DynamicMIG (the explicit, alpha opt-in) runs no MIG manager, so no Job moves nodes.
+        ({**BRIDGE, "dynamicMig": True}, {"rollout": "in-place"}),
     ],
 )
 def test_otherwise_the_move_is_a_new_generation(
@@ -224,3 +228,163 @@ def test_otherwise_the_move_is_a_new_generation(
 ) -> None:
     plugin, moved = versions("gke", dra, **pool)
     assert physical(plugin) != physical(moved)
+
+
+# -- the rollout simulator (`diff`) ----------------------------------------------------------
+def cloud_versions(cloud: str, protect: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two nodes of one in-place pool, full (32 replicas on 2 x 16 slices); on DRA with the
+    bridge."""
+    from tests.test_rollout import stack
+
+    if cloud == "existing":
+        plugin: dict[str, Any] = {
+            "cloud": "existing", "cluster": {"name": "lab", "context": "lab"},
+            "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8,
+                       "nodeNames": ["gpu-a", "gpu-b"], "mig": "all-3g.40gb", "maxPods": 110}],
+            "services": [{"name": "chat", "model": "m", "memoryGiB": 8, "replicas": 32,
+                          "pool": "h100"}],
+        }  # fmt: skip
+    else:
+        plugin = stack(cloud, replicas=32, protect=protect, rollout="in-place", nodes=2)
+    moved = copy.deepcopy(plugin)
+    moved["pools"][0]["allocation"] = "dra"
+    moved["dra"] = dict(BRIDGE)
+    return plugin, moved
+
+
+@pytest.mark.parametrize("cloud", ["gke", "eks", "existing"])
+@pytest.mark.parametrize("reverse", [False, True], ids=["to-dra", "back"])
+def test_diff_moves_the_pool_node_by_node_with_no_extra_gpus(cloud: str, reverse: bool) -> None:
+    from mig_inference.changes.change_plan import PoolChange, change_warnings
+    from tests.test_rollout import transition
+
+    v1, v2 = cloud_versions(cloud, protect=cloud != "existing")
+    if reverse:
+        v1, v2 = v2, v1
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None and not outcome.refused, outcome.failure
+    [pool] = changes.pools
+    allocation = "device-plugin" if reverse else "dra"
+    assert pool.change is PoolChange.SWITCHED, pool
+    assert [str(f) for f in pool.fields] == [
+        f"allocation: {'dra' if reverse else 'device-plugin'} -> {allocation}"
+    ]
+    assert len(pool.nodes_switched) == 2
+    assert all(n.endswith(f"({allocation})") for n in pool.nodes_switched)
+    assert pool.extra_gpus == 0 and pool.nodes_created == 0 and pool.nodes_replaced == 0
+    assert pool.nodes_offered_twice == [] and pool.nodes_left_cordoned == []
+    [chat] = changes.services
+    # One node at a time (8 GPUs x 2 slices each): the other node's 16 replicas keep serving.
+    assert chat.serving_before == chat.serving_after == 32
+    assert chat.min_serving == 16
+    assert chat.pending_at_end == 0
+    events = [text for _, text in outcome.events]
+    first, second = (n.split()[0] for n in pool.nodes_switched)
+    on = "DRA kubelet plugin on" if not reverse else "device plugin on"
+    # The first node is back in service before the second is cordoned.
+    first_on = events.index(f"node {first}: {on}")
+    second_off = next(i for i, e in enumerate(events) if e.startswith(f"node {second}: ") and
+                      e.endswith(" off"))  # fmt: skip
+    assert first_on < second_off, events
+    assert any(f"allocation {pool.fields[0].old} -> {allocation} in place" in w
+               for w in change_warnings(changes))  # fmt: skip
+
+
+def beside_a_device_plugin_pool(
+    *versions: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    for config in versions:
+        config["pools"].append({**config["pools"][0], "name": "plain", "nodes": 1})
+        config["pools"][1].pop("allocation", None)
+    return versions[0], versions[1]
+
+
+def test_beside_a_device_plugin_pool_the_move_never_offers_a_slice_twice() -> None:
+    from tests.test_rollout import transition
+
+    outcome, changes = transition(*beside_a_device_plugin_pool(*cloud_versions("gke")))
+    assert outcome.failure is None, outcome.failure
+    pool = next(p for p in changes.pools if p.name == "h100")
+    assert len(pool.nodes_switched) == 2 and pool.nodes_offered_twice == []
+    assert pool.extra_gpus == 0
+
+
+def test_without_the_switch_the_simulator_sees_devices_offered_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check can fail: a Job that turned the DRA kubelet plugin on with the device plugin
+    still running would offer the node's slices twice, and `diff` says so. (Beside a pool that
+    keeps the device plugin, so the GPU Operator keeps it on.)"""
+    from mig_inference.rollout import jobs
+    from tests.test_rollout import _simulated, transition
+
+    def both_on(self: jobs.RepartitionRun, cluster: Any) -> None:
+        self.switching = [n for n in self.batch if not self._on_plugin(cluster.nodes[n])]
+        self.switched = []
+        for name in self.switching:
+            cluster.set_labels(name, {DRA_NODE_LABEL: "dra"})
+
+    monkeypatch.setattr(jobs.RepartitionRun, "_switch_off", both_on)
+    monkeypatch.setattr(jobs.RepartitionRun, "_unoffered", staticmethod(lambda _: True))
+    versions = beside_a_device_plugin_pool(*cloud_versions("gke"))
+    _simulated.cache_clear()
+    try:
+        _, changes = transition(*versions)
+    finally:
+        _simulated.cache_clear()
+    pool = next(p for p in changes.pools if p.name == "h100")
+    assert pool.nodes_offered_twice
+
+
+MOVES = Path(__file__).resolve().parent / "stacks" / "dra-move"
+
+
+@pytest.mark.parametrize("cloud", ["gke", "eks", "existing"])
+@pytest.mark.parametrize("to", ["dra", "plugin"])
+def test_the_diff_command_shows_the_move(cloud: str, to: str) -> None:
+    """`python -m mig diff --json` as users run it, on the stack files of the move (the shipped
+    DRA stack's services on two full nodes): exit 0, each node switched in turn, half of every
+    service serving at the worst moment, no extra GPUs."""
+    import json
+    import sys
+
+    deployed = MOVES / f"Pulumi.{cloud}-{'plugin' if to == 'dra' else 'dra'}.yaml"
+    current = MOVES / f"Pulumi.{cloud}-{to}.yaml"
+    result = subprocess.run(
+        [sys.executable, "-m", "mig", "diff", "--stack-file", str(current), "--deployed",
+         str(deployed), "--json"],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    [pool] = found["pools"]
+    allocation = "dra" if to == "dra" else "device-plugin"
+    assert pool["change"] == "moved between the device plugin and DRA node by node"
+    assert [n.split()[1] for n in pool["nodes_switched"]] == [f"({allocation})"] * 2
+    assert pool["nodes_offered_twice"] == [] and pool["nodes_created"] == 0
+    assert found["cost"]["extra_gpus_at_peak"] == 0 and found["failure"] is None
+    for service in found["services"]:
+        assert service["min_serving"] == service["serving_before"] // 2, service
+        assert service["serving_after"] == service["serving_before"]
+
+
+@pytest.mark.parametrize("cloud", ["gke", "eks", "existing"])
+def test_the_moved_stacks_render_valid_for_1_37(cloud: str, tmp_path: Path) -> None:
+    """The bridge's DeviceClasses (and every other object) of the moved stacks, strict against
+    the Kubernetes 1.37 schema, where KEP-5004 is GA."""
+    import kubernetes_validate
+    import yaml
+
+    from tests.mocked import render_config
+
+    raw = yaml.safe_load((MOVES / f"Pulumi.{cloud}-dra.yaml").read_text())["config"]
+    config = {key.removeprefix("mig-inference:"): value for key, value in raw.items()}
+    config["dra"]["kubernetesVersion"] = "1.37"
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is None, rendering.error
+    classes = rendering.of_type("kubernetes:resource.k8s.io/v1:DeviceClass")
+    assert {c.inputs["spec"]["extendedResourceName"] for c in classes} == {
+        "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb",
+    }  # fmt: skip
+    for obj in rendering.kubernetes_objects():
+        kubernetes_validate.validate(obj, "1.37.0", strict=True)

@@ -38,6 +38,10 @@ class PoolOutcome:
     """Replicas taken off its nodes against their will (not rolling updates or scale-downs)."""
     most_devices_down: int = 0
     """The most devices its live nodes did not advertise at one time (layouts being applied)."""
+    switched: list[str] = field(default_factory=list)
+    """Nodes moved between the device plugin and NVIDIA's DRA driver, `name (allocation now)`."""
+    offered_twice: list[str] = field(default_factory=list)
+    """Nodes whose devices the device plugin and the DRA driver offered at one moment."""
 
     @property
     def extra_gpus(self) -> int:
