@@ -174,7 +174,9 @@ def test_a_device_plugin_that_does_not_stop_stops_the_job_with_the_node_cordoned
     cluster.freeze_status("n1")
     result = move(cluster, tmp_path, to_dra=True)
     assert result.returncode == 1
-    assert "the device plugin still offers its devices" in result.stdout
+    assert "the device plugin still offers its devices after 60s (nvidia.com/mig-3g.40gb=4)" in (
+        result.stdout
+    )
     assert DRA_NODE_LABEL not in cluster.node_labels("n1")
     assert cluster.cordoned("n1")
     assert cluster.offered_twice == []

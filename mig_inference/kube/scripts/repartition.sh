@@ -3,12 +3,11 @@
 # mig_inference/kube/repartition.py, which fills in the upper-case placeholders. POSIX sh (busybox ash
 # in the Job's image). Per batch: look for GPU pods no eviction can move (or that no controller
 # would recreate), cordon (marked with
-# CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, relabel (or restart the MIG
-# manager when the label is already the target), switch the node to the pool's allocation (the
-# device plugin or NVIDIA's DRA driver, one off before the other on), wait for success with the
-# target config and
-# the planned devices advertised (on a DRA pool: the driver's kubelet plugin restarted and the
-# slices published), uncordon. Then, on existing pools, release the nodes the pool no longer names.
+# CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, switch the node to the pool's
+# allocation (the device plugin or NVIDIA's DRA driver, one off before the other on), relabel (or
+# restart the MIG manager when the label is already the target) unless only the plugin changed,
+# wait for success with the target config and the planned devices advertised (on a DRA pool:
+# the driver's kubelet plugin restarted and the slices published), uncordon. Then, on existing pools, release the nodes the pool no longer names.
 # The pool's own PodDisruptionBudgets (one replica at a time otherwise) are relaxed while it runs
 # and restored on every way out.
 set -euf
@@ -500,20 +499,23 @@ relabel() {
 
 # unoffered NODE: 0 once the plugin being turned off no longer offers NODE's devices: to DRA, the
 # node's allocatable holds no GPU device (the device plugin is gone); back, no DRA kubelet-plugin
-# pod runs there and no ResourceSlice of the driver names the node. A read that fails stops the
-# Job.
+# pod runs there and no ResourceSlice of the driver names the node. 1 with what is left in
+# $offered. A read that fails stops the Job.
 unoffered() {
   read_node "$1"
   [ -n "$node_found" ] || return 0
   if [ "$TARGET_ALLOCATION" = dra ]; then
-    [ -z "$(gpu_devices "$node_alloc")" ]
+    offered=$(gpu_devices "$node_alloc")
+    [ -z "$offered" ]
     return
   fi
   kc get pods --all-namespaces -l 'DRA_PLUGIN_SELECTOR' --field-selector "spec.nodeName=$1" \
     -o 'jsonpath={.items[*].metadata.name}' \
     || stop "node $1" "listing its DRA kubelet-plugin pods failed after $KUBE_TRIES tries: $err"
+  offered="kubelet-plugin pods: ${out:-none}"
   [ -z "$out" ] || return 1
   dra_devices "$1" || stop "node $1" "listing its ResourceSlices failed after $KUBE_TRIES tries: $err"
+  offered="ResourceSlices: $dra_found"
   [ -z "$dra_found" ]
 }
 
@@ -542,7 +544,7 @@ switch_batch() {
     patch_node "$node" "$switch_off"
     echo "node $node: $switch_from turned off (allocation $node_allocation -> $TARGET_ALLOCATION)"
     until unoffered "$node"; do
-      [ "$(date +%s)" -lt "$deadline" ] || stop "node $node" "$switch_from still offers its devices after ${RECONFIGURE_TIMEOUT_SECONDS}s (${node_devices:-its ResourceSlices or kubelet-plugin pod remain}), so $switch_to was not turned on"
+      [ "$(date +%s)" -lt "$deadline" ] || stop "node $node" "$switch_from still offers its devices after ${RECONFIGURE_TIMEOUT_SECONDS}s ($offered), so $switch_to was not turned on"
       sleep "$POLL"
     done
     patch_node "$node" "$switch_on"
