@@ -640,17 +640,11 @@ def mixed_stack() -> dict[str, Any]:
 
 def operator_chart(values: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     """The ClusterPolicy NVIDIA's chart renders from `values`."""
-    from tests.reference import GPU_OPERATOR_CHART
+    from tests.test_operator_chart import _template
 
     path = tmp_path / "operator-values.yaml"
     path.write_text(yaml.safe_dump(values))
-    result = subprocess.run(
-        [helm_binary(), "template", "gpu-operator", str(reference_dir(GPU_OPERATOR_CHART)),
-         "--namespace", "gpu-operator", "--values", str(path)],
-        capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    [policy] = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == "ClusterPolicy"]
+    [policy] = [d for d in _template(path) if d["kind"] == "ClusterPolicy"]
     spec: dict[str, Any] = policy["spec"]
     return spec
 
