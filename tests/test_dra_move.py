@@ -187,8 +187,8 @@ BRIDGE = {"kubernetesVersion": "1.36", "extendedResources": True}
 
 
 def versions(
-    cloud: str, dra: dict[str, object] | None = None, **pool: object
-) -> tuple[dict[str, object], dict[str, object]]:
+    cloud: str, dra: dict[str, object] | None = None, **pool: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The same pool on the device plugin, then on DRA (`dra`: its stack's section)."""
     from tests.test_rollout import stack
 
@@ -198,7 +198,7 @@ def versions(
     return plugin, moved
 
 
-def physical(config: dict[str, object]) -> str:
+def physical(config: dict[str, Any]) -> str:
     from mig_inference.plan import plan_stack
     from mig_inference.spec import parse_stack
     from mig_inference.versions import GPU_OPERATOR_VERSION
@@ -226,7 +226,7 @@ def test_with_the_bridge_an_in_place_pool_keeps_its_generation(cloud: str) -> No
     ],
 )
 def test_otherwise_the_move_is_a_new_generation(
-    dra: dict[str, object], pool: dict[str, object]
+    dra: dict[str, object], pool: dict[str, Any]
 ) -> None:
     plugin, moved = versions("gke", dra, **pool)
     assert physical(plugin) != physical(moved)
