@@ -41,10 +41,12 @@ standard library only."""
 
 DRA_DRIVER_CHART = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
 DRA_DRIVER_VERSION = "0.4.1"
-"""NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu), its newest release
-(v0.4.1, 2026-06-30; the chart moved from NVIDIA's calendar-versioned v25.12.0 to this
-registry). Its image follows the chart (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:
-v0.4.1`)."""
+"""NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu): the newest release whose
+chart could be sourced (v0.4.1, 2026-06-30; the chart moved from NVIDIA's calendar-versioned
+v25.12.0 to this registry). v0.5.0 was released since (release issue #1365, PR #1367 merged
+2026-08-19; GPU Operator v26.7.0 pins its image), but neither its tag nor its chart could be
+read here (shared/reference/dra/NOTES-0.5.md section 0; no v0.5.1 was found), so the pin stays.
+Its image follows the chart (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1`)."""
 
 GKE_A4X_DRIVER_INSTALLER_MANIFEST = (
     "GoogleCloudPlatform/container-engine-accelerators@6253173028d641121e8d9dee08fdcceaa43d4ebd:"

@@ -20,7 +20,12 @@ and its manager restarts), and faults: API errors, no answer, or an answer lost 
 was made, on chosen requests; actions at chosen times (a node deleted mid-run). On DRA nodes,
 NVIDIA's DRA driver: a kubelet-plugin pod per node (a DaemonSet's) that publishes, in a
 ResourceSlice, the layout the GPUs had when it became Ready (the driver's static MIG mode discovers
-slices only when it starts), and LIST of ResourceSlices.
+slices only when it starts), and LIST of ResourceSlices. Both plugins follow the node's labels:
+the device plugin advertises while `nvidia.com/gpu.deploy.device-plugin` is not `false` (the GPU
+Operator's DaemonSet selector, in either agent model), the kubelet plugin's DaemonSet runs a pod
+there while `mig-inference.io/allocation=dra` (its chart's nodeSelector here) and deletes it when
+the label goes; once that pod is gone the node's slices are withdrawn. A node whose GPUs both offer
+at one moment is recorded in `offered_twice`.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import json_merge_patch
 from mig_inference.names.labels import (
     DEVICE_PLUGIN_DEPLOY_LABEL,
     DRA_DRIVER,
+    DRA_NODE_LABEL,
     DRA_PLUGIN_POD_SELECTOR,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
@@ -235,6 +241,9 @@ class FakeCluster:
         """Per DRA node: the devices its kubelet plugin published (a ResourceSlice)."""
         self.dra_plugins_start = True
         """False: a deleted DRA kubelet-plugin pod never comes back (its slices stay stale)."""
+        self.offered_twice: list[str] = []
+        """`t=<time> <node>` whenever a node's device plugin advertised devices while its DRA
+        kubelet plugin's slices were published."""
         self.services: dict[tuple[str, str], FakeService] = {}
         self.budgets: dict[tuple[str, str], dict[str, Any]] = {}
         self.ready_history: list[tuple[float, dict[str, int]]] = []
@@ -268,6 +277,7 @@ class FakeCluster:
             node_labels.update({key: "true" for key in (*OPERAND_LABELS, CLIENT_LABEL)})
             if dra:
                 node_labels[DEVICE_PLUGIN_DEPLOY_LABEL] = "false"
+                node_labels[DRA_NODE_LABEL] = "dra"
             if config is not None:
                 node_labels[MIG_CONFIG_LABEL] = config
             if state is not None:
@@ -500,8 +510,7 @@ class FakeCluster:
                 del self.gone_at[pod_key]
                 pod = self.pods.pop(pod_key, None)
                 if pod is not None and pod["metadata"]["labels"] == DRA_PLUGIN_LABEL:
-                    if pod["spec"]["nodeName"] in self.nodes:
-                        self._start_dra_plugin(pod["spec"]["nodeName"])
+                    pass  # its DaemonSet's part is `_dra_plugins`
                 elif (
                     pod is not None
                     and (pod["metadata"].get("ownerReferences") or [{}])[0].get("kind")
@@ -523,6 +532,7 @@ class FakeCluster:
                     self.events.append(f"t={event.time:g} {node.name} {_changes(event.labels)}")
                 else:  # a reboot
                     self.events.append(f"t={event.time:g} {node.name} reboots")
+        self._dra_plugins()
         if self.services:
             self._run_services()
 
@@ -549,7 +559,8 @@ class FakeCluster:
 
     def _place(self, service: FakeService) -> str | None:
         """A node for a Pending pod: schedulable, of the service's pool, with a free device of
-        its resource as the node object shows it (the kubelet's last report)."""
+        its resource as the node object shows it (the kubelet's last report) or, through the
+        extended-resource bridge (a DeviceClass per MIG profile), as its DRA slices do."""
         for name, node in sorted(self.nodes.items()):
             if node.obj["spec"].get("unschedulable"):
                 continue
@@ -558,7 +569,9 @@ class FakeCluster:
             allocatable = self.node_view(node)["status"]["allocatable"]
             held = sum(1 for other in self.pods.values() if other["spec"].get("nodeName") == name
                        and service.resource in _gpu_limits(other))  # fmt: skip
-            if int(allocatable.get(service.resource, "0")) > held:
+            offered = int(allocatable.get(service.resource, "0"))
+            offered += self.published.get(name, {}).get(service.resource, 0)
+            if offered > held:
                 return name
         return None
 
@@ -609,6 +622,28 @@ class FakeCluster:
         self.pods[(DRA_NAMESPACE, name)] = pod
         return pod
 
+    def _dra_plugins(self) -> None:
+        """The kubelet plugin's DaemonSet: a pod on every node labelled for DRA, none elsewhere
+        (a pod on a node that lost the label is deleted); a node without a plugin pod has its
+        slices withdrawn (the kubelet removes an unregistered driver's ResourceSlices)."""
+        for name, node in self.nodes.items():
+            if node.manager is None:
+                continue
+            running = [
+                pod for pod in self.pods.values()
+                if pod["metadata"]["labels"] == DRA_PLUGIN_LABEL and pod["spec"]["nodeName"] == name
+            ]  # fmt: skip
+            wanted = node.labels.get(DRA_NODE_LABEL) == "dra"
+            if wanted and not running and self.dra_plugins_start:
+                self._start_dra_plugin(name)
+            elif not wanted:
+                for pod in running:
+                    self._terminate(pod)
+                if not running and self.published.pop(name, None) is not None:
+                    self.events.append(f"t={self.clock:g} {name} DRA slices withdrawn")
+            if self.published.get(name) and node.manager.advertised():
+                self.offered_twice.append(f"t={self.clock:g} {name}")
+
     def _start_dra_plugin(self, node: str) -> None:
         """A new kubelet-plugin pod: once Ready it publishes what the GPUs hold then."""
         if not self.dra_plugins_start:
@@ -617,7 +652,11 @@ class FakeCluster:
 
         def ready() -> None:
             found = self.nodes.get(node)
-            if found is None or found.manager is None:
+            if (
+                found is None
+                or found.manager is None
+                or (DRA_NAMESPACE, pod["metadata"]["name"]) not in self.pods
+            ):
                 return
             pod["status"]["conditions"][0]["status"] = "True"
             self.published[node] = devices_of(found.manager.hardware)

@@ -627,3 +627,60 @@ def test_the_operator_drops_its_device_plugin_when_every_pool_is_a_dra_pool() ->
     assert "enabled" not in gpu_operator_values(plan).get("devicePlugin", {})
     [warning] = [w for w in plan.warnings if "validator" in w]
     assert warning.startswith(f"pools {mixed['pools'][0]['name']}: the GPU Operator's validator")
+
+
+def mixed_stack() -> dict[str, Any]:
+    """The DRA stack with a second pool that keeps the device plugin, one service on each."""
+    config = variant()
+    config["pools"].append({**config["pools"][0], "name": "plugin", "allocation": "device-plugin"})
+    config["services"][0]["pool"] = config["pools"][0]["name"]
+    config["services"][1]["pool"] = "plugin"
+    return config
+
+
+def operator_chart(values: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """The ClusterPolicy NVIDIA's chart renders from `values`."""
+    from tests.test_operator_chart import _template
+
+    path = tmp_path / "operator-values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    [policy] = [d for d in _template(path) if d["kind"] == "ClusterPolicy"]
+    spec: dict[str, Any] = policy["spec"]
+    return spec
+
+
+def test_a_mixed_stack_runs_both_kinds_of_pool(tmp_path: Path) -> None:
+    """Beside a device-plugin pool the operator keeps its device plugin (and with it the
+    validator's plugin step, which nothing per node can skip); the DRA pool's nodes carry the
+    label that keeps that plugin off them and the one the DRA kubelet plugin selects, the other
+    pool's nodes neither."""
+    from tests.mocked import release
+
+    rendering = render_config(tmp_path, mixed_stack())
+    assert rendering.error is None, rendering.error
+    labels = {
+        pool.inputs["name"].rsplit("-", 1)[0]: pool.inputs["nodeConfig"]["labels"]
+        for pool in rendering.of_type("gcp:container/nodePool:NodePool")
+    }
+    assert labels["h100-dra"][DEVICE_PLUGIN_DEPLOY_LABEL] == "false"
+    assert labels["h100-dra"][DRA_NODE_LABEL] == "dra"
+    assert DEVICE_PLUGIN_DEPLOY_LABEL not in labels["plugin"]
+    assert DRA_NODE_LABEL not in labels["plugin"]
+    mixed = operator_chart(release(rendering).inputs["values"], tmp_path)
+    assert mixed["devicePlugin"]["enabled"] is True
+    assert mixed["validator"]["plugin"] is not None
+    everything_dra = render_config(tmp_path, variant())
+    assert (
+        operator_chart(release(everything_dra).inputs["values"], tmp_path)["devicePlugin"][
+            "enabled"
+        ]
+        is False
+    )
+    driver = release(rendering, DRA_DRIVER_CHART).inputs["values"]
+    [plugin] = [
+        d for d in helm_template(driver, "nvidia-dra-driver-gpu", "1.35", tmp_path)
+        if d["kind"] == "DaemonSet"
+    ]  # fmt: skip
+    assert plugin["spec"]["template"]["spec"]["nodeSelector"] == {DRA_NODE_LABEL: "dra"}
+    [warning] = [w for w in plan_of(mixed_stack()).warnings if "validator" in w]
+    assert "Init:CrashLoopBackOff" in warning and "main.go:199-201,1447-1466" in warning

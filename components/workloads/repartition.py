@@ -36,7 +36,9 @@ OPERATOR_NAMESPACE_RULES = [
 DRA_SLICES = k8s.rbac.v1.PolicyRuleArgs(
     api_groups=["resource.k8s.io"], resources=["resourceslices"], verbs=["list"]
 )
-"""What NVIDIA's DRA driver publishes for a node: the slices it counts on a DRA pool."""
+"""What NVIDIA's DRA driver publishes for a node: the slices it counts on a DRA pool, and those
+it waits to see withdrawn when a node moves back to the device plugin (any pool: the plan of a
+device-plugin pool does not know whether its nodes ran DRA before)."""
 DRA_PLUGIN_RULES = [
     # Restart a node's DRA kubelet plugin once its layout is applied (it discovers slices only
     # when it starts), and see the new one Ready.
@@ -83,7 +85,7 @@ class InPlaceRepartition(pulumi.ComponentResource):
                 namespace=namespace,
                 script=repartition_script(),
                 env=target.env(timeout, namespace),
-                rules=[*RULES, *([DRA_SLICES] if target.dra else [])],
+                rules=[*RULES, DRA_SLICES],
                 timeout_seconds=target.budget_seconds(timeout),
                 namespace_rules=OPERATOR_NAMESPACE_RULES,
                 other_namespace_rules={target.dra_namespace: DRA_PLUGIN_RULES}

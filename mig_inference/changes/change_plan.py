@@ -34,6 +34,7 @@ class PoolChange(StrEnum):
     UNCHANGED = "unchanged"
     IN_PLACE = "updated in place"
     REPARTITIONED = "re-partitioned node by node"
+    SWITCHED = "moved between the device plugin and DRA node by node"
     NEW_NODES = "new nodes needed"
     NODES_REPLACED = "nodes replaced in place"
     ADDED = "added"
@@ -85,6 +86,10 @@ class PoolDiff:
     """Nodes whose sharing label named a key the device plugin's ConfigMap lacked at some moment."""
     nodes_plugin_blocked: list[str] = field(default_factory=list)
     """Nodes whose device plugin started then and advertised nothing until the key was known."""
+    nodes_switched: list[str] = field(default_factory=list)
+    """Nodes the re-partitioning Job moved to the other plugin, in order: `name (allocation)`."""
+    nodes_offered_twice: list[str] = field(default_factory=list)
+    """Nodes whose devices the device plugin and the DRA driver offered at one moment."""
     reservation: str | None = None
     """The reservation (or Capacity Block) both versions' nodes come from, when new nodes come
     up next to the old ones: it must hold both at once."""
@@ -230,6 +235,24 @@ def _pool_diff(
             * _slices_per_node(old),
         )
     fields = _field_changes(old["in_place_inputs"], new["in_place_inputs"])
+    if any(f.key == "allocation" for f in fields):
+        # The re-partitioning Job moves the nodes one by one; a record lists `allocation` only
+        # on DRA pools (unset: the device plugin).
+        on_pool = [s for s in services.values() if s["pool"] == name]
+        switch = [
+            FieldChange(f.key, f.old or "device-plugin", f.new or "device-plugin")
+            if f.key == "allocation"
+            else f
+            for f in fields
+        ]
+        return PoolDiff(
+            name,
+            PoolChange.SWITCHED,
+            switch,
+            replicas_evicted=sum(s["replicas"] for s in on_pool),
+            slices_unavailable=min(new["max_unavailable"], max(old["nodes"]["max"], 1))
+            * _slices_per_node(old),
+        )
     if old["rollout"] == "in-place" and old.get("max_unavailable") != new.get("max_unavailable"):
         # The re-partitioning Job carries it: a new value is a new Job, which runs again (and
         # finds every node already on its layout).
@@ -388,6 +411,8 @@ def change_plan(
             pool.nodes_released = sorted(observed.released)
             pool.nodes_plugin_config_missing = sorted(observed.config_missing)
             pool.nodes_plugin_blocked = sorted(observed.plugin_blocked)
+            pool.nodes_switched = list(observed.switched)
+            pool.nodes_offered_twice = sorted(observed.offered_twice)
             pool.extra_gpus = observed.extra_gpus
             pool.gpus_before, pool.peak_gpus = observed.gpus_before, observed.peak_gpus
             pool.replicas_evicted = observed.evicted
@@ -545,6 +570,14 @@ def change_warnings(changes: ChangePlan) -> list[str]:
                     else ""
                 )
             )
+        elif pool.change is PoolChange.SWITCHED:
+            [allocation] = [f for f in pool.fields if f.key == "allocation"]
+            warnings.append(
+                f"pool {pool.name}: allocation {allocation.old} -> {allocation.new} in place, node "
+                f"by node ({', '.join(pool.nodes_switched) or 'no node switched'}): "
+                f"{pool.replicas_evicted} replica(s) evicted, up to {pool.slices_unavailable} "
+                f"slices out of service at once, {pool.extra_gpus} extra GPUs"
+            )
         elif pool.change is PoolChange.REPARTITIONED:
             warnings.append(
                 f"pool {pool.name}: re-partitioned in place, node by node: {pool.replicas_evicted} "
@@ -574,6 +607,11 @@ def change_warnings(changes: ChangePlan) -> list[str]:
                 f"pool {pool.name}: {', '.join(pool.nodes_plugin_config_missing)} name(s) a "
                 "device-plugin config its ConfigMap no longer has for a while: a device plugin "
                 f"that starts then advertises nothing until the label changes ({blocked})"
+            )
+        if pool.nodes_offered_twice:
+            warnings.append(
+                f"pool {pool.name}: the device plugin and the DRA driver both offered the devices "
+                f"of {', '.join(pool.nodes_offered_twice)} (a slice could be handed out twice)"
             )
         if pool.nodes_released:
             warnings.append(
@@ -615,6 +653,8 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "nodes_released": p.nodes_released,
                 "nodes_plugin_config_missing": p.nodes_plugin_config_missing,
                 "nodes_plugin_blocked": p.nodes_plugin_blocked,
+                "nodes_switched": p.nodes_switched,
+                "nodes_offered_twice": p.nodes_offered_twice,
                 "reservation": p.reservation,
                 "upgrade": None
                 if p.upgrade is None
@@ -692,6 +732,10 @@ def change_plan_text(changes: ChangePlan) -> str:
         if pool.nodes_plugin_blocked:
             blocked = ", ".join(pool.nodes_plugin_blocked)
             lines.append(f"    device plugin could not start: {blocked}")
+        if pool.nodes_switched:
+            lines.append(f"    switched, in order: {', '.join(pool.nodes_switched)}")
+        if pool.nodes_offered_twice:
+            lines.append(f"    devices offered twice: {', '.join(pool.nodes_offered_twice)}")
         if pool.reservation:
             lines.append(
                 f"    reservation {pool.reservation}: {pool.peak_gpus} GPUs at the peak, "

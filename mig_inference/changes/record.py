@@ -37,6 +37,9 @@ def _in_place_inputs(pool: PoolPlan) -> dict[str, str]:
     }
     if spec.node_names:
         values["nodeNames"] = ",".join(spec.node_names)
+    if pool.dra:
+        # Only on DRA pools, so the records of every other pool stay as they were.
+        values["allocation"] = spec.allocation.value
     return {k: v for k, v in values.items() if k not in pool.replacement_inputs}
 
 

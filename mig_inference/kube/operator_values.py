@@ -172,7 +172,8 @@ def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
     if all_dra(plan):
         # NVIDIA documents DRA with the operator's device plugin off; it also drops the
         # validator's plugin step, which waits for nvidia.com/* resources a DRA node never
-        # advertises (gpu-operator v26.7.0 controllers/object_controls.go, the "plugin" case).
+        # advertises. Only cluster-wide: nothing per node skips that step (spec.dra
+        # VALIDATOR_ON_DRA_NODES), so a stack with device-plugin pools keeps it.
         values["devicePlugin"] = {"enabled": False}
     if device_plugin_configs(plan):
         values["devicePlugin"] = {

@@ -24,6 +24,15 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
   (that would clear the state its MIG manager wrote since); or, when the label is the
   target already (a `failed` from an earlier run), clears the state and restarts the node's MIG
   manager pod, the re-trigger NVIDIA's source supports;
+- switches each node of the batch to the pool's allocation when it has the other one (the
+  device plugin <-> NVIDIA's DRA driver; `allocation` changes in place with the extended-resource
+  bridge, `plan.pools.generation.allocation_moves_in_place`), never letting both offer the
+  node's slices: to DRA, `nvidia.com/gpu.deploy.device-plugin=false` first, then, once the
+  node's allocatable holds no GPU device any more, `mig-inference.io/allocation=dra` (the DRA
+  kubelet plugin starts there and publishes the slices); back, the allocation label goes first,
+  then, once no kubelet-plugin pod runs there and no ResourceSlice of the driver names the
+  node, the device plugin's label is `true` again. A node on the target layout is not
+  relabelled: only its plugins change;
 - waits, until the reconfiguration deadline, for `success` while the label still names the target
   and for the node to advertise the plan's devices (hardware evidence), then uncordons;
 - before the next batch, waits (up to the reconfiguration deadline) until the pool's services
@@ -94,7 +103,8 @@ class RepartitionTarget:
     @property
     def fingerprint(self) -> str:
         text = f"{self.pool}|{self.config}|{self.selector}|{' '.join(self.node_names)}"
-        return short_hash(text, 8)
+        # The allocation joins only on DRA pools, so every other pool's Job keeps its name.
+        return short_hash(text + ("|dra" if self.dra else ""), 8)
 
     def env(self, timeout_seconds: int, operator_namespace: str) -> dict[str, str]:
         """The script's environment: the drain and the reconfiguration of a batch each get

@@ -32,8 +32,9 @@ RELAXED_FROM_ANNOTATION = "mig-inference.io/relaxed-from"
 """On a PodDisruptionBudget the re-partitioning Job relaxed while it runs: the maxUnavailable to
 restore."""
 DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
-"""`false` keeps the GPU Operator's device plugin off a node (the MIG manager leaves a `false`
-deploy label as it is: mig-parted v0.15.0 `maybeSetPaused`)."""
+"""`false` keeps the GPU Operator's device plugin off a node: the operator sets a deploy label
+only where it is absent or empty (gpu-operator v26.7.0 controllers/state_manager.go:476-480) and
+the MIG manager leaves a `false` one as it is (mig-parted v0.15.0 `maybeSetPaused`)."""
 MIG_MANAGER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.mig-manager"
 """`false` keeps the GPU Operator's MIG manager off a node (DynamicMIG pools)."""
 DRA_NODE_LABEL = "mig-inference.io/allocation"

@@ -61,7 +61,8 @@ def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> lis
     if dra and len(dra) < len(managed):
         warnings.append(
             f"pools {', '.join(dra)}: the GPU Operator's validator pod restarts for ever on their "
-            f"nodes, beside pools that keep the device plugin: {VALIDATOR_ON_DRA_NODES} (the "
+            "nodes (Init:CrashLoopBackOff at plugin-validation), beside pools that keep the "
+            f"device plugin: {VALIDATOR_ON_DRA_NODES} (the "
             "MIG manager and the other operands still start: they wait only for the driver and "
             "toolkit checks before it)"
         )

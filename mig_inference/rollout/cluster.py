@@ -95,6 +95,14 @@ class Cluster:
     plugin_blocked: set[str] = field(default_factory=set)
     """Nodes whose device plugin started in such a moment and waited for a known key."""
     _stuck_plugins: set[str] = field(default_factory=set)
+    device_plugin: bool = True
+    """The GPU Operator runs its device plugin (`devicePlugin.enabled`); per node, only where
+    `nvidia.com/gpu.deploy.device-plugin` is not `false` (the MIG manager model reads that)."""
+    switched: dict[str, str] = field(default_factory=dict)
+    """Nodes the re-partitioning Job moved to the other plugin: node -> allocation now."""
+    offered_twice: dict[str, float] = field(default_factory=dict)
+    """Nodes whose device plugin advertised devices while their DRA kubelet plugin's slices were
+    published, with the first time it happened."""
 
     # -- bookkeeping -----------------------------------------------------------------------
     def log(self, text: str) -> None:
@@ -242,16 +250,25 @@ class Cluster:
                     for pod in [p for p in self.pods if p.node == name and p.active]:
                         self.terminate(pod, f"node {name} rebooted", evicted=True)
             node.applied = self.config_of(node, manager.hardware)
+            advertised = (
+                self.devices_of(node, node.applied or "")
+                if self.device_plugin and manager.advertised()
+                else {}
+            )
             if node.dra:
                 if node.published is None:
-                    # A new node's kubelet plugin starts as soon as the node is up, whatever
-                    # layout its GPUs have by then.
+                    # The kubelet plugin starts as soon as the node is up (or labelled for DRA),
+                    # whatever layout its GPUs have by then.
                     node.published = node.applied
                 node.devices = self.devices_of(node, node.published) if node.published else {}
+                if advertised and node.devices and name not in self.offered_twice:
+                    self.offered_twice[name] = self.now
+                    self.log(f"node {name}: its devices offered twice (device plugin and DRA)")
             else:
-                node.devices = (
-                    self.devices_of(node, node.applied or "") if manager.advertised() else {}
-                )
+                # Without the label the kubelet plugin's DaemonSet leaves the node, and the
+                # kubelet withdraws its slices.
+                node.published = None
+                node.devices = advertised
 
     def _device_plugins(self) -> None:
         """A device plugin starting while its node's sharing label names a key the ConfigMap

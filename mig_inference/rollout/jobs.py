@@ -9,7 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.names.labels import (
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    DRA_NODE_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    POOL_LABEL,
+)
 from mig_inference.rollout.cluster import Cluster
 from mig_inference.rollout.model import Node
 
@@ -133,7 +139,14 @@ class RepartitionRun(JobRun):
     reconfigure_timeout: float = 1800.0
     dra: bool = False
     """The pool's devices are NVIDIA's DRA driver's: its kubelet plugin is restarted on a node
-    once the layout is applied there."""
+    once the layout is applied there. A node whose labels run the device plugin is switched
+    (and back, on a device-plugin pool): the running plugin off, the other on once nothing
+    offers the node's devices."""
+    switching: list[str] = field(default_factory=list)
+    """Nodes of the batch whose running plugin was turned off, waiting to be offered by none."""
+    switched: list[str] = field(default_factory=list)
+    """Nodes of the batch switched to the other plugin with their layout kept: no MIG manager
+    run there."""
     named_pool: str = ""
     """Existing pools: a node on the target gets the pool's label; nodes carrying it that `names`
     no longer holds are released once the pool is done (cordoned, drained, the pool label
@@ -261,14 +274,28 @@ class RepartitionRun(JobRun):
                 cluster.log(f"re-partitioning Job: released {', '.join(self.batch)}")
                 self.outcome = "complete"
                 return
+            self._switch_off(cluster)
+            self.phase, self.deadline = "switch", cluster.now + self.reconfigure_timeout
+        if self.phase == "switch":
+            offered = [n for n in self.switching if not self._unoffered(cluster.nodes[n])]
+            if offered:
+                if cluster.now >= self.deadline:
+                    self.outcome = (
+                        f"failed: node {offered[0]}: its old plugin still offers its devices; "
+                        "it stays cordoned"
+                    )
+                return
+            self._switch_on(cluster)
             for name in self.batch:
                 node = cluster.nodes[name]
+                if name in self.switched:
+                    continue
                 if node.config != self.target:
                     cluster.set_labels(name, {MIG_CONFIG_LABEL: self.target, MIG_STATE_LABEL: None})
                 else:
                     cluster.set_labels(name, {MIG_STATE_LABEL: None})
                     cluster.restart_mig_manager(name)
-            self.phase, self.deadline = "wait", cluster.now + self.reconfigure_timeout
+            self.phase = "wait"
         if self.phase == "wait":
             for name in list(self.batch):
                 node = cluster.nodes[name]
@@ -288,7 +315,8 @@ class RepartitionRun(JobRun):
             for name in self.batch:
                 node = cluster.nodes[name]
                 applied = node.state == "success" and node.applied == self.target
-                if self.dra and applied and node.published != self.target:
+                starting = name in self.switched and node.published is None
+                if self.dra and applied and node.published != self.target and not starting:
                     cluster.restart_dra_plugin(name)
             waiting = [n for n in self.batch if not self._on_target(cluster, cluster.nodes[n])]
             if waiting:
@@ -306,6 +334,37 @@ class RepartitionRun(JobRun):
             self.paced = list(self.batch)
             self.pace_deadline = cluster.now + self.reconfigure_timeout
             self.phase = "pick"
+
+    def _on_plugin(self, node: Node) -> bool:
+        """As the script's `node_switched`: the node's labels run the pool's plugin only."""
+        plugin_off = node.labels.get(DEVICE_PLUGIN_DEPLOY_LABEL) == "false"
+        return node.dra and plugin_off if self.dra else not node.dra and not plugin_off
+
+    def _switch_off(self, cluster: Cluster) -> None:
+        """Turn the running plugin off on each node of the batch that runs the other one."""
+        self.switching = [n for n in self.batch if not self._on_plugin(cluster.nodes[n])]
+        self.switched = []
+        for name in self.switching:
+            off = {DEVICE_PLUGIN_DEPLOY_LABEL: "false"} if self.dra else {DRA_NODE_LABEL: None}
+            cluster.set_labels(name, dict(off))
+            cluster.log(f"node {name}: {'device plugin' if self.dra else 'DRA kubelet plugin'} off")
+
+    @staticmethod
+    def _unoffered(node: Node) -> bool:
+        """Nothing offers the node's devices: no device plugin advertises them (a node not yet
+        labelled for DRA shows only those), no slice is published."""
+        return not node.devices and node.published is None
+
+    def _switch_on(self, cluster: Cluster) -> None:
+        for name in self.switching:
+            on = {DRA_NODE_LABEL: "dra"} if self.dra else {DEVICE_PLUGIN_DEPLOY_LABEL: "true"}
+            cluster.set_labels(name, dict(on))
+            cluster.switched[name] = "dra" if self.dra else "device-plugin"
+            node = cluster.nodes[name]
+            cluster.log(f"node {name}: {'DRA kubelet plugin' if self.dra else 'device plugin'} on")
+            if node.config == self.target and node.state == "success":
+                self.switched.append(name)
+        self.switching = []
 
     def _settled(self, cluster: Cluster) -> bool:
         """As the script's `pace`: none of the pool's services' replicas bound to the nodes just
@@ -351,7 +410,8 @@ class RepartitionRun(JobRun):
         """As the script's `on_target`: the label, `success`, the layout, and the planned devices
         advertised (the device plugin back; on a DRA pool, published by the restarted plugin)."""
         return (
-            node.config == self.target
+            self._on_plugin(node)
+            and node.config == self.target
             and node.state == "success"
             and node.applied == self.target
             and (not self.dra or node.published == self.target)

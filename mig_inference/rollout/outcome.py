@@ -44,6 +44,10 @@ class PoolOutcome:
     named a known key."""
     most_devices_down: int = 0
     """The most devices its live nodes did not advertise at one time (layouts being applied)."""
+    switched: list[str] = field(default_factory=list)
+    """Nodes moved between the device plugin and NVIDIA's DRA driver, `name (allocation now)`."""
+    offered_twice: list[str] = field(default_factory=list)
+    """Nodes whose devices the device plugin and the DRA driver offered at one moment."""
     node_update: str = ""
     """What the cloud does to the pool's nodes on an in-place update of the pool (GKE, OKE:
     `node_updates`); empty when the pool resource is not updated."""

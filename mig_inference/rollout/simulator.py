@@ -309,7 +309,20 @@ class Rollout:
             # The chart's ConfigMaps (the mig-parted config among them) hold the new version's.
             self.known = self.configs[1]
             finish = cluster.now + t.helm_release
-            task.check = lambda: "" if cluster.now >= finish else None
+            values = resource.inputs.get("values") or {}
+            # The GPU Operator's device plugin goes (or comes back) on every node with the
+            # release: its ClusterPolicy's `devicePlugin.enabled`.
+            plugin = (values.get("devicePlugin") or {}).get("enabled", True) is not False
+            operator = resource.inputs.get("chart") == "gpu-operator"
+
+            def released() -> str | None:
+                if cluster.now < finish:
+                    return None
+                if operator:
+                    cluster.device_plugin = plugin
+                return ""
+
+            task.check = released
         elif resource.type == JOB:
             env = job_env(resource.inputs)
             run: JobRun
@@ -597,6 +610,11 @@ class Rollout:
             self._outcome(cluster.nodes[name].labels).config_missing.append(name)
         for name in sorted(cluster.plugin_blocked):
             self._outcome(cluster.nodes[name].labels).plugin_blocked.append(name)
+        for name in cluster.switched:  # in the order they were switched
+            node = cluster.nodes[name]
+            self._outcome(node.labels).switched.append(f"{name} ({cluster.switched[name]})")
+        for name in sorted(cluster.offered_twice):
+            self._outcome(cluster.nodes[name].labels).offered_twice.append(name)
         return Outcome(
             self.plan, self.served, self.pools, failure, cluster.now,
             [(e.time, e.text) for e in cluster.events], dict(cluster.started),

@@ -35,11 +35,18 @@ DYNAMIC_MIG_WARNING = (
 )
 
 VALIDATOR_ON_DRA_NODES = (
-    "the GPU Operator's validator checks on every GPU node that the device plugin advertises "
-    "nvidia.com/gpu or nvidia.com/mig-* (its plugin-validation step, gpu-operator v26.7.0 "
-    "cmd/nvidia-validator); NVIDIA documents DRA with the operator's device plugin off "
-    "(devicePlugin.enabled=false, which drops that step), which only a stack whose "
-    "operator-managed pools are all DRA pools can have"
+    "the GPU Operator's validator checks on every node it runs on that the node's allocatable "
+    "holds nvidia.com/gpu or nvidia.com/mig-* (its plugin-validation step: 30 tries 5 s apart, "
+    "gpu-operator v26.7.0 cmd/nvidia-validator/main.go:199-201,1447-1466), which a DRA node never "
+    "advertises, and nothing per node skips it: the operator drops that step only for the whole "
+    "cluster, with its device plugin (controllers/object_controls.go:2464-2469), and the only "
+    "per-node switch, nvidia.com/gpu.deploy.operator-validator=false "
+    "(assets/state-operator-validation/0500_daemonset.yaml:20-21), would also drop the toolkit "
+    "check whose toolkit-ready file the MIG manager waits for before it starts "
+    "(assets/state-mig-manager/0600_daemonset.yaml:28-31). NVIDIA documents DRA with the "
+    "operator's device plugin off (devicePlugin.enabled=false), which only a stack whose "
+    "operator-managed pools are all DRA pools can have; no operand waits for the plugin step "
+    "(nothing reads its plugin-ready file)"
 )
 
 

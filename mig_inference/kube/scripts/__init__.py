@@ -9,7 +9,9 @@ from importlib.resources import files
 
 from mig_inference.names.labels import (
     CORDONED_FOR_ANNOTATION,
+    DEVICE_PLUGIN_DEPLOY_LABEL,
     DRA_DRIVER,
+    DRA_NODE_LABEL,
     DRA_PLUGIN_POD_SELECTOR,
     GPU_DEPLOY_LABEL_PREFIX,
     MIG_CONFIG_LABEL,
@@ -45,6 +47,8 @@ PLACEHOLDERS = {
     "RESULT_MARKER": THROUGHPUT_MARKER,
     "DRA_PLUGIN_SELECTOR": DRA_PLUGIN_POD_SELECTOR,
     "DRA_DRIVER_NAME": DRA_DRIVER,
+    "ALLOCATION_LABEL": DRA_NODE_LABEL,
+    "DEVICE_PLUGIN_LABEL": DEVICE_PLUGIN_DEPLOY_LABEL,
 }
 """Words in the scripts that stand for the node labels, so the labels are named in one place."""
 

@@ -3,14 +3,17 @@
 # mig_inference/kube/repartition.py, which fills in the upper-case placeholders. POSIX sh (busybox ash
 # in the Job's image). Per batch: look for GPU pods no eviction can move (or that no controller
 # would recreate), cordon (marked with
-# CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, relabel (or restart the MIG
-# manager when the label is already the target), wait for success with the target config and
-# the planned devices advertised (on a DRA pool: the driver's kubelet plugin restarted and the
-# slices published), uncordon. Then, on existing pools, release the nodes the pool no longer names.
+# CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, switch the node to the pool's
+# allocation (the device plugin or NVIDIA's DRA driver, one off before the other on), relabel (or
+# restart the MIG manager when the label is already the target) unless only the plugin changed,
+# wait for success with the target config and the planned devices advertised (on a DRA pool:
+# the driver's kubelet plugin restarted and the slices published), uncordon. Then, on existing pools, release the nodes the pool no longer names.
 # The pool's own PodDisruptionBudgets (one replica at a time otherwise) are relaxed while it runs
 # and restored on every way out.
 set -euf
 POLL=${REPARTITION_POLL_SECONDS:-10}
+TARGET_ALLOCATION="device-plugin"
+[ -z "${DRA_POOL:-}" ] || TARGET_ALLOCATION=dra
 # shellcheck source=mig_inference/kube/scripts/kube.sh
 . ./kube.sh
 
@@ -37,7 +40,8 @@ BUDGETS_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.sp
 
 # read_node NODE: node_found (empty when the node does not exist), node_config, node_state,
 # node_mark (CORDON_ANNOTATION), node_cordoned, node_version (resourceVersion), node_paused,
-# node_devices. A read that fails stops the Job.
+# node_devices, node_allocation (dra or device-plugin: which plugin its labels run), node_switched
+# (its labels run the pool's plugin, and only it). A read that fails stops the Job.
 read_node() {
   kc get node "$1" --ignore-not-found -o "jsonpath=$NODE_FIELDS" \
     || stop "node $1" "reading it failed after $KUBE_TRIES tries: $err"
@@ -51,6 +55,21 @@ EOF
     *" POOL_LABEL=${NAMED_POOL:-} "*) node_joined=true ;;
   esac
   node_devices=$(gpu_devices "$node_alloc")
+  node_allocation="device-plugin"
+  node_plugin_off=""
+  for node_entry in $(entries "$node_labels"); do
+    case $node_entry in
+      ALLOCATION_LABEL=dra) node_allocation=dra ;;
+      DEVICE_PLUGIN_LABEL=false) node_plugin_off=1 ;;
+    esac
+  done
+  node_switched=""
+  if [ "$node_allocation" = "$TARGET_ALLOCATION" ]; then
+    case $TARGET_ALLOCATION in
+      dra) [ -z "$node_plugin_off" ] || node_switched=1 ;;
+      *) [ -n "$node_plugin_off" ] || node_switched=1 ;;
+    esac
+  fi
   if [ -n "${DRA_POOL:-}" ] && [ -n "$node_found" ]; then
     # NVIDIA's DRA driver publishes the slices in ResourceSlices, not in the node's allocatable.
     dra_devices "$1" || stop "node $1" "listing its ResourceSlices failed after $KUBE_TRIES tries: $err"
@@ -129,11 +148,11 @@ plugin_current() {
   [ -n "$dra_ready" ]
 }
 
-# on_target: the node last read carries the target, reports success, has its operands back and
-# advertises the planned devices (hardware evidence: the state label names no config); on a DRA
-# pool, a kubelet plugin this Job restarted there is back.
+# on_target: the node last read runs the pool's plugin, carries the target, reports success, has
+# its operands back and advertises the planned devices (hardware evidence: the state label names
+# no config); on a DRA pool, a kubelet plugin this Job restarted there is back.
 on_target() {
-  [ "$node_config" = "$TARGET_CONFIG" ] && [ "$node_state" = success ] \
+  [ -n "$node_switched" ] && [ "$node_config" = "$TARGET_CONFIG" ] && [ "$node_state" = success ] \
     && [ -z "$node_paused" ] && [ "$node_devices" = "$CAPACITY_PER_NODE" ] \
     && plugin_current "$node_found"
 }
@@ -478,6 +497,67 @@ relabel() {
   done
 }
 
+# unoffered NODE: 0 once the plugin being turned off no longer offers NODE's devices: to DRA, the
+# node's allocatable holds no GPU device (the device plugin is gone); back, no DRA kubelet-plugin
+# pod runs there and no ResourceSlice of the driver names the node. 1 with what is left in
+# $offered. A read that fails stops the Job.
+unoffered() {
+  read_node "$1"
+  [ -n "$node_found" ] || return 0
+  if [ "$TARGET_ALLOCATION" = dra ]; then
+    offered=$(gpu_devices "$node_alloc")
+    [ -z "$offered" ]
+    return
+  fi
+  kc get pods --all-namespaces -l 'DRA_PLUGIN_SELECTOR' --field-selector "spec.nodeName=$1" \
+    -o 'jsonpath={.items[*].metadata.name}' \
+    || stop "node $1" "listing its DRA kubelet-plugin pods failed after $KUBE_TRIES tries: $err"
+  offered="kubelet-plugin pods: ${out:-none}"
+  [ -z "$out" ] || return 1
+  dra_devices "$1" || stop "node $1" "listing its ResourceSlices failed after $KUBE_TRIES tries: $err"
+  offered="ResourceSlices: $dra_found"
+  [ -z "$dra_found" ]
+}
+
+# switch_batch: each node of the batch whose labels run the other plugin gets the pool's: the
+# running one is turned off, and the other on only once nothing offers the node's devices, so a
+# slice is never offered twice. A node already on the target layout is then left to its new
+# plugin (on a DRA pool, the one started here publishes the slices it finds).
+switch_batch() {
+  switched=""
+  for node in $batch; do
+    is_in "$node" "$gone" && continue
+    read_node "$node"
+    [ -n "$node_found" ] && [ -z "$node_switched" ] || continue
+    keep="$keep $node"
+    if [ "$TARGET_ALLOCATION" = dra ]; then
+      switch_off='{"metadata":{"labels":{"DEVICE_PLUGIN_LABEL":"false"}}}'
+      switch_on='{"metadata":{"labels":{"ALLOCATION_LABEL":"dra"}}}'
+      switch_from="the device plugin"
+      switch_to="the DRA kubelet plugin"
+    else
+      switch_off='{"metadata":{"labels":{"ALLOCATION_LABEL":null}}}'
+      switch_on='{"metadata":{"labels":{"DEVICE_PLUGIN_LABEL":"true"}}}'
+      switch_from="the DRA kubelet plugin"
+      switch_to="the device plugin"
+    fi
+    patch_node "$node" "$switch_off"
+    echo "node $node: $switch_from turned off (allocation $node_allocation -> $TARGET_ALLOCATION)"
+    until unoffered "$node"; do
+      [ "$(date +%s)" -lt "$deadline" ] || stop "node $node" "$switch_from still offers its devices after ${RECONFIGURE_TIMEOUT_SECONDS}s ($offered), so $switch_to was not turned on"
+      sleep "$POLL"
+    done
+    patch_node "$node" "$switch_on"
+    echo "node $node: nothing offers its devices any more; $switch_to turned on"
+    if [ "$node_config" = "$TARGET_CONFIG" ] && [ "$node_state" = success ]; then
+      # Its layout stays: the DRA kubelet plugin started now publishes it, so no restart of it
+      # is due; wait_batch counts the node once a Ready one does.
+      switched="$switched $node"
+      [ "$TARGET_ALLOCATION" != dra ] || : >"$kube_tmp/plugin.$node"
+    fi
+  done
+}
+
 # trigger_batch: make each node's MIG manager apply the target, provably: a relabel that also
 # clears the state (a terminal state seen later was written for the new value), or, when the label
 # is the target already, a cleared state and a new MIG manager pod.
@@ -498,6 +578,8 @@ trigger_batch() {
       continue
     fi
     keep="$keep $node"
+    # A node only switched to the other plugin keeps its layout: no MIG manager run.
+    is_in "$node" "$switched" && continue
     if [ "$node_config" != "$TARGET_CONFIG" ]; then
       was_config=$node_config
       was_paused=$node_paused
@@ -650,6 +732,7 @@ while :; do
   cordon_batch
   drain_batch
   deadline=$(($(date +%s) + RECONFIGURE_TIMEOUT_SECONDS))
+  switch_batch
   trigger_batch
   wait_batch
   for node in $batch; do

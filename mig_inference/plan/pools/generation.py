@@ -111,7 +111,7 @@ def replacement_inputs(
     if spec.cloud is Cloud.EKS and pool.user_data is not None:
         keys.append("userData")
         values["userData"] = short_hash(pool.user_data, 12)
-    if keys and pool.dra:
+    if keys and pool.dra and not allocation_moves_in_place(spec, pool):
         # A node moves from the device plugin to the DRA driver (or back) as it starts: the
         # replicas already there hold devices of the other kind. Only when given, so pools
         # deployed before the key existed keep their generation.
@@ -123,6 +123,22 @@ def replacement_inputs(
         keys.append("mig")
         values["mig"] = config_name
     return {key: _text(values[key]) for key in keys}
+
+
+def allocation_moves_in_place(spec: StackSpec, pool: PoolSpec) -> bool:
+    """`allocation` (device-plugin <-> dra) changes on the running nodes, one by one, through
+    the re-partitioning Job: the pool changes in place, and with the extended-resource bridge
+    (Kubernetes 1.36+, `dra.extendedResources`) the replicas keep their `nvidia.com/mig-*`
+    requests, so a node's devices reach the same pods whichever plugin advertises them.
+    DynamicMIG pools have no MIG manager, and so no Job."""
+    dra = spec.dra
+    return (
+        pool.rollout is Rollout.IN_PLACE
+        and pool.mig_manager is MigManager.OPERATOR
+        and dra is not None
+        and dra.extended_resources
+        and not dra.dynamic_mig
+    )
 
 
 def legacy_inputs(spec: StackSpec, default_boot_disk: str | None = None) -> dict[str, str]:
