@@ -69,6 +69,11 @@ VARIANTS: dict[str, tuple[str, list[Callable[[Values], None]]]] = {
     "gke-created": ("ephemeral-gke", [
         _cluster(nodeServiceAccount="gpu-nodes@my-gcp-project.iam.gserviceaccount.com"),
         _top(labels={"team": "ml"}, modelCache={"storage": "gcs-fuse", "bucket": "my-models"})]),
+    "gke-owned-bucket": ("gke-h100", [_top(labels={"team": "ml"},
+                                           modelCache={"storage": "gcs-fuse"})]),
+    "oke-spot-vm": ("oke-h100", [
+        _pool(gpu="A10", machineType="VM.GPU.A10.1", capacity="spot", mig=None),
+        lambda values: values["pools"][0].pop("mig")]),
     "gke-reservation": ("gke-h100", [
         _pool(spot=False, capacity="reservation", reservation="h100-reservation",
               name=LONGEST_POOL),
@@ -235,6 +240,17 @@ def test_every_rendered_value_keeps_its_rule(renderings: dict[str, Rendering]) -
             if isinstance(rule, Format) and (problem := rule.problem(value)) is not None:
                 broken.append((stack, type_token, path, problem))
     assert broken == []
+
+
+def test_every_entry_of_the_registry_is_rendered(renderings: dict[str, Rendering]) -> None:
+    """No rule or reason for a field the program does not send (a stale entry hides nothing,
+    but says something untrue)."""
+    seen = {
+        (t, path) for rendering in renderings.values() for t, path, _v in rendered_fields(rendering)
+    }
+    listed = {(t, path) for table in (api_fields.FIELD_RULES, api_fields.WITHOUT_RULE)
+              for t, fields in table.items() for path in fields}  # fmt: skip
+    assert listed - seen == set()
 
 
 def test_annotations_fit_their_total(renderings: dict[str, Rendering]) -> None:

@@ -125,6 +125,7 @@ FIELD_RULES: dict[str, dict[str, Format]] = {
     },
     "gcp:storage/bucket:Bucket": {
         "name": formats.GCS_BUCKET,
+        "location": formats.GCS_LOCATION,
         "project": formats.GCP_PROJECT,
         **_under("labels", _GCP_LABELS),
     },
@@ -183,7 +184,6 @@ WITHOUT_RULE: dict[str, dict[str, str]] = {
         "taints[].effect": _LITERAL,
         "launchTemplate.id": _CLOUD_ID,
         "launchTemplate.version": _CLOUD_ID,
-        "updateConfig.maxUnavailable": _LITERAL,
     },
     "aws:eks/cluster:Cluster": {
         "accessConfig.authenticationMode": _LITERAL,
@@ -198,8 +198,7 @@ WITHOUT_RULE: dict[str, dict[str, str]] = {
     },
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": {"roleArn": _CLOUD_ID},
     "aws:iam/role:Role": {"assumeRolePolicy": _DOCUMENT},
-    "aws:iam/rolePolicy:RolePolicy": {"policy": _DOCUMENT, "role": _CLOUD_ID},
-    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": {"role": _CLOUD_ID},
+    "aws:iam/rolePolicy:RolePolicy": {"policy": _DOCUMENT},
     "gcp:container/cluster:Cluster": {
         "datapathProvider": _LITERAL,
         "gatewayApiConfig.channel": _LITERAL,
@@ -221,7 +220,6 @@ WITHOUT_RULE: dict[str, dict[str, str]] = {
         "nodeConfig.workloadMetadataConfig.mode": _LITERAL,
     },
     "gcp:compute/routerNat:RouterNat": {
-        "router": _CLOUD_ID,
         "natIpAllocateOption": _LITERAL,
         "sourceSubnetworkIpRangesToNat": _LITERAL,
         "subnetworks[].name": _CLOUD_ID,
@@ -232,6 +230,7 @@ WITHOUT_RULE: dict[str, dict[str, str]] = {
         "member": "serviceAccount:<email> of the account the program created",
         "role": _LITERAL,
     },
+    "gcp:storage/bucket:Bucket": {"publicAccessPrevention": _LITERAL},
     "gcp:storage/bucketIAMMember:BucketIAMMember": {
         "member": "a Workload Identity principal built from the project number the cloud "
         "returns and names held to their formats",

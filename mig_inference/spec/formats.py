@@ -413,6 +413,11 @@ S3_BUCKET = Format(
 '.' and '-', starting and ending with a letter or digit, no two adjacent periods, not formatted
 as an IP address, not starting with xn--, sthree- or amzn-s3-demo-, not ending with -s3alias,
 --ol-s3, .mrap, --x-s3 or --table-s3."""
+GCS_LOCATION = Format(
+    "a Cloud Storage region (like US-CENTRAL1)", r"[A-Za-z]+-[A-Za-z]+[0-9]+", 40, "US-CENTRAL1"
+)
+"""Cloud Storage "Bucket locations": a regional bucket's location is a region name, in any
+case (the API answers in upper case)."""
 STORAGE_CLASS = Format("a StorageClass name (a DNS-1123 subdomain)", _SUBDOMAIN, 253, "nfs-rwx")
 AWS_SECURITY_GROUP = Format(
     "an EC2 security group ID (sg- and 8 or 17 hexadecimal digits)",
