@@ -87,6 +87,8 @@ class PoolDiff:
     up next to the old ones: it must hold both at once."""
     gpus_before: int = 0
     peak_gpus: int = 0
+    node_update: str = ""
+    """What the cloud does to the pool's nodes when Pulumi updates the pool in place."""
 
 
 @dataclass
@@ -359,6 +361,7 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
             pool.gpus_before, pool.peak_gpus = observed.gpus_before, observed.peak_gpus
             pool.replicas_evicted = observed.evicted
             pool.slices_unavailable = observed.most_devices_down
+            pool.node_update = observed.node_update
             taken = observed.nodes_deleted or observed.nodes_drained
             replaced = taken and observed.nodes_created and pool.change in (
                 PoolChange.UNCHANGED, PoolChange.IN_PLACE,
@@ -567,6 +570,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "nodes_left_cordoned": p.nodes_left_cordoned,
                 "nodes_released": p.nodes_released,
                 "reservation": p.reservation,
+                "node_update": p.node_update or None,
             }
             for p in changes.pools
         ],
@@ -619,6 +623,8 @@ def change_plan_text(changes: ChangePlan) -> str:
         ]
         if nodes:
             lines.append(f"    nodes: {', '.join(nodes)}")
+        if pool.node_update:
+            lines.append(f"    cloud: {pool.node_update}")
         if pool.nodes_left_cordoned:
             lines.append(f"    left cordoned: {', '.join(pool.nodes_left_cordoned)}")
         if pool.nodes_released:
