@@ -122,7 +122,7 @@ def _attempt(problems: list[MigError], parse: Callable[[], T]) -> T | None:
         return None
 
 
-def _refused_cluster_keys(problems: list[MigError]) -> frozenset[str]:
+def _refused_cluster_keys(problems: Sequence[MigError]) -> frozenset[str]:
     """The cluster keys an error recorded so far refuses."""
     cluster_key = f"{key_path('cluster')}."
     return frozenset(
