@@ -135,6 +135,31 @@ def mutated_text(mutation: Mutation) -> str | None:
     return text.replace(MARK, replacement)
 
 
+def key_of(mutation: Mutation) -> str:
+    """The key path of the mutated value, as errors name it."""
+    first, *rest = mutation.path
+    return f"mig-inference:{first}" + "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}" for part in rest
+    )
+
+
+def _related(key: str, other: str) -> bool:
+    """Whether one key path holds the other (or is it)."""
+    short, long = sorted((key, other), key=len)
+    return long == short or (long.startswith(short) and long[len(short)] in ".[")
+
+
+def _outcome(mutation: Mutation, code: int, keys: list[str | None]) -> str:
+    """`accepted`, `refused at the key` (an error names the mutated key, a key inside it or
+    the key holding it) or `refused at another key`."""
+    if code == 0:
+        return "accepted"
+    where = key_of(mutation)
+    if any(key is not None and _related(where, key) for key in keys):
+        return "refused at the key"
+    return "refused at another key"
+
+
 def main() -> int:
     from contextlib import redirect_stdout
     from io import StringIO
@@ -146,6 +171,7 @@ def main() -> int:
     work = Path(sys.argv[1] if len(sys.argv) > 1 else "out/mutations")
     work.mkdir(parents=True, exist_ok=True)
     path = work / "Pulumi.mutated.yaml"
+    elsewhere: list[str] = []
     for mutation in corpus():
         text = mutated_text(mutation)
         if text is None:
@@ -155,11 +181,15 @@ def main() -> int:
         try:
             with redirect_stdout(out):
                 code = mig(["plan", "--stack-file", str(path), "--json"])
-            json.loads(out.getvalue())
-            outcomes[f"exit {code}"] += 1
+            keys = [error["key"] for error in json.loads(out.getvalue()).get("errors", [])]
+            outcome = _outcome(mutation, code, keys)
+            outcomes[outcome] += 1
+            if outcome == "refused at another key":
+                elsewhere.append(f"{mutation.name}: {keys[:3]}")
         except Exception as error:  # the corpus counts what the tests must never see
             outcomes["traceback"] += 1
             print(f"{mutation.name}: {type(error).__name__}: {error}"[:300], file=sys.stderr)
+    (work / "refused-elsewhere.txt").write_text("\n".join(elsewhere) + "\n", encoding="utf-8")
     print(json.dumps({**outcomes, "seconds": round(time.monotonic() - started)}))
     return 1 if outcomes["traceback"] else 0
 

@@ -88,7 +88,10 @@ def test_plan_errors_of_several_services_are_all_reported(
     ("text", "message"),
     [
         ("config:\n  mig-inference:cloud: gke\n  mig-inference:cloud: eks\n",
-         "not valid YAML at line 3: key 'mig-inference:cloud' is given twice (line 3)"),
+         "error: mig-inference:cloud: key 'mig-inference:cloud' is given twice (line 3)"),
+        # Named at its key path, as every other refused value is.
+        ("config:\n  mig-inference:pools:\n    - name: a\n      name: b\n",
+         "error: mig-inference:pools[0].name: key 'name' is given twice (line 4)"),
     ],
 )  # fmt: skip
 def test_a_key_given_twice_is_an_error(

@@ -29,7 +29,7 @@ DIVERGES = {
 # must say for it: (kind, Go's text, ours). The named groups must agree between the two texts.
 REFUSALS = [
     ("duplicate key", r'line (?P<line>\d+): mapping key "(?P<key>[^"]+)" already defined',
-     r"at line (?P<line>\d+): key '(?P<key>[^']+)' is given twice"),
+     r"key '(?P<key>[^']+)' is given twice(?: \(written differently\))? \(line (?P<line>\d+)\)"),
     ("not a number JSON can carry", r"json: unsupported value: (?P<value>[+-]?(?:Inf|NaN))",
      r": (?P<value>[+-]?(?:inf|nan)) cannot be passed to the program: Pulumi refuses"),
     ("bad configuration key", r"could not parse (?P<key>\S+) as a configuration key",

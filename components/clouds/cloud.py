@@ -367,7 +367,7 @@ def _running_dra_version(
     def checked(known: list[Any]) -> str:
         problem = joined_version_problem(settings, known[1])
         if problem is not None:
-            raise pulumi.RunError(f"{key_path('dra')}.kubernetesVersion: {problem}")
+            raise pulumi.RunError(f"{key_path(settings.version_key)}: {problem}")
         return str(known[0])
 
     return pulumi.Output.all(ref, served).apply(checked)

@@ -149,7 +149,8 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
             "must be a /28 block: GKE gives the control plane exactly 16 addresses", None
         )
     _network_rules(node, cloud, settings)
-    name = dns_label(node.child("name"))
+    gke = "a GKE cluster (formats.GKE_CLUSTER)" if cloud is Cloud.GKE else None
+    name = dns_label(node.child("name"), names=gke)
     if cloud is Cloud.GKE and create and not cidr:
         settings["masterIpv4CidrBlock"] = gke_master_cidr(name)
     if (

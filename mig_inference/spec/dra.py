@@ -138,10 +138,13 @@ def dra_spec(
             "1.34 to 1.37, which the DRA objects are written for",
             None,
         )
-    # A version read from the cluster is refused at the cluster key that gives it.
+    # A version read from the cluster is refused at the cluster key that gives it, and every
+    # check that compares with it names that key.
     source = version_node
+    version_key = "dra.kubernetesVersion"
     if given is None and key is not None and cluster is not None:
-        source = ConfigNode(cluster.get(key), f"{NAMESPACE}:cluster.{key}", node.problems)
+        version_key = f"cluster.{key}"
+        source = ConfigNode(cluster.get(key), f"{NAMESPACE}:{version_key}", node.problems)
     if minor < DRA_GA_MINOR:
         return source.problem(
             f"Kubernetes 1.{minor} has no GA DRA: allocation: dra needs 1.{DRA_GA_MINOR} or "
@@ -161,8 +164,8 @@ def dra_spec(
         node.child("extendedResources").problem(
             f"maps MIG profiles to nvidia.com/mig-<profile> through DeviceClass "
             f"extendedResourceName (KEP-5004), beta from Kubernetes 1.{EXTENDED_RESOURCE_MINOR} "
-            f"(alpha and off before); the cluster is 1.{minor}: leave it out (pods then claim "
-            "their slice through a ResourceClaimTemplate)",
+            f"(alpha and off before); the cluster is 1.{minor} ({version_key}): leave it out "
+            "(pods then claim their slice through a ResourceClaimTemplate)",
             None,
         )
         extended = False
@@ -170,7 +173,7 @@ def dra_spec(
     if dynamic and minor < PARTITIONABLE_MINOR:
         node.child("dynamicMig").problem(
             f"the driver's DynamicMIG publishes partitionable devices (KEP-4815), beta from "
-            f"Kubernetes 1.{PARTITIONABLE_MINOR}; the cluster is 1.{minor}",
+            f"Kubernetes 1.{PARTITIONABLE_MINOR}; the cluster is 1.{minor} ({version_key})",
             None,
         )
         dynamic = False
@@ -188,4 +191,5 @@ def dra_spec(
         extended_resources=extended,
         dynamic_mig=dynamic,
         namespace=namespace,
+        version_key=version_key,
     )

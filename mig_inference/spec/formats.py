@@ -413,6 +413,11 @@ S3_BUCKET = Format(
 '.' and '-', starting and ending with a letter or digit, no two adjacent periods, not formatted
 as an IP address, not starting with xn--, sthree- or amzn-s3-demo-, not ending with -s3alias,
 --ol-s3, .mrap, --x-s3 or --table-s3."""
+GCS_LOCATION = Format(
+    "a Cloud Storage region (like US-CENTRAL1)", r"[A-Za-z]+-[A-Za-z]+[0-9]+", 40, "US-CENTRAL1"
+)
+"""Cloud Storage "Bucket locations": a regional bucket's location is a region name, in any
+case (the API answers in upper case)."""
 STORAGE_CLASS = Format("a StorageClass name (a DNS-1123 subdomain)", _SUBDOMAIN, 253, "nfs-rwx")
 AWS_SECURITY_GROUP = Format(
     "an EC2 security group ID (sg- and 8 or 17 hexadecimal digits)",
@@ -516,3 +521,121 @@ PROBE_TEXT = Format(
     4096,
     "Say hello.",
 )
+
+# Formats of what the program itself sends (names it derives, fixed fields), that the registry
+# in mig_inference.spec.api_fields maps each rendered field to.
+EKS_NODE_LABEL_KEY_MAX = 63
+EKS_NODE_LABEL_VALUE = Format(
+    "an EKS node group label value (1-63 letters, digits, '-', '_', '.', starting and ending "
+    "alphanumeric; EKS takes no empty value)",
+    _NAME63,
+    63,
+    "ml",
+)
+"""Amazon EKS API `CreateNodegroup` / `UpdateLabelsPayload`: label keys and values of 1-63
+characters each (the key with its prefix: tighter than Kubernetes' 253 + 63)."""
+EKS_TAINTS_MAX = 50
+EKS_TAINT_KEY_MAX = 63
+"""Amazon EKS API `CreateNodegroup` (`taints`: at most 50 per node group) and `Taint` (key of
+1-63 characters, value of 0-63)."""
+EKS_NODE_GROUP_NAME = Format(
+    "an EKS node group name (a letter or digit, then letters, digits, '-', '_')",
+    r"[0-9A-Za-z][A-Za-z0-9_-]*",
+    63,
+    "gpu-pool-1a2b3c",
+)
+"""Amazon EKS API `CreateNodegroup`: `nodegroupName` of 1-63 characters,
+`^[0-9A-Za-z][A-Za-z0-9\\-_]*`."""
+EKS_CLUSTER_NAME = Format(
+    "an EKS cluster name (a letter or digit, then letters, digits, '-', '_')",
+    r"[0-9A-Za-z][A-Za-z0-9_-]*",
+    100,
+    "inference-1",
+)
+"""Amazon EKS API `CreateCluster`: `name` of 1-100 characters, `^[0-9A-Za-z][A-Za-z0-9\\-_]*$`."""
+GKE_NODE_POOL_NAME = Format(
+    "a GKE node pool name (a lowercase letter, then lowercase letters, digits, '-')",
+    r"[a-z]([-a-z0-9]*[a-z0-9])?",
+    40,
+    "gpu-pool-1a2b3c",
+)
+"""GKE refuses node pool names longer than 40 characters (the API's error; RFC 1035 like the
+cluster's name). Unconfirmed in a reference page: taken from the API's answer as reported."""
+GCP_SERVICE_ACCOUNT_ID = Format(
+    "a service account ID (6-30 lowercase letters, digits, '-', starting with a letter)",
+    r"[a-z][-a-z0-9]{4,28}[a-z0-9]",
+    30,
+    "gpu-nodes",
+)
+"""IAM API `projects.serviceAccounts.create`: `accountId` of 6-30 characters,
+`[a-z]([-a-z0-9]*[a-z0-9])`."""
+OCI_DISPLAY_NAME = Format(
+    "an OCI display name (1-255 characters without control characters)",
+    r"[^\x00-\x1f]+",
+    255,
+    "gpu-pool",
+)
+"""OCI Container Engine API `CreateClusterDetails` / `CreateNodePoolDetails`: `name` of 1-255
+characters."""
+IAM_DESCRIPTION = Format(
+    "an IAM role description (up to 1,000 printable Latin-1 characters)",
+    r"[\t\n\r\x20-\x7e\xa1-\xff]*",
+    1000,
+    "GPU nodes",
+)
+"""IAM API `CreateRole`: `Description` of 0-1,000 characters of
+`[\\u0009\\u000A\\u000D\\u0020-\\u007E\\u00A1-\\u00FF]*`."""
+EC2_LAUNCH_TEMPLATE_DESCRIPTION = Format(
+    "an EC2 launch template description (up to 255 characters)", r"[^\x00]*", 255, "GPU pool"
+)
+"""EC2 API `CreateLaunchTemplate`: `VersionDescription` of up to 255 characters."""
+EC2_USER_DATA_BASE64 = Format(
+    "base64 of at most 16 KB (EC2 user data)",
+    r"[A-Za-z0-9+/]*={0,2}",
+    -(-EC2_USER_DATA_BYTES // 3) * 4,
+    "IyEvYmluL2Jhc2g=",
+)
+OCI_METADATA_BYTES = 32_000
+"""OCI Compute API `LaunchInstanceDetails`: `metadata` and `extendedMetadata` together hold at
+most 32,000 bytes (a node pool's `nodeMetadata` is the instances' metadata)."""
+OCI_USER_DATA_BASE64 = Format(
+    "base64 within OCI's 32,000 bytes of instance metadata",
+    r"[A-Za-z0-9+/]*={0,2}",
+    OCI_METADATA_BYTES,
+    "IyEvYmluL2Jhc2g=",
+)
+AUTOSCALING_TAG_KEY = Format(
+    "an EC2 Auto Scaling tag key (1-128 characters)", r"[^\x00]+", AUTOSCALING_TAG_KEY_MAX, "team"
+)
+AUTOSCALING_TAG_VALUE = Format("an EC2 Auto Scaling tag value", r"[^\x00]*", 256, "ml")
+HELM_RELEASE_NAME = Format(
+    "a Helm release name (a DNS-1123 subdomain of at most 53 characters)",
+    _SUBDOMAIN,
+    53,
+    "gpu-operator",
+)
+"""Helm (pkg/chartutil ValidateReleaseName): a release name is a DNS-1123 subdomain of at most
+53 characters (the rest of 63 is left for the suffixes charts add)."""
+SERVICE_NAME = Format(
+    "a Kubernetes Service name (a DNS-1035 label: a lowercase letter, then lowercase letters, "
+    "digits, '-')",
+    r"[a-z]([-a-z0-9]*[a-z0-9])?",
+    63,
+    "chat",
+)
+"""Kubernetes `ValidateServiceName` is `NameIsDNS1035Label` (the relaxed validation of KEP-5311
+is beta only from 1.36, behind a gate)."""
+OBJECT_NAME = Format(
+    "a Kubernetes object name (a DNS-1123 subdomain)", _SUBDOMAIN, 253, "gpu-operator"
+)
+RBAC_NAME = Format(
+    "an RBAC object name (a path segment: no '/' or '%', not '.' or '..')",
+    r"(?!\.\.?$)[^/%]+",
+    253,
+    "mig-inference:repartition",
+)
+"""Kubernetes `ValidateRBACName` is `path.IsValidPathSegmentName`; 253 is the etcd key bound
+every object name keeps."""
+ANNOTATIONS_TOTAL_BYTES = 256 * 1024
+"""Kubernetes `ValidateAnnotations`: keys are qualified names like label keys, and all keys and
+values of an object together hold at most 256 KiB (TotalAnnotationSizeLimitB)."""

@@ -262,6 +262,9 @@ class DraSpec:
     (the MIG manager leaves DRA pools alone)."""
     namespace: str = "nvidia-dra-driver-gpu"
     """Where the driver runs (never `default`: the chart refuses it)."""
+    version_key: str = "dra.kubernetesVersion"
+    """The key the version is read from: `dra.kubernetesVersion`, or the cluster's own version
+    key (`cluster.version`, `cluster.kubernetesVersion`) when the section leaves it out."""
 
     @property
     def kubernetes_version(self) -> str:

@@ -120,6 +120,40 @@ def _labels(node: ConfigNode) -> dict[str, str]:
     return labels
 
 
+def _eks_node_group_rules(
+    node: ConfigNode, labels: dict[str, str], taints: tuple[Taint, ...]
+) -> tuple[dict[str, str], tuple[Taint, ...]]:
+    """What EKS's node group API refuses of labels and taints that Kubernetes would take:
+    label keys (prefix included) and values of 1-63 characters, at most 50 taints of keys of
+    1-63 (formats.EKS_NODE_LABEL_KEY_MAX, EKS_TAINTS_MAX). The labels and taints it keeps."""
+    kept = dict(labels)
+    for key, value in labels.items():
+        if len(key) > formats.EKS_NODE_LABEL_KEY_MAX:
+            node.child("labels").child(key).problem(
+                f"{shown(key)} is {len(key)} characters; EKS takes node group label keys of at "
+                f"most {formats.EKS_NODE_LABEL_KEY_MAX}, prefix included",
+                None,
+            )
+            del kept[key]
+        elif (problem := formats.EKS_NODE_LABEL_VALUE.problem(value)) is not None:
+            node.child("labels").child(key).problem(problem, None)
+            del kept[key]
+    if len(taints) > formats.EKS_TAINTS_MAX:
+        node.child("taints").problem(
+            f"has {len(taints)} taints; EKS takes at most {formats.EKS_TAINTS_MAX} per node group",
+            None,
+        )
+    for index, taint in enumerate(taints):
+        if len(taint.key) > formats.EKS_TAINT_KEY_MAX:
+            node.child("taints").child(index).child("key").problem(
+                f"{shown(taint.key)} is {len(taint.key)} characters; EKS takes taint keys of at "
+                f"most {formats.EKS_TAINT_KEY_MAX}, prefix included",
+                None,
+            )
+    fitting = tuple(t for t in taints if len(t.key) <= formats.EKS_TAINT_KEY_MAX)
+    return kept, fitting
+
+
 def _zones(node: ConfigNode, cloud: Cloud) -> tuple[str, ...]:
     if node.value is None:
         return ()
@@ -227,7 +261,8 @@ def _sharing(node: ConfigNode) -> SharingSpec | None:
 def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     raw = node.mapping(POOL_KEYS)
     # Cloud pools' physical names append `-<generation>` within GKE's 40-character limit.
-    name = dns_label(node.child("name"), POOL_NAME_MAX)
+    gke = "a GKE node pool (formats.GKE_NODE_POOL_NAME)" if cloud is Cloud.GKE else None
+    name = dns_label(node.child("name"), POOL_NAME_MAX, names=gke)
     gpu = None
     gpu_name = node.child("gpu").req_string()
     if gpu_name:
@@ -327,6 +362,8 @@ def pool_spec(node: ConfigNode, cloud: Cloud) -> PoolSpec:
     labels = _labels(node.child("labels"))
     no_taints: tuple[Taint, ...] = ()
     taints = node.attempt(lambda: _taints(node.child("taints")), no_taints)
+    if cloud is Cloud.EKS:
+        labels, taints = _eks_node_group_rules(node, labels, taints)
     system_pods = node.child("systemPods").integer(bound=formats.SYSTEM_PODS)
     zones = _zones(node.child("zones"), cloud)
     image_id = node.child("imageId").text(formats.ocid("image"))

@@ -235,7 +235,9 @@ class ConfigNode:
         return result
 
 
-def dns_label(node: ConfigNode, max_length: int = 40) -> str:
+def dns_label(node: ConfigNode, max_length: int = 40, names: str | None = None) -> str:
+    """A lowercase DNS label of at most `max_length` characters; `names`, what it names that
+    must start with a letter (a DNS-1035 label), when it names one."""
     value = node.req_string()
     if value and (not DNS_LABEL.match(value) or len(value) > max_length):
         return node.problem(
@@ -243,4 +245,6 @@ def dns_label(node: ConfigNode, max_length: int = 40) -> str:
             f"{max_length} characters)",
             value,
         )
+    if value and names and not value[0].isalpha():
+        return node.problem(f"{shown(value)} must start with a letter: it names {names}", value)
     return value

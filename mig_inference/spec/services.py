@@ -93,7 +93,10 @@ def _utilization(node: ConfigNode) -> float | None:
 
 def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
     raw = node.mapping(SERVICE_KEYS)
-    name = dns_label(node.child("name"))
+    # formats.SERVICE_NAME: a Kubernetes Service name is a DNS-1035 label.
+    name = dns_label(
+        node.child("name"), names="the service's Kubernetes Service (a DNS-1035 label)"
+    )
     engine = node.child("engine").choice(Engine, Engine.VLLM)
     model = node.child("model").text(MODEL_FORMATS.get(engine, formats.HF_MODEL))
     if model is None and engine is not Engine.CUSTOM:

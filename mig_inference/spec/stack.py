@@ -122,6 +122,17 @@ def _attempt(problems: list[MigError], parse: Callable[[], T]) -> T | None:
         return None
 
 
+def _refused_cluster_keys(problems: Sequence[MigError]) -> frozenset[str]:
+    """The cluster keys an error recorded so far refuses."""
+    cluster_key = f"{key_path('cluster')}."
+    return frozenset(
+        error.path.removeprefix(cluster_key).split(".")[0].split("[")[0]
+        for problem in problems
+        for error in problem.errors
+        if error.path and error.path.startswith(cluster_key)
+    )
+
+
 def _duplicates(items: Any, path: str, what: str, problems: list[MigError]) -> None:
     """Names given twice in a list of mappings, at their position in the file."""
     names = [item.get("name") if isinstance(item, dict) else None for item in items or []]
@@ -188,6 +199,10 @@ def parse_stack(
         return ConfigNode(values.get(key), key_path(key), problems)
 
     cluster = _attempt(problems, lambda: cluster_spec(node("cluster"), cloud, named_keys))
+    if cluster is not None:
+        # A check of another section that reads a refused cluster key stops without an error
+        # of its own (the version a DRA stack reads from cluster.version, say).
+        cluster = replace(cluster, refused=_refused_cluster_keys(problems))
     pools_node = node("pools")
     parsed = [
         (index, pool) for index, item in enumerate(pools_node.items())
@@ -338,17 +353,10 @@ def _partial(
         )  # fmt: skip
     else:
         targets = (None,) if refused("services") else ()
-    cluster_key = f"{key_path('cluster')}."
-    cluster_refused = frozenset(
-        error.path.removeprefix(cluster_key).split(".")[0].split("[")[0]
-        for problem in problems
-        for error in problem.errors
-        if error.path and error.path.startswith(cluster_key)
-    )
     cloud, creates = base.cloud, base.cluster.create
     spec = replace(
         base,
-        cluster=replace(base.cluster, refused=cluster_refused),
+        cluster=replace(base.cluster, refused=_refused_cluster_keys(problems)),
         pools=tuple(pool for _i, pool in kept_pools),
         services=tuple(service for _i, service in kept_services),
         gpu_operator=section(

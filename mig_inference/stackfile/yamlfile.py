@@ -401,8 +401,9 @@ class _Decoder:
                     and (key_i.value == key_j.value)
                 ):
                     raise YamlError(
-                        f"key {key_j.value!r} is given twice (line {key_j.start_mark.line + 1})",
+                        f"key {key_j.value!r} is given twice",
                         key_j,
+                        path=(*path, key_j.value),
                     )
         result: dict[str, Any] = {}
         merges: list[Node] = []
@@ -412,7 +413,9 @@ class _Decoder:
                 continue
             key = self.key(key_node, path)
             if key in result:
-                raise YamlError(f"key {key!r} is given twice (written differently)", key_node)
+                raise YamlError(
+                    f"key {key!r} is given twice (written differently)", key_node, path=(*path, key)
+                )
             result[key] = self.value(value_node, (*path, key))
         for merge in merges:
             sources = merge.value if isinstance(merge, SequenceNode) else [merge]
