@@ -258,4 +258,7 @@ def test_repartition_and_gate_roles_allow_only_what_they_need() -> None:
             "resources": ["poddisruptionbudgets"],
             "verbs": ["list", "patch"],
         },
+        # Read-only: a pool moving back from DRA to the device plugin waits until the driver's
+        # ResourceSlices no longer name a node (the pool cannot know its nodes ran DRA before).
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]},
     ]
