@@ -227,7 +227,7 @@ def _pack_free(problem: Problem, gpus_per_node: int | None, lower: int) -> PackP
     of workloads (see `model.grouped`), so the solver's work does not grow with the number of
     workloads."""
     merged, members = grouped(problem)
-    fewest = fewest_gpus(merged)
+    fewest = fewest_gpus(merged, lower)
     model = fewest.model
     chosen = prefer(merged, model, at_total(model, fewest.gpus), fewest.gpus, fewest.values)
     slots, assignments = realize(
