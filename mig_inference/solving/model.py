@@ -41,6 +41,8 @@ class Model:
     """The variable of each candidate layout, in the candidates' order."""
     y: dict[tuple[int, str], int]
     """The variable of each (workload, profile) pair."""
+    demand_driven: bool = False
+    """Some workload states a demand (its replicas are chosen) rather than a replica count."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def build(problem: Problem) -> Model:
             if layout.count(name):
                 terms[var] = -float(layout.count(name))
         milp.constrain(terms, upper=0.0)
-    return Model(milp, x, y)
+    return Model(milp, x, y, any(w.demand_driven for w in workloads))
 
 
 def _demand(
