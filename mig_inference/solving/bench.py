@@ -26,7 +26,7 @@ from mig_inference.clouds.prices import load_prices
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
 from mig_inference.gpus.sizing import ModelShape
 from mig_inference.solving.cheapest import cheapest_machine
-from mig_inference.solving.packing import Workload, pack
+from mig_inference.solving.packing import PackPlan, Workload, pack
 from mig_inference.solving.throughput import parvagpu_scenarios
 
 CONTEXT = 4096
@@ -197,6 +197,8 @@ class DemandRow:
     seconds: float
     cpu_seconds: float = 0.0
     preferences_proven: bool = False
+    preferences: str = ""
+    """Each preference stage unproven: what it found and the bound it proved."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,16 @@ class CostRow:
     seconds: float
 
 
+def _unproven(plan: PackPlan) -> str:
+    """The preference stages that stopped on their work limit: found, and proven bound."""
+    return "; ".join(
+        f"{stage.name} {stage.value} (proven {'>=' if stage.value >= stage.bound else '<='} "
+        f"{stage.bound})"
+        for stage in plan.preferences
+        if not stage.proven
+    )
+
+
 def _demand_rows(quick: bool = False) -> list[DemandRow]:
     rows = []
     for sharing in ("single",) if quick else ("single", "mps"):
@@ -237,7 +249,7 @@ def _demand_rows(quick: bool = False) -> list[DemandRow]:
                     f"ParvaGPU {scenario.name}", gpu.name, len(scenario.workloads),
                     plan.gpu_count, plan.lower_bound, plan.optimal, scenario.published_gpus,
                     time.perf_counter() - started, time.process_time() - cpu,
-                    plan.refined_optimal,
+                    plan.refined_optimal, _unproven(plan),
                 )
             )  # fmt: skip
     workloads = 40 if quick else 200
@@ -248,7 +260,7 @@ def _demand_rows(quick: bool = False) -> list[DemandRow]:
         DemandRow(
             f"{workloads} demands, nodes of 8", gpu.name, workloads, plan.gpu_count,
             plan.lower_bound, plan.optimal, None, time.perf_counter() - started,
-            time.process_time() - cpu, plan.refined_optimal,
+            time.process_time() - cpu, plan.refined_optimal, _unproven(plan),
         )
     )  # fmt: skip
     return rows
@@ -527,6 +539,9 @@ def bench_text(result: BenchResult) -> str:
         "ParvaGPU: the GPUs its own planner used (Lee et al., SC'24); prefs: the preferences "
         "among the fewest GPUs proven too"
     )
+    for d in result.demand:
+        if d.preferences:
+            lines.append(f"  {d.scenario}, preferences not proven: {d.preferences}")
     lines.append("")
     lines += _parvagpu_text(result.parvagpu)
     lines.append("")
