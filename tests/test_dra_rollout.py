@@ -74,3 +74,13 @@ def test_an_update_of_a_claim_templates_spec_is_refused_by_the_api_server(tmp_pa
     assert any("qwen-small-gpu-device" in m and "spec is immutable" in m for m in messages), (
         messages
     )
+
+
+def test_an_in_place_repartition_counts_the_slices_out_of_service() -> None:
+    """From the relabel until the restarted kubelet plugin publishes the new layout, the node's
+    published slices name instances its GPUs no longer have: none of them serves."""
+    v1 = dra_stack()
+    _, changes = transition(v1, new_profile(v1))
+    [pool] = changes.pools
+    assert pool.slices_unavailable == 16  # the one node's 8 GPUs x 2 3g.40gb slices
+    assert changes.slices_unavailable == 16

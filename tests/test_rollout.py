@@ -363,3 +363,21 @@ def test_an_eks_launch_template_roll_follows_the_documented_phases() -> None:
     assert pool.change is PoolChange.NODES_REPLACED and pool.nodes_left_cordoned == []
     assert (pool.nodes_created, pool.nodes_replaced, pool.extra_gpus) == (2, 2, 16)
     assert outcome.services["chat"].after == 1
+
+
+@pytest.mark.parametrize("cloud", ["gke", "eks"])
+def test_reordering_a_pools_taints_changes_nothing(cloud: str, tmp_path: Path) -> None:
+    """Neither a node's taints nor a pod's tolerations mean anything by their order: the
+    program renders both in a stable order, so the stack file's order is no change."""
+    taints = [
+        {"key": "team", "value": "ml", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "gpu", "effect": "PreferNoSchedule"},
+    ]
+    v1, v2 = stack(cloud, taints=taints), stack(cloud, taints=taints[::-1])
+    before, after = (program_of(render_config(tmp_path, v)) for v in (v1, v2))
+    assert {r.key: r.inputs for r in before} == {r.key: r.inputs for r in after}
+    outcome, changes = transition(v1, v2)
+    assert outcome.plan.changed() == [] and outcome.failure is None
+    assert [s.change for s in changes.services] == [ServiceChange.UNAFFECTED]
+    assert all(p.change is PoolChange.UNCHANGED and not p.fields for p in changes.pools)
+    assert outcome.services["chat"].least == 4

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from mig_inference.changes.gateway import gateway_fields
-from mig_inference.changes.record import RECORD_FORMAT, plan_record
-from mig_inference.errors import MigError
+from mig_inference.changes.record import plan_record
+from mig_inference.changes.upgrade import DeployedBasis, UpgradedPool
 from mig_inference.rollout.outcome import Outcome
-from mig_inference.stackfile.yamlfile import load_yaml
 
 PROJECT = "mig-inference"
 POOL_RESOURCE = {
@@ -87,6 +86,11 @@ class PoolDiff:
     up next to the old ones: it must hold both at once."""
     gpus_before: int = 0
     peak_gpus: int = 0
+    upgrade: UpgradedPool | None = None
+    """Set when the pool needs new nodes because the installed mig-inference computes its
+    generation differently from the release that deployed it."""
+    node_update: str = ""
+    """What the cloud does to the pool's nodes when Pulumi updates the pool in place."""
 
 
 @dataclass
@@ -125,6 +129,8 @@ class ChangePlan:
     gateway: list[FieldChange] = field(default_factory=list)
     """What changes at the gateway (its class, address, listener, routes and their weights):
     in place, no replica moves."""
+    not_compared: list[str] = field(default_factory=list)
+    """What the deployed stack's export could not say, and what was compared instead."""
 
     @property
     def replicas_evicted(self) -> int:
@@ -330,6 +336,12 @@ def _pool_refusal(pool: PoolDiff, urn: str, message: str) -> str:
     ways = [f"`pulumi state unprotect '{urn}'`, then `pulumi up`"]
     if pool.change is PoolChange.REMOVED:
         ways.append("or keep the pool in the stack")
+    elif pool.upgrade is not None:
+        ways.append(
+            f"or keep the old nodes: set {pool.upgrade.keep} in the stack file"
+            if pool.upgrade.keep
+            else "or stay on the release of mig-inference that deployed it"
+        )
     else:
         # Not `rollout: in-place`: switching the rollout is itself a new generation.
         ways.append(f"or undo the change of {keys}")
@@ -337,10 +349,25 @@ def _pool_refusal(pool: PoolDiff, urn: str, message: str) -> str:
     return f"pool {pool.name}: {what} Pulumi refuses ({message}). Ways forward: {'; '.join(ways)}"
 
 
-def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outcome) -> ChangePlan:
+def change_plan(
+    deployed: dict[str, Any],
+    current: dict[str, Any],
+    outcome: Outcome,
+    basis: DeployedBasis | None = None,
+) -> ChangePlan:
     """The change plan of two plan records, with what the simulation of the `pulumi up` between
-    them observed."""
+    them observed. `basis`: how `deployed` was made from the deployed stack's export (pools
+    whose generation the upgrade of mig-inference alone changes, what it could not say)."""
     changes = diff_records(deployed, current)
+    if basis is not None:
+        changes.not_compared = list(basis.notes)
+        for pool in changes.pools:
+            if pool.change is PoolChange.NEW_NODES:
+                pool.upgrade = basis.upgraded.get(pool.name)
+        repodded = {name for _, name in basis.pods}
+        for service in changes.services:
+            if service.name in repodded and service.reason == "pod template changed":
+                service.reason += " (this release renders it otherwise than the deployed one)"
     changes.simulated = True
     changes.failure = outcome.failure
     changes.seconds = outcome.seconds
@@ -359,6 +386,7 @@ def change_plan(deployed: dict[str, Any], current: dict[str, Any], outcome: Outc
             pool.gpus_before, pool.peak_gpus = observed.gpus_before, observed.peak_gpus
             pool.replicas_evicted = observed.evicted
             pool.slices_unavailable = observed.most_devices_down
+            pool.node_update = observed.node_update
             taken = observed.nodes_deleted or observed.nodes_drained
             replaced = taken and observed.nodes_created and pool.change in (
                 PoolChange.UNCHANGED, PoolChange.IN_PLACE,
@@ -505,6 +533,11 @@ def change_warnings(changes: ChangePlan) -> list[str]:
             warnings.append(
                 f"pool {pool.name}: {causes} needs new nodes: a new generation comes up next to "
                 f"the old one ({pool.extra_gpus} extra GPUs until the old one is deleted)"
+                + (
+                    f"; caused by the upgrade of mig-inference: {pool.upgrade}"
+                    if pool.upgrade
+                    else ""
+                )
             )
         elif pool.change is PoolChange.REPARTITIONED:
             warnings.append(
@@ -546,6 +579,7 @@ def change_warnings(changes: ChangePlan) -> list[str]:
             )
     if changes.failure:
         warnings.append(f"pulumi up would fail: {changes.failure}")
+    warnings += [f"not compared against the deployed state: {n}" for n in changes.not_compared]
     return warnings
 
 
@@ -567,6 +601,15 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "nodes_left_cordoned": p.nodes_left_cordoned,
                 "nodes_released": p.nodes_released,
                 "reservation": p.reservation,
+                "upgrade": None
+                if p.upgrade is None
+                else {
+                    "deployed_generation": p.upgrade.exported,
+                    "planned_generation": p.upgrade.replanned,
+                    "inputs": list(p.upgrade.inputs),
+                    "keep_old_nodes": p.upgrade.keep,
+                },
+                "node_update": p.node_update or None,
             }
             for p in changes.pools
         ],
@@ -597,6 +640,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
         "gateway": [{"key": f.key, "old": f.old, "new": f.new} for f in changes.gateway],
         "refusals": changes.refusals,
         "failure": changes.failure,
+        "not_compared": changes.not_compared,
         "simulated": changes.simulated,
         "seconds": changes.seconds,
     }
@@ -617,8 +661,12 @@ def change_plan_text(changes: ChangePlan) -> str:
             )
             if count
         ]
+        if pool.upgrade:
+            lines.append(f"    caused by the upgrade of mig-inference: {pool.upgrade}")
         if nodes:
             lines.append(f"    nodes: {', '.join(nodes)}")
+        if pool.node_update:
+            lines.append(f"    cloud: {pool.node_update}")
         if pool.nodes_left_cordoned:
             lines.append(f"    left cordoned: {', '.join(pool.nodes_left_cordoned)}")
         if pool.nodes_released:
@@ -643,6 +691,9 @@ def change_plan_text(changes: ChangePlan) -> str:
     if changes.gateway:
         lines.append("gateway (updated in place; no replica moves):")
         lines += [f"  {change}" for change in changes.gateway]
+    if changes.not_compared:
+        lines.append("not compared against the deployed state (fell back to re-planning):")
+        lines += [f"  {note}" for note in changes.not_compared]
     lines += [
         "transition:",
         f"  replicas evicted: {changes.replicas_evicted}",
@@ -678,20 +729,13 @@ def _weights_line(service: ServiceDiff) -> str:
 
 
 def load_deployed(path: Path) -> dict[str, Any]:
-    """A deployed plan: `pulumi stack output --json` saved to a file (its `plan`), a plan
-    record, or an older stack file (planned here)."""
+    """A deployed plan: the plan record `pulumi stack output --json` (or `plan` alone)
+    exported, or an older stack file's, planned here."""
+    from mig_inference.changes.deployed import read_deployed
     from mig_inference.plan import plan_of
     from mig_inference.spec.files import load_stack_file
 
-    data = load_yaml(path, "deployed plan")
-    if isinstance(data, dict) and isinstance(data.get("plan"), dict):
-        data = data["plan"]
-    if isinstance(data, dict) and data.get("format") == RECORD_FORMAT:
-        return data
-    if isinstance(data, dict) and "config" in data:
-        return plan_record(plan_of(lambda: load_stack_file(path)))
-    raise MigError(
-        f"not a deployed plan: expected `pulumi stack output --json` of a mig-inference stack "
-        f"(with a `plan` of format {RECORD_FORMAT}) or a stack file",
-        str(path),
-    )
+    deployed = read_deployed(path)
+    if deployed.record is not None:
+        return deployed.record
+    return plan_record(plan_of(lambda: load_stack_file(path)))

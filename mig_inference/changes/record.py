@@ -30,7 +30,7 @@ def _in_place_inputs(pool: PoolPlan) -> dict[str, str]:
         if not pool.autoscaled
         else f"{pool.min_nodes}-{pool.max_nodes}",
         "labels": ",".join(f"{k}={v}" for k, v in sorted(spec.labels.items())),
-        "taints": ",".join(f"{t.key}={t.value}:{t.effect}" for t in spec.taints),
+        "taints": ",".join(f"{key}={value}:{effect}" for key, value, effect in pool.taints),
         "zones": ",".join(sorted(pool.zones)),
         "mig": pool.config_name,
         "sharing": sharing_text(spec.sharing),

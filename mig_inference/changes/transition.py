@@ -12,14 +12,15 @@ from typing import Any
 
 import yaml
 
+from mig_inference.changes.deployed import Deployed
 from mig_inference.changes.record import RECORD_FORMAT
+from mig_inference.changes.upgrade import DeployedBasis
 from mig_inference.errors import MigError
 from mig_inference.plan import StackPlan, plan_of
 from mig_inference.rollout.cluster import Timings
 from mig_inference.rollout.outcome import Outcome
 from mig_inference.spec import NAMESPACE, SECRET_MARKER, parse_stack
 from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
-from mig_inference.stackfile.yamlfile import load_yaml
 from mig_inference.versions import GPU_OPERATOR_VERSION
 
 PROJECT = "mig-inference"
@@ -77,27 +78,22 @@ def version_of_record(record: dict[str, Any], path: str) -> StackVersion:
     )
 
 
-def load_version(path: Path, current: StackVersion) -> StackVersion:
-    """The deployed version: `pulumi stack output --json` saved to a file, a plan record, or an
-    older stack file."""
-    data = load_yaml(path, "deployed plan")
-    if isinstance(data, dict) and isinstance(data.get("plan"), dict):
-        data = data["plan"]
-    if isinstance(data, dict) and "config" in data:
-        return version_of_stack_file(path, current.name)
-    if isinstance(data, dict) and str(data.get("format", "")).startswith("mig-inference/plan/"):
-        return version_of_record(data, str(path))
-    raise MigError(
-        f"not a deployed plan: expected `pulumi stack output --json` of a mig-inference stack "
-        f"(with a `plan` of format {RECORD_FORMAT}) or a stack file",
-        str(path),
-    )
+def load_version(deployed: Deployed, current: StackVersion) -> StackVersion:
+    """The deployed version: the values its exported plan holds, or an older stack file's."""
+    if deployed.record is None:
+        return version_of_stack_file(deployed.path, current.name)
+    return version_of_record(deployed.record, str(deployed.path))
 
 
 def simulate_transition(
-    deployed: StackVersion, current: StackVersion, timings: Timings | None = None
+    deployed: StackVersion,
+    current: StackVersion,
+    timings: Timings | None = None,
+    basis: DeployedBasis | None = None,
 ) -> Outcome:
-    """`pulumi up` from `deployed` to `current`, simulated."""
+    """`pulumi up` from `deployed` to `current`, simulated. `basis`: what the deployed stack
+    exported, which the deployed version's program is made to match (`as_exported`)."""
+    from mig_inference.changes.deployed_program import as_exported
     from mig_inference.render import run_program
     from mig_inference.rollout.facts import config_names, load_facts, pool_facts
     from mig_inference.rollout.rendered import program_of
@@ -113,7 +109,7 @@ def simulate_transition(
                 raise MigError(rendering.error)
             programs.append(program_of(rendering))
     return simulate(
-        programs[0],
+        as_exported(programs[0], programs[1], basis, current.plan) if basis else programs[0],
         programs[1],
         pool_facts(deployed.plan, current.plan),
         stack=current.name,

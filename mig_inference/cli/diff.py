@@ -57,15 +57,21 @@ def current_version(args: argparse.Namespace) -> Any:
 
 
 def simulated_change(args: argparse.Namespace, current: Any) -> Any:
-    """The change from the deployed version (`--deployed`) to `current`, simulated."""
+    """The change from the deployed stack (`--deployed`) to `current`, simulated from what the
+    deployed stack exported where it says (see `mig_inference.changes.upgrade`)."""
     from mig_inference.changes.change_plan import change_plan
+    from mig_inference.changes.deployed import read_deployed
     from mig_inference.changes.record import plan_record
     from mig_inference.changes.transition import load_version, simulate_transition
+    from mig_inference.changes.upgrade import deployed_basis
 
-    deployed = load_version(Path(args.deployed), current)
+    exported = read_deployed(Path(args.deployed))
+    deployed = load_version(exported, current)
     records = [plan_record(v.plan, v.values, v.secret_keys) for v in (deployed, current)]
     _same_cloud(records[0], records[1], args.deployed)
-    return change_plan(records[0], records[1], simulate_transition(deployed, current))
+    basis = deployed_basis(records[0], exported)
+    outcome = simulate_transition(deployed, current, basis=basis)
+    return change_plan(basis.record, records[1], outcome, basis)
 
 
 GATE_BREACHED = 3

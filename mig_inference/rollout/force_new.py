@@ -29,7 +29,7 @@ FORCE_NEW: dict[str, tuple[str, ...]] = {
         "networkConfig.createPodRange", "nodeConfig.guestAccelerators", "nodeConfig.spot",
         "nodeConfig.preemptible", "nodeConfig.reservationAffinity", "nodeConfig.serviceAccount",
         "nodeConfig.oauthScopes", "nodeConfig.shieldedInstanceConfig", "nodeConfig.metadata",
-        "nodeConfig.localSsdCount", "nodeConfig.minCpuPlatform",
+        "nodeConfig.localSsdCount", "nodeConfig.minCpuPlatform", "nodeConfig.flexStart",
     ),
     "gcp:container/cluster:Cluster": (
         "name", "location", "project", "privateClusterConfig.masterIpv4CidrBlock",

@@ -38,6 +38,9 @@ class PoolOutcome:
     """Replicas taken off its nodes against their will (not rolling updates or scale-downs)."""
     most_devices_down: int = 0
     """The most devices its live nodes did not advertise at one time (layouts being applied)."""
+    node_update: str = ""
+    """What the cloud does to the pool's nodes on an in-place update of the pool (GKE, OKE:
+    `node_updates`); empty when the pool resource is not updated."""
 
     @property
     def extra_gpus(self) -> int:

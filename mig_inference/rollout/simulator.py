@@ -29,6 +29,7 @@ from mig_inference.rollout.model import (
     pod_template,
 )
 from mig_inference.rollout.node_pools import EKS_LAUNCH_TEMPLATE, POOL_TYPES, PoolShape, pool_shape
+from mig_inference.rollout.node_updates import node_update
 from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
 from mig_inference.rollout.resources import Key, Program, Resource
 from mig_inference.rollout.steps import Op, Step, plan_steps
@@ -249,6 +250,10 @@ class Rollout:
                 # SAME: the node group's launch template version is an output that moves with
                 # the template (its new version), so the group is updated too.
                 old = pool_shape(step.old) if step.old else new
+                reach = node_update(resource.type, step.changed, old.labels, new.labels)
+                if reach is not None and step.op is Op.UPDATE:
+                    running = [n for n in self.clouds.nodes(new.physical) if not n.draining]
+                    self._outcome(new.labels).node_update = reach.describe(len(running))
                 update = resource.inputs.get("updateConfig") or {}
                 self.clouds.update(
                     old, new, recycled=relaunched,
@@ -540,12 +545,22 @@ class Rollout:
             if facts is None or not serving_before or not node.ready(self.cluster.now):
                 continue
             planned = sum(self._devices(node, node.config or "").values())
-            missing = planned - sum(node.devices.values())
+            missing = planned - sum(self._in_service(node).values())
             if missing > 0:
                 down[node.pool or ""] = down.get(node.pool or "", 0) + missing
         for pool, count in down.items():
             outcome = self.pools.setdefault(pool, PoolOutcome())
             outcome.most_devices_down = max(outcome.most_devices_down, count)
+
+    @staticmethod
+    def _in_service(node: Node) -> dict[str, int]:
+        """The devices pods can be given on the node now. A DRA node's published slices serve
+        only while they are the layout its label asks for and its GPUs have: from the relabel
+        until the restarted kubelet plugin publishes the new layout, a claim on a published
+        slice names an instance the GPUs no longer have (or are about to lose)."""
+        if node.dra and not (node.published == node.applied == node.config):
+            return {}
+        return node.devices
 
     def _result(self, failure: str | None) -> Outcome:
         cluster = self.cluster

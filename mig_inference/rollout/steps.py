@@ -92,7 +92,8 @@ def leaf_paths(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix, value
 
 
-def _under(path: str, prefix: str) -> bool:
+def path_under(path: str, prefix: str) -> bool:
+    """`path` is `prefix` or lies under it (a field or an item of it)."""
     return path == prefix or path.startswith((f"{prefix}.", f"{prefix}["))
 
 
@@ -102,7 +103,7 @@ def changed_paths(
     """Leaf paths whose values differ, leaving out ignored paths."""
     before, after = dict(leaf_paths(dict(old))), dict(leaf_paths(dict(new)))
     paths = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
-    return [p for p in paths if not any(_under(p, i) for i in ignored)]
+    return [p for p in paths if not any(path_under(p, i) for i in ignored)]
 
 
 def as_sets(inputs: Mapping[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
@@ -129,7 +130,7 @@ def _diff(old: Resource, new: Resource) -> Step:
     if not changed:
         return Step(Op.SAME, new.key, old, new)
     forcing = (*new.replace_on_changes, *force_new_paths(new.type))
-    replaced_by = tuple(p for p in changed if any(_under(p, f) for f in forcing))
+    replaced_by = tuple(p for p in changed if any(path_under(p, f) for f in forcing))
     if not replaced_by:
         return Step(Op.UPDATE, new.key, old, new, tuple(changed))
     delete_first = (
@@ -165,7 +166,7 @@ def plan_steps(before: Program, after: Program, stack: str, project: str) -> Ste
             p
             for p in step.changed
             if step.op is Op.UPDATE
-            and any(_under(p, f) for f in SERVER_IMMUTABLE.get(resource.type, ()))
+            and any(path_under(p, f) for f in SERVER_IMMUTABLE.get(resource.type, ()))
         ]
         if immutable:
             urn = after.urn(resource.key, stack, project)

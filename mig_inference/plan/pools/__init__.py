@@ -275,7 +275,9 @@ def _tolerations(pool: PoolSpec, machine: MachineShape | None) -> tuple[Mapping[
     change of a taint's value or effect never evicts replicas from running nodes (a new
     NoExecute key brings new nodes instead: see plan.generation), and the taint the cloud puts
     on the machine's architecture (GKE's on Arm nodes)."""
-    keys = list(dict.fromkeys(taint.key for taint in pool.taints))
+    # Sorted: the order means nothing to Kubernetes, so the stack file's is no change (a new
+    # order of the same list would roll every replica).
+    keys = sorted({taint.key for taint in pool.taints})
     if GPU_TAINT_KEY not in keys:
         # GKE taints GPU nodes with nvidia.com/gpu; pods requesting nvidia.com/mig-* are not
         # tolerated for it automatically, so every GPU pod carries the toleration.
@@ -391,7 +393,8 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
         offers=tuple(offers),
         node_labels=labels,
         node_selector=selector,
-        taints=tuple((t.key, t.value, t.effect) for t in pool.taints),
+        # Sorted like the tolerations: a node's taints are a set to Kubernetes.
+        taints=tuple(sorted((t.key, t.value, t.effect) for t in pool.taints)),
         tolerations=_tolerations(pool, machine),
         max_pods=max_pods,
         max_pods_required=required,
