@@ -38,6 +38,17 @@ def release(rendering: Rendering, chart: str = "gpu-operator") -> Recorded:
     return found
 
 
+def plugin_configs(rendering: Rendering) -> dict[str, str]:
+    """The device plugin's ConfigMap as the program leaves it: its base, then every patch."""
+    name = release(rendering).inputs["values"]["devicePlugin"]["config"]["name"]
+    data: dict[str, str] = {}
+    for kind in ("kubernetes:core/v1:ConfigMap", "kubernetes:core/v1:ConfigMapPatch"):
+        for recorded in rendering.of_type(kind):
+            if recorded.inputs["metadata"]["name"] == name:
+                data.update(recorded.inputs["data"])
+    return data
+
+
 def one(rendering: Rendering, type_token: str) -> Recorded:
     found = rendering.of_type(type_token)
     assert len(found) == 1, f"{len(found)} x {type_token}"

@@ -319,7 +319,8 @@ def test_what_the_source_says_holds_in_both(model: str) -> None:
 def test_a_device_plugin_that_restarts_while_its_config_is_unknown_advertises_nothing() -> None:
     """NVIDIA's config manager (k8s-device-plugin v0.20.0) exits on a label naming a config the
     ConfigMap lacks: a running plugin keeps serving, a restarted one waits in its init container
-    until the node names a known config. (The simulator does not model the plugin's configs.)"""
+    until the node names a known config (the simulator's model of it:
+    tests/test_plugin_configs.py)."""
     labels = {CONFIG_LABEL: "all-3g.40gb", STATE_LABEL: "success", PLUGIN_CONFIG_LABEL: "p-old",
               **dict.fromkeys(OPERANDS, "true")}  # fmt: skip
     node = NvidiaNode(CONFIGS, CONFIGS["all-3g.40gb"], labels, steps=steps_of(DURATIONS),

@@ -16,11 +16,15 @@ import pytest
 import yaml
 
 from mig_inference.gpus.catalog import GpuModel
-from mig_inference.kube.operator_values import operator_needed
+from mig_inference.kube.operator_values import (
+    DEVICE_PLUGIN_CONFIG_MAP,
+    DEVICE_PLUGIN_DEFAULT_CONFIG,
+    operator_needed,
+)
 from mig_inference.names.labels import MIG_CONFIG_LABEL
 from mig_inference.plan import plan_stack
 from mig_inference.spec.files import load_stack, stack_names
-from tests.mocked import release, stack_rendering
+from tests.mocked import plugin_configs, release, stack_rendering
 from tests.reference import (
     GPU_OPERATOR_CHART,
     helm_binary,
@@ -178,6 +182,9 @@ def test_named_configs_carry_nvidias_content(
 def test_every_sharing_label_names_a_device_plugin_config(
     stack: str, rendered: dict[str, list[dict[str, Any]]]
 ) -> None:
+    """The chart points the ClusterPolicy at the program's ConfigMap, with its default key, and
+    renders no ConfigMap of that name (Helm would own it and delete it with the release's next
+    change); every sharing label names a key of it."""
     shared = [
         p for p in plan_stack(load_stack(stack)).pools if p.operator_managed and p.spec.sharing
     ]
@@ -187,15 +194,18 @@ def test_every_sharing_label_names_a_device_plugin_config(
             "config"
         ].get("name")
         return
-    name = policy["spec"]["devicePlugin"]["config"]["name"]
-    [configmap] = [
+    config = policy["spec"]["devicePlugin"]["config"]
+    assert config == {"name": DEVICE_PLUGIN_CONFIG_MAP, "default": DEVICE_PLUGIN_DEFAULT_CONFIG}
+    assert not [
         doc
         for doc in rendered[stack]
-        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == name
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == config["name"]
     ]
+    data = plugin_configs(stack_rendering(stack))
+    assert config["default"] in data
     for pool in shared:
         key = pool.node_labels["nvidia.com/device-plugin.config"]
-        document = yaml.safe_load(configmap["data"][key])
+        document = yaml.safe_load(data[key])
         assert document["version"] == "v1"
         resources = document["sharing"]["timeSlicing"]["resources"]
         assert all(r["replicas"] >= 2 for r in resources)

@@ -7,6 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -15,12 +16,15 @@ from mig_inference.changes.record import plan_record
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import load_catalog, resolve_gpu
 from mig_inference.plan import plan_stack
+from mig_inference.render import manifest
 from mig_inference.spec import parse_stack
 from mig_inference.spec.files import load_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
-from tests.mocked import named, one, release, render_config, stack_rendering
+from tests.mocked import named, one, plugin_configs, release, render_config, stack_rendering
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+CONFIG_MAP_PATCH = "kubernetes:core/v1:ConfigMapPatch"
 
 
 def _plan(config: dict[str, Any]) -> Any:
@@ -52,13 +56,17 @@ def test_catalog_knows_gpus_without_mig() -> None:
 
 
 def test_operator_time_slicing_config_in_nvidias_format() -> None:
-    values = release(stack_rendering("eks-g6e-timeslice")).inputs["values"]
-    config = values["devicePlugin"]["config"]
-    assert (config["name"], config["create"]) == ("mig-inference-device-plugin-config", True)
+    rendering = stack_rendering("eks-g6e-timeslice")
+    config = release(rendering).inputs["values"]["devicePlugin"]["config"]
+    assert config == {
+        "create": False, "name": "mig-inference-device-plugin-configs", "default": "default"
+    }  # fmt: skip
     pool = plan_stack(load_stack("eks-g6e-timeslice")).pool("l40s-shared")
     key = pool.node_labels["nvidia.com/device-plugin.config"]
-    assert key.startswith("l40s-shared-") and list(config["data"]) == [key]
-    document = yaml.safe_load(config["data"][key])
+    data = plugin_configs(rendering)
+    assert key.startswith("l40s-shared-") and sorted(data) == sorted(["default", key])
+    assert yaml.safe_load(data["default"]) == {"version": "v1", "flags": {"migStrategy": "mixed"}}
+    document = yaml.safe_load(data[key])
     assert document == {
         "version": "v1",
         "flags": {"migStrategy": "mixed"},
@@ -73,9 +81,40 @@ def test_operator_time_slicing_config_in_nvidias_format() -> None:
     assert pool.max_pods_required == 16 + 10 + 5
 
 
+def test_every_config_key_is_its_own_patch_applied_before_the_release() -> None:
+    """A key is a patch with its own field manager (deleting it relinquishes that key alone),
+    applied after the base ConfigMap and before the operator's release, whose component the
+    pools wait for."""
+    rendering = stack_rendering("eks-h100-mig-timeslice")
+    operator = release(rendering)
+    [base] = [r for r in rendering.of_type(CONFIG_MAP) if r.name.endswith("device-plugin-configs")]
+    patches = rendering.of_type(CONFIG_MAP_PATCH)
+    keys = [key for patch in patches for key in patch.inputs["data"]]
+    assert keys == list(plugin_configs(rendering))[1:] and len(keys) == 1
+    managers = {
+        p.inputs["metadata"]["annotations"]["pulumi.com/patchFieldManager"] for p in patches
+    }
+    assert managers == {f"mig-inference-device-plugin-{key}" for key in keys}
+    released_after = rendering.options[(RELEASE, operator.name)].dependencies
+    assert (CONFIG_MAP, base.name) in released_after
+    for patch in patches:
+        assert (CONFIG_MAP, base.name) in rendering.options[
+            (CONFIG_MAP_PATCH, patch.name)
+        ].dependencies
+        assert (CONFIG_MAP_PATCH, patch.name) in released_after
+        assert patch.inputs["metadata"]["namespace"] == base.inputs["metadata"]["namespace"]
+    for recorded in (base, *patches):
+        kubernetes_validate.validate(manifest(recorded), "1.33.0", strict=True)
+    [group] = [o for o in rendering.options.values() if o.type == "aws:eks/nodeGroup:NodeGroup"]
+    assert group.parent is not None
+    assert rendering.options[group.parent].dependencies == (
+        ("mig-inference:index:GpuOperator", "gpu-operator"),
+    )  # the component holding the patches: the pool's labels come after its keys
+
+
 def test_time_sliced_mig_slices_next_to_unshared_ones() -> None:
-    values = release(stack_rendering("eks-h100-mig-timeslice")).inputs["values"]
-    [document] = [yaml.safe_load(v) for v in values["devicePlugin"]["config"]["data"].values()]
+    data = plugin_configs(stack_rendering("eks-h100-mig-timeslice"))
+    [document] = [yaml.safe_load(v) for k, v in data.items() if k != "default"]
     assert document["sharing"]["timeSlicing"]["resources"] == [
         {"name": "nvidia.com/mig-1g.10gb", "replicas": 2}
     ]

@@ -9,11 +9,16 @@ import pulumi_kubernetes as k8s
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Arch
 from mig_inference.kube.operator_values import (
+    DEVICE_PLUGIN_CONFIG_MAP,
+    DEVICE_PLUGIN_DEFAULT_CONFIG,
     GKE_NVIDIA_DIR,
+    device_plugin_configs,
+    device_plugin_default_config,
     gpu_operator_values,
     operator_critical_pods,
 )
 from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
+from mig_inference.plan import StackPlan
 from mig_inference.versions import (
     GKE_A4X_DRIVER_INSTALLER_MANIFEST,
     GKE_A4X_PAUSE_IMAGE,
@@ -29,6 +34,9 @@ from ..stack_args import Stack
 from .agent_namespace import agent_namespace, critical_pods_quota
 
 DRIVER_INSTALLER = "nvidia-driver-installer"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}
+FIELD_MANAGER_PREFIX = "mig-inference-device-plugin-"
+"""A field manager per config key: deleting one key's patch relinquishes that key alone."""
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
@@ -68,8 +76,10 @@ class GpuOperatorArgs(TypedDict):
 class GpuOperator(pulumi.ComponentResource):
     """`helm.v3.Release` of the GPU Operator in its own namespace.
 
-    On GKE operator-mode pools it also creates Google's COS driver installer as a DaemonSet and
-    the ResourceQuota that lets system-critical pods run outside kube-system."""
+    With time-sliced pools it owns the device plugin's ConfigMap, one patch per pool's config, so
+    a config exists as long as a node may name it. On GKE operator-mode pools it also creates
+    Google's COS driver installer as a DaemonSet and the ResourceQuota that lets system-critical
+    pods run outside kube-system."""
 
     release_status: pulumi.Output[Any]
     """The Helm release's status."""
@@ -106,6 +116,9 @@ class GpuOperator(pulumi.ComponentResource):
                 depends.append(
                     self._gke_driver_installer(name, settings.namespace, namespace, installer, arm)
                 )
+        # Before the release: no device plugin starts without its ConfigMap, and the pools (which
+        # wait for this component) are labelled only once their configs are there.
+        depends.extend(self._device_plugin_configs(name, settings.namespace, namespace, plan))
         release = k8s.helm.v3.Release(
             name,
             k8s.helm.v3.ReleaseArgs(
@@ -126,6 +139,43 @@ class GpuOperator(pulumi.ComponentResource):
         self.namespace = namespace.metadata.name
         self.register_outputs({"release_status": self.release_status, "namespace": self.namespace})
 
+    def _device_plugin_configs(
+        self, name: str, namespace: str, ns: k8s.core.v1.Namespace, plan: StackPlan
+    ) -> list[pulumi.Resource]:
+        """The device plugin's ConfigMap with its default config, and one server-side apply
+        patch per pool's config key, each with its own field manager: a new key is a new patch,
+        created with the other creates; a key no pool has any more is a removed patch, which
+        Pulumi deletes after every create and update (pulumi/pulumi
+        `pkg/resource/deploy/deployment_executor.go`: deletes run last, in reverse dependency
+        order, after the pools that named it); deleting a patch relinquishes its field manager's
+        fields, that key alone (pulumi-kubernetes `provider/pkg/await/await.go`, a Patch's delete
+        is `ssa.Relinquish`)."""
+        configs = device_plugin_configs(plan)
+        if not configs:
+            return []
+        base = k8s.core.v1.ConfigMap(
+            f"{name}-device-plugin-configs",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=DEVICE_PLUGIN_CONFIG_MAP, namespace=namespace, labels=MANAGED_BY
+            ),
+            data={DEVICE_PLUGIN_DEFAULT_CONFIG: device_plugin_default_config()},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ns]),
+        )
+        patches: list[pulumi.Resource] = [
+            k8s.core.v1.ConfigMapPatch(
+                f"{name}-device-plugin-config-{key}",
+                metadata=k8s.meta.v1.ObjectMetaPatchArgs(
+                    name=DEVICE_PLUGIN_CONFIG_MAP,
+                    namespace=namespace,
+                    annotations={"pulumi.com/patchFieldManager": f"{FIELD_MANAGER_PREFIX}{key}"},
+                ),
+                data={key: text},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[base]),
+            )
+            for key, text in configs.items()
+        ]
+        return [base, *patches]
+
     def _gke_driver_installer(
         self,
         name: str,
@@ -139,7 +189,7 @@ class GpuOperator(pulumi.ComponentResource):
         on native-MIG pools): Google's A4X manifest on the Arm machine types, the other one
         everywhere else."""
         app = f"{DRIVER_INSTALLER}{installer.suffix}"
-        labels = {"k8s-app": app, "app.kubernetes.io/managed-by": "mig-inference"}
+        labels = {"k8s-app": app, **MANAGED_BY}
         by_machine = (
             [
                 k8s.core.v1.NodeSelectorRequirementArgs(

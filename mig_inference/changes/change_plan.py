@@ -81,6 +81,10 @@ class PoolDiff:
     nodes_left_cordoned: list[str] = field(default_factory=list)
     nodes_released: list[str] = field(default_factory=list)
     """Nodes an existing pool no longer names: their GPU pods moved, the pool's labels removed."""
+    nodes_plugin_config_missing: list[str] = field(default_factory=list)
+    """Nodes whose sharing label named a key the device plugin's ConfigMap lacked at some moment."""
+    nodes_plugin_blocked: list[str] = field(default_factory=list)
+    """Nodes whose device plugin started then and advertised nothing until the key was known."""
     reservation: str | None = None
     """The reservation (or Capacity Block) both versions' nodes come from, when new nodes come
     up next to the old ones: it must hold both at once."""
@@ -382,6 +386,8 @@ def change_plan(
             pool.nodes_relabelled = observed.nodes_relabelled
             pool.nodes_left_cordoned = sorted(observed.left_cordoned)
             pool.nodes_released = sorted(observed.released)
+            pool.nodes_plugin_config_missing = sorted(observed.config_missing)
+            pool.nodes_plugin_blocked = sorted(observed.plugin_blocked)
             pool.extra_gpus = observed.extra_gpus
             pool.gpus_before, pool.peak_gpus = observed.gpus_before, observed.peak_gpus
             pool.replicas_evicted = observed.evicted
@@ -562,6 +568,13 @@ def change_warnings(changes: ChangePlan) -> list[str]:
             warnings.append(
                 f"pool {pool.name}: left cordoned: {', '.join(pool.nodes_left_cordoned)}"
             )
+        if pool.nodes_plugin_config_missing:
+            blocked = ", ".join(pool.nodes_plugin_blocked) or "none in the simulation"
+            warnings.append(
+                f"pool {pool.name}: {', '.join(pool.nodes_plugin_config_missing)} name(s) a "
+                "device-plugin config its ConfigMap no longer has for a while: a device plugin "
+                f"that starts then advertises nothing until the label changes ({blocked})"
+            )
         if pool.nodes_released:
             warnings.append(
                 f"pool {pool.name}: {', '.join(pool.nodes_released)} leave(s) the pool: the "
@@ -600,6 +613,8 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "nodes_relabelled": p.nodes_relabelled,
                 "nodes_left_cordoned": p.nodes_left_cordoned,
                 "nodes_released": p.nodes_released,
+                "nodes_plugin_config_missing": p.nodes_plugin_config_missing,
+                "nodes_plugin_blocked": p.nodes_plugin_blocked,
                 "reservation": p.reservation,
                 "upgrade": None
                 if p.upgrade is None
@@ -671,6 +686,12 @@ def change_plan_text(changes: ChangePlan) -> str:
             lines.append(f"    left cordoned: {', '.join(pool.nodes_left_cordoned)}")
         if pool.nodes_released:
             lines.append(f"    released: {', '.join(pool.nodes_released)}")
+        if pool.nodes_plugin_config_missing:
+            missing = ", ".join(pool.nodes_plugin_config_missing)
+            lines.append(f"    device-plugin config missing for a while: {missing}")
+        if pool.nodes_plugin_blocked:
+            blocked = ", ".join(pool.nodes_plugin_blocked)
+            lines.append(f"    device plugin could not start: {blocked}")
         if pool.reservation:
             lines.append(
                 f"    reservation {pool.reservation}: {pool.peak_gpus} GPUs at the peak, "

@@ -58,6 +58,8 @@ class Addon:
     """The service account the add-on's cloud identity is bound to (EKS Pod Identity)."""
     installed_here: bool = True
     """A created cluster gets it from this project (False: the cloud's own, or none)."""
+    confirmed: bool = False
+    """Its source was re-read here and states what the row says (`plan` marks the others)."""
     remedy: str = ""
     """What a joined cluster's owner turns on (default: what a created cluster gets)."""
 
@@ -70,6 +72,10 @@ GKE_NETWORK_POLICY = "https://cloud.google.com/kubernetes-engine/docs/how-to/net
 GKE_DATAPLANE_V2 = "https://cloud.google.com/kubernetes-engine/docs/concepts/dataplane-v2"
 GKE_PD_CSI = (
     "https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/gce-pd-csi-driver"
+)
+GKE_HYPERDISK = (
+    "https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/hyperdisk "
+    '(the PD CSI driver is "the primary way" to Hyperdisk; Hyperdisk ML among its GKE options)'
 )
 GKE_GCS_FUSE = (
     "https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/"
@@ -103,10 +109,10 @@ ADDONS: tuple[Addon, ...] = (
     # network policy add-on); the PD CSI driver is on by default; the FUSE driver is not.
     Addon(Cloud.GKE, Feature.HYPERDISK_ML, "gcePersistentDiskCsiDriverConfig",
           "addonsConfig.gcePersistentDiskCsiDriverConfig.enabled", Joined.REFUSED_WITHOUT,
-          GKE_PD_CSI),
+          f"{GKE_PD_CSI}; {GKE_HYPERDISK}", confirmed=True),
     Addon(Cloud.GKE, Feature.GCS_FUSE, "gcsFuseCsiDriverConfig",
           "addonsConfig.gcsFuseCsiDriverConfig.enabled (with Workload Identity)",
-          Joined.REFUSED_WITHOUT, GKE_GCS_FUSE),
+          Joined.REFUSED_WITHOUT, GKE_GCS_FUSE, confirmed=True),
     Addon(Cloud.GKE, Feature.STORAGE_CLASS, "", "", Joined.NOT_LOOKED_UP, "", installed_here=False),
     Addon(Cloud.GKE, Feature.NETWORK_POLICY, "datapathProvider ADVANCED_DATAPATH",
           "datapathProvider: ADVANCED_DATAPATH (GKE Dataplane V2)", Joined.WARNED_WITHOUT,
@@ -116,7 +122,8 @@ ADDONS: tuple[Addon, ...] = (
     # Pod Identity; the VPC CNI enforces NetworkPolicy once its add-on is told to.
     Addon(Cloud.EKS, Feature.S3_MOUNTPOINT, S3_CSI_ADDON,
           f"EKS add-on {S3_CSI_ADDON} with a role allowing the cache bucket",
-          Joined.REFUSED_WITHOUT, f"{EKS_S3_CSI}; {EKS_S3_ADDON}", identity=S3_CSI_ACCOUNT),
+          Joined.REFUSED_WITHOUT, f"{EKS_S3_CSI}; {EKS_S3_ADDON}", identity=S3_CSI_ACCOUNT,
+          confirmed=True),
     Addon(Cloud.EKS, Feature.FSX_LUSTRE, FSX_CSI_ADDON,
           f"EKS add-on {FSX_CSI_ADDON} with AmazonFSxFullAccess", Joined.REFUSED_WITHOUT,
           EKS_FSX_CSI, identity=FSX_CSI_ACCOUNT),
@@ -130,7 +137,7 @@ ADDONS: tuple[Addon, ...] = (
     # policy-only manifest) for NetworkPolicy; no pinned chart of it exists to install and
     # check here, so the stack writes its policies unenforced and says so.
     Addon(Cloud.OKE, Feature.FILE_STORAGE, "fss.csi.oraclecloud.com", "", Joined.BUILT_IN,
-          OKE_FSS, installed_here=False),
+          OKE_FSS, installed_here=False, confirmed=True),
     Addon(Cloud.OKE, Feature.STORAGE_CLASS, "", "", Joined.NOT_LOOKED_UP, "", installed_here=False),
     Addon(Cloud.OKE, Feature.NETWORK_POLICY, "Calico (policy-only)", "", Joined.NOT_LOOKED_UP,
           OKE_NETWORK_POLICY, installed_here=False),

@@ -18,8 +18,17 @@ MIG_PARTED_CONFIG_MAP = "mig-inference-mig-parted-config"
 """ConfigMap the chart creates from our mig-parted config (`migManager.config.name`): the MIG
 manager reads it instead of generating one from the hardware, so every config name a node is
 labelled with is known, and checked, before anything is deployed."""
-DEVICE_PLUGIN_CONFIG_MAP = "mig-inference-device-plugin-config"
-"""ConfigMap the chart creates with each time-sliced pool's device-plugin config."""
+DEVICE_PLUGIN_CONFIG_MAP = "mig-inference-device-plugin-configs"
+"""ConfigMap the project owns with the device plugin's configs (`devicePlugin.config.name`; the
+chart does not create it): a base holding DEVICE_PLUGIN_DEFAULT_CONFIG and one server-side apply
+patch per time-sliced pool's key. NVIDIA's config manager exits when a node's label names a key
+the ConfigMap lacks, so a key is added before any node is labelled with it and removed only in
+Pulumi's delete phase, after the nodes were relabelled or deleted. (Named apart from the
+ConfigMap the chart created before: Helm deletes that one when the release stops rendering it.)"""
+DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
+"""The config a node without a sharing label gets (`devicePlugin.config.default`); never a pool's
+key, which ends in a hash. It also keeps the ConfigMap from ever being empty, which the config
+manager refuses (`no configuration files available`)."""
 GKE_NVIDIA_DIR = "/home/kubernetes/bin/nvidia"
 
 OTHER_NODES_ALLOWANCE = 100
@@ -85,18 +94,26 @@ def mig_parted_yaml(plan: StackPlan) -> str:
     return dump(document(mig_parted_configs(plan)))
 
 
+def _plugin_config(**sections: object) -> str:
+    """A device-plugin config in NVIDIA's `version: v1` format, mixed MIG strategy."""
+    document = {"version": "v1", "flags": {"migStrategy": "mixed"}, **sections}
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def device_plugin_default_config() -> str:
+    return _plugin_config()
+
+
 def device_plugin_configs(plan: StackPlan) -> dict[str, str]:
-    """The device plugin's config per time-sliced pool (keyed by the pool's name, which its
-    nodes carry in `nvidia.com/device-plugin.config`), in NVIDIA's `version: v1` format."""
+    """The device plugin's config per time-sliced pool, keyed by the value its nodes carry in
+    `nvidia.com/device-plugin.config`."""
     configs = {}
     for pool in plan.pools:
         if not pool.operator_managed or pool.spec.sharing is None:
             continue
         shared = [offer for offer in pool.offers if offer.shared_by > 1]
-        document = {
-            "version": "v1",
-            "flags": {"migStrategy": "mixed"},
-            "sharing": {
+        configs[pool.node_labels[DEVICE_PLUGIN_CONFIG_LABEL]] = _plugin_config(
+            sharing={
                 "timeSlicing": {
                     "renameByDefault": pool.spec.sharing.rename,
                     # A pod asking for two shares of one device would get no more GPU.
@@ -109,10 +126,7 @@ def device_plugin_configs(plan: StackPlan) -> dict[str, str]:
                         for offer in shared
                     ],
                 }
-            },
-        }
-        configs[pool.node_labels[DEVICE_PLUGIN_CONFIG_LABEL]] = yaml.safe_dump(
-            document, sort_keys=False
+            }
         )
     return configs
 
@@ -160,10 +174,13 @@ def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
         # validator's plugin step, which waits for nvidia.com/* resources a DRA node never
         # advertises (gpu-operator v26.7.0 controllers/object_controls.go, the "plugin" case).
         values["devicePlugin"] = {"enabled": False}
-    sharing = device_plugin_configs(plan)
-    if sharing:
+    if device_plugin_configs(plan):
         values["devicePlugin"] = {
-            "config": {"name": DEVICE_PLUGIN_CONFIG_MAP, "create": True, "data": sharing}
+            "config": {
+                "create": False,
+                "name": DEVICE_PLUGIN_CONFIG_MAP,
+                "default": DEVICE_PLUGIN_DEFAULT_CONFIG,
+            }
         }
     if spec.cloud is Cloud.EKS:
         # The AL2023 NVIDIA AMI ships the driver and the container toolkit.

@@ -19,12 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
-from typing import Any
 
-import yaml
-
+from mig_inference.clouds.storage import load_bandwidth
 from mig_inference.plan.model import ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan, Weights, weights_of
 from mig_inference.spec import CacheStorage
@@ -47,16 +43,9 @@ class Figure:
     unconfirmed: bool
 
 
-@cache
-def _data() -> dict[str, Any]:
-    text = resources.files("mig_inference").joinpath("data/load_bandwidth.yaml").read_text()
-    data: dict[str, Any] = yaml.safe_load(text)
-    return data
-
-
 def figure(section: str, key: str, *, source: str = "source", flag: str = "unconfirmed") -> Figure:
     """One shipped figure with its source and whether it is confirmed."""
-    entry = _data()[section]
+    entry = load_bandwidth()[section]
     return Figure(float(entry[key]), str(entry[source]).strip(), bool(entry.get(flag, False)))
 
 
@@ -106,7 +95,7 @@ def cache_rate(cache_plan: ModelCachePlan) -> Rate:
         )
         return Rate(Figure(node.value * MIB_BYTES / MB, node.source, node.unconfirmed), volume)
     if storage is CacheStorage.FSX_LUSTRE:
-        data = _data()["fsx-lustre"]
+        data = load_bandwidth()["fsx-lustre"]
         per_unit = cache_plan.throughput
         whole = Figure(
             per_unit * cache_plan.size_gib / 1024,

@@ -6,6 +6,7 @@ from typing import Any
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import CAPACITY_BLOCK_END, Arch, Capacity
+from mig_inference.clouds.storage import storage_facts
 from mig_inference.gpus.layout import place, slot_bar
 from mig_inference.kube.dra import allocation_text, claim_json
 from mig_inference.plan import PoolPlan, StackPlan, layout_of, utilization
@@ -179,7 +180,26 @@ def _cache_json(plan: StackPlan) -> dict[str, Any] | None:
             for m in cache.models
         ],
         "uncached": dict(cache.uncached),
+        "facts": [
+            {"fact": f.fact, "value": f.value, "source": f.source, UNCONFIRMED: not f.confirmed}
+            for f in storage_facts(plan.spec.cloud, cache.storage.value)
+        ],
     }
+
+
+def cache_facts_text(plan: StackPlan) -> list[str]:
+    """What the project holds of the model cache's storage, each unconfirmed fact marked so."""
+    cache = plan.model_cache
+    if cache is None:
+        return []
+    lines = [
+        f"model cache storage {cache.storage.value} (mig_inference/clouds/storage.py; "
+        "`plan --json` names each source):"
+    ]
+    for fact in storage_facts(plan.spec.cloud, cache.storage.value):
+        doubt = "" if fact.confirmed else f" ({UNCONFIRMED})"
+        lines.append(f"  {fact.fact}: {fact.value}{doubt}")
+    return [*lines, ""]
 
 
 def plan_json(plan: StackPlan) -> dict[str, Any]:
@@ -433,6 +453,7 @@ def plan_text(plan: StackPlan) -> str:
             )
         lines.append("")
     lines += load_text(plan)
+    lines += cache_facts_text(plan)
     lines += addons_text(plan)
     lines += gateway_text(plan.gateway)
     targets = verify_targets(plan)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.names.labels import DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL
 from mig_inference.rollout.mig_manager import Durations, MigManager, NodeLayout, Reboot, Write
 from mig_inference.rollout.model import Deployment, Node, Pod, Taint, device_counts
 
@@ -86,6 +86,15 @@ class Cluster:
     claim_templates: dict[tuple[str, str], str | None] = field(default_factory=dict)
     """The ResourceClaimTemplates in the cluster now: (namespace, name) -> the device a claim
     made from it takes (None: one the simulator does not read)."""
+    plugin_configs: frozenset[str] | None = None
+    """The keys of the device plugin's ConfigMap now (None: no config manager, any label goes;
+    `rollout.plugin_configs`)."""
+    config_missing: set[str] = field(default_factory=set)
+    """Nodes whose sharing label named a key the ConfigMap lacked at some moment: a device plugin
+    starting then would not have started."""
+    plugin_blocked: set[str] = field(default_factory=set)
+    """Nodes whose device plugin started in such a moment and waited for a known key."""
+    _stuck_plugins: set[str] = field(default_factory=set)
 
     # -- bookkeeping -----------------------------------------------------------------------
     def log(self, text: str) -> None:
@@ -204,6 +213,7 @@ class Cluster:
     def tick(self) -> None:
         self.now += TICK
         self._mig_managers()
+        self._device_plugins()
         self._no_execute()
         self._pods()
         self._drains()
@@ -242,6 +252,37 @@ class Cluster:
                 node.devices = (
                     self.devices_of(node, node.applied or "") if manager.advertised() else {}
                 )
+
+    def _device_plugins(self) -> None:
+        """A device plugin starting while its node's sharing label names a key the ConfigMap
+        lacks stays in `config-manager-init`, advertising nothing, until the label names a known
+        key (`rollout.plugin_configs`); one already serving keeps serving."""
+        for node in self.live_nodes():
+            value = node.labels.get(DEVICE_PLUGIN_CONFIG_LABEL, "")
+            known = self.plugin_configs
+            if not value or known is None or value in known:
+                if node.name in self._stuck_plugins:
+                    self._stuck_plugins.discard(node.name)
+                    self.log(f"node {node.name}: its device plugin starts (its config is known)")
+                continue
+            self.config_missing.add(node.name)
+            if node.name not in self._stuck_plugins and self._plugin_starting(node):
+                self._stuck_plugins.add(node.name)
+                self.plugin_blocked.add(node.name)
+                self.log(
+                    f"node {node.name}: its device plugin cannot start: "
+                    f"{DEVICE_PLUGIN_CONFIG_LABEL}={value} is not in its ConfigMap"
+                )
+            if node.name in self._stuck_plugins:
+                node.devices = {}
+
+    def _plugin_starting(self, node: Node) -> bool:
+        """The node's device plugin is starting: on a node that joined during the update, or
+        after its MIG manager paused it."""
+        if node.up_at > 0 and self.now < node.up_at + self.timings.mig_manager.plugin_start:
+            return True
+        manager = self.managers.get(node.name)
+        return manager is not None and manager.plugin_starting
 
     def _busy_gpus(self, node: Node, hardware: NodeLayout) -> set[int]:
         """The GPUs a pod on the node holds an instance (or the whole GPU) of: its held devices

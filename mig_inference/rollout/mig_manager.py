@@ -200,6 +200,14 @@ class MigManager:
             self.durations.plugin_start
         )
 
+    @property
+    def plugin_starting(self) -> bool:
+        """Its device plugin started again after a MIG change (or the node's boot) and is not
+        serving yet."""
+        value = self.labels.get(DEVICE_PLUGIN_LABEL, "true")
+        started = self._plugin_since + self.durations.plugin_start
+        return self.node_ready and value not in (PAUSED, "false") and self.now < started
+
     def advertised(self) -> dict[str, int]:
         """What the device plugin advertises now: nothing while the node is down, its label is
         paused or `false`, or it is still starting; else the GPUs' current layout."""

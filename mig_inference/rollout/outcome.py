@@ -36,6 +36,12 @@ class PoolOutcome:
     gpus_after: int = 0
     evicted: int = 0
     """Replicas taken off its nodes against their will (not rolling updates or scale-downs)."""
+    config_missing: list[str] = field(default_factory=list)
+    """Nodes whose sharing label named a key the device plugin's ConfigMap lacked at some moment
+    (a plugin starting then would not start)."""
+    plugin_blocked: list[str] = field(default_factory=list)
+    """Nodes whose device plugin started in such a moment: it advertised nothing until the label
+    named a known key."""
     most_devices_down: int = 0
     """The most devices its live nodes did not advertise at one time (layouts being applied)."""
     node_update: str = ""

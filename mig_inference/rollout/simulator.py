@@ -31,6 +31,7 @@ from mig_inference.rollout.model import (
 from mig_inference.rollout.node_pools import EKS_LAUNCH_TEMPLATE, POOL_TYPES, PoolShape, pool_shape
 from mig_inference.rollout.node_updates import node_update
 from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
+from mig_inference.rollout.plugin_configs import PluginConfigs
 from mig_inference.rollout.resources import Key, Program, Resource
 from mig_inference.rollout.steps import Op, Step, plan_steps
 
@@ -83,6 +84,8 @@ class Rollout:
         """The config names of the mig-parted config before and after the GPU Operator's
         release is updated (empty: any name is known)."""
         self.known = configs[0]
+        self.plugin_configs = PluginConfigs()
+        """The device plugin's ConfigMap, as the steps so far left it."""
         self.cluster = Cluster(self.timings, self._devices, self._configs, self._config_of)
         self.pools: dict[str, PoolOutcome] = {}
         self.served: dict[str, Served] = {}
@@ -123,6 +126,9 @@ class Rollout:
 
     # -- the deployed state --------------------------------------------------------------------
     def _deployed(self) -> None:
+        for resource in self.before:
+            self.plugin_configs.apply(resource)
+        self.cluster.plugin_configs = self.plugin_configs.known()
         for resource in self.before:
             if resource.type in POOL_TYPES:
                 shape = pool_shape(resource)
@@ -244,6 +250,8 @@ class Rollout:
         if step.op is Op.DELETE:
             self._start_delete(task)
             return
+        self.plugin_configs.apply(resource)
+        cluster.plugin_configs = self.plugin_configs.known()
         if resource.type in POOL_TYPES:
             new = pool_shape(resource)
             if step.op in (Op.UPDATE, Op.SAME):
@@ -383,6 +391,9 @@ class Rollout:
 
     def _start_delete(self, task: _Task) -> None:
         resource, cluster = task.step.resource, self.cluster
+        if task.step.key not in self.after:  # not the old half of a replacement
+            self.plugin_configs.remove(resource)
+            cluster.plugin_configs = self.plugin_configs.known()
         if resource.type in POOL_TYPES:
             shape = pool_shape(resource)
             self.clouds.delete(shape, resource)
@@ -583,6 +594,10 @@ class Rollout:
             self.pools.setdefault(pool, PoolOutcome()).gpus_after = gpus
         for pool, count in cluster.evicted.items():
             self.pools.setdefault(pool, PoolOutcome()).evicted = count
+        for name in sorted(cluster.config_missing):
+            self._outcome(cluster.nodes[name].labels).config_missing.append(name)
+        for name in sorted(cluster.plugin_blocked):
+            self._outcome(cluster.nodes[name].labels).plugin_blocked.append(name)
         return Outcome(
             self.plan, self.served, self.pools, failure, cluster.now,
             [(e.time, e.text) for e in cluster.events], dict(cluster.started),
