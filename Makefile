@@ -101,7 +101,7 @@ unit: setup
 test: lint typecheck unit
 
 bench: setup
-	$(VENV)/bin/mig-inference bench
+	$(VENV)/bin/mig-inference bench $(BENCH_ARGS)
 
 # Opt-in, not part of `make test` (each surviving mutant runs its whole test set): mutate the node
 # Jobs' shell guards and the spec's refusal rules one at a time and report how many the tests

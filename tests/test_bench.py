@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mig_inference.clouds.prices import load_prices
 from mig_inference.solving.bench import (
+    DemandRow,
     _cost_row,
     _demand_rows,
+    _parvagpu_text,
     fleet_growth,
     llm_fleet,
+    parvagpu_side_by_side,
     scaled,
     stack_growth,
 )
@@ -38,3 +43,56 @@ def test_growth_rows_time_the_planner_and_the_program_per_size() -> None:
 def test_the_uniform_demand_row_is_proven_from_the_free_bound() -> None:
     [row] = [r for r in _demand_rows(quick=True) if "demands" in r.scenario]
     assert row.optimal and row.gpus % 8 == 0
+
+
+def _fake_parvagpu(directory: Path, body: str) -> Path:
+    """A stand-in for ParvaGPU's built scheduler: a script answering as its main() prints."""
+    binary = directory / "parva_sched"
+    binary.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    binary.chmod(0o755)
+    return binary
+
+
+DEMAND = [
+    DemandRow("ParvaGPU SLO2 (single)", "A100-80GB", 11, 3, 3, True, 3, 0.02, 0.01),
+    DemandRow("ParvaGPU SLO6 (mps)", "A100-80GB", 11, 15, 15, True, 16, 0.2, 0.1),
+    DemandRow("200 demands, nodes of 8", "A100-80GB", 200, 496, 496, True, None, 9.0, 8.0),
+]
+
+
+def test_parvagpu_runs_in_its_directory_per_slo_row_beside_the_planners_row(
+    tmp_path: Path,
+) -> None:
+    """Each sharing mode's binary runs on the SLO row of its own scenarios only, from its own
+    directory (it reads ./SLO and ./prof_data), and its GPU count and clock are read back."""
+    (tmp_path / "SLO").mkdir()
+    binary = _fake_parvagpu(
+        tmp_path,
+        'test -d SLO || exit 3\necho "Scenario $1 selected"\n'
+        'echo "ParvaGPU | num of gpu: $(($1 + 10))"\n'
+        'echo "ParvaGPU | scheduling time: 0.004500 sec"',
+    )
+    comparison = parvagpu_side_by_side({"single": None, "mps": binary}, DEMAND)
+    assert comparison.skipped is None
+    [row] = comparison.rows
+    assert (row.scenario, row.planner_gpus, row.parvagpu_gpus) == ("SLO6 (mps)", 15, 16)
+    assert row.parvagpu_schedule_seconds == 0.0045 and row.parvagpu_wall_seconds > 0
+    [line] = [line for line in _parvagpu_text(comparison) if line.startswith("SLO6 (mps)")]
+    assert line.split()[2:7] == ["15", "0.100", "|", "16", "0.0045"]
+    assert line.split()[-2] == "0.94"  # 15 GPUs / 16
+
+
+def test_parvagpu_is_skipped_with_the_reason_when_absent_or_unreadable(tmp_path: Path) -> None:
+    assert parvagpu_side_by_side({"mps": None}, DEMAND).skipped == (
+        "no ParvaGPU binary given (--parvagpu-bin, --parvagpu-single-bin)"
+    )
+    missing = tmp_path / "nowhere" / "parva_sched"
+    assert parvagpu_side_by_side({"mps": missing}, DEMAND).skipped == (
+        f"{missing} is not an executable file"
+    )
+    broken = _fake_parvagpu(tmp_path, "echo Segmentation fault; exit 139")
+    skipped = parvagpu_side_by_side({"single": broken}, DEMAND)
+    assert skipped.rows == [] and skipped.skipped == (
+        f"{broken} 2 exited 139 without a GPU count and scheduling time"
+    )
+    assert _parvagpu_text(skipped)[0].endswith(f"skipped ({skipped.skipped})")

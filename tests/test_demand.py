@@ -9,13 +9,17 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
 from mig_inference.gpus.layout import maximal_layouts, valid_layouts
-from mig_inference.solving.packing import Workload, pack
+from mig_inference.solving import uniform
+from mig_inference.solving.milp import Milp, Solution
+from mig_inference.solving.model import Problem, candidate_layouts, fewest_gpus, lower_bound
+from mig_inference.solving.packing import Workload, allowed_profiles, pack
 from mig_inference.solving.throughput import parvagpu_scenarios
 
 H100 = resolve_gpu("h100")
@@ -220,3 +224,55 @@ def test_non_finite_demands_are_refused(tmp_path: Path, line: str) -> None:
     )  # fmt: skip
     assert refused.returncode == 1 and refused.stderr.startswith("error: workloads[0] (x).")
     assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize("sharing", ["single", "mps"])
+def test_a_plan_at_the_lower_bound_proves_the_count_without_the_full_program(
+    sharing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given the proven lower bound, the fewest GPUs are the same as the full program's, and
+    when the bound holds the full program (whose root cuts were most of SLO6's work) is never
+    solved; when it does not (SLO4 with MPS: bound 6, plan 7) the full program proves the count."""
+    gpu = resolve_gpu("A100-80GB")
+    full_solves = []
+    original = Milp.solve
+
+    def solve(milp: Milp, **options: Any) -> Solution:
+        if options.get("integral_objective"):
+            full_solves.append(milp)
+        return original(milp, **options)
+
+    for scenario in parvagpu_scenarios(sharing):
+        allowed = [allowed_profiles(gpu, w) for w in scenario.workloads]
+        problem = Problem(
+            gpu,
+            scenario.workloads,
+            allowed,
+            candidate_layouts(gpu, [p for a in allowed for p in a]),
+        )
+        alone = fewest_gpus(problem)
+        lower = lower_bound(problem)
+        monkeypatch.setattr(Milp, "solve", solve)
+        full_solves.clear()
+        bounded = fewest_gpus(problem, lower)
+        monkeypatch.setattr(Milp, "solve", original)
+        assert (bounded.gpus, bounded.proven) == (alone.gpus, True), scenario.name
+        assert len(full_solves) == (0 if alone.gpus == lower else 1), scenario.name
+
+
+def test_a_demand_probe_goes_straight_to_the_full_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fixing a node's layouts from the relaxation settles replica counts (a transport
+    problem), not demands: for a demand fleet the identical-node probes skip that step (on the
+    benchmark's 200 demands it spent 2 s of CPU in vain) and still find the fewest nodes."""
+    node_limits = []
+    original = Milp.solve
+
+    def solve(milp: Milp, **options: Any) -> Solution:
+        node_limits.append(options.get("node_limit"))
+        return original(milp, **options)
+
+    monkeypatch.setattr(Milp, "solve", solve)
+    fleet = [demand("a", 260, **{"1g_10gb": 18, "3g_40gb": 35}), demand("b", 90, **{"1g_10gb": 10})]
+    plan = pack(H100, fleet, gpus_per_node=2, uniform_nodes=True, baselines=False)
+    assert plan.optimal and all(m.served >= m.requests_per_second for m in plan.demand_met())
+    assert uniform.FIXED_LAYOUT_NODES not in node_limits

@@ -16,8 +16,10 @@ import yaml
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import resolve_gpu
 from mig_inference.gpus.layout import Layout, parse_custom_layout
+from mig_inference.solving import preferences
 from mig_inference.solving.bench import llm_fleet
 from mig_inference.solving.packing import Workload, pack
+from mig_inference.solving.throughput import parvagpu_scenarios
 from mig_inference.spec.files import load_stack_file
 from tests.test_packing import check_plan
 
@@ -142,3 +144,23 @@ def test_bad_mig_prefer_is_named_by_key(
         plan_stack(load_stack_file(stack(tmp_path, "bad", pool=pool)))
     [error] = raised.value.errors
     assert error.path == f"mig-inference:{path}" and message in error.message
+
+
+def test_preference_stages_state_what_they_found_and_what_they_proved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stopped on a tiny work limit, each preference stage still says what it proved: a bound
+    that the fully proven answer never beats, reached by the value exactly when proven."""
+    gpu = resolve_gpu("A100-80GB")
+    fleets = [s.workloads for s in parvagpu_scenarios("mps")[4:]]
+    proven = [pack(gpu, fleet).preferences for fleet in fleets]
+    monkeypatch.setattr(preferences, "REFINE_NODES", 1)
+    limited = [pack(gpu, fleet).preferences for fleet in fleets]
+    assert all(stage.proven and stage.value == stage.bound for s in proven for stage in s)
+    assert any(not stage.proven for stages in limited for stage in stages)
+    for full, stages in zip(proven, limited, strict=True):
+        assert all(stage.proven == (stage.value == stage.bound) for stage in stages)
+        assert all(stage.bound <= stage.value for stage in stages)
+        distinct = [s for s in stages if s.name == preferences.DISTINCT]
+        best = [s for s in full if s.name == preferences.DISTINCT]
+        assert distinct[0].bound <= best[0].value <= distinct[0].value

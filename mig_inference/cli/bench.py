@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from mig_inference.cli.common import Verb, print_json
 
@@ -13,12 +14,27 @@ def register(verb: Verb) -> None:
     sub.add_argument(
         "--quick", action="store_true", help="only the smallest scenario of each kind (a smoke run)"
     )
+    sub.add_argument(
+        "--parvagpu-bin",
+        type=Path,
+        metavar="PATH",
+        help="ParvaGPU's scheduler built with up to five MPS processes (parva_sched in its "
+        "checkout): timed beside the planner's MPS scenarios",
+    )
+    sub.add_argument(
+        "--parvagpu-single-bin",
+        type=Path,
+        metavar="PATH",
+        help="ParvaGPU's scheduler in a checkout whose profiles keep one process per instance: "
+        "timed beside the planner's single scenarios",
+    )
 
 
 def _bench(args: argparse.Namespace) -> int:
     from mig_inference.solving.bench import bench_text, measure
 
-    result = measure(seed=args.seed, quick=args.quick)
+    parvagpu = {"single": args.parvagpu_single_bin, "mps": args.parvagpu_bin}
+    result = measure(seed=args.seed, quick=args.quick, parvagpu=parvagpu)
     if args.json:
         print_json(result.as_json())
     else:

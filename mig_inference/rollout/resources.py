@@ -43,9 +43,26 @@ class Program:
     """The resources of one program run, in registration order."""
 
     resources: dict[Key, Resource] = field(default_factory=dict)
+    _children: dict[Key, list[Key]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Each parent's children, kept by `add` (`descendants` walks it)."""
+    _position: dict[Key, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Each resource's place in registration order."""
+
+    def __post_init__(self) -> None:
+        given, self.resources = self.resources, {}
+        for resource in given.values():
+            self.add(resource)
 
     def add(self, resource: Resource) -> None:
+        if resource.key not in self.resources:
+            self._position[resource.key] = len(self._position)
+        elif (replaced := self.resources[resource.key].parent) is not None:
+            self._children[replaced].remove(resource.key)
         self.resources[resource.key] = resource
+        if resource.parent is not None:
+            self._children.setdefault(resource.parent, []).append(resource.key)
 
     def __iter__(self) -> Iterator[Resource]:
         return iter(self.resources.values())
@@ -69,7 +86,17 @@ class Program:
         return found
 
     def descendants(self, key: Key) -> list[Key]:
-        return [r.key for r in self if key in self.ancestors(r.key)]
+        """Every resource with `key` among its ancestors, in registration order. Walked down the
+        index of children, so it costs what it finds, not the whole program: `waits_for` asks
+        it for every dependency of every step."""
+        found: set[Key] = set()
+        below = list(self._children.get(key, ()))
+        while below:
+            child = below.pop()
+            if child not in found:
+                found.add(child)
+                below += self._children.get(child, ())
+        return sorted(found, key=self._position.__getitem__)
 
     def urn(self, key: Key, stack: str, project: str) -> str:
         """The resource's URN: its type qualified by every ancestor's type, and its name."""

@@ -467,13 +467,14 @@ class Rollout:
         """Deletes in reverse dependency order: a resource goes after everything that depended
         on it (its dependents and its children) went."""
         keys = [s.key for s in self.plan.deletes]
+        # What each deleted resource waited for, once: asked again for every pair of deletes,
+        # it made a large delete quadratic in the program's size.
+        before = {key: self.before.waits_for(key) | set(self.before.ancestors(key)) for key in keys}
         tasks = []
         for step in self.plan.deletes:
             dependents = {
-                other for other in keys
-                if other != step.key and (step.key in self.before.waits_for(other)
-                                          or step.key in self.before.ancestors(other))
-            }  # fmt: skip
+                other for other in keys if other != step.key and step.key in before[other]
+            }
             tasks.append(_Task(step, dependents))
         return tasks
 

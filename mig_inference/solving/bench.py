@@ -7,7 +7,10 @@ Timings are measurements on whatever machine runs them, reported, never asserted
 from __future__ import annotations
 
 import math
+import os
 import random
+import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -23,7 +26,7 @@ from mig_inference.clouds.prices import load_prices
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
 from mig_inference.gpus.sizing import ModelShape
 from mig_inference.solving.cheapest import cheapest_machine
-from mig_inference.solving.packing import Workload, pack
+from mig_inference.solving.packing import PackPlan, Workload, pack
 from mig_inference.solving.throughput import parvagpu_scenarios
 
 CONTEXT = 4096
@@ -194,6 +197,8 @@ class DemandRow:
     seconds: float
     cpu_seconds: float = 0.0
     preferences_proven: bool = False
+    preferences: str = ""
+    """Each preference stage unproven: what it found and the bound it proved."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +227,16 @@ class CostRow:
     seconds: float
 
 
+def _unproven(plan: PackPlan) -> str:
+    """The preference stages that stopped on their work limit: found, and proven bound."""
+    return "; ".join(
+        f"{stage.name} {stage.value} (proven {'>=' if stage.value >= stage.bound else '<='} "
+        f"{stage.bound})"
+        for stage in plan.preferences
+        if not stage.proven
+    )
+
+
 def _demand_rows(quick: bool = False) -> list[DemandRow]:
     rows = []
     for sharing in ("single",) if quick else ("single", "mps"):
@@ -234,7 +249,7 @@ def _demand_rows(quick: bool = False) -> list[DemandRow]:
                     f"ParvaGPU {scenario.name}", gpu.name, len(scenario.workloads),
                     plan.gpu_count, plan.lower_bound, plan.optimal, scenario.published_gpus,
                     time.perf_counter() - started, time.process_time() - cpu,
-                    plan.refined_optimal,
+                    plan.refined_optimal, _unproven(plan),
                 )
             )  # fmt: skip
     workloads = 40 if quick else 200
@@ -245,10 +260,93 @@ def _demand_rows(quick: bool = False) -> list[DemandRow]:
         DemandRow(
             f"{workloads} demands, nodes of 8", gpu.name, workloads, plan.gpu_count,
             plan.lower_bound, plan.optimal, None, time.perf_counter() - started,
-            time.process_time() - cpu, plan.refined_optimal,
+            time.process_time() - cpu, plan.refined_optimal, _unproven(plan),
         )
     )  # fmt: skip
     return rows
+
+
+@dataclass(frozen=True)
+class ParvaGpuRow:
+    """One ParvaGPU scenario side by side: the planner's plan (from the demand rows) and what
+    ParvaGPU's own scheduler, a binary built from its C code, reports on the same inputs."""
+
+    scenario: str
+    planner_gpus: int
+    planner_optimal: bool
+    planner_cpu_seconds: float
+    parvagpu_gpus: int
+    parvagpu_schedule_seconds: float
+    """ParvaGPU's own clock around its two scheduling steps (data loading excluded)."""
+    parvagpu_wall_seconds: float
+    """The whole process, start to exit."""
+    parvagpu_cpu_seconds: float
+    """The whole process's user and system CPU (as the kernel accounts it, in ticks)."""
+
+
+@dataclass(frozen=True)
+class ParvaGpuComparison:
+    """The side by side, or why it was skipped (no binary given, or it did not answer)."""
+
+    rows: list[ParvaGpuRow] = field(default_factory=list)
+    skipped: str | None = None
+
+
+_GPUS = re.compile(r"num of gpu: (\d+)")
+_SCHEDULE = re.compile(r"scheduling time: ([0-9.]+) sec")
+
+
+def _run_parvagpu(binary: Path, slo: int) -> tuple[int, float, float, float]:
+    """GPUs, scheduling seconds, wall seconds and CPU seconds of one run of ParvaGPU's
+    scheduler on its SLO row `slo` (it reads ./prof_data and ./SLO, so it runs in its own
+    directory)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(
+        [str(binary), str(slo)], cwd=binary.parent, capture_output=True, text=True, timeout=120
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    gpus, schedule = _GPUS.search(done.stdout), _SCHEDULE.search(done.stdout)
+    if done.returncode != 0 or gpus is None or schedule is None:
+        raise ValueError(
+            f"{binary} {slo} exited {done.returncode} without a GPU count and scheduling time"
+        )
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return int(gpus.group(1)), float(schedule.group(1)), wall, cpu
+
+
+def parvagpu_side_by_side(
+    binaries: dict[str, Path | None], demand: list[DemandRow]
+) -> ParvaGpuComparison:
+    """ParvaGPU's scheduler (one binary per sharing mode: "single", "mps") on each ParvaGPU
+    scenario among `demand`, beside the planner's row for it. Skipped, with the reason, when
+    no binary is given or one does not run: its code is not part of this project (build it as
+    docs/demand-and-cost.md says)."""
+    if not any(binaries.values()):
+        return ParvaGpuComparison(
+            skipped="no ParvaGPU binary given (--parvagpu-bin, --parvagpu-single-bin)"
+        )
+    rows = []
+    for sharing, binary in binaries.items():
+        if binary is None:
+            continue
+        if not (binary.is_file() and os.access(binary, os.X_OK)):
+            return ParvaGpuComparison(skipped=f"{binary} is not an executable file")
+        for row in demand:
+            name = row.scenario.removeprefix("ParvaGPU ")
+            if name == row.scenario or not name.endswith(f"({sharing})"):
+                continue
+            slo = int(name.split()[0].removeprefix("SLO"))
+            try:
+                gpus, schedule, wall, cpu = _run_parvagpu(binary, slo)
+            except (ValueError, OSError, subprocess.TimeoutExpired) as error:
+                return ParvaGpuComparison(skipped=str(error))
+            rows.append(
+                ParvaGpuRow(name, row.gpus, row.optimal, row.cpu_seconds, gpus, schedule, wall,
+                            cpu)
+            )  # fmt: skip
+    return ParvaGpuComparison(rows)
 
 
 def _timed(run: Callable[[], object]) -> tuple[float, float]:
@@ -337,6 +435,7 @@ class BenchResult:
     demand: list[DemandRow]
     cost: list[CostRow]
     growth: list[GrowthRow] = field(default_factory=list)
+    parvagpu: ParvaGpuComparison = field(default_factory=ParvaGpuComparison)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -346,22 +445,28 @@ class BenchResult:
             "demand": [asdict(row) for row in self.demand],
             "cost": [asdict(row) for row in self.cost],
             "growth": [asdict(row) for row in self.growth],
+            "parvagpu": asdict(self.parvagpu),
         }
 
 
-def measure(seed: int = 7, quick: bool = False) -> BenchResult:
+def measure(
+    seed: int = 7, quick: bool = False, parvagpu: dict[str, Path | None] | None = None
+) -> BenchResult:
     """Every scenario; with `quick`, only the smallest of each section (a smoke run of the same
-    code, for tests: its numbers are not the benchmark's)."""
+    code, for tests: its numbers are not the benchmark's). `parvagpu` gives ParvaGPU's built
+    scheduler per sharing mode ("single", "mps") for the side by side."""
     gpu = resolve_gpu("H100-80GB")
     base = llm_fleet()
     if quick:
+        demand = _demand_rows(quick=True)
         return BenchResult(
             gpu.name,
             [_measure("LLM fleet", gpu, base)],
             cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
-            _demand_rows(quick=True),
+            demand,
             [_cost_row("LLM fleet, EKS on-demand", base, "eks", spot=False)],
             fleet_growth(seed, quick=True) + stack_growth(quick=True),
+            parvagpu_side_by_side(parvagpu or {}, demand),
         )
     rows = [
         _measure("LLM fleet", gpu, base),
@@ -378,13 +483,15 @@ def measure(seed: int = 7, quick: bool = False) -> BenchResult:
         _cost_row("LLM fleet x100, OKE on-demand", scaled(base, 100), "oke", spot=False),
         _cost_row("random 5,000, EKS on-demand", random_fleet(gpu, 5000, seed), "eks", spot=False),
     ]
+    demand = _demand_rows(quick=False)
     return BenchResult(
         gpu.name,
         rows,
         cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
-        _demand_rows(quick=False),
+        demand,
         cost,
         fleet_growth(seed) + stack_growth(),
+        parvagpu_side_by_side(parvagpu or {}, demand),
     )
 
 
@@ -432,6 +539,11 @@ def bench_text(result: BenchResult) -> str:
         "ParvaGPU: the GPUs its own planner used (Lee et al., SC'24); prefs: the preferences "
         "among the fewest GPUs proven too"
     )
+    for d in result.demand:
+        if d.preferences:
+            lines.append(f"  {d.scenario}, preferences not proven: {d.preferences}")
+    lines.append("")
+    lines += _parvagpu_text(result.parvagpu)
     lines.append("")
     lines.append("growth: time against size, as ratios to the smallest (linear: equal ratios)")
     header = f"{'size':<18} {'seconds':>8} {'cpu s':>8} {'size x':>7} {'cpu x':>7}"
@@ -458,3 +570,32 @@ def bench_text(result: BenchResult) -> str:
             f"{c.homogeneous_nodes:>5} {c.homogeneous_per_hour:>9.2f} {c.seconds:>8.3f}"
         )
     return "\n".join(lines)
+
+
+def _parvagpu_text(comparison: ParvaGpuComparison) -> list[str]:
+    title = "ParvaGPU's own scheduler (its C code, built) on the same scenarios"
+    if comparison.skipped:
+        return [f"{title}: skipped ({comparison.skipped})"]
+    header = (
+        f"{'scenario':<14} {'GPUs':>5} {'cpu s':>7} | {'GPUs':>5} {'sched s':>8} {'proc s':>7} "
+        f"{'proc cpu':>8} | {'GPUs x':>6} {'cpu x':>6}"
+    )
+    lines = [f"{title}", f"{'':<14} planner        | ParvaGPU", header, "-" * len(header)]
+    for r in comparison.rows:
+        cpu_ratio = (
+            f"{r.planner_cpu_seconds / r.parvagpu_cpu_seconds:>6.1f}"
+            if r.parvagpu_cpu_seconds > 0
+            else f"{'-':>6}"
+        )
+        lines.append(
+            f"{r.scenario:<14} {r.planner_gpus:>5} {r.planner_cpu_seconds:>7.3f} | "
+            f"{r.parvagpu_gpus:>5} {r.parvagpu_schedule_seconds:>8.4f} "
+            f"{r.parvagpu_wall_seconds:>7.3f} {r.parvagpu_cpu_seconds:>8.3f} | "
+            f"{r.planner_gpus / r.parvagpu_gpus:>6.2f} {cpu_ratio}"
+        )
+    lines.append(
+        "planner cpu s: pack's solve and proof; ParvaGPU sched s: its own clock around its "
+        "scheduler; proc s / proc cpu: its whole process (cpu in kernel ticks); x: planner / "
+        "ParvaGPU"
+    )
+    return lines

@@ -41,6 +41,8 @@ class Model:
     """The variable of each candidate layout, in the candidates' order."""
     y: dict[tuple[int, str], int]
     """The variable of each (workload, profile) pair."""
+    demand_driven: bool = False
+    """Some workload states a demand (its replicas are chosen) rather than a replica count."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def build(problem: Problem) -> Model:
             if layout.count(name):
                 terms[var] = -float(layout.count(name))
         milp.constrain(terms, upper=0.0)
-    return Model(milp, x, y)
+    return Model(milp, x, y, any(w.demand_driven for w in workloads))
 
 
 def _demand(
@@ -222,8 +224,16 @@ class Fewest:
     model: Model
 
 
-def fewest_gpus(problem: Problem) -> Fewest:
+def fewest_gpus(problem: Problem, lower: int | None = None) -> Fewest:
+    """The fewest GPUs. With `lower`, a proven lower bound (see `lower_bound`), a plan with
+    exactly that many GPUs is looked for first: any feasible point proves it optimal, and
+    HiGHS finds one without the root cuts it separates to close the gap of the full program
+    (on ParvaGPU's SLO6 fleet with MPS, 20 ms of CPU instead of 42)."""
     model = problem.model()
+    if lower is not None:
+        at_bound = at_total(model, lower).solve()
+        if at_bound.values:
+            return Fewest(lower, True, lower, at_bound.values, model)
     solution = model.milp.solve(integral_objective=True)
     if not solution.values:
         raise MigError("the solver found no plan within its work limit")

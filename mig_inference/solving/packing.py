@@ -36,7 +36,7 @@ from mig_inference.solving.model import (
     lower_bound,
 )
 from mig_inference.solving.placement import Assignment, GpuSlot, pad_last_node, realize
-from mig_inference.solving.preferences import prefer
+from mig_inference.solving.preferences import Stage, prefer
 from mig_inference.solving.uniform import fewest_nodes
 from mig_inference.solving.workload import (
     MAX_REPLICAS,
@@ -94,6 +94,8 @@ class PackPlan:
     """The fleet packed."""
     kept_gpus: int | None = None
     """With a deployed node layout: GPUs of each node that keep their deployed layout."""
+    preferences: tuple[Stage, ...] = ()
+    """Each preference stage's value and proven bound (per node with identical nodes)."""
 
     def demand_met(self) -> list[DemandMet]:
         """Per demand-driven workload: its replicas per profile and the throughput they serve."""
@@ -227,7 +229,7 @@ def _pack_free(problem: Problem, gpus_per_node: int | None, lower: int) -> PackP
     of workloads (see `model.grouped`), so the solver's work does not grow with the number of
     workloads."""
     merged, members = grouped(problem)
-    fewest = fewest_gpus(merged)
+    fewest = fewest_gpus(merged, lower)
     model = fewest.model
     chosen = prefer(merged, model, at_total(model, fewest.gpus), fewest.gpus, fewest.values)
     slots, assignments = realize(
@@ -242,6 +244,7 @@ def _pack_free(problem: Problem, gpus_per_node: int | None, lower: int) -> PackP
         gpus_per_node=gpus_per_node,
         refined_optimal=chosen.proven,
         workloads=tuple(problem.workloads),
+        preferences=chosen.stages,
     )
 
 
@@ -283,6 +286,7 @@ def _pack_uniform(
         refined_optimal=chosen.proven,
         workloads=tuple(problem.workloads),
         kept_gpus=chosen.kept,
+        preferences=chosen.stages,
     )
 
 

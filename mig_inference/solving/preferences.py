@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mig_inference.gpus.layout import Layout
 from mig_inference.solving.milp import Milp, Solution
@@ -25,6 +25,22 @@ from mig_inference.solving.model import Model, Problem, memory_costs
 REFINE_NODES = 1_000
 """Branch-and-bound nodes each preference stage may explore; what is found within them is kept
 (never worse than the previous stage's plan), and `proven` says whether it was proven best."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What one preference stage found and what it proved: `value` is the chosen plan's,
+    `bound` a proven bound no plan beats (equal to `value` when proven best)."""
+
+    name: str
+    value: int
+    bound: int
+    proven: bool
+
+
+KEPT = "GPUs keeping their layout"
+DISTINCT = "distinct layouts"
+MEMORY = "memory beyond need on those layouts (MiB, +10 per compute slice)"
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,8 @@ class Preferred:
     """Every stage was proven best."""
     kept: int | None = None
     """GPUs of one unit (the fleet, or a node) that keep their deployed layout."""
+    stages: tuple[Stage, ...] = ()
+    """Each stage run, in order."""
 
 
 def prefer(
@@ -51,19 +69,34 @@ def prefer(
     at `total`), starting from the feasible point `start`. `keep` is the deployed layout of one
     unit, as GPUs per layout."""
     milp = milp.copy()
-    proven = True
+    stages = []
     kept = None
     values = list(start)
     if keep:
-        kept, keep_proven, values = _keep(model, milp, total, values, keep)
-        proven = proven and keep_proven
+        kept, keep_stage, values = _keep(model, milp, total, values, keep)
+        stages.append(keep_stage)
     costs = memory_costs(problem, model)
-    single, single_proven = _single_layout(model, milp, total, costs)
-    if single is not None:
-        return Preferred(single, proven and single_proven, kept)
-    distinct, distinct_proven = _fewest_layouts(model, milp, total, values)
-    memory, memory_proven = _least_memory(model, milp, costs, distinct)
-    return Preferred(memory, proven and distinct_proven and memory_proven, kept)
+    single = _single_layout(model, milp, total, costs)
+    if not isinstance(single, int):
+        stages += [Stage(DISTINCT, 1, 1, True), single[1]]
+        return Preferred(single[0], all(s.proven for s in stages), kept, tuple(stages))
+    distinct, distinct_stage = _fewest_layouts(model, milp, total, values, at_least=single)
+    memory, memory_stage = _least_memory(model, milp, costs, distinct)
+    stages += [distinct_stage, memory_stage]
+    return Preferred(memory, all(s.proven for s in stages), kept, tuple(stages))
+
+
+def _stage(name: str, solution: Solution, value: float, trivial: int, sign: int = 1) -> Stage:
+    """A stage's outcome from its solve: proven, or the bound HiGHS proved before its work
+    limit (`trivial` when it proved none). `sign` -1 for a stage that maximizes: its program
+    minimizes the negated count, so its bound is an upper one."""
+    if solution.optimal:
+        return Stage(name, round(value), round(value), True)
+    if not math.isfinite(solution.bound):
+        return Stage(name, round(value), trivial, False)
+    bound = math.ceil(solution.bound - 1e-6) if sign > 0 else math.floor(-solution.bound + 1e-6)
+    # Whole-number objectives: a bound that reaches the value proves it, limit or not.
+    return Stage(name, round(value), bound, bound * sign >= round(value) * sign)
 
 
 def _finished(solution: Solution) -> bool:
@@ -73,7 +106,7 @@ def _finished(solution: Solution) -> bool:
 
 def _keep(
     model: Model, milp: Milp, total: int, start: list[float], keep: Mapping[Layout, int]
-) -> tuple[int, bool, list[float]]:
+) -> tuple[int, Stage, list[float]]:
     """The most GPUs of a unit that keep a deployed layout (at most as many as had it), added to
     `milp` as a row. The deployed layouts themselves are tried first: when they still hold the
     fleet nothing is re-partitioned."""
@@ -86,7 +119,7 @@ def _keep(
         if solution.values:
             for layout, var in model.x.items():
                 milp.lower[var] = milp.upper[var] = float(keep.get(layout, 0))
-            return total, True, solution.values
+            return total, Stage(KEPT, total, total, True), solution.values
     keeps = {}
     for layout in kept_layouts:
         keeps[layout] = milp.variable(cost=-1.0, upper=float(keep[layout]), integer=False)
@@ -100,17 +133,18 @@ def _keep(
     best = solution.values or warm
     kept = round(sum(best[var] for var in keeps.values()))
     milp.constrain(dict.fromkeys(keeps.values(), 1.0), lower=float(kept))
-    return kept, solution.optimal, list(best)
+    return kept, _stage(KEPT, solution, kept, total, sign=-1), list(best)
 
 
 def _single_layout(
     model: Model, milp: Milp, total: int, costs: Mapping[int, float]
-) -> tuple[list[float] | None, bool]:
-    """The plan with one layout on every GPU of the unit and the least memory beyond need, or
-    None when no single layout holds the fleet. Each layout's LP relaxation, solved first,
-    bounds what it can achieve: a layout whose relaxation is infeasible, or whose bound cannot
-    beat the best plan so far, is not solved as an integer program. Ties go to the first
-    layout in the candidates' order."""
+) -> tuple[list[float], Stage] | int:
+    """The plan with one layout on every GPU of the unit and the least memory beyond need; or,
+    when no single layout holds the fleet, the fewest distinct layouts proven (2 when every
+    layout was ruled out, 1 when one stopped on its work limit). Each layout's LP relaxation,
+    solved first, bounds what it can achieve: a layout whose relaxation is infeasible, or whose
+    bound cannot beat the best plan so far, is not solved as an integer program. Ties go to the
+    first layout in the candidates' order."""
     priced = milp.copy(cost=[costs.get(var, 0.0) for var in range(len(milp.cost))])
     bounds: list[tuple[int, int, Milp]] = []
     for index, var in enumerate(model.x.values()):
@@ -126,23 +160,29 @@ def _single_layout(
             bounds.append((math.ceil(relaxed.objective - 1e-6), index, only))
     best: tuple[int, int, list[float]] | None = None
     proven = True
+    least = math.inf  # the least memory a layout not solved to the end might still reach
     for bound, index, only in sorted(bounds, key=lambda item: item[:2]):
         if best is not None and (bound, index) > best[:2]:
             break
         solution = only.solve(integral_objective=True, node_limit=REFINE_NODES)
-        proven = proven and _finished(solution)
+        if not _finished(solution):
+            proven = False
+            dual = solution.bound if math.isfinite(solution.bound) else bound
+            least = min(least, max(bound, math.ceil(dual - 1e-6)))
         if solution.values:
             found = (round(solution.objective), index, solution.values)
             if best is None or found[:2] < best[:2]:
                 best = found
-    return (best[2] if best else None), proven
+    if best is None:
+        return 2 if proven else 1
+    return best[2], Stage(MEMORY, best[0], best[0] if proven else min(best[0], int(least)), proven)
 
 
 def _fewest_layouts(
-    model: Model, milp: Milp, total: int, start: list[float]
-) -> tuple[list[float], bool]:
+    model: Model, milp: Milp, total: int, start: list[float], at_least: int
+) -> tuple[list[float], Stage]:
     """A plan with the fewest distinct layouts (when no single one does it): a binary per
-    layout that its GPUs switch on."""
+    layout that its GPUs switch on. `at_least` is what the single-layout stage proved."""
     distinct = milp.copy()
     used = {}
     for layout, var in model.x.items():
@@ -152,12 +192,14 @@ def _fewest_layouts(
     solution = distinct.solve(
         integral_objective=True, node_limit=REFINE_NODES, start=warm, heuristics=False
     )
-    return (solution.values or warm)[: len(milp.cost)], solution.optimal
+    best = solution.values or warm
+    stage = _stage(DISTINCT, solution, sum(best[var] for var in used.values()), at_least)
+    return best[: len(milp.cost)], replace(stage, bound=max(stage.bound, at_least))
 
 
 def _least_memory(
     model: Model, milp: Milp, costs: Mapping[int, float], start: list[float]
-) -> tuple[list[float], bool]:
+) -> tuple[list[float], Stage]:
     """The least memory beyond need among plans that use only the layouts of `start`."""
     memory = milp.copy(cost=[costs.get(var, 0.0) for var in range(len(milp.cost))])
     for var in model.x.values():
@@ -166,4 +208,6 @@ def _least_memory(
     solution = memory.solve(
         integral_objective=True, node_limit=REFINE_NODES, start=start, heuristics=False
     )
-    return (solution.values or start), solution.optimal
+    best = solution.values or start
+    value = sum(costs.get(var, 0.0) * best[var] for var in range(len(best)))
+    return best, _stage(MEMORY, solution, value, 0)
