@@ -24,7 +24,10 @@ slices only when it starts), and LIST of ResourceSlices. Both plugins follow the
 the device plugin advertises while `nvidia.com/gpu.deploy.device-plugin` is not `false` (the GPU
 Operator's DaemonSet selector, in either agent model), the kubelet plugin's DaemonSet runs a pod
 there while `mig-inference.io/allocation=dra` (its chart's nodeSelector here) and deletes it when
-the label goes; once that pod is gone the node's slices are withdrawn. A node whose GPUs both offer
+the label goes; once that pod is gone the node's slices are withdrawn. With `dra_client_selector`
+its DaemonSet also selects `nvidia.com/gpu.deploy.client=true`, which both MIG manager models
+pause around a change (mig-manager v0.15.0): the plugin stops, and a new one starts and publishes
+once the label is back. A node whose GPUs both offer
 at one moment is recorded in `offered_twice`.
 """
 
@@ -241,6 +244,11 @@ class FakeCluster:
         """Per DRA node: the devices its kubelet plugin published (a ResourceSlice)."""
         self.dra_plugins_start = True
         """False: a deleted DRA kubelet-plugin pod never comes back (its slices stay stale)."""
+        self.dra_client_selector = False
+        """True: the kubelet plugin's DaemonSet also selects `nvidia.com/gpu.deploy.client=true`
+        (the chart's nodeSelector with GPU Operator v26.7.0+): the MIG manager's pause of that
+        label stops the plugin (its slices withdrawn) and its return starts a new one, which
+        publishes what the GPUs hold then."""
         self.offered_twice: list[str] = []
         """`t=<time> <node>` whenever a node's device plugin advertised devices while its DRA
         kubelet plugin's slices were published."""
@@ -634,12 +642,15 @@ class FakeCluster:
                 if pod["metadata"]["labels"] == DRA_PLUGIN_LABEL and pod["spec"]["nodeName"] == name
             ]  # fmt: skip
             wanted = node.labels.get(DRA_NODE_LABEL) == "dra"
-            if wanted and not running and self.dra_plugins_start:
+            paused = self.dra_client_selector and node.labels.get(CLIENT_LABEL) != "true"
+            if wanted and not paused and not running and self.dra_plugins_start:
                 self._start_dra_plugin(name)
-            elif not wanted:
+            elif not wanted or paused:
                 for pod in running:
                     self._terminate(pod)
-                if not running and self.published.pop(name, None) is not None:
+                # A stopping plugin unregisters at once: the kubelet drops its slices.
+                withdrawn = not running or paused
+                if withdrawn and self.published.pop(name, None) is not None:
                     self.events.append(f"t={self.clock:g} {name} DRA slices withdrawn")
             if self.published.get(name) and node.manager.advertised():
                 self.offered_twice.append(f"t={self.clock:g} {name}")

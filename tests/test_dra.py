@@ -24,10 +24,16 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 
 from mig_inference.errors import MigErrors
-from mig_inference.kube.dra import driver_values, profile_classes, slice_selector
+from mig_inference.kube.dra import (
+    driver_values,
+    plugin_follows_mig_manager,
+    profile_classes,
+    slice_selector,
+)
 from mig_inference.kube.gate import gate_targets
 from mig_inference.kube.repartition import repartition_targets
 from mig_inference.names.labels import (
+    CLIENT_DEPLOY_LABEL,
     DEVICE_PLUGIN_DEPLOY_LABEL,
     DRA_DRIVER,
     DRA_NODE_LABEL,
@@ -42,7 +48,7 @@ from mig_inference.spec.dra import DYNAMIC_MIG_WARNING, joined_version_problem
 from mig_inference.spec.files import stack_path
 from mig_inference.versions import DRA_DRIVER_CHART, DRA_DRIVER_VERSION, GPU_OPERATOR_VERSION
 from tests.mocked import render_config, stack_rendering
-from tests.reference import helm_binary, reference_dir
+from tests.reference import helm_binary, reference_dir, reference_file
 
 STACK = "gke-h100-dra"
 CLAIM_TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
@@ -249,7 +255,10 @@ def test_dra_nodes_keep_the_device_plugin_off_and_carry_the_driver_label() -> No
     assert pool.node_labels[MIG_CONFIG_LABEL] == "all-balanced"
     assert "allocation" in pool.replacement_inputs
     values = driver_values(plan)
-    assert values["kubeletPlugin"]["nodeSelector"] == {DRA_NODE_LABEL: "dra"}
+    assert values["kubeletPlugin"]["nodeSelector"] == {
+        DRA_NODE_LABEL: "dra",
+        CLIENT_DEPLOY_LABEL: "true",
+    }
     # A device-plugin pool of the same stack carries neither label.
     plain = plan_of(variant(pool_allocation="device-plugin", dra=None))
     assert DEVICE_PLUGIN_DEPLOY_LABEL not in plain.pools[0].node_labels
@@ -262,6 +271,30 @@ def test_the_layout_is_applied_by_the_mig_manager_and_gated_as_before() -> None:
     assert [t.pool for t in gate_targets(plan)] == ["h100-dra"]
     assert [t.pool for t in repartition_targets(plan)] == ["h100-dra"]
     assert repartition_targets(plan)[0].dra and gate_targets(plan)[0].dra
+
+
+def test_the_plugin_follows_the_mig_manager_only_with_an_operator_that_pauses_it() -> None:
+    """GPU Operator v26.7.0+ (mig-manager v0.15.0) sets `nvidia.com/gpu.deploy.client` and pauses
+    it around a MIG change: the plugin selects it and the Jobs do not restart the plugin. An
+    older operator sets no such label (a plugin selecting it would never run), and DynamicMIG
+    runs no MIG manager: the plugin keeps the DRA label alone and the Jobs restart it."""
+    current = plan_of(variant())
+    assert plugin_follows_mig_manager(current)
+    assert repartition_targets(current)[0].plugin_bounced
+    assert repartition_targets(current)[0].env(60, "gpu-operator")["DRA_PLUGIN_BOUNCED"] == "1"
+    newer = plan_of(variant(gpuOperator={"version": "v26.10.1"}))
+    assert plugin_follows_mig_manager(newer)
+    for older in (
+        variant(gpuOperator={"version": "v25.10.1"}),
+        variant(dra={"kubernetesVersion": "1.36", "dynamicMig": True}),
+    ):
+        plan = plan_of(older)
+        assert not plugin_follows_mig_manager(plan)
+        assert driver_values(plan)["kubeletPlugin"]["nodeSelector"] == {DRA_NODE_LABEL: "dra"}
+        for target in repartition_targets(plan):
+            assert "DRA_PLUGIN_BOUNCED" not in target.env(60, "gpu-operator")
+    plain = plan_of(variant(pool_allocation="device-plugin", dra=None))
+    assert all("DRA_PLUGIN_BOUNCED" not in t.env(60, "x") for t in repartition_targets(plain))
 
 
 def test_dynamic_mig_is_an_opt_in_with_a_loud_warning() -> None:
@@ -456,6 +489,20 @@ def helm_template(
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
 
+CLIENT_LABEL_RENDERING = (
+    "dra/charts/rendered/v0.5.0-dev-95932046_static-mig_gpu-operator-client-label_k8s1.34.yaml"
+)
+
+
+def client_label_reference() -> dict[str, str]:
+    """The kubelet plugin's nodeSelector in the driver chart rendered with
+    `kubeletPlugin.nodeSelector."nvidia.com/gpu.deploy.client"=true` (NOTES-0.5.md section 4)."""
+    documents = yaml.safe_load_all(reference_file(CLIENT_LABEL_RENDERING).read_text())
+    [plugin] = [d for d in documents if d and d["kind"] == "DaemonSet"]
+    selector: dict[str, str] = plugin["spec"]["template"]["spec"]["nodeSelector"]
+    return selector
+
+
 def test_the_chart_renders_with_each_stack_s_values(tmp_path: Path) -> None:
     chart = reference_dir(CHART_DIR)
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())
@@ -475,7 +522,9 @@ def test_the_chart_renders_with_each_stack_s_values(tmp_path: Path) -> None:
         assert classes == {MIG_DEVICE_CLASS, "gpu.nvidia.com", "vfio.gpu.nvidia.com"}, classes
         [plugin] = [d for d in documents if d["kind"] == "DaemonSet"]
         pod = plugin["spec"]["template"]["spec"]
-        assert pod["nodeSelector"] == {DRA_NODE_LABEL: "dra"}
+        assert pod["nodeSelector"] == {DRA_NODE_LABEL: "dra", CLIENT_DEPLOY_LABEL: "true"}
+        # The label NVIDIA's rendering with the GPU Operator's client label selects on.
+        assert {CLIENT_DEPLOY_LABEL: "true"}.items() <= client_label_reference().items()
         assert {"operator": "Exists"} in pod["tolerations"]
         roots = {
             e["value"]
@@ -532,18 +581,39 @@ def test_a_claim_is_a_slice_in_the_simulator() -> None:
     assert template.claims == ("qwen-small-gpu-device",) and template.resource is None
 
 
-def test_an_in_place_change_of_a_dra_pool_restarts_the_plugin_and_serves_again() -> None:
+OLDER_OPERATOR = {"version": "v25.10.1"}
+"""A GPU Operator before v26.7.0: its MIG manager (before v0.15.0) leaves the plugin running."""
+
+
+@pytest.mark.parametrize("operator", [None, OLDER_OPERATOR], ids=["v26.7.0", "older"])
+def test_an_in_place_change_of_a_dra_pool_restarts_the_plugin_and_serves_again(
+    operator: dict[str, str] | None,
+) -> None:
+    """With GPU Operator v26.7.0 the MIG manager's pause of `nvidia.com/gpu.deploy.client`
+    stops the plugin and starts it again (the Job restarts nothing); with an older one the Job
+    restarts it."""
     from tests.test_rollout import transition
 
     v1 = dra_stack()
     v2 = dra_stack(mig="all-1g.10gb")
     v2["services"][0]["profile"] = "1g.10gb"
+    if operator is not None:
+        v1["gpuOperator"] = v2["gpuOperator"] = operator
     outcome, changes = transition(v1, v2)
     assert outcome.failure is None, outcome.failure
-    assert any(
-        "DRA kubelet plugin restarted; it publishes all-1g.10gb" in text
-        for _, text in outcome.events
-    )
+    texts = [text for _, text in outcome.events]
+    restarted = [t for t in texts if "DRA kubelet plugin restarted; it publishes" in t]
+    bounced = [
+        t
+        for t in texts
+        if "DRA kubelet plugin started again after the MIG manager's pause; it publishes "
+        "all-1g.10gb" in t
+    ]
+    if operator is None:
+        assert bounced and not restarted, texts
+        assert any("DRA kubelet plugin stopped by the MIG manager's pause" in t for t in texts)
+    else:
+        assert not bounced and any("all-1g.10gb" in t for t in restarted), texts
     [service] = changes.services
     assert service.serving_after == 4 and service.pending_at_end == 0
     assert changes.pools[0].nodes_left_cordoned == []
@@ -552,14 +622,16 @@ def test_an_in_place_change_of_a_dra_pool_restarts_the_plugin_and_serves_again()
 def test_without_the_restart_the_simulated_replicas_would_stay_pending(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The check can fail: where no kubelet plugin restarts (neither the Job's nor the gate's),
-    the new slices are never published and the replicas that need them stay pending."""
+    """The check can fail: where no kubelet plugin restarts (neither the Job's nor the gate's,
+    and, with an older GPU Operator, not the MIG manager's pause), the new slices are never
+    published and the replicas that need them stay pending."""
     from mig_inference.rollout.cluster import Cluster
     from tests.test_rollout import _simulated, transition
 
     v1 = dra_stack()
     v2 = dra_stack(mig="all-1g.10gb")
     v2["services"][0]["profile"] = "1g.10gb"
+    v1["gpuOperator"] = v2["gpuOperator"] = OLDER_OPERATOR
 
     def never(cluster: Cluster, name: str) -> None:
         del cluster, name
@@ -681,6 +753,9 @@ def test_a_mixed_stack_runs_both_kinds_of_pool(tmp_path: Path) -> None:
         d for d in helm_template(driver, "nvidia-dra-driver-gpu", "1.35", tmp_path)
         if d["kind"] == "DaemonSet"
     ]  # fmt: skip
-    assert plugin["spec"]["template"]["spec"]["nodeSelector"] == {DRA_NODE_LABEL: "dra"}
+    assert plugin["spec"]["template"]["spec"]["nodeSelector"] == {
+        DRA_NODE_LABEL: "dra",
+        CLIENT_DEPLOY_LABEL: "true",
+    }
     [warning] = [w for w in plan_of(mixed_stack()).warnings if "validator" in w]
     assert "Init:CrashLoopBackOff" in warning and "main.go:199-201,1447-1466" in warning

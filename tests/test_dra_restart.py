@@ -7,16 +7,19 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from mig_inference.kube.gate import GateTarget, gate_script, gate_targets_value
 from mig_inference.kube.repartition import RepartitionTarget, repartition_script
 from mig_inference.names.labels import (
+    CLIENT_DEPLOY_LABEL,
     CORDONED_FOR_ANNOTATION,
     GENERATION_LABEL,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
     POOL_LABEL,
 )
-from tests.fake_apiserver import DRA_NAMESPACE, FakeCluster, run_script
+from tests.fake_apiserver import AGENTS, DRA_NAMESPACE, FakeCluster, run_script
 
 SEVEN = ("1g.10gb",) * 7
 TWO = ("3g.40gb", "3g.40gb")
@@ -41,11 +44,27 @@ def claim_pod(cluster: FakeCluster, name: str, node: str) -> None:
     ]
 
 
+@pytest.fixture(params=AGENTS)
+def agents(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The scenarios of the MIG manager's pause against both models of a node's GPU agents."""
+    monkeypatch.setattr("tests.fake_apiserver.default_agents", request.param)
+    return str(request.param)
+
+
+def bounced_pool(*names: str, config: str = OLD) -> FakeCluster:
+    """GPU Operator v26.7.0: the plugin's DaemonSet selects `nvidia.com/gpu.deploy.client=true`,
+    which the MIG manager (v0.15.0) pauses around a change."""
+    cluster = dra_pool(*names, config=config)
+    cluster.dra_client_selector = True
+    return cluster
+
+
 def repartition(
-    cluster: FakeCluster, tmp_path: Path, advertise: int = 30
+    cluster: FakeCluster, tmp_path: Path, advertise: int = 30, bounced: bool | None = None
 ) -> subprocess.CompletedProcess[str]:
     target = RepartitionTarget("p", TARGET, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), PLANNED,
-                               dra=True, dra_namespace=DRA_NAMESPACE)  # fmt: skip
+                               dra=True, dra_namespace=DRA_NAMESPACE,
+                               plugin_bounced=cluster.dra_client_selector if bounced is None else bounced)  # fmt: skip
     env = {**target.env(30, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "ADVERTISE_TIMEOUT_SECONDS": str(advertise)}  # fmt: skip
@@ -77,6 +96,62 @@ def test_the_plugin_is_restarted_after_success_and_the_node_uncordoned_once_it_p
     # The node is uncordoned only after the new plugin published the target's slices.
     published = [e for e in cluster.events if "n1 DRA kubelet plugin published" in e]
     assert published and "1g.10gb" in published[0]
+
+
+def test_with_the_mig_manager_s_pause_the_job_restarts_nothing_and_waits_for_the_new_slices(
+    tmp_path: Path,
+    agents: str,  # noqa: ARG001
+) -> None:
+    cluster = bounced_pool("n1", "n2")
+    claim_pod(cluster, "llm-a", "n1")
+    claim_pod(cluster, "llm-b", "n2")
+    result = repartition(cluster, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for node in ("n1", "n2"):
+        assert cluster.published[node] == PLANNED
+        assert not cluster.cordoned(node)
+        assert cluster.node_labels(node)[CLIENT_DEPLOY_LABEL] == "true"
+    # Per node: cordon, the claim holder evicted, relabel, uncordon; no plugin deleted by the Job.
+    assert [c.split(" ")[0] for c in cluster.changes] == ["patch", "evict", "patch", "patch"] * 2
+    assert not [c for c in cluster.changes if c.startswith(PLUGIN_DELETE)]
+    assert "restarted its DRA kubelet plugin" not in result.stdout
+    # The MIG manager paused the label, the old plugin's slices went, a new plugin published
+    # the target's slices after the label came back, before the node was uncordoned.
+    n1 = [e for e in cluster.events if " n1 " in e]
+    paused = next(
+        i for i, e in enumerate(n1) if f"{CLIENT_DEPLOY_LABEL}=paused-for-mig-change" in e
+    )
+    withdrawn = next(i for i, e in enumerate(n1) if "DRA slices withdrawn" in e)
+    back = next(i for i, e in enumerate(n1) if i > paused and f"{CLIENT_DEPLOY_LABEL}=true" in e)
+    published = next(i for i, e in enumerate(n1) if "DRA kubelet plugin published" in e)
+    assert paused < withdrawn < back < published, n1
+    assert "1g.10gb" in n1[published]
+    assert not cluster.offered_twice
+
+
+def test_the_job_s_restart_is_kept_where_the_mig_manager_does_not_pause_the_plugin(
+    tmp_path: Path,
+    agents: str,  # noqa: ARG001
+) -> None:
+    """An older GPU Operator (MIG manager before v0.15.0: the plugin does not select the
+    client label, or the node has none): the Job restarts the plugin itself."""
+    cluster = dra_pool("n1")
+    for node in cluster.nodes.values():
+        node.labels.pop(CLIENT_DEPLOY_LABEL)
+    result = repartition(cluster, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert cluster.published["n1"] == PLANNED
+    assert len([c for c in cluster.changes if c.startswith(PLUGIN_DELETE)]) == 1
+    assert not [e for e in cluster.events if CLIENT_DEPLOY_LABEL in e]
+
+
+def test_without_the_job_s_restart_or_the_pause_the_slices_stay_stale(tmp_path: Path) -> None:
+    """The check can fail: the bounced Job restarts nothing, so on a node whose MIG manager does
+    not pause the plugin (no client label), the old slices stay and the Job stops."""
+    cluster = dra_pool("n1")
+    result = repartition(cluster, tmp_path, advertise=5, bounced=True)
+    assert result.returncode == 1
+    assert "nvidia.com/mig-3g.40gb=4" in result.stdout and cluster.cordoned("n1")
 
 
 def test_a_restart_that_fails_stops_and_keeps_the_node_cordoned(tmp_path: Path) -> None:
@@ -118,7 +193,8 @@ def gate(
     selector = f"{GENERATION_LABEL}=g1,{POOL_LABEL}=p"
     target = GateTarget("p", selector, TARGET, len(cluster.nodes), PLANNED, dra=True)
     env = {"GATE_TARGETS": gate_targets_value([target]), "GATE_TIMEOUT_SECONDS": str(timeout),
-           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s", "DRA_NAMESPACE": DRA_NAMESPACE}  # fmt: skip
+           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s", "DRA_NAMESPACE": DRA_NAMESPACE,
+           **({"DRA_PLUGIN_BOUNCED": "1"} if cluster.dra_client_selector else {})}  # fmt: skip
     return run_script(cluster, tmp_path, gate_script(), env)
 
 
@@ -149,3 +225,34 @@ def test_the_gate_times_out_on_slices_that_never_match(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "p:0/1" in result.stdout
     assert "its restarted DRA kubelet plugin is not Ready yet" in result.stdout
+
+
+def test_with_the_pause_the_gate_waits_for_the_plugin_the_mig_manager_brings_back(
+    tmp_path: Path,
+    agents: str,  # noqa: ARG001
+) -> None:
+    """A new node whose layout is applied while the gate runs: the MIG manager pauses the
+    plugin and brings it back, and the gate restarts nothing."""
+    cluster = FakeCluster(CONFIGS)
+    cluster.dra_client_selector = True
+    cluster.add_node("n1", OLD, labels={POOL_LABEL: "p", GENERATION_LABEL: "g1"}, dra=True)
+    cluster.relabel("n1", {MIG_CONFIG_LABEL: TARGET, MIG_STATE_LABEL: None})
+    result = gate(cluster, tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert "MIG ready: p:1/1" in result.stdout
+    assert not [c for c in cluster.changes if c.startswith(PLUGIN_DELETE)]
+    assert cluster.published["n1"] == PLANNED
+
+
+def test_with_the_pause_the_gate_still_restarts_a_plugin_that_started_before_the_layout(
+    tmp_path: Path,
+) -> None:
+    """A node whose first layout was applied before the operator set the client label: no
+    pause, and its Ready plugin keeps the slices it found. The gate's restart is kept for it."""
+    cluster = FakeCluster(CONFIGS)
+    cluster.dra_client_selector = True
+    new_node(cluster, "n1", (None, None))
+    result = gate(cluster, tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert len([c for c in cluster.changes if c.startswith(PLUGIN_DELETE)]) == 1
+    assert cluster.published["n1"] == PLANNED

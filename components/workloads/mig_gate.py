@@ -5,6 +5,7 @@ from typing import TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
+from mig_inference.kube.dra import plugin_follows_mig_manager
 from mig_inference.kube.gate import (
     PENDING_LIMIT_SECONDS,
     gate_fingerprint,
@@ -66,6 +67,11 @@ class MigReadyGate(pulumi.ComponentResource):
                     "GATE_PENDING_LIMIT_SECONDS": str(PENDING_LIMIT_SECONDS),
                     "OPERATOR_NAMESPACE": plan.spec.gpu_operator.namespace,
                     **({"DRA_NAMESPACE": dra_namespace} if dra_namespace else {}),
+                    **(
+                        {"DRA_PLUGIN_BOUNCED": "1"}
+                        if dra_namespace and plugin_follows_mig_manager(plan)
+                        else {}
+                    ),
                 },
                 rules=[READ_NODES, *([DRA_SLICES] if dra_namespace else [])],
                 namespace_rules=[RESTART_MIG_MANAGERS],

@@ -12,12 +12,14 @@ node label per DRA pool)."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from mig_inference.clouds import Cloud
 from mig_inference.kube.operator_values import GKE_NVIDIA_DIR, OPERAND_TOLERATIONS
 from mig_inference.names.labels import (
+    CLIENT_DEPLOY_LABEL,
     DRA_DRIVER,
     DRA_NODE_LABEL,
     GPU_DEVICE_CLASS,
@@ -37,6 +39,9 @@ OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
 HOST_DRIVER_ROOT = "/"
 """EKS's NVIDIA AMI and OKE's GPU images ship the driver on the host."""
 FEATURE_DYNAMIC_MIG = "DynamicMIG"
+CLIENT_LABEL_OPERATOR = (26, 7, 0)
+"""The first GPU Operator that sets `nvidia.com/gpu.deploy.client=true` on GPU nodes and ships a
+MIG manager (v0.15.0) that pauses it around a MIG change."""
 
 
 def driver_root(cloud: Cloud) -> str:
@@ -57,19 +62,38 @@ def dra_settings(plan: StackPlan) -> DraSpec:
     return plan.spec.dra
 
 
+def plugin_follows_mig_manager(plan: StackPlan) -> bool:
+    """The kubelet plugin is scheduled by `nvidia.com/gpu.deploy.client=true`, so the GPU
+    Operator's MIG manager stops it before it applies a layout and starts it again after, and the
+    new plugin discovers the new slices: with GPU Operator v26.7.0 or later (mig-manager
+    v0.15.0), and not with DynamicMIG, where no MIG manager runs on the DRA pools' nodes. With an
+    older operator nothing sets the label (the plugin would never be scheduled), and the
+    project's Jobs restart the plugin themselves."""
+    if dra_settings(plan).dynamic_mig:
+        return False
+    found = re.match(r"^v(\d+)\.(\d+)\.(\d+)$", plan.spec.gpu_operator.version)
+    if found is None:
+        return False
+    return tuple(int(part) for part in found.groups()) >= CLIENT_LABEL_OPERATOR
+
+
 def driver_values(plan: StackPlan) -> dict[str, Any]:
     """The driver chart's values: GPUs only (no ComputeDomains), its kubelet plugin on the DRA
     pools' nodes only (where the GPU Operator's device plugin is kept off, so the override of
     the chart's device-plugin guard holds), the resource API the cluster serves, and the
-    driver root of the cloud's nodes."""
+    driver root of the cloud's nodes. Where the GPU Operator's MIG manager restarts the plugin
+    around a MIG change, the plugin also selects `nvidia.com/gpu.deploy.client=true`."""
     settings = dra_settings(plan)
+    selector = {DRA_NODE_LABEL: Allocation.DRA.value}
+    if plugin_follows_mig_manager(plan):
+        selector[CLIENT_DEPLOY_LABEL] = "true"
     values: dict[str, Any] = {
         "nvidiaDriverRoot": driver_root(plan.spec.cloud),
         "gpuResourcesEnabledOverride": True,
         "resourceApiVersion": "resource.k8s.io/v1",
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
         "kubeletPlugin": {
-            "nodeSelector": {DRA_NODE_LABEL: Allocation.DRA.value},
+            "nodeSelector": selector,
             # A per-node agent, like the operator's operands: a list of the pools' taints would
             # restart it (and drop every published slice) whenever a taint changes.
             "tolerations": OPERAND_TOLERATIONS,

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mig_inference.kube.dra import plugin_follows_mig_manager
 from mig_inference.kube.gate import PENDING_LIMIT_SECONDS, devices_value, node_selector
 from mig_inference.kube.scripts import load
 from mig_inference.names.digest import short_hash
@@ -94,6 +95,10 @@ class RepartitionTarget:
     on a node once the layout is applied, and the slices are read from ResourceSlices."""
     dra_namespace: str = ""
     """Where the DRA driver's kubelet plugins run."""
+    plugin_bounced: bool = False
+    """The GPU Operator's MIG manager stops and restarts the DRA kubelet plugin around the change
+    (`nvidia.com/gpu.deploy.client`, mig-manager v0.15.0): the Job waits for the new slices
+    without restarting the plugin itself."""
     evict_unmanaged: bool = False
     """GPU pods no controller owns are evicted too (deleted for good) instead of stopping the
     Job (`pools[i].evictUnmanagedPods`)."""
@@ -127,6 +132,7 @@ class RepartitionTarget:
             **({"EVICT_UNMANAGED": "1"} if self.evict_unmanaged else {}),
             # Only on DRA pools: the Job of every other pool stays as it was.
             **({"DRA_POOL": "1", "DRA_NAMESPACE": self.dra_namespace} if self.dra else {}),
+            **({"DRA_PLUGIN_BOUNCED": "1"} if self.dra and self.plugin_bounced else {}),
         }
 
     def budget_seconds(self, timeout_seconds: int) -> int:
@@ -160,6 +166,7 @@ def _target(plan: StackPlan, pool: PoolPlan) -> RepartitionTarget:
         node_names_key=f"pools[{index}].nodeNames" if names else "",
         dra=pool.dra,
         dra_namespace=plan.spec.dra.namespace if pool.dra and plan.spec.dra else "",
+        plugin_bounced=pool.dra and plugin_follows_mig_manager(plan),
         evict_unmanaged=pool.spec.evict_unmanaged_pods,
         unmanaged_key=f"pools[{index}].evictUnmanagedPods",
     )

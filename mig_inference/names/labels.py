@@ -23,6 +23,10 @@ GPU_DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
 """The GPU Operator's per-operand node labels (`...device-plugin`, `...dcgm`...): `true` runs the
 operand on the node; the MIG manager sets them to `paused-for-mig-change` while it works."""
 PAUSED_FOR_MIG_CHANGE = "paused-for-mig-change"
+CLIENT_DEPLOY_LABEL = GPU_DEPLOY_LABEL_PREFIX + "client"
+"""Third-party GPU clients' label (GPU Operator v26.7.0 sets it `true` on GPU nodes; mig-manager
+v0.15.0 sets it `paused-for-mig-change` while it applies a layout and waits until no
+DaemonSet-owned pod on the node selects on it, then sets it back)."""
 MIG_MANAGER_POD_SELECTOR = "app=nvidia-mig-manager"
 """The GPU Operator's MIG manager pods (assets/state-mig-manager/0600_daemonset.yaml, v26.7.0)."""
 CORDONED_FOR_ANNOTATION = "mig-inference.io/cordoned-for"

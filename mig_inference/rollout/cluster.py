@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from mig_inference.names.labels import DEVICE_PLUGIN_CONFIG_LABEL, MIG_CONFIG_LABEL, MIG_STATE_LABEL
+from mig_inference.names.labels import (
+    CLIENT_DEPLOY_LABEL,
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+)
 from mig_inference.rollout.mig_manager import Durations, MigManager, NodeLayout, Reboot, Write
 from mig_inference.rollout.model import Deployment, Node, Pod, Taint, device_counts
 
@@ -98,6 +103,13 @@ class Cluster:
     device_plugin: bool = True
     """The GPU Operator runs its device plugin (`devicePlugin.enabled`); per node, only where
     `nvidia.com/gpu.deploy.device-plugin` is not `false` (the MIG manager model reads that)."""
+    dra_client_selector: bool = False
+    """The DRA driver's kubelet plugin is scheduled only where `nvidia.com/gpu.deploy.client=true`
+    (GPU Operator v26.7.0+, which sets that label on its GPU nodes): the MIG manager's pause of
+    the label stops the plugin (its slices withdrawn) and its return starts a new one, which
+    publishes the layout the GPUs have then."""
+    plugin_paused: set[str] = field(default_factory=set)
+    """DRA nodes whose kubelet plugin the MIG manager's pause has stopped."""
     switched: dict[str, str] = field(default_factory=dict)
     """Nodes the re-partitioning Job moved to the other plugin: node -> allocation now."""
     offered_twice: dict[str, float] = field(default_factory=dict)
@@ -141,6 +153,8 @@ class Cluster:
             node.devices = self.devices_of(node, "")
             return
         configs = self.configs_of(node)
+        if self.dra_client_selector:
+            node.labels.setdefault(CLIENT_DEPLOY_LABEL, "true")
         hardware = configs.get(applied or "all-disabled") or (None,) * node.gpus
         node.applied = applied
         self.managers[node.name] = MigManager(
@@ -174,6 +188,15 @@ class Cluster:
 
     def set_taints(self, name: str, taints: list[Taint]) -> None:
         self.nodes[name].taints = list(taints)
+
+    def select_client_label(self, on: bool) -> None:
+        """The DRA driver's release (re)installed: its kubelet plugin selects
+        `nvidia.com/gpu.deploy.client=true` or not. The GPU Operator (v26.7.0+) has set that label
+        on its GPU nodes already."""
+        self.dra_client_selector = on
+        if on:
+            for name in self.managers:
+                self.nodes[name].labels.setdefault(CLIENT_DEPLOY_LABEL, "true")
 
     def restart_dra_plugin(self, name: str) -> None:
         """The node's DRA kubelet plugin restarts and publishes the layout the GPUs have now."""
@@ -255,7 +278,21 @@ class Cluster:
                 if self.device_plugin and manager.advertised()
                 else {}
             )
-            if node.dra:
+            paused = self.dra_client_selector and node.labels.get(CLIENT_DEPLOY_LABEL) != "true"
+            if node.dra and paused:
+                # The MIG manager paused the plugin's label: its DaemonSet stopped the plugin.
+                if name not in self.plugin_paused:
+                    self.plugin_paused.add(name)
+                    self.log(f"node {name}: DRA kubelet plugin stopped by the MIG manager's pause")
+                node.published = None
+                node.devices = {}
+            elif node.dra:
+                if name in self.plugin_paused:
+                    self.plugin_paused.discard(name)
+                    self.log(
+                        f"node {name}: DRA kubelet plugin started again after the MIG manager's "
+                        f"pause; it publishes {node.applied}"
+                    )
                 if node.published is None:
                     # The kubelet plugin starts as soon as the node is up (or labelled for DRA),
                     # whatever layout its GPUs have by then.

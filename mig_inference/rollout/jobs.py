@@ -142,6 +142,9 @@ class RepartitionRun(JobRun):
     once the layout is applied there. A node whose labels run the device plugin is switched
     (and back, on a device-plugin pool): the running plugin off, the other on once nothing
     offers the node's devices."""
+    plugin_bounced: bool = False
+    """The MIG manager stops and restarts the kubelet plugin around the change (its label
+    `nvidia.com/gpu.deploy.client`, mig-manager v0.15.0): the Job does not restart it."""
     switching: list[str] = field(default_factory=list)
     """Nodes of the batch whose running plugin was turned off, waiting to be offered by none."""
     switched: list[str] = field(default_factory=list)
@@ -178,6 +181,7 @@ class RepartitionRun(JobRun):
             reconfigure_timeout=float(env.get("RECONFIGURE_TIMEOUT_SECONDS", node_timeout)),
             named_pool=env.get("NAMED_POOL", ""),
             dra=bool(env.get("DRA_POOL")),
+            plugin_bounced=bool(env.get("DRA_PLUGIN_BOUNCED")),
             watch=PendingWatch(float(env.get("PENDING_LIMIT_SECONDS", "600"))),
             budget_selector=env.get("BUDGET_SELECTOR", ""),
         )
@@ -316,7 +320,14 @@ class RepartitionRun(JobRun):
                 node = cluster.nodes[name]
                 applied = node.state == "success" and node.applied == self.target
                 starting = name in self.switched and node.published is None
-                if self.dra and applied and node.published != self.target and not starting:
+                # With the MIG manager's pause of the plugin's label, its DaemonSet restarts it.
+                if (
+                    self.dra
+                    and not self.plugin_bounced
+                    and applied
+                    and node.published != self.target
+                    and not starting
+                ):
                     cluster.restart_dra_plugin(name)
             waiting = [n for n in self.batch if not self._on_target(cluster, cluster.nodes[n])]
             if waiting:

@@ -13,7 +13,12 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.names.labels import (
+    CLIENT_DEPLOY_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    POOL_LABEL,
+)
 from mig_inference.rollout.cloud_pools import CloudPools
 from mig_inference.rollout.cluster import TICK, Cluster, Timings
 from mig_inference.rollout.facts import LoadFacts, PoolFacts
@@ -34,6 +39,7 @@ from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
 from mig_inference.rollout.plugin_configs import PluginConfigs
 from mig_inference.rollout.resources import Key, Program, Resource
 from mig_inference.rollout.steps import Op, Step, plan_steps
+from mig_inference.versions import DRA_DRIVER_CHART
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
@@ -87,6 +93,9 @@ class Rollout:
         self.plugin_configs = PluginConfigs()
         """The device plugin's ConfigMap, as the steps so far left it."""
         self.cluster = Cluster(self.timings, self._devices, self._configs, self._config_of)
+        self.cluster.dra_client_selector = any(
+            _client_selected(release) for release in before.of_type(RELEASE)
+        )
         self.pools: dict[str, PoolOutcome] = {}
         self.served: dict[str, Served] = {}
         self.jobs: dict[Key, JobRun] = {}
@@ -314,12 +323,16 @@ class Rollout:
             # release: its ClusterPolicy's `devicePlugin.enabled`.
             plugin = (values.get("devicePlugin") or {}).get("enabled", True) is not False
             operator = resource.inputs.get("chart") == "gpu-operator"
+            dra_driver = resource.inputs.get("chart") == DRA_DRIVER_CHART
+            client = _client_selected(resource)
 
             def released() -> str | None:
                 if cluster.now < finish:
                     return None
                 if operator:
                     cluster.device_plugin = plugin
+                if dra_driver:
+                    cluster.select_client_label(client)
                 return ""
 
             task.check = released
@@ -643,3 +656,11 @@ def simulate(
         configs=configs,
         load=load,
     ).run()
+
+
+def _client_selected(release: Resource) -> bool:
+    """The DRA driver's release schedules its kubelet plugin by `nvidia.com/gpu.deploy.client`."""
+    if release.inputs.get("chart") != DRA_DRIVER_CHART:
+        return False
+    plugin = (release.inputs.get("values") or {}).get("kubeletPlugin") or {}
+    return (plugin.get("nodeSelector") or {}).get(CLIENT_DEPLOY_LABEL) == "true"

@@ -4,9 +4,10 @@
 # devices; a failed node fails the gate only when it carries the pool's config (a failed left by
 # an older layout says nothing about this one). On a DRA pool the devices are those the DRA driver
 # publishes, and a node whose kubelet plugin started before its layout was applied gets the plugin
-# restarted once. A node `pending` for PENDING_LIMIT_SECONDS on the pool's config (the MIG
-# manager's known wedge, NVIDIA/gpu-operator#2833) gets its MIG manager pod restarted once, said in
-# the output. API errors count as "not ready yet".
+# restarted once (with DRA_PLUGIN_BOUNCED, only one Ready with them). A node `pending` for
+# PENDING_LIMIT_SECONDS on the pool's config (the MIG manager's known wedge,
+# NVIDIA/gpu-operator#2833) gets its MIG manager pod restarted once, said in the output. API
+# errors count as "not ready yet".
 set -euf
 POLL=${GATE_POLL_SECONDS:-10}
 PENDING_LIMIT_SECONDS=${GATE_PENDING_LIMIT_SECONDS:-600}
@@ -55,7 +56,23 @@ while :; do
             fi
             devices=$dra_found
             # Published before the layout was applied: the plugin discovers slices at start.
-            if [ -z "$paused" ] && [ "$devices" != "$planned" ] && [ ! -f "$kube_tmp/plugin.$node" ]; then
+            # Kept where the MIG manager restarts the plugin around a change too (DRA_PLUGIN_BOUNCED:
+            # scheduled by nvidia.com/gpu.deploy.client): a node's first layout can be applied
+            # before the operator sets that label, with no pause, and a plugin started before
+            # the layout existed keeps its old slices. There only a plugin seen Ready with the
+            # wrong slices on two polls is restarted, never the one the MIG manager's pause is
+            # bringing back (Ready a moment before it publishes).
+            stale=1
+            if [ -n "${DRA_PLUGIN_BOUNCED:-}" ] && [ ! -f "$kube_tmp/plugin.$node" ] && [ "$devices" != "$planned" ]; then
+              stale=""
+              if dra_ready_pods "$node"; then
+                if [ -n "$dra_pods" ] && [ "$dra_pods" = "$(cat "$kube_tmp/stale.$node" 2>/dev/null || :)" ]; then
+                  stale=1
+                fi
+                echo "$dra_pods" >"$kube_tmp/stale.$node"
+              fi
+            fi
+            if [ -n "$stale" ] && [ -z "$paused" ] && [ "$devices" != "$planned" ] && [ ! -f "$kube_tmp/plugin.$node" ]; then
               if restart_dra_plugin "$node"; then
                 echo "$dra_old" >"$kube_tmp/plugin.$node"
                 echo "node $node (pool $pool): restarted its DRA kubelet plugin (${dra_old:-none was running}); it published '${devices:-nothing}', planned '$planned'"

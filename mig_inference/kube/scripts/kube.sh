@@ -128,6 +128,20 @@ restart_dra_plugin() {
   return 0
 }
 
+# dra_ready_pods NODE: 0 with the names of the kubelet-plugin pods running Ready on NODE (not
+# being deleted) in $dra_pods; 1 with $err when the listing fails.
+dra_ready_pods() {
+  kc get pods -n "$DRA_NAMESPACE" -l 'DRA_PLUGIN_SELECTOR' --field-selector "spec.nodeName=$1" \
+    -o 'jsonpath={range .items[*]}{.metadata.name}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' \
+    || return 1
+  dra_pods=$(printf '%s\n' "$out" | while IFS='|' read -r dra_pod dra_deleting dra_status; do
+    if [ -n "$dra_pod" ] && [ -z "$dra_deleting" ] && [ "$dra_status" = True ]; then
+      printf '%s ' "$dra_pod"
+    fi
+  done)
+  return 0
+}
+
 # dra_plugin_ready NODE OLD: 0 with dra_ready=1 when a kubelet-plugin pod not named in OLD runs
 # Ready on NODE (dra_ready empty otherwise); 1 with $err when the listing fails.
 dra_plugin_ready() {

@@ -643,8 +643,12 @@ wait_batch() {
             continue
           fi
           # The device plugin comes back after the MIG manager restores its label. The DRA
-          # driver's kubelet plugin discovers slices only when it starts: it is restarted once.
-          if [ -n "${DRA_POOL:-}" ] && [ ! -f "$kube_tmp/plugin.$node" ]; then
+          # driver's kubelet plugin discovers slices only when it starts. With DRA_PLUGIN_BOUNCED
+          # it is scheduled by nvidia.com/gpu.deploy.client=true, which the MIG manager (v0.15.0+)
+          # pauses around the change: its DaemonSet stops the plugin and starts a new one after,
+          # and the Job only waits for the new slices. Otherwise (an older GPU Operator, whose
+          # MIG manager leaves the plugin running) the Job restarts it once.
+          if [ -n "${DRA_POOL:-}" ] && [ -z "${DRA_PLUGIN_BOUNCED:-}" ] && [ ! -f "$kube_tmp/plugin.$node" ]; then
             restart_dra_plugin "$node" \
               || stop "node $node" "restarting its DRA kubelet plugin failed after $KUBE_TRIES tries: $err"
             echo "$dra_old" >"$kube_tmp/plugin.$node"
@@ -652,7 +656,7 @@ wait_batch() {
           fi
           [ -f "$kube_tmp/success.$node" ] || echo "$now" >"$kube_tmp/success.$node"
           if [ $((now - $(cat "$kube_tmp/success.$node"))) -ge "$ADVERTISE_TIMEOUT_SECONDS" ]; then
-            stop "node $node" "STATE_LABEL=success, but after ${ADVERTISE_TIMEOUT_SECONDS}s it advertises '${node_devices:-no GPU devices}'${DRA_POOL:+ in the ResourceSlices of the DRA driver (its restarted kubelet plugin: kubectl get pods -n $DRA_NAMESPACE -l DRA_PLUGIN_SELECTOR --field-selector spec.nodeName=$node)} where the plan has '$CAPACITY_PER_NODE'${node_paused:+ (operands still paused: $node_paused)}"
+            stop "node $node" "STATE_LABEL=success, but after ${ADVERTISE_TIMEOUT_SECONDS}s it advertises '${node_devices:-no GPU devices}'${DRA_POOL:+ in the ResourceSlices of the DRA driver (its kubelet plugin, restarted${DRA_PLUGIN_BOUNCED:+ by the MIG manager}: kubectl get pods -n $DRA_NAMESPACE -l DRA_PLUGIN_SELECTOR --field-selector spec.nodeName=$node)} where the plan has '$CAPACITY_PER_NODE'${node_paused:+ (operands still paused: $node_paused)}"
           fi
           ;;
         *)
