@@ -722,20 +722,16 @@ def change_plan_text(changes: ChangePlan) -> str:
             lines.append(f"    nodes: {', '.join(nodes)}")
         if pool.node_update:
             lines.append(f"    cloud: {pool.node_update}")
-        if pool.nodes_left_cordoned:
-            lines.append(f"    left cordoned: {', '.join(pool.nodes_left_cordoned)}")
-        if pool.nodes_released:
-            lines.append(f"    released: {', '.join(pool.nodes_released)}")
-        if pool.nodes_plugin_config_missing:
-            missing = ", ".join(pool.nodes_plugin_config_missing)
-            lines.append(f"    device-plugin config missing for a while: {missing}")
-        if pool.nodes_plugin_blocked:
-            blocked = ", ".join(pool.nodes_plugin_blocked)
-            lines.append(f"    device plugin could not start: {blocked}")
-        if pool.nodes_switched:
-            lines.append(f"    switched, in order: {', '.join(pool.nodes_switched)}")
-        if pool.nodes_offered_twice:
-            lines.append(f"    devices offered twice: {', '.join(pool.nodes_offered_twice)}")
+        for label, named in (
+            ("left cordoned", pool.nodes_left_cordoned),
+            ("released", pool.nodes_released),
+            ("device-plugin config missing for a while", pool.nodes_plugin_config_missing),
+            ("device plugin could not start", pool.nodes_plugin_blocked),
+            ("switched, in order", pool.nodes_switched),
+            ("devices offered twice", pool.nodes_offered_twice),
+        ):
+            if named:
+                lines.append(f"    {label}: {', '.join(named)}")
         if pool.reservation:
             lines.append(
                 f"    reservation {pool.reservation}: {pool.peak_gpus} GPUs at the peak, "
