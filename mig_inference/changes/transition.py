@@ -15,7 +15,7 @@ import yaml
 from mig_inference.changes.deployed import Deployed
 from mig_inference.changes.record import RECORD_FORMAT
 from mig_inference.changes.upgrade import DeployedBasis
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, collected
 from mig_inference.plan import StackPlan, plan_of
 from mig_inference.rollout.cluster import Timings
 from mig_inference.rollout.outcome import Outcome
@@ -92,13 +92,19 @@ def simulate_transition(
     basis: DeployedBasis | None = None,
 ) -> Outcome:
     """`pulumi up` from `deployed` to `current`, simulated. `basis`: what the deployed stack
-    exported, which the deployed version's program is made to match (`as_exported`)."""
+    exported, which the deployed version's program is made to match (`as_exported`). A move
+    between the device plugin and DRA the replicas cannot follow is refused first
+    (`allocation_move_refusals`), as the program refuses bad input: nothing is simulated."""
+    from mig_inference.changes.allocation_move import allocation_move_refusals
     from mig_inference.changes.deployed_program import as_exported
     from mig_inference.render import run_program
     from mig_inference.rollout.facts import config_names, load_facts, pool_facts
     from mig_inference.rollout.rendered import program_of
     from mig_inference.rollout.simulator import simulate
 
+    refusals = allocation_move_refusals(deployed.plan, current.plan)
+    if refusals:
+        raise collected(refusals)
     programs = []
     with tempfile.TemporaryDirectory() as directory:
         for version in (deployed, current):
