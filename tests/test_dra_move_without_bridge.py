@@ -281,4 +281,29 @@ def test_a_protected_cloud_pool_is_refused_with_the_way_forward(cloud: str, reve
     assert pool.refusal is not None
     assert "allocation" in pool.refusal and "Pulumi refuses" in pool.refusal
     assert "`pulumi state unprotect '" in pool.refusal
-    assert "or undo the change of" in pool.refusal
+    # Unprotected, the move is a new generation: the refusal says what it costs.
+    assert "then `pulumi up` (the new generation comes up next to the old one: 16 extra GPUs)" in (
+        pool.refusal
+    )
+    assert "or undo the change of allocation" in pool.refusal
+    # To DRA, the bridge keeps the pool's nodes (test_dra_move: in place on a protected pool);
+    # back, turning the bridge on is itself a new generation, so it is no way forward.
+    bridge = "extendedResources: true) with this change"
+    assert (bridge in pool.refusal) is not reverse, pool.refusal
+
+
+def test_diff_refuses_the_protected_gke_pool_and_names_the_bridge(tmp_path: Path) -> None:
+    """The GKE stack pair of the move (protected, in place) on Kubernetes 1.35 without the
+    bridge: exit 1 with the refusal; with the bridge the same pair moves node by node
+    (test_dra_move.test_the_diff_command_shows_the_move)."""
+
+    def claims(config: dict[str, Any]) -> None:
+        config["mig-inference:dra"] = dict(CLAIMS)
+
+    deployed = MOVES / "Pulumi.gke-plugin.yaml"
+    current = with_config(tmp_path, "gke-claims", "Pulumi.gke-dra.yaml", claims)
+    result = run("diff", current, deployed)
+    assert result.returncode == 1, result.stdout + result.stderr
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert line.startswith("error: pool h100: allocation needs new nodes, and Pulumi refuses")
+    assert "16 extra GPUs" in line and "extendedResources: true) with this change" in line

@@ -81,21 +81,7 @@ def _message(dra_spec: StackSpec, pool: PoolSpec, serving: str, gpus: str) -> st
             "replicas of each switched node have nowhere to run until then"
         )
     other = f"another pool with allocation: {new.value}"
-    ways = []
-    if not dynamic:
-        bridge = (
-            f"on Kubernetes 1.{EXTENDED_RESOURCE_MINOR} or later, turn the bridge on "
-            f"({key_path('dra')}: kubernetesVersion 1.{EXTENDED_RESOURCE_MINOR}+, "
-            "extendedResources: true)"
-        )
-        ways.append(
-            f"{bridge} with this change: the Deployments keep their nvidia.com/mig-* requests "
-            "and the pool moves in place, node by node"
-            if to_dra
-            else f"{bridge} in one `pulumi up` with allocation: dra kept (the Deployments roll "
-            "onto nvidia.com/mig-* requests, one replica at a time), then move the pool back: "
-            "it moves in place, node by node"
-        )
+    ways = [] if dynamic else [bridge_way(to_dra)]
     ways.append(
         f"or give new nodes holding {gpus} GPUs (as many as this pool has) to {other}, move "
         "the services to it (services[].pool: they roll one replica at a time) and remove "
@@ -105,4 +91,25 @@ def _message(dra_spec: StackSpec, pool: PoolSpec, serving: str, gpus: str) -> st
     return (
         f"pool {pool.name} cannot move from {old.value} to {new.value} on its nodes while "
         f"services run on it ({serving}): {why}. Ways forward: {'; '.join(ways)}"
+    )
+
+
+def bridge_way(to_dra: bool) -> str:
+    """The way forward the extended-resource bridge opens for a pool that re-partitions in
+    place (every `existing` pool): the Deployments keep (or first take) `nvidia.com/mig-*`
+    requests, so the re-partitioning Job moves the nodes one by one."""
+    bridge = (
+        f"on Kubernetes 1.{EXTENDED_RESOURCE_MINOR} or later, turn the bridge on "
+        f"({key_path('dra')}: kubernetesVersion 1.{EXTENDED_RESOURCE_MINOR}+, "
+        "extendedResources: true)"
+    )
+    if to_dra:
+        return (
+            f"{bridge} with this change: the Deployments keep their nvidia.com/mig-* requests "
+            "and the pool moves in place, node by node"
+        )
+    return (
+        f"{bridge} in one `pulumi up` with allocation: dra kept (the Deployments roll onto "
+        "nvidia.com/mig-* requests, one replica at a time), then move the pool back: it moves "
+        "in place, node by node"
     )

@@ -12,11 +12,13 @@ changed), with no simulation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from mig_inference.changes.allocation_move import bridge_way
 from mig_inference.changes.gateway import gateway_fields
 from mig_inference.changes.record import plan_record
 from mig_inference.changes.upgrade import DeployedBasis, UpgradedPool
@@ -358,9 +360,36 @@ def _eks_minimum_refusals(deployed: dict[str, Any], current: dict[str, Any]) -> 
     return found
 
 
-def _pool_refusal(pool: PoolDiff, urn: str, message: str) -> str:
+def _bridge_moves_it(
+    pool: PoolDiff, new: Mapping[str, Any], values: Mapping[str, Any] | None
+) -> bool:
+    """The new generation comes from `allocation: device-plugin -> dra` alone on an in-place
+    pool without DynamicMIG: with the extended-resource bridge the pool keeps its generation
+    and moves node by node (`plan.pools.generation.allocation_moves_in_place`). Not the way
+    back: turning the bridge on for a DRA pool is itself a new generation on a cloud."""
+    dra = (values or {}).get("dra")
+    return (
+        [(f.key, f.new) for f in pool.fields] == [("allocation", "dra")]
+        and new.get("rollout") == "in-place"
+        and not (isinstance(dra, Mapping) and dra.get("dynamicMig"))
+    )
+
+
+def _pool_refusal(
+    pool: PoolDiff,
+    urn: str,
+    message: str,
+    new: Mapping[str, Any],
+    values: Mapping[str, Any] | None,
+) -> str:
+    """Why Pulumi refuses to replace or delete the protected pool, and the ways forward.
+    `new`: the pool's record in the version applied; `values`: that version's stack values."""
     keys = ", ".join(f.key for f in pool.fields) or "the change"
-    ways = [f"`pulumi state unprotect '{urn}'`, then `pulumi up`"]
+    unprotect = f"`pulumi state unprotect '{urn}'`, then `pulumi up`"
+    if pool.change is PoolChange.NEW_NODES and new:
+        gpus = new["nodes"]["min"] * new["gpus_per_node"]
+        unprotect += f" (the new generation comes up next to the old one: {gpus} extra GPUs)"
+    ways = [unprotect]
     if pool.change is PoolChange.REMOVED:
         ways.append("or keep the pool in the stack")
     elif pool.upgrade is not None:
@@ -370,6 +399,8 @@ def _pool_refusal(pool: PoolDiff, urn: str, message: str) -> str:
             else "or stay on the release of mig-inference that deployed it"
         )
     else:
+        if _bridge_moves_it(pool, new, values):
+            ways.append(f"or, {bridge_way(to_dra=True)}")
         # Not `rollout: in-place`: switching the rollout is itself a new generation.
         ways.append(f"or undo the change of {keys}")
     what = "removing" if pool.change is PoolChange.REMOVED else f"{keys} needs new nodes, and"
@@ -432,10 +463,12 @@ def change_plan(
             ),
             None,
         )
-        pool.refusal = (
-            None if refusal is None else _pool_refusal(pool, refusal.urn, refusal.message)
-        )
         old, new = deployed["pools"].get(pool.name) or {}, current["pools"].get(pool.name) or {}
+        pool.refusal = (
+            None
+            if refusal is None
+            else _pool_refusal(pool, refusal.urn, refusal.message, new, current.get("values"))
+        )
         reservation = new.get("reservation")
         if reservation and old.get("reservation") == reservation and pool.extra_gpus:
             pool.reservation = reservation
