@@ -213,6 +213,17 @@ def test_the_ways_forward_to_dra_pass_diff(tmp_path: Path) -> None:
     for service in found["services"]:
         assert service["min_serving"] == service["serving_before"], service
 
+    # The old nodes, released, can then join the DRA pool: switched, with nothing on them.
+    def joined(config: dict[str, Any]) -> None:
+        without_the_old_pool(config)
+        config["mig-inference:pools"][0]["nodeNames"] += ["gpu-node-01", "gpu-node-02"]
+
+    found = diff_json(with_config(tmp_path, "joined", "Pulumi.existing-plugin.yaml", joined), only)
+    [pool] = found["pools"]
+    assert pool["nodes_switched"] == ["gpu-node-01 (dra)", "gpu-node-02 (dra)"]
+    for service in found["services"]:
+        assert service["min_serving"] == service["serving_before"], service
+
 
 def test_the_ways_back_to_the_device_plugin_pass_diff(tmp_path: Path) -> None:
     claims = MOVES / "Pulumi.existing-claims.yaml"
@@ -242,7 +253,7 @@ def cloud_versions(cloud: str, protect: bool) -> tuple[dict[str, Any], dict[str,
     return plugin, moved
 
 
-@pytest.mark.parametrize("cloud", ["gke", "eks"])
+@pytest.mark.parametrize("cloud", ["gke", "eks", "oke"])
 @pytest.mark.parametrize("reverse", [False, True], ids=["to-dra", "back"])
 def test_a_cloud_pool_moves_as_a_new_generation_with_its_extra_gpus_stated(
     cloud: str, reverse: bool
@@ -269,7 +280,7 @@ def test_a_cloud_pool_moves_as_a_new_generation_with_its_extra_gpus_stated(
     ), change_warnings(changes)
 
 
-@pytest.mark.parametrize("cloud", ["gke", "eks"])
+@pytest.mark.parametrize("cloud", ["gke", "eks", "oke"])
 @pytest.mark.parametrize("reverse", [False, True], ids=["to-dra", "back"])
 def test_a_protected_cloud_pool_is_refused_with_the_way_forward(cloud: str, reverse: bool) -> None:
     v1, v2 = cloud_versions(cloud, protect=True)
