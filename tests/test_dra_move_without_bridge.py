@@ -5,7 +5,6 @@ clouds, whose extra GPUs `diff` states, refused on a protected pool."""
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -21,29 +20,25 @@ from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
 from mig_inference.spec import parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
+from tests import test_dra_move
 from tests.test_rollout import stack, transition
 
 MOVES = Path(__file__).resolve().parent / "stacks" / "dra-move"
 CLAIMS = {"kubernetesVersion": "1.35"}
-BRIDGE = {"kubernetesVersion": "1.36", "extendedResources": True}
+BRIDGE = test_dra_move.BRIDGE
 KEY = "mig-inference:pools[0].allocation"
 
 
 def existing(
     allocation: str = "device-plugin", dra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Two full nodes of an existing cluster (32 replicas on 2 x 16 slices)."""
-    pool: dict[str, Any] = {"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8,
-                            "nodeNames": ["gpu-a", "gpu-b"], "mig": "all-3g.40gb", "maxPods": 110}  # fmt: skip
-    config: dict[str, Any] = {
-        "cloud": "existing", "cluster": {"name": "lab", "context": "lab"}, "pools": [pool],
-        "services": [{"name": "chat", "model": "m", "memoryGiB": 8, "replicas": 32,
-                      "pool": "h100"}],
-    }  # fmt: skip
-    if allocation == "dra":
-        pool["allocation"] = "dra"
-        config["dra"] = dict(dra if dra is not None else CLAIMS)
-    return config
+    """Two full nodes of an existing cluster (32 replicas on 2 x 16 slices), on `allocation`
+    (on DRA without the bridge unless `dra` says otherwise)."""
+    plugin, moved = test_dra_move.cloud_versions("existing")
+    if allocation != "dra":
+        return plugin
+    moved["dra"] = dict(dra if dra is not None else CLAIMS)
+    return moved
 
 
 def refusals(v1: dict[str, Any], v2: dict[str, Any]) -> list[MigError]:
@@ -246,9 +241,7 @@ def test_the_ways_back_to_the_device_plugin_pass_diff(tmp_path: Path) -> None:
 # -- the clouds: a new generation ------------------------------------------------------------
 def cloud_versions(cloud: str, protect: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     """Two full nodes of an in-place pool, then on DRA without the bridge (Kubernetes 1.35)."""
-    plugin = stack(cloud, replicas=32, protect=protect, rollout="in-place", nodes=2)
-    moved = copy.deepcopy(plugin)
-    moved["pools"][0]["allocation"] = "dra"
+    plugin, moved = test_dra_move.cloud_versions(cloud, protect)
     moved["dra"] = dict(CLAIMS)
     return plugin, moved
 
