@@ -8,9 +8,10 @@ when their pods ask for the same thing on both sides: with the extended-resource
 a node whichever plugin offers the slice. Without it the DRA side's pods claim their slice
 through a ResourceClaimTemplate: each switched node takes its replicas out of service until
 their Deployments roll after the last node (the simulation shows half of every service down for
-hours on two nodes). With DynamicMIG no Job runs at all. Such a move is refused before anything
-changes, with the ways forward that work on an existing cluster (the clouds bring a new
-generation instead: `plan.pools.generation`).
+hours on two nodes). With DynamicMIG no Job runs at all. `diff` and `plan --deployed`, which
+know the deployed stack, refuse such a move before simulating anything, with the ways forward
+that work on an existing cluster (the clouds bring a new generation instead:
+`plan.pools.generation`). The program cannot read what it deployed, so it does not refuse it.
 """
 
 from __future__ import annotations
