@@ -23,7 +23,7 @@ from mig_inference.changes.record import plan_record
 from mig_inference.changes.transition import StackVersion, simulate_transition
 from mig_inference.plan import plan_stack
 from mig_inference.rollout.cluster import Timings
-from mig_inference.rollout.facts import config_names, pool_facts
+from mig_inference.rollout.facts import config_names, load_facts, pool_facts
 from mig_inference.rollout.mig_manager import Durations
 from mig_inference.rollout.outcome import Outcome
 from mig_inference.rollout.rendered import program_of
@@ -35,6 +35,7 @@ from tests.mocked import render_config, stack_rendering
 from tests.test_day2 import CLUSTERS, MACHINES
 
 GKE_POOL = "gcp:container/nodePool:NodePool"
+BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
 
 
 def stack(
@@ -363,6 +364,36 @@ def test_an_eks_launch_template_roll_follows_the_documented_phases() -> None:
     assert pool.change is PoolChange.NODES_REPLACED and pool.nodes_left_cordoned == []
     assert (pool.nodes_created, pool.nodes_replaced, pool.extra_gpus) == (2, 2, 16)
     assert outcome.services["chat"].after == 1
+
+
+def budgets_first(program: Program) -> Program:
+    """The program with its PodDisruptionBudgets registered before everything else: Pulumi's
+    runtime registers resources from a thread pool, so a budget may come before its Deployment."""
+    reordered = Program()
+    for resource in sorted(program, key=lambda r: r.type != BUDGET):
+        reordered.add(resource)
+    return reordered
+
+
+@pytest.mark.parametrize("order", ["as registered", "budgets first"])
+def test_a_budget_holds_whether_it_registered_before_or_after_its_deployment(
+    order: str, tmp_path: Path
+) -> None:
+    """The EKS roll of 16 replicas ends in PodEvictionFailure either way: a Deployment created
+    after its PodDisruptionBudget is held to it (once, the budget came first in a rendering and
+    the roll finished, every replica evicted at once)."""
+    configs = (stack("eks", replicas=16), stack("eks", replicas=16))
+    configs[0]["tags"], configs[1]["tags"] = {"team": "a"}, {"team": "b"}
+    programs = [program_of(render_config(tmp_path, config)) for config in configs]
+    if order == "budgets first":
+        programs = [budgets_first(program) for program in programs]
+        assert next(iter(programs[0])).type == BUDGET
+    plans = [StackVersion("test", config, frozenset()).plan for config in configs]
+    outcome = simulate(programs[0], programs[1], pool_facts(*plans), stack="test",
+                       project="mig-inference", configs=(config_names(plans[0]), config_names(plans[1])),
+                       load=load_facts(*plans))  # fmt: skip
+    assert outcome.failure is not None and "PodEvictionFailure" in outcome.failure
+    assert outcome.services["chat"].least >= 15
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks"])
