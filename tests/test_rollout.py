@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -394,6 +395,63 @@ def test_a_budget_holds_whether_it_registered_before_or_after_its_deployment(
                        load=load_facts(*plans))  # fmt: skip
     assert outcome.failure is not None and "PodEvictionFailure" in outcome.failure
     assert outcome.services["chat"].least >= 15
+
+
+def registered_anew(program: Program, rng: random.Random) -> Program:
+    """Another order Pulumi may register the program in: each resource after its parent and
+    what it depends on, the rest in any order."""
+    keys, placed = {r.key for r in program}, set()
+    pending, reordered = list(program), Program()
+    while pending:
+        ready = [r for r in pending if all(k in placed or k not in keys
+                                           for k in (r.parent, *r.dependencies))]  # fmt: skip
+        resource = rng.choice(ready)
+        pending.remove(resource)
+        placed.add(resource.key)
+        reordered.add(resource)
+    return reordered
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"cloud": "eks", "replicas": 16, "tags": {"team": "a"}},
+         {"cloud": "eks", "replicas": 16, "tags": {"team": "b"}}),
+        ({"cloud": "gke"}, {"cloud": "gke", "mig": "all-1g.10gb"}),
+        ({"cloud": "gke", "rollout": "in-place"},
+         {"cloud": "gke", "rollout": "in-place", "mig": "all-1g.10gb"}),
+    ],
+    ids=["eks roll", "gke new generation", "gke in place"],
+)  # fmt: skip
+def test_what_a_transition_does_does_not_depend_on_the_order_resources_registered_in(
+    before: dict[str, Any], after: dict[str, Any], tmp_path: Path
+) -> None:
+    """Pulumi registers a program's resources in no fixed order (its runtime registers them
+    from a thread pool, each once its inputs resolved): the simulated `pulumi up` is the same
+    for each order that keeps parents and dependencies first."""
+    configs = []
+    for version in (before, after):
+        tags = version.get("tags")
+        config = stack(**{k: v for k, v in version.items() if k != "tags"})
+        configs.append({**config, "tags": tags} if tags else config)
+    programs = [program_of(render_config(tmp_path, config)) for config in configs]
+    plans = [StackVersion("test", config, frozenset()).plan for config in configs]
+
+    def outcome(old: Program, new: Program) -> tuple[Any, ...]:
+        found = simulate(old, new, pool_facts(*plans), stack="test", project="mig-inference",
+                         configs=(config_names(plans[0]), config_names(plans[1])),
+                         load=load_facts(*plans))  # fmt: skip
+        return (
+            found.failure,
+            {name: (s.least, s.after, s.pending_at_end) for name, s in found.services.items()},
+            {name: (p.nodes_created, p.nodes_deleted, p.evicted, p.peak_gpus)
+             for name, p in found.pools.items()},
+        )  # fmt: skip
+
+    registered = outcome(*programs)
+    rng = random.Random(7)
+    for _ in range(6):
+        assert outcome(*(registered_anew(p, rng) for p in programs)) == registered
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks"])
