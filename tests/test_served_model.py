@@ -11,7 +11,7 @@ import pytest
 
 from mig_inference.kube.engines import engine_container
 from mig_inference.plan import plan_stack
-from mig_inference.plan.model import served_model
+from mig_inference.plan.served import served_model
 from mig_inference.spec import parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 

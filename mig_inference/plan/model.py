@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
 from mig_inference.gpus.catalog import GpuModel
@@ -12,17 +11,12 @@ from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.migparted import config_entries
 from mig_inference.solving.packing import PackPlan
 from mig_inference.spec import (
-    Engine,
     MigManager,
     PoolSpec,
     ProfilingSpec,
     Rollout,
     ServiceSpec,
 )
-from mig_inference.spec.engine_args import last_value
-
-if TYPE_CHECKING:
-    from mig_inference.plan.model_cache import ModelCachePlan
 
 WHOLE_GPU = "gpu"
 """The profile name services use for a whole GPU on a pool with MIG disabled."""
@@ -219,27 +213,6 @@ class ServicePlan:
         return (
             f"http://{self.service_name}.{self.spec.namespace}.svc.cluster.local:{self.spec.port}"
         )
-
-
-def served_model(service: ServicePlan, cache: ModelCachePlan | None = None) -> str:
-    """The model id the engine reports (`/v1/models`, the `model` of its answers, its metrics'
-    `model_name`), as `kube.engines` starts it (with the model cache, from its path):
-    - vLLM: the first name of the service's last `--served-model-name` (vLLM answers to every
-      name given and reports the first: vLLM's engine arguments, `--served-model-name`; its
-      parser keeps the last occurrence), else the model: the program names the model as the
-      served name of an engine started from the cache, and the stack cannot set `--model`;
-    - TGI: its `--model-id`, which is the cache's path when started from the cache: TGI 3.3.5
-      takes the model id of a local directory from the tokenizer name, that argument (router/
-      src/server.rs: a local path asks the hub nothing, and `/v1/models` answers
-      `Info.model_id`; the launcher passes `--tokenizer-name <model-id>`); TGI has no served
-      name of its own, and the stack cannot set `--model-id`;
-    - others: the stack's model (Triton and custom engines are not asked for it)."""
-    spec = service.spec
-    if spec.engine is Engine.VLLM:
-        return last_value(spec.args, "--served-model-name") or spec.model
-    if spec.engine is Engine.TGI and cache is not None:
-        return cache.weights_path(service) or spec.model
-    return spec.model
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from mig_inference.kube.engines import engine_container
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import ServicePlan, StackPlan
 from mig_inference.plan.gateway import MODEL_HEADER
-from mig_inference.plan.model import served_model
 from mig_inference.plan.model_cache import ModelCachePlan
+from mig_inference.plan.served import served_model
 from mig_inference.spec import Engine
 from mig_inference.spec.model import Probe
 from mig_inference.versions import VERIFY_IMAGE
