@@ -61,9 +61,10 @@ def last_value(words: tuple[str, ...], flag: str) -> str | None:
         given, value = _option(word)
         if given != flag:
             continue
-        if value is None:
-            value = words[index + 1] if index + 1 < len(words) else None
-        found = value if value is not None else found
+        if value is None and index + 1 < len(words):
+            value = words[index + 1]
+        if value is not None:
+            found = value
     return found
 
 
