@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-from typing import Any
 
 import pytest
 
@@ -14,15 +13,9 @@ from mig_inference.plan import plan_stack
 from mig_inference.plan.served import served_model
 from mig_inference.spec import parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
+from tests.test_verify_jobs import BASE
 
 MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
-BASE: dict[str, Any] = {
-    "cloud": "gke",
-    "cluster": {"name": "inference-1", "project": "my-gcp-project", "location": "us-central1"},
-    "pools": [{"name": "h100", "gpu": "H100-80GB", "machineType": "a3-highgpu-8g", "nodes": 1,
-               "mig": "all-1g.10gb", "zones": ["us-central1-c"], "maxPods": 110}],
-    "services": [{"name": "chat", "model": MODEL, "memoryGiB": 4, "replicas": 1}],
-}  # fmt: skip
 
 
 def vllm_reports(args: tuple[str, ...]) -> str:
@@ -55,8 +48,8 @@ def vllm_reports(args: tuple[str, ...]) -> str:
 def test_the_served_model_is_what_vllm_reports(
     args: list[str], reported: str, cached: bool
 ) -> None:
-    config = copy.deepcopy(BASE)
-    config["services"][0]["args"] = args
+    config = {key: copy.deepcopy(value) for key, value in BASE.items() if key != "verify"}
+    config["services"] = [{"name": "chat", "model": MODEL, "memoryGiB": 4, "args": args}]
     config["gateway"] = {"proxySubnet": "10.129.0.0/23"}
     if cached:
         config["modelCache"] = {"storage": "hyperdisk-ml"}
