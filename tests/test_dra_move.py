@@ -53,10 +53,14 @@ def move(
     to_dra: bool,
     config: str = LAYOUT,
     planned: dict[str, int] | None = None,
+    keeps_requests: bool = True,
 ) -> subprocess.CompletedProcess[str]:
+    """The Job of pool `p`; `keeps_requests`: the replicas' pods keep their requests across the
+    switch (the program's Job with the extended-resource bridge)."""
     target = RepartitionTarget(
         "p", config, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), planned or PLANNED,
         dra=to_dra, dra_namespace=DRA_NAMESPACE if to_dra else "",
+        switch_keeps_requests=keeps_requests,
     )  # fmt: skip
     env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",

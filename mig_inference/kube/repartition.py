@@ -62,6 +62,7 @@ from mig_inference.kube.scripts import load
 from mig_inference.names.digest import short_hash
 from mig_inference.names.labels import POOL_LABEL
 from mig_inference.plan import PoolPlan, StackPlan
+from mig_inference.plan.pools.generation import allocation_moves_in_place
 from mig_inference.spec import Rollout
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -104,6 +105,11 @@ class RepartitionTarget:
     Job (`pools[i].evictUnmanagedPods`)."""
     unmanaged_key: str = ""
     """The stack key that allows it, for the Job's refusal."""
+    switch_keeps_requests: bool = False
+    """The pool's replicas keep what their pods ask for when a node switches between the device
+    plugin and DRA (the extended-resource bridge on, DynamicMIG off:
+    `allocation_moves_in_place`). Without it the Job refuses, before touching any node, a switch
+    of nodes that replicas of the pool's services run on."""
 
     @property
     def fingerprint(self) -> str:
@@ -130,6 +136,7 @@ class RepartitionTarget:
             "UNMANAGED_KEY": self.unmanaged_key,
             "BUDGET_SELECTOR": f"{POOL_LABEL}={self.pool},{MANAGED_BY_LABEL}={MANAGED_BY}",
             **({"EVICT_UNMANAGED": "1"} if self.evict_unmanaged else {}),
+            **({"SWITCH_KEEPS_REQUESTS": "1"} if self.switch_keeps_requests else {}),
             # Only on DRA pools: the Job of every other pool stays as it was.
             **({"DRA_POOL": "1", "DRA_NAMESPACE": self.dra_namespace} if self.dra else {}),
             **({"DRA_PLUGIN_BOUNCED": "1"} if self.dra and self.plugin_bounced else {}),
@@ -169,6 +176,7 @@ def _target(plan: StackPlan, pool: PoolPlan) -> RepartitionTarget:
         plugin_bounced=pool.dra and plugin_follows_mig_manager(plan),
         evict_unmanaged=pool.spec.evict_unmanaged_pods,
         unmanaged_key=f"pools[{index}].evictUnmanagedPods",
+        switch_keeps_requests=allocation_moves_in_place(plan.spec, pool.spec),
     )
 
 

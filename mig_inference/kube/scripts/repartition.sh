@@ -281,10 +281,8 @@ finish() {
   done_nodes="$done_nodes $1"
 }
 
-# pick: list the pool afresh; finish nodes already on the target; batch = up to MAX_UNAVAILABLE
-# of the others, those an earlier run cordoned first.
-pick() {
-  batch=""
+# list_pool: the pool's nodes, in $pool (by its selector, or as named).
+list_pool() {
   if [ -n "$REPARTITION_SELECTOR" ]; then
     kc get nodes -l "$REPARTITION_SELECTOR" -o 'jsonpath={.items[*].metadata.name}' \
       || stop "the pool" "listing its nodes ($REPARTITION_SELECTOR) failed after $KUBE_TRIES tries: $err"
@@ -292,6 +290,13 @@ pick() {
   else
     pool=$REPARTITION_NODES
   fi
+}
+
+# pick: list the pool afresh; finish nodes already on the target; batch = up to MAX_UNAVAILABLE
+# of the others, those an earlier run cordoned first.
+pick() {
+  batch=""
+  list_pool
   resumed=""
   relabelled=""
   fresh=""
@@ -712,6 +717,70 @@ release() {
   batch=""
 }
 
+# no_stranded_replicas: before any node is touched, refuse a switch between the device plugin and
+# DRA that replicas of the pool's services (BUDGET_SELECTOR) could not follow. Their pods ask for
+# a slice the way the plugin being turned off serves it until their Deployments roll, after this
+# Job: a `nvidia.com/mig-*` request reaches a DRA node only through the extended-resource bridge
+# (SWITCH_KEEPS_REQUESTS: the program sets it when the bridge is on and DynamicMIG off), and a
+# resource claim never reaches the device plugin. Only the nodes such replicas run on are read: a
+# pool none of whose replicas run on a node to switch switches.
+STRANDED_POD_FIELDS='{range .items[*]}{.spec.nodeName}{"|"}{.metadata.deletionTimestamp}{"|"}{.metadata.labels.app\.kubernetes\.io/instance}{"|"}{.metadata.labels.app\.kubernetes\.io/name}{"|"}{.spec.containers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"\n"}{end}'
+no_stranded_replicas() {
+  [ -n "${BUDGET_SELECTOR:-}" ] || return 0
+  kc get pods --all-namespaces -l "$BUDGET_SELECTOR" -o "jsonpath=$STRANDED_POD_FIELDS" \
+    || stop "the pool's services" "listing their pods ($BUDGET_SELECTOR) failed after $KUBE_TRIES tries: $err"
+  bound="" # "NODE SERVICE" for each replica that could not follow a switch of its node
+  while IFS='|' read -r pod_node deleting instance name limits claims; do
+    [ -n "$pod_node" ] && [ -z "$deleting" ] || continue
+    case $limits in
+      *'"nvidia.com/gpu'* | *'"nvidia.com/mig-'*) requests=1 ;;
+      *) requests="" ;;
+    esac
+    # A claim reaches the DRA driver only; a request reaches it through the bridge only.
+    if [ -z "$claims" ] || [ "$TARGET_ALLOCATION" = dra ]; then
+      [ -n "$requests$claims" ] && [ -z "${SWITCH_KEEPS_REQUESTS:-}" ] || continue
+    fi
+    bound="$bound$pod_node ${instance:-$name}
+"
+  done <<PODS
+$out
+PODS
+  [ -n "$bound" ] || return 0
+  list_pool
+  switching=""
+  stranded="" # the service of each stranded replica, one a line
+  for node in $pool; do
+    on_node=""
+    while read -r bound_node service; do
+      if [ "$bound_node" = "$node" ]; then
+        on_node="$on_node$service
+"
+      fi
+    done <<BOUND
+$bound
+BOUND
+    [ -n "$on_node" ] || continue
+    read_node "$node"
+    [ -n "$node_found" ] && [ -z "$node_switched" ] || continue
+    switching="$switching $node"
+    stranded="$stranded$on_node"
+  done
+  [ -n "$stranded" ] || return 0
+  replicas=$(printf '%s' "$stranded" | LC_ALL=C sort | uniq -c | while read -r count service; do
+    printf ', %s (%s)' "$service" "$count"
+  done)
+  if [ "$TARGET_ALLOCATION" = dra ]; then
+    direction="from the device plugin to DRA"
+    why="without the extended-resource bridge a pod's nvidia.com/mig-* request does not carry over to DRA, which hands out slices through resource claims"
+    kept="device-plugin"
+  else
+    direction="from DRA back to the device plugin"
+    why="a pod's resource claim does not carry over to the device plugin, which serves nvidia.com/mig-* requests only"
+    kept="dra"
+  fi
+  stop "the pool's move $direction" "switching$switching would strand $(printf '%s' "$stranded" | grep -c .) replicas of the pool's services running there (${replicas#, }): $why, so a switched node's replicas would have nowhere to run until their Deployments roll, after this Job has switched every node. Nothing was cordoned, labelled or evicted. Ways forward: on Kubernetes 1.36 or later turn the extended-resource bridge on (dra: kubernetesVersion 1.36+, extendedResources: true; to move back, first in a pulumi up that keeps allocation: dra) and the pool moves in place, node by node; or move the services to a new pool with the target allocation first (services[].pool) and remove this one later; or keep allocation: $kept. mig-inference diff --deployed shows the plan of each"
+}
+
 if [ -z "$REPARTITION_SELECTOR" ]; then
   missing=""
   for node in $REPARTITION_NODES; do
@@ -725,6 +794,7 @@ if [ -z "$REPARTITION_SELECTOR" ]; then
   fi
 fi
 
+no_stranded_replicas
 paced=""  # the nodes the last batch re-partitioned: their replicas settle before the next drain
 while :; do
   pick
