@@ -11,7 +11,9 @@ their Deployments roll after the last node (the simulation shows half of every s
 hours on two nodes). With DynamicMIG no Job runs at all. `diff` and `plan --deployed`, which
 know the deployed stack, refuse such a move before simulating anything, with the ways forward
 that work on an existing cluster (the clouds bring a new generation instead:
-`plan.pools.generation`). The program cannot read what it deployed, so it does not refuse it.
+`plan.pools.generation`). The program cannot read what it deployed; a `pulumi up` run without
+them is refused by the re-partitioning Job itself, before it touches a node
+(`mig_inference/kube/repartition.py`, `SWITCH_KEEPS_REQUESTS`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,11 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
 - stops before any change when a pod holding a GPU can never be evicted (owned by a DaemonSet),
   when one has no controller (an eviction deletes it for good: refused as `kubectl drain` refuses
   it, unless `pools[i].evictUnmanagedPods`), and, on `existing` pools, when a named node does not
-  exist;
+  exist; and when a switch between the device plugin and DRA would strand replicas of the pool's
+  services: their pods, on a node whose plugin would switch, ask for a slice only the plugin
+  being turned off serves until their Deployments roll after the Job (a `nvidia.com/mig-*`
+  request reaches DRA only through the extended-resource bridge, `SWITCH_KEEPS_REQUESTS`; a
+  resource claim never reaches the device plugin);
 - cordons the nodes, marking its own cordons (`mig-inference.io/cordoned-for=<config>`), so a
   later run resumes a node an interrupted one left cordoned; a node someone else cordoned is
   re-partitioned and left cordoned;
