@@ -56,11 +56,11 @@ def untouched(cluster: FakeCluster, before: dict[str, dict[str, str]]) -> None:
     [
         (True, False, False),
         (False, True, False),
-        # Claims never reach the device plugin, whatever the stack says now (the bridge turned on
-        # in the same change as the move back: the running pods still claim).
+        # A claim never reaches the device plugin, whatever the stack says now (the bridge turned
+        # on in the same change as the move back: the running pods still claim).
         (False, True, True),
     ],
-    ids=["to-dra", "back", "back-with-claims-and-the-bridge-now"],
+    ids=["to-dra", "back", "back-with-the-bridge-turned-on-now"],
 )
 def test_a_switch_the_replicas_cannot_follow_is_refused_before_any_node_is_touched(
     tmp_path: Path, to_dra: bool, claims: bool, keeps_requests: bool
@@ -90,7 +90,7 @@ def test_only_the_replicas_on_the_nodes_to_switch_count(tmp_path: Path, to_dra: 
     cluster = FakeCluster(CONFIGS)
     cluster.add_node("n1", LAYOUT, labels={POOL_LABEL: "p"}, dra=to_dra)
     cluster.add_node("n2", LAYOUT, labels={POOL_LABEL: "p"}, dra=not to_dra)
-    serving(cluster)
+    serving(cluster, claims=not to_dra)
     result = move(cluster, tmp_path, to_dra=to_dra, keeps_requests=False)
     assert result.returncode == 1, output(result)
     assert "switching n2 would strand 3 replicas" in result.stdout
@@ -108,11 +108,24 @@ def test_a_pool_no_replica_runs_on_switches(tmp_path: Path, to_dra: bool) -> Non
     assert cluster.offered_twice == []
 
 
-@pytest.mark.parametrize("to_dra", [True, False], ids=["to-dra", "back"])
-def test_with_the_bridge_the_move_proceeds(tmp_path: Path, to_dra: bool) -> None:
+@pytest.mark.parametrize(
+    ("to_dra", "keeps_requests"),
+    [
+        (True, True),
+        (False, True),
+        # Pods that request their slice (deployed with the bridge) follow the nodes back to the
+        # device plugin whatever the stack says now (its `dra` section goes with its last DRA
+        # pool).
+        (False, False),
+    ],
+    ids=["to-dra", "back", "back-with-the-dra-section-gone"],
+)
+def test_replicas_that_request_their_slice_follow_with_the_bridge(
+    tmp_path: Path, to_dra: bool, keeps_requests: bool
+) -> None:
     cluster = pool("n1", "n2", dra=not to_dra)
     serving(cluster)
-    result = move(cluster, tmp_path, to_dra=to_dra, keeps_requests=True)
+    result = move(cluster, tmp_path, to_dra=to_dra, keeps_requests=keeps_requests)
     assert result.returncode == 0, output(result)
     assert "would strand" not in result.stdout
     expected = ("dra", "false") if to_dra else (None, "true")
@@ -120,18 +133,22 @@ def test_with_the_bridge_the_move_proceeds(tmp_path: Path, to_dra: bool) -> None
 
 
 # -- the program: the Job's environment --------------------------------------------------------
-def repartition_env(tmp_path: Path, stack_file: str) -> dict[str, str]:
+def stack_config(stack_file: str) -> dict[str, Any]:
     raw = yaml.safe_load((MOVES / stack_file).read_text())["config"]
-    config = {key.removeprefix("mig-inference:"): value for key, value in raw.items()}
+    return {key.removeprefix("mig-inference:"): value for key, value in raw.items()}
+
+
+def repartition_envs(tmp_path: Path, config: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The environment of each pool's re-partitioning Job, by the Job's name less its hash."""
     rendering = render_config(tmp_path, config)
     assert rendering.error is None, rendering.error
-    [job] = [
-        j.inputs
-        for j in rendering.of_type("kubernetes:batch/v1:Job")
-        if j.inputs["metadata"]["name"].startswith("mig-repartition-")
-    ]
-    containers: list[dict[str, Any]] = job["spec"]["template"]["spec"]["containers"]
-    return {e["name"]: e["value"] for e in containers[0]["env"]}
+    envs = {}
+    for job in rendering.of_type("kubernetes:batch/v1:Job"):
+        name = job.inputs["metadata"]["name"]
+        if name.startswith("mig-repartition-"):
+            containers: list[dict[str, Any]] = job.inputs["spec"]["template"]["spec"]["containers"]
+            envs[name.rsplit("-", 1)[0]] = {e["name"]: e["value"] for e in containers[0]["env"]}
+    return envs
 
 
 @pytest.mark.parametrize(
@@ -145,11 +162,24 @@ def repartition_env(tmp_path: Path, stack_file: str) -> dict[str, str]:
 def test_the_job_says_the_requests_are_kept_only_with_the_bridge(
     tmp_path: Path, stack_file: str, keeps: bool
 ) -> None:
-    env = repartition_env(tmp_path, stack_file)
+    [env] = repartition_envs(tmp_path, stack_config(stack_file)).values()
     assert env["TARGET_CONFIG"]
     assert ("SWITCH_KEEPS_REQUESTS" in env) is keeps
     if keeps:
         assert env["SWITCH_KEEPS_REQUESTS"] == "1"
+
+
+def test_a_device_plugin_pool_beside_the_bridge_is_not_told_so(tmp_path: Path) -> None:
+    """The pods decide on the way back: the flag is the DRA pools' only."""
+    config = stack_config("Pulumi.existing-dra.yaml")
+    plain = {**config["pools"][0], "name": "plain", "nodeNames": ["gpu-node-03"]}
+    plain.pop("allocation")
+    config["pools"].append(plain)
+    for service in config["services"]:
+        service["pool"] = "h100"
+    envs = repartition_envs(tmp_path, config)
+    assert envs["mig-repartition-h100"].get("SWITCH_KEEPS_REQUESTS") == "1"
+    assert "SWITCH_KEEPS_REQUESTS" not in envs["mig-repartition-plain"]
 
 
 def test_a_listing_of_the_services_pods_that_fails_stops_before_any_change(

@@ -11,7 +11,8 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
   services: their pods, on a node whose plugin would switch, ask for a slice only the plugin
   being turned off serves until their Deployments roll after the Job (a `nvidia.com/mig-*`
   request reaches DRA only through the extended-resource bridge, `SWITCH_KEEPS_REQUESTS`; a
-  resource claim never reaches the device plugin);
+  resource claim never reaches the device plugin, which serves requests whatever the stack
+  says now);
 - cordons the nodes, marking its own cordons (`mig-inference.io/cordoned-for=<config>`), so a
   later run resumes a node an interrupted one left cordoned; a node someone else cordoned is
   re-partitioned and left cordoned;
@@ -110,10 +111,11 @@ class RepartitionTarget:
     unmanaged_key: str = ""
     """The stack key that allows it, for the Job's refusal."""
     switch_keeps_requests: bool = False
-    """The pool's replicas keep what their pods ask for when a node switches between the device
-    plugin and DRA (the extended-resource bridge on, DynamicMIG off:
-    `allocation_moves_in_place`). Without it the Job refuses, before touching any node, a switch
-    of nodes that replicas of the pool's services run on."""
+    """A DRA pool whose replicas keep their `nvidia.com/mig-*` requests when a node switches to
+    it from the device plugin (the extended-resource bridge on, DynamicMIG off:
+    `allocation_moves_in_place`). Without it the Job refuses, before touching any node, to
+    switch nodes such replicas run on. (Back to the device plugin the pods decide: one that
+    holds a resource claim is refused whatever the stack says now.)"""
 
     @property
     def fingerprint(self) -> str:
@@ -180,7 +182,7 @@ def _target(plan: StackPlan, pool: PoolPlan) -> RepartitionTarget:
         plugin_bounced=pool.dra and plugin_follows_mig_manager(plan),
         evict_unmanaged=pool.spec.evict_unmanaged_pods,
         unmanaged_key=f"pools[{index}].evictUnmanagedPods",
-        switch_keeps_requests=allocation_moves_in_place(plan.spec, pool.spec),
+        switch_keeps_requests=pool.dra and allocation_moves_in_place(plan.spec, pool.spec),
     )
 
 

@@ -721,8 +721,9 @@ release() {
 # DRA that replicas of the pool's services (BUDGET_SELECTOR) could not follow. Their pods ask for
 # a slice the way the plugin being turned off serves it until their Deployments roll, after this
 # Job: a `nvidia.com/mig-*` request reaches a DRA node only through the extended-resource bridge
-# (SWITCH_KEEPS_REQUESTS: the program sets it when the bridge is on and DynamicMIG off), and a
-# resource claim never reaches the device plugin. Only the nodes such replicas run on are read: a
+# (SWITCH_KEEPS_REQUESTS: the program sets it on a DRA pool when the bridge is on and DynamicMIG
+# off), and a resource claim never reaches the device plugin (a request does, whatever the stack
+# says now: the pods decide on the way back). Only the nodes such replicas run on are read: a
 # pool none of whose replicas run on a node to switch switches.
 STRANDED_POD_FIELDS='{range .items[*]}{.spec.nodeName}{"|"}{.metadata.deletionTimestamp}{"|"}{.metadata.labels.app\.kubernetes\.io/instance}{"|"}{.metadata.labels.app\.kubernetes\.io/name}{"|"}{.spec.containers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"\n"}{end}'
 no_stranded_replicas() {
@@ -732,13 +733,16 @@ no_stranded_replicas() {
   bound="" # "NODE SERVICE" for each replica that could not follow a switch of its node
   while IFS='|' read -r pod_node deleting instance name limits claims; do
     [ -n "$pod_node" ] && [ -z "$deleting" ] || continue
-    case $limits in
-      *'"nvidia.com/gpu'* | *'"nvidia.com/mig-'*) requests=1 ;;
-      *) requests="" ;;
-    esac
-    # A claim reaches the DRA driver only; a request reaches it through the bridge only.
-    if [ -z "$claims" ] || [ "$TARGET_ALLOCATION" = dra ]; then
-      [ -n "$requests$claims" ] && [ -z "${SWITCH_KEEPS_REQUESTS:-}" ] || continue
+    # Back to the device plugin a claim is stranded (the device plugin serves requests); to DRA
+    # a request is, unless the bridge serves it.
+    if [ "$TARGET_ALLOCATION" = dra ]; then
+      [ -z "${SWITCH_KEEPS_REQUESTS:-}" ] || continue
+      case $limits in
+        *'"nvidia.com/gpu'* | *'"nvidia.com/mig-'*) ;;
+        *) continue ;;
+      esac
+    elif [ -z "$claims" ]; then
+      continue
     fi
     bound="$bound$pod_node ${instance:-$name}
 "
