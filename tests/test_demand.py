@@ -18,7 +18,14 @@ from mig_inference.gpus.catalog import GpuModel, resolve_gpu
 from mig_inference.gpus.layout import maximal_layouts, valid_layouts
 from mig_inference.solving import uniform
 from mig_inference.solving.milp import Milp, Solution
-from mig_inference.solving.model import Problem, candidate_layouts, fewest_gpus, lower_bound
+from mig_inference.solving.model import (
+    Problem,
+    candidate_layouts,
+    fewest_compute_slices,
+    fewest_gpus,
+    lower_bound,
+    replicas_lower_bound,
+)
 from mig_inference.solving.packing import Workload, allowed_profiles, pack
 from mig_inference.solving.throughput import parvagpu_scenarios
 
@@ -276,3 +283,81 @@ def test_a_demand_probe_goes_straight_to_the_full_program(monkeypatch: pytest.Mo
     plan = pack(H100, fleet, gpus_per_node=2, uniform_nodes=True, baselines=False)
     assert plan.optimal and all(m.served >= m.requests_per_second for m in plan.demand_met())
     assert uniform.FIXED_LAYOUT_NODES not in node_limits
+
+
+def fewest_compute_by_enumeration(workload: Workload, gpu: GpuModel) -> int:
+    """The fewest compute slices of an integral mix serving `workload`'s demand: every count of
+    each profile but the last, and of the last as many as the rest leaves to serve."""
+    profiles = allowed_profiles(gpu, workload)
+    demand = float(workload.requests_per_second or 0.0)
+    *others, last = profiles
+    ranges = [range(int(demand // workload.throughput_on(p.name)) + 2) for p in others]
+    best = None
+    for counts in itertools.product(*ranges):
+        served = sum(
+            n * workload.throughput_on(p.name) for n, p in zip(counts, others, strict=True)
+        )
+        rest = max(0, -(-(demand - served) // workload.throughput_on(last.name)))
+        compute = (
+            sum(n * p.compute for n, p in zip(counts, others, strict=True))
+            + int(rest) * last.compute
+        )
+        best = compute if best is None else min(best, compute)
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize("sharing", ["single", "mps"])
+def test_the_compute_row_holds_the_fewest_slices_of_a_whole_replica_mix(sharing: str) -> None:
+    """Each demand's compute row states the fewest compute slices of any integral mix (checked
+    against every mix), which may exceed the fractional bound rounded up: on SLO6 with MPS it
+    does, and the 105 compute slices of its 15 GPUs have one to spare instead of two."""
+    gpu = resolve_gpu("A100-80GB")
+    above_rounded = 0
+    for scenario in parvagpu_scenarios(sharing):
+        for workload in scenario.workloads:
+            allowed = tuple(allowed_profiles(gpu, workload))
+            fewest = fewest_compute_slices(workload, allowed)
+            assert fewest == fewest_compute_by_enumeration(workload, gpu), workload.name
+            rounded = -int(-replicas_lower_bound(workload, allowed, "compute") // 1)
+            above_rounded += fewest > rounded
+    assert above_rounded > 0
+    if sharing == "mps":
+        slo6 = parvagpu_scenarios("mps")[5].workloads
+        total = sum(fewest_compute_slices(w, tuple(allowed_profiles(gpu, w))) for w in slo6)
+        assert total == 104
+
+
+def test_one_layout_of_slo6_with_mps_is_ruled_out_by_relaxations_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the compute rows at the integral fewest, the LP relaxation of every single layout on
+    SLO6's 15 GPUs is infeasible: the fleet's program is solved as an integer program three
+    times (a plan at the bound, fewest distinct layouts, least memory), none to rule out a
+    single layout."""
+    gpu = resolve_gpu("A100-80GB")
+    scenario = parvagpu_scenarios("mps")[5]
+    allowed = [allowed_profiles(gpu, w) for w in scenario.workloads]
+    columns = len(
+        Problem(
+            gpu,
+            scenario.workloads,
+            allowed,
+            candidate_layouts(gpu, [p for a in allowed for p in a]),
+        )
+        .model()
+        .milp.cost
+    )
+    integer_solves = []
+    original = Milp.solve
+
+    def solve(milp: Milp, **options: Any) -> Solution:
+        if not options.get("relax") and len(milp.cost) >= columns:
+            integer_solves.append(milp)
+        return original(milp, **options)
+
+    monkeypatch.setattr(Milp, "solve", solve)
+    plan = pack(gpu, scenario.workloads)
+    assert plan.gpu_count == 15 and plan.optimal and plan.refined_optimal
+    assert len(plan.distinct_layouts()) == 3
+    assert len(integer_solves) == 3

@@ -17,6 +17,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, Profile
@@ -106,8 +107,9 @@ def _demand(
     Deployment per profile, so no single-profile rule).
 
     Three rows more state what every integral mix must hold: at least as many replicas, and as
-    many compute and memory slices, as the fewest that can serve the demand, rounded up (a
-    replica counts whole). They cut off the fractional mixes the demand row alone lets the LP
+    many memory slices, as the fewest that can serve the demand, rounded up (a replica counts
+    whole), and as many compute slices as the fewest of any integral mix (see
+    `fewest_compute_slices`). They cut off the fractional mixes the demand row alone lets the LP
     relaxation take, which is what makes the fewest GPUs of a large demand fleet provable."""
     demand = float(workload.requests_per_second or 0.0)
     for profile in allowed:
@@ -116,9 +118,37 @@ def _demand(
     mine = {p.name: y[(w, p.name)] for p in allowed}
     milp.constrain({mine[p.name]: workload.throughput_on(p.name) for p in allowed}, lower=demand)
     milp.constrain(dict.fromkeys(mine.values(), 1.0), lower=workload.fewest_replicas)
-    for per in ("compute", "memory"):
-        fewest = math.ceil(replicas_lower_bound(workload, allowed, per) - 1e-9)
-        milp.constrain({mine[p.name]: float(_size(p, per)) for p in allowed}, lower=fewest)
+    fewest_memory = math.ceil(replicas_lower_bound(workload, allowed, "memory") - 1e-9)
+    milp.constrain({mine[p.name]: float(p.memory) for p in allowed}, lower=fewest_memory)
+    fewest_compute = fewest_compute_slices(workload, tuple(allowed))
+    milp.constrain({mine[p.name]: float(p.compute) for p in allowed}, lower=fewest_compute)
+
+
+@cache
+def fewest_compute_slices(workload: Workload, allowed: tuple[Profile, ...]) -> int:
+    """The fewest compute slices of any integral mix of `allowed` replicas that serves the
+    demand of `workload`: at least the fractional bound rounded up, and exactly that when the
+    best mix of one profile alone reaches it; otherwise proven by HiGHS on this workload alone,
+    started from that mix (a few variables and one row: well under a millisecond).
+
+    A replica counts whole, so this may exceed the rounded bound. On ParvaGPU's SLO6 fleet with
+    MPS it does by one slice: 104 of the 105 compute slices of 15 GPUs instead of 103, and with
+    that slack gone the LP relaxations of the later stages rule out most layouts outright."""
+    rounded = math.ceil(replicas_lower_bound(workload, allowed, "compute") - 1e-9)
+    demand = float(workload.requests_per_second or 0.0)
+    one_profile = {p: math.ceil(demand / workload.throughput_on(p.name)) for p in allowed}
+    best = min(allowed, key=lambda p: one_profile[p] * p.compute)
+    if one_profile[best] * best.compute <= rounded:
+        return rounded
+    alone = Milp()
+    mix = [alone.variable(cost=float(p.compute), upper=float(one_profile[p])) for p in allowed]
+    alone.constrain(
+        {var: workload.throughput_on(p.name) for var, p in zip(mix, allowed, strict=True)},
+        lower=demand,
+    )
+    start = [float(one_profile[p]) if p is best else 0.0 for p in allowed]
+    solution = alone.solve(integral_objective=True, start=start, heuristics=False)
+    return round(solution.objective) if solution.optimal else rounded
 
 
 def _size(profile: Profile, per: str) -> int:
