@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import subprocess
 import sys
@@ -361,3 +362,32 @@ def test_one_layout_of_slo6_with_mps_is_ruled_out_by_relaxations_alone(
     assert plan.gpu_count == 15 and plan.optimal and plan.refined_optimal
     assert len(plan.distinct_layouts()) == 3
     assert len(integer_solves) == 3
+
+
+def test_slo6_with_mps_states_what_earlier_stages_proved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fewest distinct layouts start from the single-layout stage's proof (a row: at least
+    two), and the least memory on the three layouts found gives each a GPU at least (with three
+    proven the fewest, a plan leaving one out cannot exist): both spare HiGHS work it would do
+    to prove them again, and the plan's values stay the proven optima."""
+    gpu = resolve_gpu("A100-80GB")
+    scenario = parvagpu_scenarios("mps")[5]
+    solves: list[tuple[Milp, Solution]] = []
+    original = Milp.solve
+
+    def solve(milp: Milp, **options: Any) -> Solution:
+        solution = original(milp, **options)
+        if not options.get("relax"):
+            solves.append((milp, solution))
+        return solution
+
+    monkeypatch.setattr(Milp, "solve", solve)
+    plan = pack(gpu, scenario.workloads)
+    (distinct, _), (memory, solution) = solves[-2:]
+    used = range(len(memory.cost), len(distinct.cost))
+    assert ({u: 1.0 for u in used}, 2.0, math.inf) in distinct.rows
+    allowed = [allowed_profiles(gpu, w) for w in scenario.workloads]
+    layouts = range(len(candidate_layouts(gpu, [p for a in allowed for p in a])))  # x first
+    chosen = [var for var in layouts if solution.values[var] > 0.5]
+    assert len(chosen) == 3 and all(memory.lower[var] == 1.0 for var in chosen)
+    assert [s.value for s in plan.preferences] == [3, 658_970]
+    assert all(s.proven for s in plan.preferences)
