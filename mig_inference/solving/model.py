@@ -254,12 +254,13 @@ class Fewest:
     model: Model
 
 
-def fewest_gpus(problem: Problem, lower: int | None = None) -> Fewest:
+def fewest_gpus(problem: Problem, lower: int | None = None, model: Model | None = None) -> Fewest:
     """The fewest GPUs. With `lower`, a proven lower bound (see `lower_bound`), a plan with
     exactly that many GPUs is looked for first: any feasible point proves it optimal, and
     HiGHS finds one without the root cuts it separates to close the gap of the full program
-    (on ParvaGPU's SLO6 fleet with MPS, 20 ms of CPU instead of 42)."""
-    model = problem.model()
+    (on ParvaGPU's SLO6 fleet with MPS, 20 ms of CPU instead of 42). `model` is the problem's
+    program when already built."""
+    model = problem.model() if model is None else model
     if lower is not None:
         at_bound = at_total(model, lower).solve()
         if at_bound.values:

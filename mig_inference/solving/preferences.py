@@ -64,10 +64,12 @@ def prefer(
     total: int,
     start: Sequence[float],
     keep: Mapping[Layout, int] | None = None,
+    at_least: int | None = None,
 ) -> Preferred:
     """The preferred plan among the points of `milp` (`model`'s rows with the unit's GPUs fixed
     at `total`), starting from the feasible point `start`. `keep` is the deployed layout of one
-    unit, as GPUs per layout."""
+    unit, as GPUs per layout. `at_least` is what `one_layout` already proved on the same
+    `milp` (no single layout holds the fleet): that stage is then not run again."""
     milp = milp.copy()
     stages = []
     kept = None
@@ -75,15 +77,29 @@ def prefer(
     if keep:
         kept, keep_stage, values = _keep(model, milp, total, values, keep)
         stages.append(keep_stage)
+    if at_least is None:
+        single = one_layout(problem, model, milp, total)
+        if isinstance(single, Preferred):
+            stages += single.stages
+            return Preferred(single.values, all(s.proven for s in stages), kept, tuple(stages))
+        at_least = single
     costs = memory_costs(problem, model)
-    single = _single_layout(model, milp, total, costs)
-    if not isinstance(single, int):
-        stages += [Stage(DISTINCT, 1, 1, True), single[1]]
-        return Preferred(single[0], all(s.proven for s in stages), kept, tuple(stages))
-    distinct, distinct_stage = _fewest_layouts(model, milp, total, values, at_least=single)
+    distinct, distinct_stage = _fewest_layouts(model, milp, total, values, at_least)
     memory, memory_stage = _least_memory(model, milp, costs, distinct, distinct_stage.proven)
     stages += [distinct_stage, memory_stage]
     return Preferred(memory, all(s.proven for s in stages), kept, tuple(stages))
+
+
+def one_layout(problem: Problem, model: Model, milp: Milp, total: int) -> Preferred | int:
+    """The preferred plan when one layout on every GPU of the unit holds the fleet (see
+    `_single_layout`); otherwise the fewest distinct layouts it proved (2, or 1 when a layout
+    stopped on its work limit). It needs no feasible point to start from: a plan it finds with
+    the fleet's lower bound of GPUs proves that count too, before any search for one."""
+    single = _single_layout(model, milp, total, memory_costs(problem, model))
+    if isinstance(single, int):
+        return single
+    values, memory_stage = single
+    return Preferred(values, memory_stage.proven, None, (Stage(DISTINCT, 1, 1, True), memory_stage))
 
 
 def _stage(name: str, solution: Solution, value: float, trivial: int, sign: int = 1) -> Stage:
