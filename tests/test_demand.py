@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import random
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import pytest
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
 from mig_inference.gpus.layout import maximal_layouts, valid_layouts
+from mig_inference.solving import model as model_module
 from mig_inference.solving import uniform
 from mig_inference.solving.bench import demand_fleet
 from mig_inference.solving.milp import Milp, Solution
@@ -366,11 +366,12 @@ def test_one_layout_of_slo6_with_mps_is_ruled_out_by_relaxations_alone(
     assert len(integer_solves) == 3
 
 
-def test_slo6_with_mps_states_what_earlier_stages_proved(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fewest distinct layouts start from the single-layout stage's proof (a row: at least
-    two), and the least memory on the three layouts found gives each a GPU at least (with three
-    proven the fewest, a plan leaving one out cannot exist): both spare HiGHS work it would do
-    to prove them again, and the plan's values stay the proven optima."""
+def test_slo6_with_mps_states_that_every_layout_found_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The least memory on the three layouts found gives each a GPU at least (with three proven
+    the fewest, a plan leaving one out cannot exist): that spares HiGHS work it would do to
+    prove it again, and the plan's values stay the proven optima."""
     gpu = resolve_gpu("A100-80GB")
     scenario = parvagpu_scenarios("mps")[5]
     solves: list[tuple[Milp, Solution]] = []
@@ -384,9 +385,7 @@ def test_slo6_with_mps_states_what_earlier_stages_proved(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(Milp, "solve", solve)
     plan = pack(gpu, scenario.workloads)
-    (distinct, _), (memory, solution) = solves[-2:]
-    used = range(len(memory.cost), len(distinct.cost))
-    assert ({u: 1.0 for u in used}, 2.0, math.inf) in distinct.rows
+    memory, solution = solves[-1]
     allowed = [allowed_profiles(gpu, w) for w in scenario.workloads]
     layouts = range(len(candidate_layouts(gpu, [p for a in allowed for p in a])))  # x first
     chosen = [var for var in layouts if solution.values[var] > 0.5]
@@ -442,3 +441,15 @@ def test_a_fleet_whose_lower_bound_does_not_hold_gets_the_full_programs_count() 
     assert (plan.gpu_count, plan.lower_bound) == (42, 41) == (fewest_gpus(problem).gpus, 41)
     assert plan.optimal and plan.refined_optimal
     assert plan.preferences[0].value == len(plan.distinct_layouts()) == 3
+
+
+def test_identical_nodes_keep_the_rounded_compute_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The identical-node search keeps the compute rows its work-limited preference stages were
+    measured with (the fractional fewest rounded up): no whole-replica minimum is asked for."""
+    asked = []
+    monkeypatch.setattr(model_module, "fewest_compute_slices", lambda *a: asked.append(a) or 0)
+    fleet = [demand("a", 260, **{"1g_10gb": 18, "3g_40gb": 35}), demand("b", 90, **{"1g_10gb": 10})]
+    plan = pack(H100, fleet, gpus_per_node=2, uniform_nodes=True, baselines=False)
+    assert plan.optimal and asked == []
+    pack(H100, fleet, baselines=False)
+    assert asked

@@ -210,7 +210,9 @@ def pack(
     # no longer maximal for the profiles asked now.
     extra = dict.fromkeys(deployed)
     layouts += [layout for layout in extra if layout not in layouts and is_valid(gpu, layout)]
-    problem = Problem(gpu, workloads, allowed, layouts, single_profile)
+    problem = Problem(
+        gpu, workloads, allowed, layouts, single_profile, whole_replica_compute=not uniform_nodes
+    )
     lower = lower_bound(problem)
     if uniform_nodes:
         assert gpus_per_node is not None
