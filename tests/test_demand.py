@@ -446,8 +446,13 @@ def test_a_fleet_whose_lower_bound_does_not_hold_gets_the_full_programs_count() 
 def test_identical_nodes_keep_the_rounded_compute_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """The identical-node search keeps the compute rows its work-limited preference stages were
     measured with (the fractional fewest rounded up): no whole-replica minimum is asked for."""
-    asked = []
-    monkeypatch.setattr(model_module, "fewest_compute_slices", lambda *a: asked.append(a) or 0)
+    asked: list[object] = []
+
+    def fewest_compute_slices(*arguments: object) -> int:
+        asked.append(arguments)
+        return 0
+
+    monkeypatch.setattr(model_module, "fewest_compute_slices", fewest_compute_slices)
     fleet = [demand("a", 260, **{"1g_10gb": 18, "3g_40gb": 35}), demand("b", 90, **{"1g_10gb": 10})]
     plan = pack(H100, fleet, gpus_per_node=2, uniform_nodes=True, baselines=False)
     assert plan.optimal and asked == []
