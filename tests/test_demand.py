@@ -22,9 +22,11 @@ from mig_inference.solving.bench import demand_fleet
 from mig_inference.solving.milp import Milp, Solution
 from mig_inference.solving.model import (
     Problem,
+    at_total,
     candidate_layouts,
     fewest_compute_slices,
     fewest_gpus,
+    holds_by_counting,
     lower_bound,
     replicas_lower_bound,
 )
@@ -458,3 +460,45 @@ def test_identical_nodes_keep_the_rounded_compute_rows(monkeypatch: pytest.Monke
     assert plan.optimal and asked == []
     pack(H100, fleet, baselines=False)
     assert asked
+
+
+@pytest.mark.parametrize("sharing", ["single", "mps"])
+def test_a_layout_ruled_out_by_counting_holds_no_plan(sharing: str) -> None:
+    """Counting rules a layout out only when no plan of that layout alone exists on the fleet's
+    GPUs (checked by solving each such layout's program): on SLO6 with MPS it rules out 10 of
+    the 12 layouts, whose LP relaxations were solved before."""
+    gpu = resolve_gpu("A100-80GB")
+    for scenario in parvagpu_scenarios(sharing):
+        allowed = [allowed_profiles(gpu, w) for w in scenario.workloads]
+        candidates = candidate_layouts(gpu, [p for a in allowed for p in a])
+        problem = Problem(gpu, scenario.workloads, allowed, candidates, whole_replica_compute=True)
+        gpus = pack(gpu, scenario.workloads, baselines=False).gpu_count
+        model = problem.model()
+        ruled_out = [x for x in candidates if not holds_by_counting(problem, x, gpus)]
+        for layout in ruled_out:
+            alone = at_total(model, gpus)
+            for other, var in model.x.items():
+                alone.upper[var] = 0.0 if other != layout else alone.upper[var]
+            assert alone.solve().infeasible, (scenario.name, str(layout))
+        if scenario.name == "SLO6 (mps)":
+            assert (len(ruled_out), len(candidates)) == (10, 12)
+
+
+def test_slo6_with_mps_solves_two_single_layout_relaxations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fleet's LP relaxation is solved for its lower bound and for the two layouts counting
+    leaves (before, for all twelve)."""
+    gpu = resolve_gpu("A100-80GB")
+    scenario = parvagpu_scenarios("mps")[5]
+    relaxations = []
+    original = Milp.solve
+
+    def solve(milp: Milp, **options: Any) -> Solution:
+        if options.get("relax"):
+            relaxations.append(milp)
+        return original(milp, **options)
+
+    monkeypatch.setattr(Milp, "solve", solve)
+    pack(gpu, scenario.workloads)
+    assert len(relaxations) == 1 + 2

@@ -199,6 +199,32 @@ def lower_bound(problem: Problem) -> int:
     return max(counting, math.ceil(relaxed.objective - 1e-6))
 
 
+def holds_by_counting(problem: Problem, layout: Layout, gpus: int) -> bool:
+    """Whether `gpus` copies of `layout` may hold the fleet as far as counting tells: every
+    workload has a profile of the layout, and the fewest replicas, compute slices and memory
+    slices the workloads need on those profiles, each rounded up (a replica counts whole), fit
+    in what the copies offer. False proves that no plan of that layout alone exists."""
+    offered = layout.as_dict()
+    replicas = compute = memory = 0
+    for workload, allowed in zip(problem.workloads, problem.allowed, strict=True):
+        mine = [p for p in allowed if p.name in offered]
+        if not mine:
+            return False
+        if workload.demand_driven:
+            fastest = max(workload.throughput_on(p.name) for p in mine)
+            replicas += math.ceil(float(workload.requests_per_second or 0.0) / fastest - 1e-9)
+        else:
+            replicas += workload.replicas
+        compute += math.ceil(replicas_lower_bound(workload, mine, "compute") - 1e-9)
+        memory += math.ceil(replicas_lower_bound(workload, mine, "memory") - 1e-9)
+    sizes = [(problem.gpu.profile(name), count) for name, count in offered.items()]
+    return (
+        replicas <= gpus * sum(offered.values())
+        and compute <= gpus * sum(p.compute * count for p, count in sizes)
+        and memory <= gpus * sum(p.memory * count for p, count in sizes)
+    )
+
+
 COMPUTE_SLICE_MIB = 10
 """What a compute slice weighs in the memory preference: among slices of equal memory, the one
 with less compute wins."""

@@ -235,7 +235,7 @@ def _pack_free(problem: Problem, gpus_per_node: int | None, lower: int) -> PackP
     at_lower = at_total(model, lower)
     # One layout holding the fleet on its lower bound of GPUs proves that count as well: then
     # no plan at the bound is searched for (on ParvaGPU's SLO5 fleet with MPS, about 40 ms of CPU).
-    single = one_layout(merged, model, at_lower, lower)
+    single = one_layout(merged, model, at_lower, lower, fleet=True)
     if isinstance(single, Preferred):
         chosen, proven = single, True
     else:
