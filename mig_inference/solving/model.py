@@ -60,7 +60,7 @@ class Problem:
     """Each demand's compute row holds the fewest compute slices of a mix of whole replicas (see
     `fewest_compute_slices`) instead of the fractional fewest rounded up. Both rows are valid;
     the stronger one is what lets the LP relaxations of a free pack's stages rule out layouts
-    (ParvaGPU's SLO6 fleet with MPS proven in 75 ms of CPU instead of 120), but the
+    (ParvaGPU's SLO6 fleet with MPS proven in 72-75 ms of CPU instead of 117), but the
     identical-node search does without it: on seeded demand fleets of 40-200 services its
     work-limited preference stages stopped on plans with more distinct layouts with it."""
 
@@ -135,8 +135,8 @@ def _demand(
     if whole_replica_compute:
         fewest["compute"] = fewest_compute_slices(workload, tuple(allowed))
         # The order of rows steers HiGHS's search (the same proofs, other paths): this one
-        # proves the fewest distinct layouts of ParvaGPU's SLO6 fleet with MPS in 34 ms of CPU
-        # instead of 41, with the same plan.
+        # proves the fewest distinct layouts of ParvaGPU's SLO6 fleet with MPS in 31 ms of CPU
+        # instead of 45.
         order = ("memory", "compute")
     for per in order:
         milp.constrain({mine[p.name]: float(_size(p, per)) for p in allowed}, lower=fewest[per])
