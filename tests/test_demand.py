@@ -243,8 +243,7 @@ def test_a_plan_at_the_lower_bound_proves_the_count_without_the_full_program(
 ) -> None:
     """Given the proven lower bound, the fewest GPUs are the same as the full program's, and
     when the bound holds the full program (whose root cuts were most of SLO6's work) is never
-    solved (every scenario's bound holds since the compute rows count whole replicas; before,
-    SLO4 with MPS had bound 6, plan 7, and the full program proved the count)."""
+    solved; when it does not (SLO4 with MPS: bound 6, plan 7) the full program proves the count."""
     gpu = resolve_gpu("A100-80GB")
     full_solves = []
     original = Milp.solve
@@ -314,9 +313,9 @@ def fewest_compute_by_enumeration(workload: Workload, gpu: GpuModel) -> int:
 
 @pytest.mark.parametrize("sharing", ["single", "mps"])
 def test_the_compute_row_holds_the_fewest_slices_of_a_whole_replica_mix(sharing: str) -> None:
-    """Each demand's compute row states the fewest compute slices of any integral mix (checked
-    against every mix), which may exceed the fractional bound rounded up: on SLO6 with MPS it
-    does, and the 105 compute slices of its 15 GPUs have one to spare instead of two."""
+    """A free pack's compute row per demand states the fewest compute slices of any integral
+    mix (checked against every mix), which may exceed the fractional bound rounded up: on SLO6
+    with MPS it does, and the 105 compute slices of its 15 GPUs have one to spare, not two."""
     gpu = resolve_gpu("A100-80GB")
     above_rounded = 0
     for scenario in parvagpu_scenarios(sharing):

@@ -59,10 +59,10 @@ class Problem:
     whole_replica_compute: bool = False
     """Each demand's compute row holds the fewest compute slices of a mix of whole replicas (see
     `fewest_compute_slices`) instead of the fractional fewest rounded up. Both rows are valid;
-    the stronger one is what lets the LP relaxations of a free pack's stages rule out layouts
-    (ParvaGPU's SLO6 fleet with MPS proven in 72-75 ms of CPU instead of 117), but the
-    identical-node search does without it: on seeded demand fleets of 40-200 services its
-    work-limited preference stages stopped on plans with more distinct layouts with it."""
+    the stronger one lets the LP relaxations of a free pack's stages rule out layouts (on
+    ParvaGPU's SLO6 fleet with MPS, every single layout), but the identical-node search does
+    without it: with it, the work-limited fewest-layouts stage of the benchmark's 200-demand
+    fleet stopped on 5-7 distinct layouts per node instead of 4."""
 
     def model(self) -> Model:
         """The program minimizing GPUs."""
@@ -147,7 +147,7 @@ def fewest_compute_slices(workload: Workload, allowed: tuple[Profile, ...]) -> i
     """The fewest compute slices of any integral mix of `allowed` replicas that serves the
     demand of `workload`: at least the fractional bound rounded up, and exactly that when the
     best mix of one profile alone reaches it; otherwise proven by HiGHS on this workload alone,
-    started from that mix (a few variables and one row: well under a millisecond).
+    started from that mix (a few variables and one row: about a millisecond).
 
     A replica counts whole, so this may exceed the rounded bound. On ParvaGPU's SLO6 fleet with
     MPS it does by one slice: 104 of the 105 compute slices of 15 GPUs instead of 103, and with
