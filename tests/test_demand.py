@@ -8,6 +8,7 @@ import json
 import random
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -332,102 +333,87 @@ def test_the_compute_row_holds_the_fewest_slices_of_a_whole_replica_mix(sharing:
         assert total == 104
 
 
-def test_one_layout_of_slo6_with_mps_is_ruled_out_by_relaxations_alone(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+Recorded = list[tuple[Milp, dict[str, Any], Solution]]
+
+
+@pytest.fixture
+def solves(monkeypatch: pytest.MonkeyPatch) -> Recorded:
+    """Every program solved from now on, with the options and the solution, in order."""
+    recorded: Recorded = []
+    original = Milp.solve
+
+    def solve(milp: Milp, **options: Any) -> Solution:
+        solution = original(milp, **options)
+        recorded.append((milp, options, solution))
+        return solution
+
+    monkeypatch.setattr(Milp, "solve", solve)
+    return recorded
+
+
+def fleet_columns(gpu: GpuModel, fleet: Sequence[Workload]) -> tuple[int, int]:
+    """Columns of the fleet's program, and of its layouts (their x come first)."""
+    allowed = [allowed_profiles(gpu, w) for w in fleet]
+    candidates = candidate_layouts(gpu, [p for a in allowed for p in a])
+    return len(Problem(gpu, fleet, allowed, candidates).model().milp.cost), len(candidates)
+
+
+def test_one_layout_of_slo6_with_mps_is_ruled_out_by_relaxations_alone(solves: Recorded) -> None:
     """With the compute rows at the integral fewest, the LP relaxation of every single layout on
     SLO6's 15 GPUs is infeasible: the fleet's program is solved as an integer program three
     times (a plan at the bound, fewest distinct layouts, least memory), none to rule out a
     single layout."""
     gpu = resolve_gpu("A100-80GB")
     scenario = parvagpu_scenarios("mps")[5]
-    allowed = [allowed_profiles(gpu, w) for w in scenario.workloads]
-    columns = len(
-        Problem(
-            gpu,
-            scenario.workloads,
-            allowed,
-            candidate_layouts(gpu, [p for a in allowed for p in a]),
-        )
-        .model()
-        .milp.cost
-    )
-    integer_solves = []
-    original = Milp.solve
-
-    def solve(milp: Milp, **options: Any) -> Solution:
-        if not options.get("relax") and len(milp.cost) >= columns:
-            integer_solves.append(milp)
-        return original(milp, **options)
-
-    monkeypatch.setattr(Milp, "solve", solve)
+    columns, _ = fleet_columns(gpu, scenario.workloads)
     plan = pack(gpu, scenario.workloads)
     assert plan.gpu_count == 15 and plan.optimal and plan.refined_optimal
     assert len(plan.distinct_layouts()) == 3
-    assert len(integer_solves) == 3
+    integer = [m for m, options, _ in solves if not options.get("relax") and len(m.cost) >= columns]
+    assert len(integer) == 3
 
 
-def test_slo6_with_mps_states_that_every_layout_found_is_used(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_slo6_with_mps_states_that_every_layout_found_is_used(solves: Recorded) -> None:
     """The least memory on the three layouts found gives each a GPU at least (with three proven
     the fewest, a plan leaving one out cannot exist): that spares HiGHS work it would do to
     prove it again, and the plan's values stay the proven optima."""
     gpu = resolve_gpu("A100-80GB")
     scenario = parvagpu_scenarios("mps")[5]
-    solves: list[tuple[Milp, Solution]] = []
-    original = Milp.solve
-
-    def solve(milp: Milp, **options: Any) -> Solution:
-        solution = original(milp, **options)
-        if not options.get("relax"):
-            solves.append((milp, solution))
-        return solution
-
-    monkeypatch.setattr(Milp, "solve", solve)
+    _, layouts = fleet_columns(gpu, scenario.workloads)
     plan = pack(gpu, scenario.workloads)
-    memory, solution = solves[-1]
-    allowed = [allowed_profiles(gpu, w) for w in scenario.workloads]
-    layouts = range(len(candidate_layouts(gpu, [p for a in allowed for p in a])))  # x first
-    chosen = [var for var in layouts if solution.values[var] > 0.5]
-    assert len(chosen) == 3 and all(memory.lower[var] == 1.0 for var in chosen)
+    memory, _, solution = solves[-1]
+    chosen = [x for x in range(layouts) if solution.values[x] > 0.5]
+    assert len(chosen) == 3 and all(memory.lower[x] == 1.0 for x in chosen)
     assert [s.value for s in plan.preferences] == [3, 658_970]
     assert all(s.proven for s in plan.preferences)
 
 
 @pytest.mark.parametrize("sharing", ["single", "mps"])
 def test_one_layout_at_the_lower_bound_needs_no_search_over_every_layout(
-    sharing: str, monkeypatch: pytest.MonkeyPatch
+    sharing: str, solves: Recorded
 ) -> None:
     """When one layout holds the fleet on its lower bound of GPUs, that plan proves the count:
     no integer program over every layout is solved (the plan at the bound it replaces took 40
     ms of CPU on SLO5 with MPS). Eleven of the twelve scenarios are such fleets."""
     gpu = resolve_gpu("A100-80GB")
-    free_solves: list[Milp] = []
-    original = Milp.solve
-
-    def solve(milp: Milp, **options: Any) -> Solution:
-        fleet_program = len(milp.cost) >= columns
-        if fleet_program and not options.get("relax") and all(milp.upper[x] for x in layouts):
-            free_solves.append(milp)
-        return original(milp, **options)
-
     at_bound = 0
     for scenario in parvagpu_scenarios(sharing):
-        allowed = [allowed_profiles(gpu, w) for w in scenario.workloads]
-        candidates = candidate_layouts(gpu, [p for a in allowed for p in a])
-        columns = len(Problem(gpu, scenario.workloads, allowed, candidates).model().milp.cost)
-        layouts = range(len(candidates))  # x first
-        monkeypatch.setattr(Milp, "solve", solve)
-        free_solves.clear()
+        columns, layouts = fleet_columns(gpu, scenario.workloads)
+        solves.clear()
         plan = pack(gpu, scenario.workloads)
-        monkeypatch.setattr(Milp, "solve", original)
+        free = [
+            m
+            for m, options, _ in solves
+            if not options.get("relax")
+            and len(m.cost) >= columns
+            and all(m.upper[x] for x in range(layouts))
+        ]
         assert plan.optimal and plan.refined_optimal, scenario.name
         if plan.gpu_count == plan.lower_bound and len(plan.distinct_layouts()) == 1:
             at_bound += 1
-            assert free_solves == [], scenario.name
+            assert free == [], scenario.name
         else:
-            assert free_solves, scenario.name
+            assert free, scenario.name
     assert at_bound == (6 if sharing == "single" else 5)
 
 
@@ -483,21 +469,9 @@ def test_a_layout_ruled_out_by_counting_holds_no_plan(sharing: str) -> None:
             assert (len(ruled_out), len(candidates)) == (10, 12)
 
 
-def test_slo6_with_mps_solves_two_single_layout_relaxations(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_slo6_with_mps_solves_two_single_layout_relaxations(solves: Recorded) -> None:
     """The fleet's LP relaxation is solved for its lower bound and for the two layouts counting
     leaves (before, for all twelve)."""
     gpu = resolve_gpu("A100-80GB")
-    scenario = parvagpu_scenarios("mps")[5]
-    relaxations = []
-    original = Milp.solve
-
-    def solve(milp: Milp, **options: Any) -> Solution:
-        if options.get("relax"):
-            relaxations.append(milp)
-        return original(milp, **options)
-
-    monkeypatch.setattr(Milp, "solve", solve)
-    pack(gpu, scenario.workloads)
-    assert len(relaxations) == 1 + 2
+    pack(gpu, parvagpu_scenarios("mps")[5].workloads)
+    assert sum(1 for _, options, _ in solves if options.get("relax")) == 1 + 2
