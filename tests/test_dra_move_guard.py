@@ -76,7 +76,8 @@ def test_a_switch_the_replicas_cannot_follow_is_refused_before_any_node_is_touch
     )
     assert "replicas of the pool's services running there (chat (6))" in result.stdout
     assert "Nothing was cordoned, labelled or evicted" in result.stdout
-    assert "extendedResources: true" in result.stdout
+    assert "on Kubernetes 1.36 or later turn the extended-resource bridge on" in result.stdout
+    assert "kubernetesVersion 1.36+, extendedResources: true" in result.stdout
     assert "mig-inference diff --deployed" in result.stdout
     assert f"keep allocation: {'device-plugin' if to_dra else 'dra'}" in result.stdout
     assert "left untouched (still on their old config): n1 n2" in result.stdout

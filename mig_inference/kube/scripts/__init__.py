@@ -21,6 +21,7 @@ from mig_inference.names.labels import (
     POOL_LABEL,
     RELAXED_FROM_ANNOTATION,
 )
+from mig_inference.spec.dra import EXTENDED_RESOURCE_MINOR
 
 THROUGHPUT_MARKER = "mig-inference-throughput"
 """Starts the line a profiling run prints with its result."""
@@ -49,8 +50,10 @@ PLACEHOLDERS = {
     "DRA_DRIVER_NAME": DRA_DRIVER,
     "ALLOCATION_LABEL": DRA_NODE_LABEL,
     "DEVICE_PLUGIN_LABEL": DEVICE_PLUGIN_DEPLOY_LABEL,
+    "BRIDGE_KUBERNETES_VERSION": f"1.{EXTENDED_RESOURCE_MINOR}",
 }
-"""Words in the scripts that stand for the node labels, so the labels are named in one place."""
+"""Words in the scripts that stand for the node labels (and the Kubernetes version the
+extended-resource bridge needs), so each is named in one place."""
 
 INCLUDE = re.compile(r"^\. \./(?P<name>[a-z_]+\.sh)\n", re.MULTILINE)
 """`. ./kube.sh` on a line of its own: the Job runs `sh -c SCRIPT` (no file beside it), so the

@@ -9,7 +9,8 @@
 # wait for success with the target config and the planned devices advertised (on a DRA pool:
 # the driver's kubelet plugin restarted and the slices published), uncordon. Then, on existing pools, release the nodes the pool no longer names.
 # The pool's own PodDisruptionBudgets (one replica at a time otherwise) are relaxed while it runs
-# and restored on every way out.
+# and restored on every way out. Before all that, a switch between the device plugin and DRA that
+# the replicas of the pool's services cannot follow is refused (no_stranded_replicas).
 set -euf
 POLL=${REPARTITION_POLL_SECONDS:-10}
 TARGET_ALLOCATION="device-plugin"
@@ -782,7 +783,7 @@ BOUND
     why="a pod's resource claim does not carry over to the device plugin, which serves nvidia.com/mig-* requests only"
     kept="dra"
   fi
-  stop "the pool's move $direction" "switching$switching would strand $(printf '%s' "$stranded" | grep -c .) replicas of the pool's services running there (${replicas#, }): $why, so a switched node's replicas would have nowhere to run until their Deployments roll, after this Job has switched every node. Nothing was cordoned, labelled or evicted. Ways forward: on Kubernetes 1.36 or later turn the extended-resource bridge on (dra: kubernetesVersion 1.36+, extendedResources: true; to move back, first in a pulumi up that keeps allocation: dra) and the pool moves in place, node by node; or move the services to a new pool with the target allocation first (services[].pool) and remove this one later; or keep allocation: $kept. mig-inference diff --deployed shows the plan of each"
+  stop "the pool's move $direction" "switching$switching would strand $(printf '%s' "$stranded" | grep -c .) replicas of the pool's services running there (${replicas#, }): $why, so a switched node's replicas would have nowhere to run until their Deployments roll, after this Job has switched every node. Nothing was cordoned, labelled or evicted. Ways forward: on Kubernetes BRIDGE_KUBERNETES_VERSION or later turn the extended-resource bridge on (dra: kubernetesVersion BRIDGE_KUBERNETES_VERSION+, extendedResources: true; to move back, first in a pulumi up that keeps allocation: dra) and the pool moves in place, node by node; or move the services to a new pool with the target allocation first (services[].pool) and remove this one later; or keep allocation: $kept. mig-inference diff --deployed shows the plan of each"
 }
 
 if [ -z "$REPARTITION_SELECTOR" ]; then
