@@ -1,14 +1,19 @@
 """The re-partitioning Job's pacing when the pool has room to spare: a replica evicted from one
 node must not land on a node still to be switched and be evicted again there before it serves,
 and no service may drop below the replicas outside the batch being drained. The real script
-against the fake API server (a layout change and the move to DRA)."""
+against the fake API server (a layout change and the move to DRA), and `diff` through the rollout
+simulator on the same shape of pool."""
 
 from __future__ import annotations
 
+import copy
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mig_inference.kube.repartition import RepartitionTarget, repartition_script
 from mig_inference.names.labels import CORDONED_FOR_ANNOTATION, POOL_LABEL
@@ -117,3 +122,49 @@ def test_a_stop_uncordons_every_node_held_and_never_relabelled(tmp_path: Path) -
     for name in ("n1", "n2", "n3"):
         assert not cluster.cordoned(name), (name, result.stdout)
         assert CORDONED_FOR_ANNOTATION not in cluster.annotations(name)
+
+
+# -- the rollout simulator (`diff`) ----------------------------------------------------------
+def diff_stacks(tmp_path: Path, change: str) -> tuple[Path, Path]:
+    """Three nodes of one in-place pool (16 3g.40gb slices each), `chat` spread over them with
+    room to spare (`diff` places replicas as a topology spread does); then `change`."""
+    from tests.test_dra_move import BRIDGE
+    from tests.test_rollout import stack
+
+    replicas = 24 if change == "dra-move" else 12
+    deployed = stack("gke", replicas=replicas, rollout="in-place", nodes=3)
+    deployed["services"][0]["profile"] = "3g.40gb"
+    current = copy.deepcopy(deployed)
+    if change == "dra-move":
+        current["pools"][0]["allocation"] = "dra"
+        current["dra"] = dict(BRIDGE)
+    else:  # all-balanced keeps one 3g.40gb slice per GPU
+        current["pools"][0]["mig"] = "all-balanced"
+    files = []
+    for name, config in (("deployed", deployed), ("current", current)):
+        path = tmp_path / f"Pulumi.{name}.yaml"
+        path.write_text(yaml.safe_dump({"config": {f"mig-inference:{k}": v
+                                                   for k, v in config.items()}}))  # fmt: skip
+        files.append(path)
+    return files[0], files[1]
+
+
+@pytest.mark.parametrize(("change", "outside_one_node"), [("dra-move", 16), ("layout", 8)])
+def test_diff_keeps_every_replica_outside_the_batch_serving(
+    tmp_path: Path, change: str, outside_one_node: int
+) -> None:
+    """`python -m mig diff --json`: the worst moment of the service is one node's replicas away
+    (24 replicas as 8 per node; 12 as 4), not the replicas that moved onto a node drained next."""
+    deployed, current = diff_stacks(tmp_path, change)
+    result = subprocess.run(
+        [sys.executable, "-m", "mig", "diff", "--stack-file", str(current), "--deployed",
+         str(deployed), "--json"],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["failure"] is None
+    [chat] = found["services"]
+    assert chat["min_serving"] == outside_one_node, chat
+    assert chat["serving_after"] == chat["serving_before"]
+    assert found["cost"]["extra_gpus_at_peak"] == 0
