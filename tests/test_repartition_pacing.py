@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from mig_inference.kube.repartition import RepartitionTarget, repartition_script
-from mig_inference.names.labels import CORDONED_FOR_ANNOTATION, POOL_LABEL
+from mig_inference.names.labels import CORDONED_FOR_ANNOTATION, MIG_CONFIG_LABEL, POOL_LABEL
 from tests.fake_apiserver import AGENTS, DRA_NAMESPACE, FakeCluster, run_script
 
 TWO = ("3g.40gb", "3g.40gb")
@@ -122,6 +122,29 @@ def test_a_stop_uncordons_every_node_held_and_never_relabelled(tmp_path: Path) -
     for name in ("n1", "n2", "n3"):
         assert not cluster.cordoned(name), (name, result.stdout)
         assert CORDONED_FOR_ANNOTATION not in cluster.annotations(name)
+
+
+@pytest.mark.usefixtures("agents")
+def test_replicas_that_do_not_turn_ready_stop_the_job_before_the_next_drain(
+    tmp_path: Path,
+) -> None:
+    """n1's replicas come back to n1 but do not turn Ready within the reconfiguration deadline
+    (a model that never loads): the Job stops before draining n2, naming them, and lifts the
+    cordons of the nodes it held; n2 keeps serving its replicas."""
+    cluster = spare_room()
+    cluster.services[("inference", "chat")].start = 10_000
+    result = repartition(cluster, tmp_path, "layout", reconfigure=20)
+    assert result.returncode == 1, result.stdout
+    assert (
+        "STOPPED at the pool's services: after 20s they have not settled before the drain of the "
+        "next batch: still loading: inference/chat-" in result.stdout
+    )
+    assert "@n1" in result.stdout.split("still loading:")[1]
+    for name in ("n1", "n2", "n3"):
+        assert not cluster.cordoned(name), (name, result.stdout)
+    assert cluster.node_labels("n2")[MIG_CONFIG_LABEL] == "all-3g.40gb"
+    assert cluster.ready_of("chat") == 2  # n2's, never evicted
+    assert "PodDisruptionBudget inference/chat: maxUnavailable 1 again" in result.stdout
 
 
 # -- the rollout simulator (`diff`) ----------------------------------------------------------
