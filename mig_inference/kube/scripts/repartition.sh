@@ -473,7 +473,6 @@ EOF
     if [ -z "$loading" ]; then
       for resource in $(printf '%s' "$wanted" | tr ' ' '\n' | LC_ALL=C sort -u); do
         for node in $done_nodes; do
-          is_in "$node" "$gone" && continue
           free_on "$node" "$resource"
           [ "$node_cordoned" != true ] && [ "$free_count" -gt 0 ] || continue
           landing="$landing $resource@$node"
