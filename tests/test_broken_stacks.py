@@ -75,3 +75,22 @@ def test_a_missing_cluster_is_required_not_none(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "error: mig-inference:cluster: is required: a mapping with keys name, " in result.stderr
     assert "None" not in result.stderr
+
+
+def test_a_pool_that_is_not_a_mapping_names_every_pool_key(tmp_path: Path) -> None:
+    """The keys come from the reader's one list of them, which is also what the component's
+    typed `Pool` args declare: a key added to the pools (as `migPrefer` was) is named too."""
+    from components.stack_args import Pool, stack_key
+
+    stack_file = tmp_path / "Pulumi.s.yaml"
+    stack_file.write_text(
+        "config:\n  mig-inference:cloud: gke\n  mig-inference:pools:\n    - h100\n"
+    )
+    argv = [sys.executable, "-m", "mig", "plan", "--stack-file", str(stack_file)]
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    [line] = [error for error in result.stderr.splitlines() if "pools[0]" in error]
+    assert line.startswith("error: mig-inference:pools[0]: must be a mapping with keys ")
+    named = line.split(" with keys ", 1)[1].rsplit("; got ", 1)[0].split(", ")
+    assert sorted(named) == sorted(stack_key(field) for field in Pool.__annotations__)
+    assert "migPrefer" in named

@@ -67,6 +67,36 @@ def test_pack_solves_quietly(tmp_path: Path) -> None:
     assert answer("pack", str(fleet), "--cloud", "eks")["choice"].endswith("xlarge")
 
 
+@pytest.mark.parametrize("per_node", [[], ["--gpus-per-node", "8"]], ids=["free GPUs", "nodes"])
+def test_pack_reports_each_preference_stage(per_node: list[str], tmp_path: Path) -> None:
+    """Among the plans with the fewest GPUs, the planner's preference stages (fewest distinct
+    layouts, least memory beyond need): each one's value and the bound it proved, as the
+    planner found them."""
+    from mig_inference.cli.common import mig_gpu
+    from mig_inference.solving.fleet import load_fleet
+    from mig_inference.solving.packing import pack
+
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "workloads:\n"
+        "  - {name: chat, replicas: 5, memory_gib: 24.5}\n"
+        "  - {name: embed, replicas: 3, profile: 1g.10gb}\n"
+        "  - {name: small, replicas: 7, memory_gib: 4}\n"
+    )
+    found = answer("pack", str(fleet), "--gpu", "h100", *per_node)
+    planned = pack(
+        mig_gpu("h100"),
+        load_fleet(fleet),
+        gpus_per_node=int(per_node[1]) if per_node else None,
+    )
+    assert planned.preferences
+    assert found["preferences"] == [
+        {"stage": s.name, "value": s.value, "bound": s.bound, "proven": s.proven}
+        for s in planned.preferences
+    ]
+    assert found["preferences_proven"] == planned.refined_optimal
+
+
 def test_bench() -> None:
     found = answer("bench", "--quick")
     assert found["scenarios"] and found["demand"] and found["cost"]

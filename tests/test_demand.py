@@ -8,6 +8,7 @@ import json
 import random
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,20 @@ import pytest
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
 from mig_inference.gpus.layout import maximal_layouts, valid_layouts
+from mig_inference.solving import model as model_module
 from mig_inference.solving import uniform
+from mig_inference.solving.bench import demand_fleet
 from mig_inference.solving.milp import Milp, Solution
-from mig_inference.solving.model import Problem, candidate_layouts, fewest_gpus, lower_bound
+from mig_inference.solving.model import (
+    Problem,
+    at_total,
+    candidate_layouts,
+    fewest_compute_slices,
+    fewest_gpus,
+    holds_by_counting,
+    lower_bound,
+    replicas_lower_bound,
+)
 from mig_inference.solving.packing import Workload, allowed_profiles, pack
 from mig_inference.solving.throughput import parvagpu_scenarios
 
@@ -276,3 +288,190 @@ def test_a_demand_probe_goes_straight_to_the_full_program(monkeypatch: pytest.Mo
     plan = pack(H100, fleet, gpus_per_node=2, uniform_nodes=True, baselines=False)
     assert plan.optimal and all(m.served >= m.requests_per_second for m in plan.demand_met())
     assert uniform.FIXED_LAYOUT_NODES not in node_limits
+
+
+def fewest_compute_by_enumeration(workload: Workload, gpu: GpuModel) -> int:
+    """The fewest compute slices of an integral mix serving `workload`'s demand: every count of
+    each profile but the last, and of the last as many as the rest leaves to serve."""
+    profiles = allowed_profiles(gpu, workload)
+    demand = float(workload.requests_per_second or 0.0)
+    *others, last = profiles
+    ranges = [range(int(demand // workload.throughput_on(p.name)) + 2) for p in others]
+    best = None
+    for counts in itertools.product(*ranges):
+        served = sum(
+            n * workload.throughput_on(p.name) for n, p in zip(counts, others, strict=True)
+        )
+        rest = max(0, -(-(demand - served) // workload.throughput_on(last.name)))
+        compute = (
+            sum(n * p.compute for n, p in zip(counts, others, strict=True))
+            + int(rest) * last.compute
+        )
+        best = compute if best is None else min(best, compute)
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize("sharing", ["single", "mps"])
+def test_the_compute_row_holds_the_fewest_slices_of_a_whole_replica_mix(sharing: str) -> None:
+    """A free pack's compute row per demand states the fewest compute slices of any integral
+    mix (checked against every mix), which may exceed the fractional bound rounded up: on SLO6
+    with MPS it does, and the 105 compute slices of its 15 GPUs have one to spare, not two."""
+    gpu = resolve_gpu("A100-80GB")
+    above_rounded = 0
+    for scenario in parvagpu_scenarios(sharing):
+        for workload in scenario.workloads:
+            allowed = tuple(allowed_profiles(gpu, workload))
+            fewest = fewest_compute_slices(workload, allowed)
+            assert fewest == fewest_compute_by_enumeration(workload, gpu), workload.name
+            rounded = -int(-replicas_lower_bound(workload, allowed, "compute") // 1)
+            above_rounded += fewest > rounded
+    assert above_rounded > 0
+    if sharing == "mps":
+        slo6 = parvagpu_scenarios("mps")[5].workloads
+        total = sum(fewest_compute_slices(w, tuple(allowed_profiles(gpu, w))) for w in slo6)
+        assert total == 104
+
+
+Recorded = list[tuple[Milp, dict[str, Any], Solution]]
+
+
+@pytest.fixture
+def solves(monkeypatch: pytest.MonkeyPatch) -> Recorded:
+    """Every program solved from now on, with the options and the solution, in order."""
+    recorded: Recorded = []
+    original = Milp.solve
+
+    def solve(milp: Milp, **options: Any) -> Solution:
+        solution = original(milp, **options)
+        recorded.append((milp, options, solution))
+        return solution
+
+    monkeypatch.setattr(Milp, "solve", solve)
+    return recorded
+
+
+def fleet_columns(gpu: GpuModel, fleet: Sequence[Workload]) -> tuple[int, int]:
+    """Columns of the fleet's program, and of its layouts (their x come first)."""
+    allowed = [allowed_profiles(gpu, w) for w in fleet]
+    candidates = candidate_layouts(gpu, [p for a in allowed for p in a])
+    return len(Problem(gpu, fleet, allowed, candidates).model().milp.cost), len(candidates)
+
+
+def test_one_layout_of_slo6_with_mps_is_ruled_out_by_relaxations_alone(solves: Recorded) -> None:
+    """With the compute rows at the integral fewest, the LP relaxation of every single layout on
+    SLO6's 15 GPUs is infeasible: the fleet's program is solved as an integer program three
+    times (a plan at the bound, fewest distinct layouts, least memory), none to rule out a
+    single layout."""
+    gpu = resolve_gpu("A100-80GB")
+    scenario = parvagpu_scenarios("mps")[5]
+    columns, _ = fleet_columns(gpu, scenario.workloads)
+    plan = pack(gpu, scenario.workloads)
+    assert plan.gpu_count == 15 and plan.optimal and plan.refined_optimal
+    assert len(plan.distinct_layouts()) == 3
+    integer = [m for m, options, _ in solves if not options.get("relax") and len(m.cost) >= columns]
+    assert len(integer) == 3
+
+
+def test_slo6_with_mps_states_that_every_layout_found_is_used(solves: Recorded) -> None:
+    """The least memory on the three layouts found gives each a GPU at least (with three proven
+    the fewest, a plan leaving one out cannot exist): that spares HiGHS work it would do to
+    prove it again, and the plan's values stay the proven optima."""
+    gpu = resolve_gpu("A100-80GB")
+    scenario = parvagpu_scenarios("mps")[5]
+    _, layouts = fleet_columns(gpu, scenario.workloads)
+    plan = pack(gpu, scenario.workloads)
+    memory, _, solution = solves[-1]
+    chosen = [x for x in range(layouts) if solution.values[x] > 0.5]
+    assert len(chosen) == 3 and all(memory.lower[x] == 1.0 for x in chosen)
+    assert [s.value for s in plan.preferences] == [3, 658_970]
+    assert all(s.proven for s in plan.preferences)
+
+
+@pytest.mark.parametrize("sharing", ["single", "mps"])
+def test_one_layout_at_the_lower_bound_needs_no_search_over_every_layout(
+    sharing: str, solves: Recorded
+) -> None:
+    """When one layout holds the fleet on its lower bound of GPUs, that plan proves the count:
+    no integer program over every layout is solved (the plan at the bound it replaces took 40
+    ms of CPU on SLO5 with MPS). Eleven of the twelve scenarios are such fleets."""
+    gpu = resolve_gpu("A100-80GB")
+    at_bound = 0
+    for scenario in parvagpu_scenarios(sharing):
+        columns, layouts = fleet_columns(gpu, scenario.workloads)
+        solves.clear()
+        plan = pack(gpu, scenario.workloads)
+        free = [
+            m
+            for m, options, _ in solves
+            if not options.get("relax")
+            and len(m.cost) >= columns
+            and all(m.upper[x] for x in range(layouts))
+        ]
+        assert plan.optimal and plan.refined_optimal, scenario.name
+        if plan.gpu_count == plan.lower_bound and len(plan.distinct_layouts()) == 1:
+            at_bound += 1
+            assert free == [], scenario.name
+        else:
+            assert free, scenario.name
+    assert at_bound == (6 if sharing == "single" else 5)
+
+
+def test_a_fleet_whose_lower_bound_does_not_hold_gets_the_full_programs_count() -> None:
+    """No single layout at the bound (41 GPUs), nor any plan: the fewest GPUs are then proven by
+    the full program (42), and the preferences are chosen among plans with that many."""
+    gpu = resolve_gpu("A100-80GB")
+    fleet = demand_fleet(15, seed=2)
+    plan = pack(gpu, fleet, baselines=False)
+    allowed = [allowed_profiles(gpu, w) for w in fleet]
+    problem = Problem(gpu, fleet, allowed, candidate_layouts(gpu, [p for a in allowed for p in a]))
+    assert (plan.gpu_count, plan.lower_bound) == (42, 41) == (fewest_gpus(problem).gpus, 41)
+    assert plan.optimal and plan.refined_optimal
+    assert plan.preferences[0].value == len(plan.distinct_layouts()) == 3
+
+
+def test_identical_nodes_keep_the_rounded_compute_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The identical-node search keeps the compute rows its work-limited preference stages were
+    measured with (the fractional fewest rounded up): no whole-replica minimum is asked for."""
+    asked: list[object] = []
+
+    def fewest_compute_slices(*arguments: object) -> int:
+        asked.append(arguments)
+        return 0
+
+    monkeypatch.setattr(model_module, "fewest_compute_slices", fewest_compute_slices)
+    fleet = [demand("a", 260, **{"1g_10gb": 18, "3g_40gb": 35}), demand("b", 90, **{"1g_10gb": 10})]
+    plan = pack(H100, fleet, gpus_per_node=2, uniform_nodes=True, baselines=False)
+    assert plan.optimal and asked == []
+    pack(H100, fleet, baselines=False)
+    assert asked
+
+
+@pytest.mark.parametrize("sharing", ["single", "mps"])
+def test_a_layout_ruled_out_by_counting_holds_no_plan(sharing: str) -> None:
+    """Counting rules a layout out only when no plan of that layout alone exists on the fleet's
+    GPUs (checked by solving each such layout's program): on SLO6 with MPS it rules out 10 of
+    the 12 layouts, whose LP relaxations were solved before."""
+    gpu = resolve_gpu("A100-80GB")
+    for scenario in parvagpu_scenarios(sharing):
+        allowed = [allowed_profiles(gpu, w) for w in scenario.workloads]
+        candidates = candidate_layouts(gpu, [p for a in allowed for p in a])
+        problem = Problem(gpu, scenario.workloads, allowed, candidates, whole_replica_compute=True)
+        gpus = pack(gpu, scenario.workloads, baselines=False).gpu_count
+        model = problem.model()
+        ruled_out = [x for x in candidates if not holds_by_counting(problem, x, gpus)]
+        for layout in ruled_out:
+            alone = at_total(model, gpus)
+            for other, var in model.x.items():
+                alone.upper[var] = 0.0 if other != layout else alone.upper[var]
+            assert alone.solve().infeasible, (scenario.name, str(layout))
+        if scenario.name == "SLO6 (mps)":
+            assert (len(ruled_out), len(candidates)) == (10, 12)
+
+
+def test_slo6_with_mps_solves_two_single_layout_relaxations(solves: Recorded) -> None:
+    """The fleet's LP relaxation is solved for its lower bound and for the two layouts counting
+    leaves (before, for all twelve)."""
+    gpu = resolve_gpu("A100-80GB")
+    pack(gpu, parvagpu_scenarios("mps")[5].workloads)
+    assert sum(1 for _, options, _ in solves if options.get("relax")) == 1 + 2

@@ -17,7 +17,7 @@ from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import resolve_gpu
 from mig_inference.gpus.layout import Layout, parse_custom_layout
 from mig_inference.solving import preferences
-from mig_inference.solving.bench import llm_fleet
+from mig_inference.solving.bench import demand_fleet, llm_fleet
 from mig_inference.solving.packing import Workload, pack
 from mig_inference.solving.throughput import parvagpu_scenarios
 from mig_inference.spec.files import load_stack_file
@@ -150,9 +150,11 @@ def test_preference_stages_state_what_they_found_and_what_they_proved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Stopped on a tiny work limit, each preference stage still says what it proved: a bound
-    that the fully proven answer never beats, reached by the value exactly when proven."""
+    that the fully proven answer never beats, reached by the value exactly when proven. (SLO5
+    and SLO6 with MPS are proven within one node; on the seeded 20-demand fleet the limit
+    stops the fewest-layouts stage.)"""
     gpu = resolve_gpu("A100-80GB")
-    fleets = [s.workloads for s in parvagpu_scenarios("mps")[4:]]
+    fleets = [s.workloads for s in parvagpu_scenarios("mps")[4:]] + [demand_fleet(20, seed=1)]
     proven = [pack(gpu, fleet).preferences for fleet in fleets]
     monkeypatch.setattr(preferences, "REFINE_NODES", 1)
     limited = [pack(gpu, fleet).preferences for fleet in fleets]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -23,7 +24,7 @@ from mig_inference.changes.record import plan_record
 from mig_inference.changes.transition import StackVersion, simulate_transition
 from mig_inference.plan import plan_stack
 from mig_inference.rollout.cluster import Timings
-from mig_inference.rollout.facts import config_names, pool_facts
+from mig_inference.rollout.facts import config_names, load_facts, pool_facts
 from mig_inference.rollout.mig_manager import Durations
 from mig_inference.rollout.outcome import Outcome
 from mig_inference.rollout.rendered import program_of
@@ -35,6 +36,7 @@ from tests.mocked import render_config, stack_rendering
 from tests.test_day2 import CLUSTERS, MACHINES
 
 GKE_POOL = "gcp:container/nodePool:NodePool"
+BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
 
 
 def stack(
@@ -363,6 +365,75 @@ def test_an_eks_launch_template_roll_follows_the_documented_phases() -> None:
     assert pool.change is PoolChange.NODES_REPLACED and pool.nodes_left_cordoned == []
     assert (pool.nodes_created, pool.nodes_replaced, pool.extra_gpus) == (2, 2, 16)
     assert outcome.services["chat"].after == 1
+
+
+def budgets_first(program: Program) -> Program:
+    """The program with its PodDisruptionBudgets registered before everything else: Pulumi's
+    runtime registers resources from a thread pool, so a budget may come before its Deployment."""
+    reordered = Program()
+    for resource in sorted(program, key=lambda r: r.type != BUDGET):
+        reordered.add(resource)
+    return reordered
+
+
+def registered_anew(program: Program, rng: random.Random) -> Program:
+    """Another order Pulumi may register the program in: each resource after its parent and
+    what it depends on, the rest in any order."""
+    keys, placed = {r.key for r in program}, set()
+    pending, reordered = list(program), Program()
+    while pending:
+        ready = [r for r in pending if all(k in placed or k not in keys
+                                           for k in (r.parent, *r.dependencies))]  # fmt: skip
+        resource = rng.choice(ready)
+        pending.remove(resource)
+        placed.add(resource.key)
+        reordered.add(resource)
+    return reordered
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ({"cloud": "eks", "replicas": 16, "tags": {"team": "a"}},
+         {"cloud": "eks", "replicas": 16, "tags": {"team": "b"}}),
+        ({"cloud": "gke"}, {"cloud": "gke", "mig": "all-1g.10gb"}),
+        ({"cloud": "gke", "rollout": "in-place"},
+         {"cloud": "gke", "rollout": "in-place", "mig": "all-1g.10gb"}),
+    ],
+    ids=["eks roll", "gke new generation", "gke in place"],
+)  # fmt: skip
+def test_what_a_transition_does_does_not_depend_on_the_order_resources_registered_in(
+    before: dict[str, Any], after: dict[str, Any], tmp_path: Path
+) -> None:
+    """Pulumi registers a program's resources in no fixed order (its runtime registers them
+    from a thread pool, each once its inputs resolved): the simulated `pulumi up` is the same
+    for each order that keeps parents and dependencies first. Once, a rendering registered the
+    PodDisruptionBudget before its Deployment and the EKS roll finished, every replica evicted
+    at once, instead of ending in PodEvictionFailure."""
+    configs = []
+    for version in (before, after):
+        tags = version.get("tags")
+        config = stack(**{k: v for k, v in version.items() if k != "tags"})
+        configs.append({**config, "tags": tags} if tags else config)
+    programs = [program_of(render_config(tmp_path, config)) for config in configs]
+    plans = [StackVersion("test", config, frozenset()).plan for config in configs]
+
+    def outcome(old: Program, new: Program) -> tuple[Any, ...]:
+        found = simulate(old, new, pool_facts(*plans), stack="test", project="mig-inference",
+                         configs=(config_names(plans[0]), config_names(plans[1])),
+                         load=load_facts(*plans))  # fmt: skip
+        return (
+            found.failure,
+            {name: (s.least, s.after, s.pending_at_end) for name, s in found.services.items()},
+            {name: (p.nodes_created, p.nodes_deleted, p.evicted, p.peak_gpus)
+             for name, p in found.pools.items()},
+        )  # fmt: skip
+
+    registered = outcome(*programs)
+    assert outcome(*(budgets_first(p) for p in programs)) == registered
+    rng = random.Random(7)
+    for _ in range(6):
+        assert outcome(*(registered_anew(p, rng) for p in programs)) == registered
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks"])

@@ -17,6 +17,8 @@ from mig_inference.clouds import Cloud
 from mig_inference.clouds import storage as storage_table
 from mig_inference.clouds.prices import shipped_storage_prices
 from mig_inference.clouds.storage import storage_facts
+from mig_inference.errors import MigErrors
+from mig_inference.plan.model_cache import FSX_PER_UNIT, fsx_lustre_size
 from mig_inference.reports.stack import plan_text
 from mig_inference.spec.files import stack_path
 from mig_inference.spec.model_cache import STORAGE_BY_CLOUD
@@ -84,3 +86,25 @@ def test_flipping_a_facts_mark_changes_what_plan_prints(monkeypatch: pytest.Monk
     flipped = {**data, "hyperdisk-ml": {**data["hyperdisk-ml"], "per_node_unconfirmed": False}}
     monkeypatch.setattr(storage_table, "load_bandwidth", lambda: flipped)
     assert rate in plan_text(plan).splitlines()
+
+
+def test_fsx_for_lustre_figures_are_kept_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-unit throughputs `plan` prints are the ones a stack may give (one list, in the
+    data file), and the sizes it prints are the ones the cache is sized in (1,200 or 2,400 GiB,
+    then steps of 2,400: never 3,600)."""
+    assert FSX_PER_UNIT in storage_table.fsx_per_unit_throughputs()  # the default is one of them
+    data = storage_table.load_bandwidth()
+    fewer = {**data, "fsx-lustre": {**data["fsx-lustre"], "per_unit_mb_per_s_per_tib": [125, 500]}}
+    monkeypatch.setattr(storage_table, "load_bandwidth", lambda: fewer)
+    facts = {f.fact: f for f in storage_facts(Cloud.EKS, "fsx-lustre")}
+    assert facts["throughput"].value == "125, 500 MB/s per TiB of the file system's size"
+    fsx = {"storage": "fsx-lustre", "securityGroupIds": ["sg-0a1b2c3d"]}
+    with pytest.raises(MigErrors) as refused:
+        _with_cache("eks-p4d", {**fsx, "throughputMiBps": 250})
+    assert [str(e) for e in refused.value.errors] == [
+        "mig-inference:modelCache.throughputMiBps: FSx for Lustre takes a per-unit throughput "
+        "(MB/s per TiB) of 125, 500; got 250"
+    ]
+    assert facts["size"].value == "1,200 or 2,400 GiB, then steps of 2,400 GiB (PERSISTENT_2)"
+    assert facts["size"].confirmed
+    assert [fsx_lustre_size(n) for n in (1200, 2400, 2401, 4801)] == [1200, 2400, 4800, 7200]

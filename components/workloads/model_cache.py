@@ -40,17 +40,12 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 import pulumi_kubernetes as k8s
 
+from mig_inference.clouds.storage import FSX_DEPLOYMENT_TYPE
 from mig_inference.kube.scripts import load, program
 from mig_inference.names.k8s_names import stack_scoped
 from mig_inference.names.labels import POOL_LABEL
 from mig_inference.plan import ServicePlan, StackPlan
-from mig_inference.plan.model_cache import (
-    CACHE_ROOT,
-    FSX_DEPLOYMENT_TYPE,
-    CachedModel,
-    ModelCachePlan,
-    fill_job_name,
-)
+from mig_inference.plan.model_cache import CACHE_ROOT, CachedModel, ModelCachePlan, fill_job_name
 from mig_inference.spec import CacheStorage
 
 from ..planning import planned, stack_name

@@ -1,9 +1,9 @@
 """What the project holds true of each model cache storage, per cloud, each fact with its source
 and whether that source was confirmed here: the cloud offering it (the add-on table's row), its
 sizes and throughputs, the read rates behind the time-to-serving estimate
-(`data/load_bandwidth.yaml`) and its price (`data/prices.yaml`, `storage:`). The facts stay where
-they are kept and applied; this module reads them into rows `plan` prints, an unconfirmed one
-marked so."""
+(`data/load_bandwidth.yaml`; FSx for Lustre's sizes are kept here, `FSX_SIZES`) and its price
+(`data/prices.yaml`, `storage:`). The facts stay where they are kept and applied; this module
+reads them into rows `plan` prints, an unconfirmed one marked so."""
 
 from __future__ import annotations
 
@@ -19,6 +19,19 @@ from mig_inference.clouds.addons import Feature, addon
 from mig_inference.clouds.prices import StoragePrice, shipped_storage_prices
 
 NO_SOURCE = "no document: this project's choice"
+FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
+"""The FSx for Lustre deployment type the project creates (SSD storage)."""
+FSX_SIZES: dict[str, tuple[tuple[int, ...], int]] = {
+    "SCRATCH_2": ((1200, 2400), 2400),
+    "PERSISTENT_1": ((1200, 2400), 2400),
+    "PERSISTENT_2": ((1200, 2400), 2400),
+    "SCRATCH_1": ((1200, 2400), 3600),
+}
+"""The storage capacities (GiB) FSx for Lustre takes per SSD deployment type: the first sizes,
+then whole steps beyond the last of them (`FSX_SIZES_SOURCE`: "For SCRATCH_2, PERSISTENT_2, and
+PERSISTENT_1 deployment types using SSD storage type, the valid values are 1200 GiB, 2400 GiB,
+and increments of 2400 GiB"; SCRATCH_1 1200, 2400 and increments of 3600)."""
+FSX_SIZES_SOURCE = "Amazon FSx API Reference, CreateFileSystem StorageCapacity"
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,18 @@ def load_bandwidth() -> dict[str, Any]:
     text = resources.files("mig_inference").joinpath("data/load_bandwidth.yaml").read_text()
     data: dict[str, Any] = yaml.safe_load(text)
     return data
+
+
+def fsx_per_unit_throughputs() -> tuple[int, ...]:
+    """The per-unit throughputs (MB/s per TiB) an FSx for Lustre file system of
+    `FSX_DEPLOYMENT_TYPE` takes, as `data/load_bandwidth.yaml` holds them with their source."""
+    return tuple(int(v) for v in load_bandwidth()["fsx-lustre"]["per_unit_mb_per_s_per_tib"])
+
+
+def fsx_sizes_text(deployment_type: str = FSX_DEPLOYMENT_TYPE) -> str:
+    """`1,200 or 2,400 GiB, then steps of 2,400 GiB`."""
+    first, step = FSX_SIZES[deployment_type]
+    return f"{' or '.join(f'{s:,}' for s in first)} GiB, then steps of {step:,} GiB"
 
 
 def _text(value: Any) -> str:
@@ -106,17 +131,14 @@ def _sizes_and_rates(storage: Feature) -> list[StorageFact]:
         ]  # fmt: skip
     if storage is Feature.FSX_LUSTRE:
         entry = data["fsx-lustre"]
-        source = _text(entry["source"])
-        units = ", ".join(str(u) for u in entry["per_unit_mb_per_s_per_tib"])
+        units = ", ".join(str(u) for u in fsx_per_unit_throughputs())
         return [
             StorageFact(
-                "size",
-                f"{entry['min_size_gib']:,} GiB, then steps of {entry['size_step_gib']:,} GiB",
-                source, not entry.get("size_unconfirmed"),
+                "size", f"{fsx_sizes_text()} ({FSX_DEPLOYMENT_TYPE})", FSX_SIZES_SOURCE, True
             ),
             StorageFact(
-                "throughput", f"{units} MB/s per TiB of the file system's size", source,
-                not entry.get("unconfirmed"),
+                "throughput", f"{units} MB/s per TiB of the file system's size",
+                _text(entry["source"]), not entry.get("unconfirmed"),
             ),
         ]  # fmt: skip
     if storage is Feature.FILE_STORAGE:

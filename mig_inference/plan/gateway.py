@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mig_inference.errors import MigError, MigErrors
-from mig_inference.plan.model import ServicePlan, served_model
+from mig_inference.plan.model import ServicePlan
+from mig_inference.plan.served import served_model
 from mig_inference.spec import StackSpec, key_path
 from mig_inference.spec.gateway import ROUTED_ENGINES, GatewayAddress, GatewaySpec, routed
 

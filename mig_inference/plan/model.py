@@ -11,7 +11,6 @@ from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.migparted import config_entries
 from mig_inference.solving.packing import PackPlan
 from mig_inference.spec import (
-    Engine,
     MigManager,
     PoolSpec,
     ProfilingSpec,
@@ -214,19 +213,6 @@ class ServicePlan:
         return (
             f"http://{self.service_name}.{self.spec.namespace}.svc.cluster.local:{self.spec.port}"
         )
-
-
-def served_model(service: ServicePlan) -> str:
-    """The model id the engine answers to: vLLM's `--served-model-name` when the args give one
-    (its first name), else the model."""
-    args = list(service.spec.args)
-    if service.spec.engine is Engine.VLLM:
-        for index, arg in enumerate(args):
-            if arg.startswith("--served-model-name="):
-                return arg.split("=", 1)[1]
-            if arg == "--served-model-name" and index + 1 < len(args):
-                return args[index + 1]
-    return service.spec.model
 
 
 @dataclass(frozen=True)

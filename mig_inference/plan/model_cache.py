@@ -14,6 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.storage import (
+    FSX_DEPLOYMENT_TYPE,
+    FSX_SIZES,
+    FSX_SIZES_SOURCE,
+    fsx_sizes_text,
+)
 from mig_inference.errors import MigError
 from mig_inference.gpus.sizing import BYTES_PER_PARAM, GB, GIB, MIB
 from mig_inference.names.digest import short_hash
@@ -33,25 +39,13 @@ CACHE_ROOT = "/models"
 HEADROOM = 1.2
 """Room on the volume beyond the weights (tokenizer, config, a second revision being filled)."""
 CACHED_ENGINES = (Engine.VLLM, Engine.TGI)
+"""Engines that start from a local path and whose own downloader fills the cache."""
 HYPERDISK_ML_THROUGHPUT = 2400
 """MiB/s a Hyperdisk ML volume is provisioned with unless `throughputMiBps` says: this
 project's choice, within Google's 400 to 1,200,000 MiB/s."""
 FSX_PER_UNIT = 250
 """MB/s per TiB of an FSx for Lustre file system unless `throughputMiBps` says: this project's
 choice among the PERSISTENT_2 values (aws-fsx-csi-driver docs/options.md)."""
-FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
-FSX_SIZES: dict[str, tuple[tuple[int, ...], int]] = {
-    "SCRATCH_2": ((1200, 2400), 2400),
-    "PERSISTENT_1": ((1200, 2400), 2400),
-    "PERSISTENT_2": ((1200, 2400), 2400),
-    "SCRATCH_1": ((1200, 2400), 3600),
-}
-"""The storage capacities (GiB) FSx for Lustre takes per SSD deployment type: the first sizes,
-then whole steps beyond the last of them (Amazon FSx API Reference, CreateFileSystem
-`StorageCapacity`: "For SCRATCH_2, PERSISTENT_2, and PERSISTENT_1 deployment types using SSD
-storage type, the valid values are 1200 GiB, 2400 GiB, and increments of 2400 GiB"; SCRATCH_1
-1200, 2400 and increments of 3600)."""
-"""Engines that start from a local path and whose own downloader fills the cache."""
 
 
 @dataclass(frozen=True)
@@ -240,12 +234,10 @@ def plan_model_cache(spec: StackSpec, services: Sequence[ServicePlan]) -> ModelC
         if cache.storage is CacheStorage.FSX_LUSTRE and fsx_lustre_size(cache.size_gib) != (
             cache.size_gib
         ):
-            first, step = FSX_SIZES[FSX_DEPLOYMENT_TYPE]
             raise MigError(
-                f"FSx for Lustre ({FSX_DEPLOYMENT_TYPE}) takes "
-                f"{' or '.join(f'{s:,}' for s in first)} GiB, then steps of {step:,} GiB, not "
-                f"{cache.size_gib:,} (Amazon FSx API Reference, CreateFileSystem "
-                f"StorageCapacity); the next size up is {fsx_lustre_size(cache.size_gib):,}",
+                f"FSx for Lustre ({FSX_DEPLOYMENT_TYPE}) takes {fsx_sizes_text()}, not "
+                f"{cache.size_gib:,} ({FSX_SIZES_SOURCE}); the next size up is "
+                f"{fsx_lustre_size(cache.size_gib):,}",
                 f"{path}.sizeGiB",
                 value=cache.size_gib,
             )

@@ -100,7 +100,7 @@ def cache_rate(cache_plan: ModelCachePlan) -> Rate:
         whole = Figure(
             per_unit * cache_plan.size_gib / 1024,
             f"{per_unit} MB/s per TiB x {cache_plan.size_gib:,} GiB; {str(data['source']).strip()}",
-            bool(data.get("size_unconfirmed")),
+            bool(data.get("unconfirmed")),
         )
         return Rate(whole, whole)
     if storage is CacheStorage.FILE_STORAGE:

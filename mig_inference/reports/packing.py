@@ -20,6 +20,11 @@ def pack_json(plan: PackPlan) -> dict[str, Any]:
         "uniform_nodes": plan.uniform_nodes,
         "lower_bound": plan.lower_bound,
         "optimal": plan.optimal,
+        "preferences": [
+            {"stage": s.name, "value": s.value, "bound": s.bound, "proven": s.proven}
+            for s in plan.preferences
+        ],
+        "preferences_proven": plan.refined_optimal,
         "layouts": [
             {
                 "gpu": slot.index,

@@ -109,6 +109,10 @@ class Rollout:
         """The nodes existing pools name, and their pools."""
         self.initial_nodes: set[str] = set()
         """The nodes of the deployed version (their devices served before the update)."""
+        self.budgets: dict[tuple[str, str], Resource] = {}
+        """The PodDisruptionBudgets in the cluster, by (namespace, name): a Deployment created
+        after its budget is still held to it (Pulumi registers, and creates, the two in no fixed
+        order; a budget selects pods by their labels whenever they come)."""
 
     # -- facts -------------------------------------------------------------------------------
     def _devices(self, node: Node, config: str) -> dict[str, int]:
@@ -230,20 +234,35 @@ class Rollout:
             key[0], key[1], service, replicas,
             pod_template(template.get("spec", {})),
             self.timings.replica_start if start is None else start,
-            budget=existing.budget if existing else None, labels=dict(labels),
+            budget=existing.budget if existing else self._budget_of(key[0], labels),
+            labels=dict(labels),
         )  # fmt: skip
         self.cluster.deployments[key] = deployment
         self.served.setdefault(service, Served(0, 0, 0))
         return deployment
 
     def _apply_budget(self, resource: Resource, *, remove: bool = False) -> None:
-        metadata, spec = resource.inputs.get("metadata", {}), resource.inputs.get("spec", {})
-        selector = spec.get("selector", {}).get("matchLabels", {})
+        spec = resource.inputs.get("spec", {})
+        key = self._object_key(resource)
+        if not remove:
+            self.budgets[key] = resource
+        elif self.budgets.get(key) is resource:
+            del self.budgets[key]
         for deployment in self.cluster.deployments.values():
-            if deployment.namespace == metadata.get("namespace") and all(
-                deployment.labels.get(k) == v for k, v in selector.items()
-            ):
+            if _selects(resource, deployment.namespace, deployment.labels):
                 deployment.budget = None if remove else int(spec.get("maxUnavailable", 1))
+
+    def _budget_of(self, namespace: str, labels: Mapping[str, str]) -> int | None:
+        """The maxUnavailable of the budget that selects a Deployment's pods, None when none
+        does."""
+        return next(
+            (
+                int(budget.inputs.get("spec", {}).get("maxUnavailable", 1))
+                for budget in self.budgets.values()
+                if _selects(budget, namespace, labels)
+            ),
+            None,
+        )
 
     # -- steps -----------------------------------------------------------------------------------
     def _start(self, task: _Task) -> None:
@@ -664,3 +683,12 @@ def _client_selected(release: Resource) -> bool:
         return False
     plugin = (release.inputs.get("values") or {}).get("kubeletPlugin") or {}
     return (plugin.get("nodeSelector") or {}).get(CLIENT_DEPLOY_LABEL) == "true"
+
+
+def _selects(budget: Resource, namespace: str, labels: Mapping[str, str]) -> bool:
+    """Whether a PodDisruptionBudget selects the pods of a Deployment with these labels."""
+    metadata, spec = budget.inputs.get("metadata", {}), budget.inputs.get("spec", {})
+    selector = spec.get("selector", {}).get("matchLabels", {})
+    return metadata.get("namespace") == namespace and all(
+        labels.get(k) == v for k, v in selector.items()
+    )

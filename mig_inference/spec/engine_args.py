@@ -52,6 +52,22 @@ def _option(word: str) -> tuple[str, str | None]:
     return flag, value if equals else None
 
 
+def last_value(words: tuple[str, ...], flag: str) -> str | None:
+    """The first value of the last `flag` in an engine's arguments (`--flag value` or
+    `--flag=value`; vLLM's parser, an argparse.ArgumentParser, keeps the last occurrence of an
+    option and takes `_` for `-`), None when the arguments do not give it."""
+    found = None
+    for index, word in enumerate(words):
+        given, value = _option(word)
+        if given != flag:
+            continue
+        if value is None and index + 1 < len(words):
+            value = words[index + 1]
+        if value is not None:
+            found = value
+    return found
+
+
 def check_engine_args(
     node: ConfigNode,
     engine: Engine,

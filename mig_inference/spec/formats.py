@@ -492,8 +492,6 @@ HYPERDISK_ML_THROUGHPUT = Bound(
     "Hyperdisk ML: at most 1,200,000 MiB/s per volume",
     minimum_source="Hyperdisk ML: at least 400 MiB/s per volume",
 )
-FSX_PER_UNIT = (125, 250, 500, 1000)
-"""FSx for Lustre PERSISTENT_2 `perUnitStorageThroughput`, MB/s per TiB (aws-fsx-csi-driver)."""
 READ_MB_PER_S = Bound(0, 1_000_000, "sanity: a terabyte a second", exclusive_minimum=True)
 STARTUP_SECONDS = Bound(60, 24 * 3600, "sanity: a day for one replica to load its model")
 PROMPTS = Bound(1, 1_000_000, "sanity: prompts per profiling run")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.addons import storage_offered
+from mig_inference.clouds.storage import fsx_per_unit_throughputs
 from mig_inference.errors import shown
 from mig_inference.spec import formats
 from mig_inference.spec.model import CacheStorage, ModelCacheSpec
@@ -90,8 +91,8 @@ def model_cache_spec(node: ConfigNode, cloud: Cloud) -> ModelCacheSpec | None:
     throughput = None
     if storage is CacheStorage.FSX_LUSTRE and throughput_node.value is not None:
         throughput = throughput_node.integer()
-        if throughput not in formats.FSX_PER_UNIT:
-            allowed = [str(v) for v in formats.FSX_PER_UNIT]
+        if throughput not in fsx_per_unit_throughputs():
+            allowed = [str(v) for v in fsx_per_unit_throughputs()]
             throughput = throughput_node.problem(
                 f"FSx for Lustre takes a per-unit throughput (MB/s per TiB) of "
                 f"{', '.join(allowed)}; got {shown(throughput_node.value)}",

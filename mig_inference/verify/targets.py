@@ -5,7 +5,6 @@ of its Deployments), what it asks, where it may connect, and the slice every rep
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
@@ -15,6 +14,7 @@ from mig_inference.names.digest import short_hash
 from mig_inference.plan import ServicePlan, StackPlan
 from mig_inference.plan.gateway import MODEL_HEADER
 from mig_inference.plan.model_cache import ModelCachePlan
+from mig_inference.plan.served import served_model
 from mig_inference.spec import Engine
 from mig_inference.spec.model import Probe
 from mig_inference.versions import VERIFY_IMAGE
@@ -34,35 +34,6 @@ Job's `MIG_VERIFY_URL` gives it."""
 def program_source(module: str) -> str:
     """The source of `probe` or `slice_check`: what the containers run with `python3 -c`."""
     return resources.files("mig_inference.verify").joinpath(f"{module}.py").read_text("utf-8")
-
-
-def _flag(args: Sequence[str], flag: str) -> str | None:
-    """The value of the last `flag` in `args` (`--flag value` or `--flag=value`): argparse and
-    clap keep the last one given."""
-    found = None
-    for index, arg in enumerate(args):
-        if arg.startswith(f"{flag}="):
-            found = arg.split("=", 1)[1]
-        elif arg == flag and index + 1 < len(args):
-            found = args[index + 1]
-    return found
-
-
-def served_model(service: ServicePlan, cache: ModelCachePlan | None = None) -> str:
-    """The model id the engine reports on `/v1/models`, as the engine is started (with the
-    model cache, from its path):
-    - vLLM: its first `--served-model-name`, else its `--model` (vLLM's serving.py);
-    - TGI: its `--model-id`, which is the path when started from the cache: TGI 3.3.5 takes
-      the model id of a local directory from the tokenizer name, that argument (router/src/
-      server.rs: a local path asks the hub nothing, and `/v1/models` answers `Info.model_id`;
-      the launcher passes `--tokenizer-name <model-id>`); TGI has no served name of its own;
-    - others: the stack's model (Triton and custom engines are not asked for it)."""
-    args = list(engine_container(service, cache).args)
-    if service.spec.engine is Engine.VLLM:
-        return _flag(args, "--served-model-name") or _flag(args, "--model") or service.spec.model
-    if service.spec.engine is Engine.TGI:
-        return _flag(args, "--model-id") or service.spec.model
-    return service.spec.model
 
 
 def pod_selector(service_name: str) -> dict[str, str]:
