@@ -256,6 +256,9 @@ class FakeCluster:
         self.budgets: dict[tuple[str, str], dict[str, Any]] = {}
         self.ready_history: list[tuple[float, dict[str, int]]] = []
         """Ready replicas per service after each request that changed them."""
+        self.evicted_loading: list[str] = []
+        """`t=<time> NS/NAME` whenever an eviction took a service's replica that was bound to a
+        node and not yet Ready (still loading its model)."""
         self.plugin_configs: Collection[str] | None = None
         """The device plugin's config names (NVIDIA's model only; None: no config manager)."""
 
@@ -926,6 +929,12 @@ class FakeCluster:
                 f"The disruption budget {refusal.budget} needs 1 healthy pods and has 1 currently"}]}  # fmt: skip
             return code, status
         self._changed(f"evict {namespace}/{name}")
+        if (
+            pod["spec"].get("nodeName")
+            and not _ready(pod)
+            and any(_owned_by(pod, service) for service in self.services.values())
+        ):
+            self.evicted_loading.append(f"t={self.clock:g} {namespace}/{name}")
         self._terminate(pod)
         return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 

@@ -1,6 +1,7 @@
 """The simulator's Jobs (mig_inference/rollout/jobs.py) follow the scripts where the scripts'
-tests (test_gate.py, test_repartition.py) pin a behaviour down: here, the watchdog that restarts a
-MIG manager wedged in `pending` (NVIDIA/gpu-operator#2833)."""
+tests (test_gate.py, test_repartition.py, test_repartition_pacing.py) pin a behaviour down: here,
+the watchdog that restarts a MIG manager wedged in `pending` (NVIDIA/gpu-operator#2833), the
+pool's budgets, and the pacing's stop with the held nodes uncordoned."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from mig_inference.rollout.model import Deployment, Node, PodTemplate
 
 TWO = ("3g.40gb", "3g.40gb")
 SEVEN = ("1g.10gb",) * 7
-LAYOUTS: dict[str, NodeLayout] = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN)}
+WITH_1G = ("3g.40gb", "3g.40gb", "1g.10gb")
+LAYOUTS: dict[str, NodeLayout] = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN),
+                                  "with-1g": (WITH_1G, WITH_1G)}  # fmt: skip
 
 
 def one_node(durations: Durations) -> Cluster:
@@ -103,3 +106,33 @@ def test_diff_shows_an_in_place_roll_keeping_a_surviving_profile_serving() -> No
     assert outcome.failure is None
     [chat] = changes.services
     assert (chat.serving_before, chat.min_serving, chat.serving_after) == (32, 16, 32)
+
+
+def test_replicas_that_do_not_turn_ready_stop_the_job_and_lift_the_hold() -> None:
+    # As the script: the nodes still to be switched are held cordoned from the first drain; the
+    # replicas moved back onto n1 (the new layout keeps 3g.40gb) never turn Ready, so the Job
+    # stops before draining n2 and lifts the cordons of the nodes it held.
+    cluster = one_node(Durations(pod_start=10, checks=5, operands_stop=10, apply=10))
+    labels = {POOL_LABEL: "p", MIG_CONFIG_LABEL: "all-3g.40gb", MIG_STATE_LABEL: "success"}
+    for name in ("n2", "n3"):
+        cluster.add_node(Node(name, dict(labels), [], gpus=2), applied="all-3g.40gb")
+    pods = {POOL_LABEL: "p", "app.kubernetes.io/managed-by": "mig-inference"}
+    template = PodTemplate("nvidia.com/mig-3g.40gb", ((POOL_LABEL, "In", ("p",)),), (), "v1")
+    chat = Deployment("inference", "chat", "chat", 6, template, 10_000.0, budget=1, labels=pods)
+    cluster.deployments = {chat.key: chat}
+    cluster.tick()
+    for pod in cluster.pods:
+        pod.ready_at = cluster.now  # the running replicas serve; a new one never loads in time
+    env = {"TARGET_CONFIG": "with-1g", "REPARTITION_SELECTOR": "mig-inference.io/pool=p",
+           "RECONFIGURE_TIMEOUT_SECONDS": "600",
+           "BUDGET_SELECTOR": "mig-inference.io/pool=p,app.kubernetes.io/managed-by=mig-inference"}  # fmt: skip
+    job = RepartitionRun.of(env)
+    held = False
+    while job.outcome is None:
+        cluster.tick()
+        job.advance(cluster)
+        held = held or all(cluster.nodes[n].unschedulable for n in ("n1", "n2", "n3"))
+    assert held
+    assert job.outcome == "failed: the pool's services did not settle before the drain of n2"
+    assert not any(cluster.nodes[n].unschedulable for n in ("n1", "n2", "n3"))
+    assert cluster.nodes["n2"].config == "all-3g.40gb" and chat.budget == 1

@@ -126,10 +126,11 @@ class GateRun(JobRun):
 
 @dataclass
 class RepartitionRun(JobRun):
-    """Batch by batch: cordon (marked as ours), evict the pods holding devices (budgets decide:
-    the pool's own services' budgets relaxed while the Job runs), relabel (clearing the state),
-    wait for success on the target, uncordon, and let the pool's services settle there before
-    the next batch; then release the nodes an existing pool no longer names."""
+    """Batch by batch: cordon (marked as ours) the batch and hold the nodes still to be switched
+    cordoned until their turn, evict the pods holding devices (budgets decide: the pool's own
+    services' budgets relaxed while the Job runs), relabel (clearing the state), wait for success
+    on the target, uncordon, and let the pool's services settle before the next batch; then
+    release the nodes an existing pool no longer names."""
 
     target: str = ""
     selector: str = ""
@@ -159,9 +160,11 @@ class RepartitionRun(JobRun):
     """The pool's services' PodDisruptionBudgets (strict otherwise): relaxed to every replica
     while the Job runs, restored when it ends, however it ends."""
     relaxed: dict[tuple[str, str], int] = field(default_factory=dict)
-    paced: list[str] = field(default_factory=list)
-    """The nodes the last batch re-partitioned: the pool's services settle there before the next
-    batch is drained."""
+    held: list[str] = field(default_factory=list)
+    """Nodes still to be switched that the Job cordoned until their own batch, so evicted
+    replicas land only on switched nodes (the script's `hold_rest`)."""
+    pacing: bool = False
+    """A batch is done: the pool's services settle before the next one is drained."""
     pace_deadline: float = 0.0
     batch: list[str] = field(default_factory=list)
     phase: str = "pick"
@@ -203,6 +206,9 @@ class RepartitionRun(JobRun):
         self._advance(cluster)
         if self.outcome is not None:
             self._restore(cluster)
+            for name in self.held:
+                if name not in self.batch and name not in self.done:
+                    self._uncordon(cluster, name)
 
     def _relax(self, cluster: Cluster) -> None:
         if self.relaxed or not self.budget_selector:
@@ -235,14 +241,15 @@ class RepartitionRun(JobRun):
                 for n in self._pool(cluster)
                 if n.name not in self.done and not self._on_target(cluster, n)
             ]
-            if todo and self.paced:
+            if todo and self.pacing:
                 if not self._settled(cluster):
                     if cluster.now >= self.pace_deadline:
                         self.outcome = (
-                            f"failed: the pool's services did not settle on {', '.join(self.paced)}"
+                            "failed: the pool's services did not settle before the drain of "
+                            + todo[0].name
                         )
                     return
-                self.paced = []
+                self.pacing = False
             if not todo:
                 leaving = self._leaving(cluster)
                 if not leaving:
@@ -254,6 +261,8 @@ class RepartitionRun(JobRun):
                 self.phase = "drain"
             self._relax(cluster)
             self._cordon(cluster)
+            if self.phase == "drain":
+                self._hold(cluster, [n.name for n in todo[self.max_unavailable :]])
             self.deadline = cluster.now + self.drain_timeout
         if self.phase in ("drain", "release"):
             held = [p for name in self.batch for p in self._holders(cluster, name)]
@@ -342,7 +351,7 @@ class RepartitionRun(JobRun):
                 self._uncordon(cluster, name)
                 self.done.append(name)
             cluster.log(f"re-partitioning Job: {', '.join(self.batch)} on {self.target}")
-            self.paced = list(self.batch)
+            self.pacing = True
             self.pace_deadline = cluster.now + self.reconfigure_timeout
             self.phase = "pick"
 
@@ -378,8 +387,8 @@ class RepartitionRun(JobRun):
         self.switching = []
 
     def _settled(self, cluster: Cluster) -> bool:
-        """As the script's `pace`: none of the pool's services' replicas bound to the nodes just
-        re-partitioned is still loading, and none Pending could land there."""
+        """As the script's `pace`: none of the pool's services' replicas bound to a node is still
+        loading, wherever, and none Pending could land on a schedulable node already switched."""
         pairs = [p.split("=", 1) for p in self.budget_selector.split(",") if p]
         ours = {
             d.key
@@ -387,8 +396,12 @@ class RepartitionRun(JobRun):
             if pairs and all(d.labels.get(k) == v for k, v in pairs)
         }
         pods = [p for p in cluster.pods if p.active and (p.namespace, p.deployment) in ours]
-        nodes = [cluster.nodes[n] for n in self.paced if not cluster.nodes[n].gone]
-        if any(p.node in self.paced and not p.ready(cluster.now) for p in pods):
+        nodes = [
+            n
+            for n in self._pool(cluster)
+            if (n.name in self.done or self._on_target(cluster, n)) and not n.unschedulable
+        ]
+        if any(p.node is not None and not p.ready(cluster.now) for p in pods):
             return False
         return not any(
             p.node is None and p.template.resource and cluster.free(n, p.template.resource) > 0
@@ -408,6 +421,17 @@ class RepartitionRun(JobRun):
     def _join(self, cluster: Cluster, name: str) -> None:
         if self.named_pool:
             cluster.set_labels(name, {POOL_LABEL: self.named_pool})
+
+    def _hold(self, cluster: Cluster, names: list[str]) -> None:
+        """As the script's `hold_rest`: the nodes still to be switched, cordoned until their turn
+        (nodes someone else cordoned are left as they are)."""
+        held = [n for n in names if n not in self.held and not cluster.nodes[n].unschedulable]
+        for name in held:
+            cluster.nodes[name].unschedulable = True
+            cluster.nodes[name].annotations[CORDONED_FOR] = self.target
+            self.held.append(name)
+        if held:
+            cluster.log(f"re-partitioning Job: cordoned {', '.join(held)} until their turn")
 
     def _cordon(self, cluster: Cluster) -> None:
         for name in self.batch:

@@ -2,12 +2,15 @@
 # In-place re-partitioning of one pool, MAX_UNAVAILABLE nodes at a time: see
 # mig_inference/kube/repartition.py, which fills in the upper-case placeholders. POSIX sh (busybox ash
 # in the Job's image). Per batch: look for GPU pods no eviction can move (or that no controller
-# would recreate), cordon (marked with
-# CORDON_ANNOTATION), evict the pods holding GPU or MIG devices, switch the node to the pool's
-# allocation (the device plugin or NVIDIA's DRA driver, one off before the other on), relabel (or
-# restart the MIG manager when the label is already the target) unless only the plugin changed,
-# wait for success with the target config and the planned devices advertised (on a DRA pool:
-# the driver's kubelet plugin restarted and the slices published), uncordon. Then, on existing pools, release the nodes the pool no longer names.
+# would recreate), cordon (marked with CORDON_ANNOTATION; the pool's nodes still to be switched
+# too, each until its own batch, so evicted replicas land only on switched nodes), evict the pods
+# holding GPU or MIG devices, switch the node to the pool's allocation (the device plugin or
+# NVIDIA's DRA driver, one off before the other on), relabel (or restart the MIG manager when the
+# label is already the target) unless only the plugin changed, wait for success with the target
+# config and the planned devices advertised (on a DRA pool: the driver's kubelet plugin restarted
+# and the slices published), uncordon, and, before the next batch, wait until every replica of
+# the pool's services is Ready. Then, on existing pools, release the nodes the pool no longer
+# names.
 # The pool's own PodDisruptionBudgets (one replica at a time otherwise) are relaxed while it runs
 # and restored on every way out. Before all that, a switch between the device plugin and DRA that
 # the replicas of the pool's services cannot follow is refused (no_stranded_replicas).
@@ -34,6 +37,7 @@ ours=""        # nodes of the batch this Job (or an earlier run of it) cordoned
 foreign=""     # nodes of the batch someone else cordoned: they stay cordoned
 keep=""        # nodes whose label or MIG manager was changed: a stop leaves them cordoned
 done_nodes=""  # on the target, finished
+held=""        # nodes still to be switched that this Job cordoned so evicted replicas cannot land there
 gone=""        # vanished from the cluster
 released=""    # no longer named by the pool: moved out of it
 SERVICE_POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.spec.nodeName}{"|"}{.metadata.deletionTimestamp}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"|"}{.spec.containers[*].resources.limits}{"\n"}{end}'
@@ -248,6 +252,12 @@ stop() {
       fi
     fi
   done
+  for node in $held; do
+    is_in "$node" "$ours $done_nodes $gone" && continue
+    if uncordon "$node"; then
+      echo "node $node: uncordoned (held until its turn, never relabelled)"
+    fi
+  done
   rest=""
   for node in $pool; do
     is_in "$node" "$done_nodes $gone $batch" || rest="$rest $node"
@@ -314,7 +324,7 @@ pick() {
       echo "node $node: already on $TARGET_CONFIG ($node_devices)${node_cordoned:+; cordoned by someone else, left so}"
       join_pool "$node"
       done_nodes="$done_nodes $node"
-    elif [ -n "$node_mark" ]; then
+    elif [ -n "$node_mark" ] && ! is_in "$node" "$held"; then
       resumed="$resumed $node"
       [ "$node_config" != "$TARGET_CONFIG" ] || relabelled="$relabelled $node"
     else
@@ -364,6 +374,10 @@ cordon_batch() {
     if [ -z "$node_found" ]; then
       echo "node $node: gone (scaled away or replaced); skipped"
       gone="$gone $node"
+    elif is_in "$node" "$held"; then
+      ours="$ours $node"
+      [ "$node_cordoned" = true ] || patch_node "$node" "$CORDON"
+      echo "node $node: cordoned since an earlier batch (CORDON_ANNOTATION=$TARGET_CONFIG)"
     elif [ -n "$node_mark" ]; then
       is_in "$node" "$ours" || ours="$ours $node"
       if [ "$node_mark" != "$TARGET_CONFIG" ] || [ "$node_cordoned" != true ]; then
@@ -378,6 +392,32 @@ cordon_batch() {
       patch_node "$node" "$CORDON"
       echo "node $node: cordoned (CORDON_ANNOTATION=$TARGET_CONFIG)"
     fi
+  done
+}
+
+# hold_rest: cordon the pool's nodes still to be switched beyond the batch (marked as the batch's
+# are) until their own batch, so a replica the drain evicts lands only on a node already switched
+# or waits for its own. Left schedulable, such a node would take it, and its own drain would evict
+# it again, maybe before it serves; a service whose replicas gathered there would drop to none.
+# The cost: the pool's spare slices on those nodes take no new pod while the Job runs. A node an
+# earlier run cordoned and never relabelled is held the same way (a stop uncordons it); one it
+# relabelled stays cordoned until its batch, as its MIG manager may be mid-change.
+hold_rest() {
+  for node in $todo; do
+    is_in "$node" "$batch $held $gone" && continue
+    read_node "$node"
+    [ -n "$node_found" ] || continue
+    if [ -n "$node_mark" ]; then
+      [ "$node_config" != "$TARGET_CONFIG" ] || continue
+      [ "$node_mark" = "$TARGET_CONFIG" ] && [ "$node_cordoned" = true ] || patch_node "$node" "$CORDON"
+      held="$held $node"
+      echo "node $node: cordoned by an earlier run, never relabelled; held until its turn"
+      continue
+    fi
+    [ "$node_cordoned" != true ] || continue
+    patch_node "$node" "$CORDON"
+    held="$held $node"
+    echo "node $node: cordoned until its turn (CORDON_ANNOTATION=$TARGET_CONFIG), so evicted replicas land only on switched nodes"
   done
 }
 
@@ -408,11 +448,15 @@ free_on() {
   free_count=$((free_total - free_held))
 }
 
-# pace NODES: before the next batch is drained, the pool's services (their pods carry
-# BUDGET_SELECTOR) settle on the nodes just re-partitioned: none of their replicas bound there is
-# still loading, and none Pending could still land there (no free device of what it asks for). A
-# service whose slice survives the new layout keeps serving from those nodes; one whose slice is
-# gone has nothing to wait for. The reconfiguration deadline bounds the wait.
+# pace: before the next batch is drained, the pool's services (their pods carry BUDGET_SELECTOR)
+# settle: none of their replicas bound to a node, wherever, is still loading, and none Pending
+# could still land on a schedulable node already switched (a free device of what it asks for).
+# Anywhere, not only on the nodes just switched: a replica still loading when its node is drained
+# would be evicted before it serves (the relaxed budgets no longer refuse it), and the drain would
+# take the service below the replicas outside the batch. A service whose slice survives the new
+# layout keeps serving from the switched nodes; one whose slice is gone has nothing to wait for.
+# The reconfiguration deadline bounds the wait: a replica that never gets Ready (a crash loop)
+# stops the Job there, naming it, as the service's own budget would refuse the drain.
 pace() {
   [ -n "${BUDGET_SELECTOR:-}" ] || return 0
   pace_deadline=$(($(date +%s) + RECONFIGURE_TIMEOUT_SECONDS))
@@ -425,8 +469,8 @@ pace() {
       [ -n "$pod" ] && [ -z "$deleting" ] || continue
       if [ -z "$pod_node" ]; then
         wanted="$wanted $(gpu_resource "$limits")"
-      elif is_in "$pod_node" "$1" && [ "$ready" != True ]; then
-        loading="$loading $pod"
+      elif [ "$ready" != True ]; then
+        loading="$loading $pod@$pod_node"
       fi
     done <<EOF
 $out
@@ -434,17 +478,18 @@ EOF
     landing=""
     if [ -z "$loading" ]; then
       for resource in $(printf '%s' "$wanted" | tr ' ' '\n' | LC_ALL=C sort -u); do
-        for node in $1; do
+        for node in $done_nodes; do
           free_on "$node" "$resource"
-          [ "$free_count" -le 0 ] || landing="$landing $resource@$node"
+          [ "$node_cordoned" != true ] && [ "$free_count" -gt 0 ] || continue
+          landing="$landing $resource@$node"
         done
       done
     fi
     if [ -z "$loading$landing" ]; then
       return 0
     fi
-    [ "$(date +%s)" -lt "$pace_deadline" ] || stop "the replicas on$1" "after ${RECONFIGURE_TIMEOUT_SECONDS}s the pool's services have not settled on$1: still loading:${loading:- none}; Pending that could land there:${landing:- none}"
-    echo "  waiting for the pool's services on$1: loading:${loading:- none}; free devices for Pending replicas:${landing:- none}"
+    [ "$(date +%s)" -lt "$pace_deadline" ] || stop "the pool's services" "after ${RECONFIGURE_TIMEOUT_SECONDS}s they have not settled before the drain of the next batch: still loading:${loading:- none}; Pending that could land on a switched node:${landing:- none}"
+    echo "  waiting for the pool's services to settle: loading:${loading:- none}; free devices for Pending replicas:${landing:- none}"
     sleep "$POLL"
   done
 }
@@ -800,23 +845,21 @@ if [ -z "$REPARTITION_SELECTOR" ]; then
 fi
 
 no_stranded_replicas
-paced=""  # the nodes the last batch re-partitioned: their replicas settle before the next drain
+drained=""  # a batch of this run is done: the replicas it moved settle before the next drain
 while :; do
   pick
   [ -n "$batch" ] || break
-  [ -z "$paced" ] || pace "$paced"
-  paced=""
+  [ -z "$drained" ] || pace
   no_pinned_pods "$todo"
   relax_budgets
   cordon_batch
+  hold_rest
   drain_batch
   deadline=$(($(date +%s) + RECONFIGURE_TIMEOUT_SECONDS))
   switch_batch
   trigger_batch
   wait_batch
-  for node in $batch; do
-    is_in "$node" "$gone" || paced="$paced $node"
-  done
+  drained=1
 done
 release
 restore_budgets || exit 1
