@@ -83,13 +83,16 @@ def test_the_plugin_is_restarted_after_success_and_the_node_uncordoned_once_it_p
         assert cluster.published[node] == PLANNED
         assert not cluster.cordoned(node)
         assert CORDONED_FOR_ANNOTATION not in cluster.annotations(node)
-    # Per node: cordon, the claim holder evicted, relabel, the plugin restarted, uncordon.
+    # n1 cordoned and n2 held (cordoned until its turn); then per node: the claim holder
+    # evicted, relabel, the plugin restarted, uncordon (n2 stays cordoned from the hold).
     kinds = [
         c.split(" ")[0] + (" plugin" if c.startswith(PLUGIN_DELETE) else "")
         for c in cluster.changes
     ]
-    assert kinds == ["patch", "evict", "patch", "delete plugin", "patch"] * 2, cluster.changes
-    assert cluster.changes[2].endswith(f"{MIG_CONFIG_LABEL}={TARGET} {MIG_STATE_LABEL}-")
+    per_node = ["evict", "patch", "delete plugin", "patch"]
+    assert kinds == ["patch", "patch", *per_node * 2], cluster.changes
+    assert cluster.changes[1].startswith("patch n2 ") and cluster.changes[1].endswith(" cordon")
+    assert cluster.changes[3].endswith(f"{MIG_CONFIG_LABEL}={TARGET} {MIG_STATE_LABEL}-")
     assert (
         "restarted its DRA kubelet plugin (dra-driver-nvidia-gpu-kubelet-plugin-" in result.stdout
     )
@@ -111,8 +114,11 @@ def test_with_the_mig_manager_s_pause_the_job_restarts_nothing_and_waits_for_the
         assert cluster.published[node] == PLANNED
         assert not cluster.cordoned(node)
         assert cluster.node_labels(node)[CLIENT_DEPLOY_LABEL] == "true"
-    # Per node: cordon, the claim holder evicted, relabel, uncordon; no plugin deleted by the Job.
-    assert [c.split(" ")[0] for c in cluster.changes] == ["patch", "evict", "patch", "patch"] * 2
+    # n1 cordoned and n2 held; per node: the claim holder evicted, relabel, uncordon; no plugin
+    # deleted by the Job.
+    per_node = ["evict", "patch", "patch"]
+    kinds = [c.split(" ")[0] for c in cluster.changes]
+    assert kinds == ["patch", "patch", *per_node * 2], cluster.changes
     assert not [c for c in cluster.changes if c.startswith(PLUGIN_DELETE)]
     assert "restarted its DRA kubelet plugin" not in result.stdout
     # The MIG manager paused the label, the old plugin's slices went, a new plugin published
