@@ -27,7 +27,8 @@ RESOURCE = "nvidia.com/mig-3g.40gb"
 CHANGES = {
     # A new layout that keeps the service's profile on one GPU of two.
     "layout": ("mixed", {RESOURCE: 2, "nvidia.com/mig-2g.20gb": 3}, False),
-    # The move to DRA: the layout stays, the plugin changes.
+    # The move to DRA with the extended-resource bridge (the pods keep their requests): the
+    # layout stays, the plugin changes.
     "dra-move": ("all-3g.40gb", {RESOURCE: 4}, True),
     # A new layout that keeps every 3g.40gb slice.
     "layout-keeping": ("with-1g", {RESOURCE: 4, "nvidia.com/mig-1g.10gb": 2}, False),
@@ -57,7 +58,7 @@ def repartition(
     config, planned, dra = CHANGES[change]
     target = RepartitionTarget(
         "p", config, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), planned,
-        dra=dra, dra_namespace=DRA_NAMESPACE if dra else "",
+        dra=dra, dra_namespace=DRA_NAMESPACE if dra else "", switch_keeps_requests=dra,
     )  # fmt: skip
     env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
