@@ -8,7 +8,9 @@ devices were offered by both."""
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,14 @@ def settled(cluster: FakeCluster) -> None:
         cluster.tick()
 
 
+def one_node_away_then_all_back(cluster: FakeCluster) -> None:
+    """`chat`'s 6 replicas on 2 x 4 slices: the moved node's away at the worst, no more, and all
+    back once the cluster settles."""
+    assert cluster.least_ready("chat") >= 6 - 4
+    settled(cluster)
+    assert cluster.ready_of("chat") == 6
+
+
 def allocation_of(cluster: FakeCluster, node: str) -> tuple[str | None, str | None]:
     labels = cluster.node_labels(node)
     return labels.get(DRA_NODE_LABEL), labels.get(DEVICE_PLUGIN_DEPLOY_LABEL)
@@ -120,9 +130,7 @@ def test_a_pool_moves_to_dra_node_by_node_and_keeps_serving(tmp_path: Path) -> N
     assert len(n2_before) == 1 and n2_before[0].endswith(" cordon"), cluster.changes
     assert "device plugin turned off (allocation device-plugin -> dra)" in result.stdout
     # The replicas of the node being switched are away, no more: 6 replicas on 2 x 4 slices.
-    assert cluster.least_ready("chat") >= 6 - 4
-    settled(cluster)
-    assert cluster.ready_of("chat") == 6
+    one_node_away_then_all_back(cluster)
 
 
 @pytest.mark.usefixtures("agents")
@@ -149,9 +157,7 @@ def test_a_pool_moves_back_to_the_device_plugin(tmp_path: Path) -> None:
     assert cluster.offered_twice == []
     assert not any("mig.config=" in c for c in cluster.changes), cluster.changes
     assert "DRA kubelet plugin turned off (allocation dra -> device-plugin)" in result.stdout
-    assert cluster.least_ready("chat") >= 6 - 4
-    settled(cluster)
-    assert cluster.ready_of("chat") == 6
+    one_node_away_then_all_back(cluster)
 
 
 @pytest.mark.usefixtures("agents")
@@ -345,22 +351,26 @@ def test_without_the_switch_the_simulator_sees_devices_offered_twice(
 MOVES = Path(__file__).resolve().parent / "stacks" / "dra-move"
 
 
+def mig_against_deployed(
+    verb: str, current: Path, deployed: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """`python -m mig VERB --stack-file CURRENT --deployed DEPLOYED ...` as users run it."""
+    return subprocess.run(
+        [sys.executable, "-m", "mig", verb, "--stack-file", str(current), "--deployed",
+         str(deployed), *extra],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("cloud", ["gke", "eks", "existing"])
 @pytest.mark.parametrize("to", ["dra", "plugin"])
 def test_the_diff_command_shows_the_move(cloud: str, to: str) -> None:
     """`python -m mig diff --json` as users run it, on the stack files of the move (the shipped
     DRA stack's services on two full nodes): exit 0, each node switched in turn, half of every
     service serving at the worst moment, no extra GPUs."""
-    import json
-    import sys
-
     deployed = MOVES / f"Pulumi.{cloud}-{'plugin' if to == 'dra' else 'dra'}.yaml"
     current = MOVES / f"Pulumi.{cloud}-{to}.yaml"
-    result = subprocess.run(
-        [sys.executable, "-m", "mig", "diff", "--stack-file", str(current), "--deployed",
-         str(deployed), "--json"],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+    result = mig_against_deployed("diff", current, deployed, "--json")
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     [pool] = found["pools"]

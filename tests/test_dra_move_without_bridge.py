@@ -6,8 +6,6 @@ clouds, whose extra GPUs `diff` states, refused on a protected pool."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from mig_inference.plan import plan_stack
 from mig_inference.spec import parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests import test_dra_move
+from tests.test_dra_move import mig_against_deployed
 from tests.test_rollout import stack, transition
 
 MOVES = Path(__file__).resolve().parent / "stacks" / "dra-move"
@@ -114,14 +113,6 @@ def test_a_cloud_pool_is_never_refused_here(cloud: str) -> None:
 
 
 # -- `diff` and `plan --deployed` as users run them -------------------------------------------
-def run(verb: str, current: Path, deployed: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mig", verb, "--stack-file", str(current), "--deployed",
-         str(deployed), *extra],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize("verb", ["diff", "plan"])
 @pytest.mark.parametrize("to", ["claims", "plugin"])
 def test_the_commands_refuse_the_move_on_an_existing_cluster(verb: str, to: str) -> None:
@@ -130,13 +121,13 @@ def test_the_commands_refuse_the_move_on_an_existing_cluster(verb: str, to: str)
     stdout."""
     deployed = MOVES / f"Pulumi.existing-{'plugin' if to == 'claims' else 'claims'}.yaml"
     current = MOVES / f"Pulumi.existing-{to}.yaml"
-    result = run(verb, current, deployed)
+    result = mig_against_deployed(verb, current, deployed)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     [line] = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
     assert line.startswith(f"error: {KEY}: pool h100 cannot move from "), line
     assert "mistral-nemo (16 replicas), qwen-small (32 replicas)" in line
-    found = json.loads(run(verb, current, deployed, "--json").stdout)
+    found = json.loads(mig_against_deployed(verb, current, deployed, "--json").stdout)
     [error] = found["errors"]
     assert error["key"] == KEY
     assert error["value"] == ("dra" if to == "claims" else "device-plugin")
@@ -152,7 +143,7 @@ def with_config(tmp_path: Path, name: str, source: str, change: Any) -> Path:
 
 
 def diff_json(current: Path, deployed: Path) -> dict[str, Any]:
-    result = run("diff", current, deployed, "--json")
+    result = mig_against_deployed("diff", current, deployed, "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     found: dict[str, Any] = json.loads(result.stdout)
     assert found["failure"] is None
@@ -307,7 +298,7 @@ def test_diff_refuses_the_protected_gke_pool_and_names_the_bridge(tmp_path: Path
 
     deployed = MOVES / "Pulumi.gke-plugin.yaml"
     current = with_config(tmp_path, "gke-claims", "Pulumi.gke-dra.yaml", claims)
-    result = run("diff", current, deployed)
+    result = mig_against_deployed("diff", current, deployed)
     assert result.returncode == 1, result.stdout + result.stderr
     [line] = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
     assert line.startswith("error: pool h100: allocation needs new nodes, and Pulumi refuses")

@@ -71,10 +71,11 @@ def repartition(
     return run_script(cluster, tmp_path, repartition_script(), env)
 
 
-def test_the_plugin_is_restarted_after_success_and_the_node_uncordoned_once_it_publishes(
-    tmp_path: Path,
-) -> None:
-    cluster = dra_pool("n1", "n2")
+def repartition_two_claims(
+    cluster: FakeCluster, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """A claim holder on each of n1 and n2, the Job run to success: both publish the planned
+    slices and are back in service."""
     claim_pod(cluster, "llm-a", "n1")
     claim_pod(cluster, "llm-b", "n2")
     result = repartition(cluster, tmp_path)
@@ -82,6 +83,15 @@ def test_the_plugin_is_restarted_after_success_and_the_node_uncordoned_once_it_p
     for node in ("n1", "n2"):
         assert cluster.published[node] == PLANNED
         assert not cluster.cordoned(node)
+    return result
+
+
+def test_the_plugin_is_restarted_after_success_and_the_node_uncordoned_once_it_publishes(
+    tmp_path: Path,
+) -> None:
+    cluster = dra_pool("n1", "n2")
+    result = repartition_two_claims(cluster, tmp_path)
+    for node in ("n1", "n2"):
         assert CORDONED_FOR_ANNOTATION not in cluster.annotations(node)
     # n1 cordoned and n2 held (cordoned until its turn); then per node: the claim holder
     # evicted, relabel, the plugin restarted, uncordon (n2 stays cordoned from the hold).
@@ -106,13 +116,8 @@ def test_with_the_mig_manager_s_pause_the_job_restarts_nothing_and_waits_for_the
     agents: str,  # noqa: ARG001
 ) -> None:
     cluster = bounced_pool("n1", "n2")
-    claim_pod(cluster, "llm-a", "n1")
-    claim_pod(cluster, "llm-b", "n2")
-    result = repartition(cluster, tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = repartition_two_claims(cluster, tmp_path)
     for node in ("n1", "n2"):
-        assert cluster.published[node] == PLANNED
-        assert not cluster.cordoned(node)
         assert cluster.node_labels(node)[CLIENT_DEPLOY_LABEL] == "true"
     # n1 cordoned and n2 held; per node: the claim holder evicted, relabel, uncordon; no plugin
     # deleted by the Job.

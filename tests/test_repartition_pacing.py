@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ import yaml
 from mig_inference.kube.repartition import RepartitionTarget, repartition_script
 from mig_inference.names.labels import CORDONED_FOR_ANNOTATION, MIG_CONFIG_LABEL, POOL_LABEL
 from tests.fake_apiserver import AGENTS, DRA_NAMESPACE, FakeCluster, run_script
+from tests.test_dra_move import mig_against_deployed
 
 TWO = ("3g.40gb", "3g.40gb")
 THREE = ("2g.20gb",) * 3
@@ -180,11 +180,7 @@ def test_diff_keeps_every_replica_outside_the_batch_serving(
     """`python -m mig diff --json`: the worst moment of the service is one node's replicas away
     (24 replicas as 8 per node; 12 as 4), not the replicas that moved onto a node drained next."""
     deployed, current = diff_stacks(tmp_path, change)
-    result = subprocess.run(
-        [sys.executable, "-m", "mig", "diff", "--stack-file", str(current), "--deployed",
-         str(deployed), "--json"],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+    result = mig_against_deployed("diff", current, deployed, "--json")
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["failure"] is None
