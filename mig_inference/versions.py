@@ -1,4 +1,6 @@
-"""Every pinned chart and image version, in one place."""
+"""Every pinned chart and image version, in one place, with the upstream issues each carries."""
+
+from dataclasses import dataclass
 
 GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
@@ -119,3 +121,23 @@ ISTIO_VERSION = "1.30.3"
 ISTIO_HUB = "docker.io/istio"
 """Istio's `base` and `istiod` charts and images: the Gateway implementation on EKS, OKE and
 existing clusters, with `ENABLE_GATEWAY_API_INFERENCE_EXTENSION` on."""
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    """An upstream fault, open or fixed only after the pin, on the project's path."""
+
+    pin: str
+    """The name of the pin in this module it applies to, e.g. `ISTIO_VERSION`."""
+    issue: str
+    """Where it is tracked, `owner/repo#number`."""
+    affects: str
+    """What a user of this project meets, in a sentence."""
+    mitigation: str
+    """What the project does about it (or refuses), in a sentence."""
+    test: str
+    """The test that shows the mitigation, `tests/<file>.py::<name>`."""
+
+
+KNOWN_ISSUES: tuple[KnownIssue, ...] = ()
+"""The known upstream issues of the pins above, each with the project's mitigation and its test."""
