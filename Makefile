@@ -14,8 +14,8 @@ UV := $(UV_HOME)/bin/uv
 # uv manages this environment (not the one in VIRTUAL_ENV, whatever the caller's shell has).
 UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --all-extras
 
-.PHONY: setup tools plan render test lint typecheck unit bench scan clean lock lock-check \
-	test-latest extras mutation
+.PHONY: setup tools plan render test lint contracts typecheck unit bench scan clean lock lock-check \
+	test-latest extras mutation golden
 
 $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
@@ -82,10 +82,14 @@ plan: $(VENV)/.installed-base
 render: setup
 	$(PY) -m mig render --stack $(STACK) --out $(OUT)
 
-lint: setup
+lint: setup contracts
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/shellcheck --shell=sh mig_inference/kube/scripts/*.sh
+
+# The layer contracts of .importlinter (docs/contributing.md "How the layers are checked").
+contracts: setup
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 typecheck: setup
 	@[ -d .mypy_cache ] || echo "==> first type check: mypy reads the cloud providers' SDKs (2-3 minutes); later runs use .mypy_cache"

@@ -19,7 +19,8 @@ from pulumi.provider.server import ComponentInitError
 from components.provider import COMPONENTS, PACKAGE, MigInferenceProvider
 from components.stack import MigInference
 from components.stack_args import Cluster, Stack
-from mig_inference.render import Rendering, run_program
+from mig_inference.render import run_program
+from mig_inference.rendering import Rendering
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
 from mig_inference.spec.dra import DRA_KEYS
 from mig_inference.spec.files import stack_path
