@@ -103,6 +103,11 @@ test: lint typecheck unit
 bench: setup
 	$(VENV)/bin/mig-inference bench $(BENCH_ARGS)
 
+# Rewrite tests/golden/ (every shipped stack's `render`, compared by tests/test_golden_renders.py)
+# after a change to what the program creates; review and commit the new files with the change.
+golden: setup
+	$(PY) -m tests.golden_renders
+
 # Opt-in, not part of `make test` (each surviving mutant runs its whole test set): mutate the node
 # Jobs' shell guards and the spec's refusal rules one at a time and report how many the tests
 # catch. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell` or `ONLY=spec`.
