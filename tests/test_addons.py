@@ -271,3 +271,19 @@ def test_the_table_says_how_each_joined_cluster_is_checked() -> None:
     assert (Cloud.EKS, Feature.S3_MOUNTPOINT) in looked_up
     assert (Cloud.OKE, Feature.FILE_STORAGE) in looked_up  # built in: nothing to look up
     assert not any(r.cloud is Cloud.EXISTING for r in ADDONS if (r.cloud, r.feature) in looked_up)
+
+
+def test_a_joined_eks_cluster_without_the_fsx_csi_add_on_is_refused_at_the_storage_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The FSx for Lustre cache mounts through the add-on: a cluster without it would leave the
+    cache's volumes unbound, so the preview stops there, before anything is created."""
+    config = _config("eks", "fsx-lustre", created=False)
+    assert render_config(tmp_path, config).error is None
+    monkeypatch.setattr(render, "ABSENT_EKS_ADDONS", {FSX_CSI_ADDON})
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is not None
+    assert rendering.error.startswith(
+        f"mig-inference:modelCache.storage: cluster c has no EKS add-on {FSX_CSI_ADDON}"
+    ), rendering.error
+    assert not [r for r in rendering.resources if r.type.startswith("kubernetes:")]
