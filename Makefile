@@ -108,9 +108,11 @@ bench: setup
 golden: setup
 	$(PY) -m tests.golden_renders
 
-# Opt-in, not part of `make test` (each surviving mutant runs its whole test set): mutate the node
-# Jobs' shell guards and the spec's refusal rules one at a time and report how many the tests
-# catch. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell` or `ONLY=spec`.
+# Opt-in, not part of `make test` (each surviving mutant runs every test that executes its code):
+# mutate the node Jobs' shell guards, the spec's refusal rules, its formats and bounds, and the
+# audit's survivors one at a time, after a clean run of the tests that maps each mutant to the
+# tests executing it. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell`, `spec`,
+# `formats` or `audit`.
 mutation: setup
 	$(PY) -m tests.mutation $(if $(ONLY),--only $(ONLY)) $(if $(LIMIT),--limit $(LIMIT)) \
 		$(if $(SEED),--seed $(SEED))
