@@ -37,6 +37,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.mutation_trace import COLLECTION
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 SCRIPTS = ROOT / "mig_inference" / "kube" / "scripts"
@@ -332,10 +334,14 @@ class CleanRun:
             found = self.scripts.get(mutant.path.name, set())
         else:
             found = set(self.lines.get(str(mutant.path), {}).get(mutant.line, set()))
-        if mutant.path == FORMATS:
+        if COLLECTION in found:
+            # Run when the tests were imported (a module's own lines, a table built at import):
+            # every test of the clean run stands on it.
+            found = set(self.test_seconds)
+        if mutant.path == FORMATS and held_key(mutant):
             # A format or bound defined at module level runs at import: its tests are those
-            # that held a value to it.
-            found |= self.held_to.get(held_key(mutant), set())
+            # that held a value to it, not every test.
+            found = set(self.held_to.get(held_key(mutant), set()))
         return sorted(found, key=lambda t: (self.test_seconds.get(t, 0.0), t))
 
 

@@ -3,7 +3,9 @@ code that is to be mutated. Per test it records the lines it executes of each Py
 in MIG_MUTATION_FILES, which formats and bounds of `mig_inference.spec.formats` it holds values
 to (by the format's name, the bound's source), and which node Job scripts it runs against the fake API server
 (`tests.fake_apiserver.run_script`: a script counts when every part of its own text, between its
-`. ./kube.sh` includes, is in what ran). Each pytest process writes what it saw as JSON into
+`. ./kube.sh` includes, is in what ran). Lines that run outside any test (a module's own
+lines, run when collection imports it) are recorded under COLLECTION: every test of the run
+depends on them. Each pytest process writes what it saw as JSON into
 MIG_MUTATION_TRACE (one file per xdist worker).
 
     pytest -p tests.mutation_trace ...
@@ -23,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from mig_inference.kube import scripts
-
+COLLECTION = "<collection>"
+"""Stands for the import of the test files (and of the code they import), before any test."""
 FILES = frozenset(filter(None, os.environ.get("MIG_MUTATION_FILES", "").split(os.pathsep)))
 OUT = os.environ.get("MIG_MUTATION_TRACE", "")
 
@@ -36,9 +38,9 @@ _seconds: dict[str, float] = {}
 
 
 def _trace_lines(frame: FrameType, event: str, _arg: object) -> Any:
-    if event == "line" and _current is not None:
+    if event == "line":
         _lines.setdefault(frame.f_code.co_filename, {}).setdefault(frame.f_lineno, set()).add(
-            _current
+            _current or COLLECTION
         )
     return _trace_lines
 
@@ -57,6 +59,8 @@ def _trace_calls(frame: FrameType, _event: str, _arg: object) -> Any:
 
 def own_parts(name: str) -> list[str]:
     """The parts of a node Job script's own text, as they are in the script a Job runs."""
+    from mig_inference.kube import scripts
+
     text = (Path(scripts.__file__).parent / name).read_text(encoding="utf-8")
     for placeholder, value in scripts.PLACEHOLDERS.items():
         text = text.replace(placeholder, value)
@@ -65,11 +69,18 @@ def own_parts(name: str) -> list[str]:
 
 def scripts_in(script: str) -> list[str]:
     """The node Job scripts whose own text `script` holds."""
+    from mig_inference.kube import scripts
+
     names = sorted(p.name for p in Path(scripts.__file__).parent.glob("*.sh"))
     return [name for name in names if all(part in script for part in own_parts(name))]
 
 
 def pytest_configure() -> None:
+    # Traced from here on: the code under test is imported only by the collection that follows
+    # (this module imports none of it at its own import).
+    if FILES:
+        sys.settrace(_trace_calls)
+        threading.settrace(_trace_calls)
     from tests import fake_apiserver
 
     original = fake_apiserver.run_script
@@ -89,15 +100,9 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
     global _current
     _current = item.nodeid
     started = time.monotonic()
-    if FILES:
-        sys.settrace(_trace_calls)
-        threading.settrace(_trace_calls)
     try:
         yield
     finally:
-        if FILES:
-            sys.settrace(None)
-            threading.settrace(None)
         _seconds[item.nodeid] = time.monotonic() - started
         _current = None
 
