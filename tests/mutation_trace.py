@@ -108,6 +108,8 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def pytest_unconfigure() -> None:
+    sys.settrace(None)
+    threading.settrace(None)
     if not OUT:
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
