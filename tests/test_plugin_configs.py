@@ -243,10 +243,10 @@ def test_the_plugin_finds_the_keys_of_the_config_map_it_reads_and_no_other() -> 
     configs.apply(_config_map(CONFIG_MAP_PATCH, "sliced", "gpu-operator", "plugin-config", "ts-2"))
     configs.apply(_config_map(CONFIG_MAP, "other", "gpu-operator", "another-config", "elsewhere"))
     configs.apply(_config_map(CONFIG_MAP, "same-name", "default", "plugin-config", "other-ns"))
-    assert configs.known() == {"default", "ts-2"}
+    assert configs.known() == frozenset({"default", "ts-2"})
 
 
 def test_with_create_the_chart_puts_its_own_keys_in_the_config_map() -> None:
     configs = PluginConfigs()
     configs.apply(_operator_release(create=True, data={"default": "{}", "ts-4": "{}"}))
-    assert configs.known() == {"default", "ts-4"}
+    assert configs.known() == frozenset({"default", "ts-4"})
