@@ -6,7 +6,7 @@ to (by the format's name, the bound's source), and which node Job scripts it run
 `. ./kube.sh` includes, is in what ran). Lines that run outside any test (a module's own
 lines, run when collection imports it) are recorded under COLLECTION: every test of the run
 depends on them. Each pytest process writes what it saw as JSON into
-MIG_MUTATION_TRACE (one file per xdist worker).
+MIG_MUTATION_TRACE (one file per process: the xdist controller and each worker).
 
     pytest -p tests.mutation_trace ...
 """
@@ -112,7 +112,7 @@ def pytest_unconfigure() -> None:
     threading.settrace(None)
     if not OUT:
         return
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    worker = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}"
     found = {
         "lines": {f: {str(n): sorted(t) for n, t in lines.items()} for f, lines in _lines.items()},
         "scripts": {name: sorted(tests) for name, tests in _scripts.items()},
