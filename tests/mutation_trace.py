@@ -107,7 +107,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
         _current = None
 
 
-def pytest_unconfigure() -> None:
+def pytest_sessionfinish() -> None:
     sys.settrace(None)
     threading.settrace(None)
     if not OUT:
