@@ -526,6 +526,7 @@ def test_the_check_names_its_model_to_the_gateway(tmp_path: Path) -> None:
         assert run.returncode == 1 and "answered HTTP 404" in run.stdout
     finally:
         server.shutdown()
+        server.server_close()
 
 
 # --- `diff` ------------------------------------------------------------------------------------

@@ -103,7 +103,7 @@ def test_provider_plugin_serves_the_schema_over_grpc() -> None:
         assert json.loads(served.schema) == schema()
     finally:
         plugin.kill()
-        plugin.wait()
+        plugin.communicate()  # waits, and closes its pipes
 
 
 def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
