@@ -14,8 +14,8 @@ UV := $(UV_HOME)/bin/uv
 # uv manages this environment (not the one in VIRTUAL_ENV, whatever the caller's shell has).
 UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --all-extras
 
-.PHONY: setup tools plan render test lint typecheck unit bench scan clean lock lock-check \
-	test-latest extras mutation
+.PHONY: setup tools plan render test lint contracts typecheck unit bench scan clean lock lock-check \
+	test-latest extras mutation golden
 
 $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
@@ -82,10 +82,14 @@ plan: $(VENV)/.installed-base
 render: setup
 	$(PY) -m mig render --stack $(STACK) --out $(OUT)
 
-lint: setup
+lint: setup contracts
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/shellcheck --shell=sh mig_inference/kube/scripts/*.sh
+
+# The layer contracts of .importlinter (docs/contributing.md "How the layers are checked").
+contracts: setup
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 typecheck: setup
 	@[ -d .mypy_cache ] || echo "==> first type check: mypy reads the cloud providers' SDKs (2-3 minutes); later runs use .mypy_cache"
@@ -99,9 +103,16 @@ test: lint typecheck unit
 bench: setup
 	$(VENV)/bin/mig-inference bench $(BENCH_ARGS)
 
-# Opt-in, not part of `make test` (each surviving mutant runs its whole test set): mutate the node
-# Jobs' shell guards and the spec's refusal rules one at a time and report how many the tests
-# catch. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell` or `ONLY=spec`.
+# Rewrite tests/golden/ (every shipped stack's `render`, compared by tests/test_golden_renders.py)
+# after a change to what the program creates; review and commit the new files with the change.
+golden: setup
+	$(PY) -m tests.golden_renders
+
+# Opt-in, not part of `make test` (each surviving mutant runs every test that executes its code):
+# mutate the node Jobs' shell guards, the spec's refusal rules, its formats and bounds, and the
+# audit's survivors one at a time, after a clean run of the tests that maps each mutant to the
+# tests executing it. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell`, `spec`,
+# `formats` or `audit`.
 mutation: setup
 	$(PY) -m tests.mutation $(if $(ONLY),--only $(ONLY)) $(if $(LIMIT),--limit $(LIMIT)) \
 		$(if $(SEED),--seed $(SEED))

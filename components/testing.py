@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from mig_inference.render import answers_offline, offline_answer, offline_outputs
+from mig_inference.offline_answers import answers_offline, offline_answer, offline_outputs
 
 
 class MigInferenceMocks(pulumi.runtime.Mocks):

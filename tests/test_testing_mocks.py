@@ -19,7 +19,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.stack import MigInference
 from components.testing import MigInferenceMocks
-from mig_inference.render import answers_offline
+from mig_inference.offline_answers import answers_offline
 from tests.mocked import stack_rendering
 from tests.test_platform_fit import stack_values, typed
 

@@ -31,10 +31,11 @@ def register(verb: Verb) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from mig_inference.render import run_program
     from mig_inference.solving.bench import bench_text, measure
 
     parvagpu = {"single": args.parvagpu_single_bin, "mps": args.parvagpu_bin}
-    result = measure(seed=args.seed, quick=args.quick, parvagpu=parvagpu)
+    result = measure(run_program, seed=args.seed, quick=args.quick, parvagpu=parvagpu)
     if args.json:
         print_json(result.as_json())
     else:

@@ -64,13 +64,14 @@ def simulated_change(args: argparse.Namespace, current: Any) -> Any:
     from mig_inference.changes.record import plan_record
     from mig_inference.changes.transition import load_version, simulate_transition
     from mig_inference.changes.upgrade import deployed_basis
+    from mig_inference.render import run_program
 
     exported = read_deployed(Path(args.deployed))
     deployed = load_version(exported, current)
     records = [plan_record(v.plan, v.values, v.secret_keys) for v in (deployed, current)]
     _same_cloud(records[0], records[1], args.deployed)
     basis = deployed_basis(records[0], exported)
-    outcome = simulate_transition(deployed, current, basis=basis)
+    outcome = simulate_transition(deployed, current, basis=basis, render=run_program)
     return change_plan(basis.record, records[1], outcome, basis)
 
 
