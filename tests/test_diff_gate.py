@@ -186,3 +186,13 @@ def test_an_outage_below_the_budget_still_stops_the_pipeline(tmp_path: Path) -> 
         "error: gate: service mistral-nemo: 0 of 16 replicas serving at the worst moment (the "
         "new version runs 8), below its disruption budget (7)"
     ) in run.stderr
+
+
+def test_a_stack_never_deployed_is_named_as_such(tmp_path: Path) -> None:
+    """`pulumi stack output --json` of a stack with no update yet prints `{}`: the CI example
+    plans a stack file new in its pull request instead of diffing it."""
+    (tmp_path / "deployed.json").write_text("{}\n")
+    run = _diff(_stack(tmp_path, "new"), tmp_path / "deployed.json", "--min-serving", "budget")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "the deployed stack exported nothing" in run.stderr
+    assert "`plan` shows what the stack builds" in run.stderr
