@@ -196,3 +196,50 @@ def test_a_stack_never_deployed_is_named_as_such(tmp_path: Path) -> None:
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert "the deployed stack exported nothing" in run.stderr
     assert "`plan` shows what the stack builds" in run.stderr
+
+
+def _without_cloud_sdks(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`mig-inference ARGV` where no cloud's SDK can be imported, as in `make plan`'s environment
+    (the package's own dependencies only)."""
+    from tests.test_cloud_extras import SDKS, WITHOUT
+
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT, ",".join(sorted(SDKS.values())), *argv],
+        capture_output=True, text=True, cwd=ROOT, check=False, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("verb", [["diff"], ["plan"]])
+def test_diff_without_the_clouds_sdk_names_the_clones_fix(verb: list[str], tmp_path: Path) -> None:
+    """`diff` and `plan --deployed` run the stack program under Pulumi's mocks, which creates
+    the cloud's resources through its SDK: in `make plan`'s environment they stop with the fix
+    for a clone (pip would fetch a package of that name from an index, not this one)."""
+    stack = _stack(tmp_path, "gke")
+    run = _without_cloud_sdks(*verb, "--stack-file", str(stack), "--deployed", str(stack))
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.startswith(
+        "error: mig-inference:cloud: gke needs the Pulumi SDK pulumi-gcp, which is not "
+        "installed: in this clone, make setup (every cloud's SDK, from uv.lock), or pip install "
+        f"-e '{ROOT}[gke]' in an environment of your own"
+    ), run.stderr
+
+
+def test_diff_of_an_existing_cluster_needs_no_cloud_sdk() -> None:
+    stack = ROOT / "stacks" / "Pulumi.existing.yaml"
+    run = _without_cloud_sdks("diff", "--stack", "existing", "--deployed", str(stack))
+    assert run.returncode == 0, run.stderr
+
+
+def test_an_installed_wheel_is_told_its_extra(tmp_path: Path) -> None:
+    from mig_inference.installation import extra_hint
+
+    wheel = tmp_path / "lib" / "site-packages" / "mig_inference"
+    clone = tmp_path / "clone" / "mig_inference"
+    for folder in (wheel, clone):
+        folder.mkdir(parents=True)
+    for name in ("pyproject.toml", "uv.lock", "Makefile"):
+        (clone.parent / name).write_text("")
+    assert extra_hint("eks", wheel) == "pip install 'mig-inference[eks]' (or mig-inference[all])"
+    assert extra_hint("eks", clone).startswith("in this clone, make setup")
+    (clone.parent / "uv.lock").unlink()  # a source tree without the lock is no clone of this
+    assert extra_hint("eks", clone).startswith("pip install")
