@@ -213,3 +213,48 @@ def test_every_command_line_is_one_the_cli_takes(script: str, tmp_path: Path) ->
             assert call[call.index("--deployed") + 1] == "out/ephemeral-gke.deployed.json"
         if call[0] == "plan" or call[:2] == ["ephemeral", "up"]:
             assert call[call.index("--prices") + 1] == "examples/prices/a2-highgpu-1g.yaml"
+
+
+def _oci_provider(tmp_path: Path, **oci_config: str) -> dict[str, Any]:
+    """The inputs of the OCI provider oke-h100's program configures (the stack gives none),
+    with `oci_config` added to the stack file's `oci:` namespace."""
+    from mig_inference.render import run_program
+
+    body = yaml.safe_load((ROOT / "stacks" / "Pulumi.oke-h100.yaml").read_text())
+    body["config"].update({f"oci:{key}": value for key, value in oci_config.items()})
+    path = tmp_path / "Pulumi.oke-h100.yaml"
+    path.write_text(yaml.safe_dump(body))
+    rendering = run_program("oke-h100", path)
+    assert rendering.error is None, rendering.error
+    [provider] = [r for r in rendering.resources if r.type == "pulumi:providers:oci"]
+    return dict(provider.inputs)
+
+
+def test_the_oci_provider_signs_in_with_the_session_the_job_exchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job tells the OCI CLI to use the exchanged session token (`OCI_CLI_AUTH`): the
+    program's provider uses it too, not the API key it assumes by default."""
+    monkeypatch.delenv("OCI_CLI_AUTH", raising=False)
+    monkeypatch.delenv("OCI_CLI_PROFILE", raising=False)
+    assert "auth" not in _oci_provider(tmp_path)
+    monkeypatch.setenv("OCI_CLI_AUTH", "security_token")
+    assert _oci_provider(tmp_path)["auth"] == "SecurityToken"
+    monkeypatch.setenv("OCI_CLI_PROFILE", "ci")
+    assert _oci_provider(tmp_path)["configFileProfile"] == "ci"
+    # The stack's own oci: config wins over the environment.
+    chosen = _oci_provider(tmp_path, auth="InstancePrincipal", configFileProfile="ops")
+    assert (chosen["auth"], chosen["configFileProfile"]) == ("InstancePrincipal", "ops")
+
+
+def test_every_job_that_runs_pulumi_on_oke_tells_the_cli_to_use_the_session() -> None:
+    for name, job in workflow()["jobs"].items():
+        steps = job["steps"]
+        exchanges = [i for i, s in enumerate(steps) if s.get("uses") == SIGN_IN["oke"]]
+        if not exchanges:
+            continue
+        [install] = [i for i, s in enumerate(steps) if _installs_the_oci_cli(s)]
+        pulumi_runs = [
+            i for i, s in enumerate(steps) if "mig-inference ephemeral" in s.get("run", "")
+        ]
+        assert install < min(pulumi_runs), name
