@@ -9,7 +9,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pulumi_policy
 import pytest
@@ -823,7 +823,7 @@ def _analyzer_info() -> Any:
     servicer = _PolicyAnalyzerServicer(
         "mig-inference", "0.0.1", policies(), pulumi_policy.EnforcementLevel.ADVISORY
     )
-    return servicer.GetAnalyzerInfo(None, None)
+    return cast(Any, servicer).GetAnalyzerInfo(None, None)
 
 
 @pytest.mark.parametrize("policy", policies(), ids=lambda p: p.name)

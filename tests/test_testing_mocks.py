@@ -128,7 +128,7 @@ def _created_eks_cluster(mocks: pulumi.runtime.Mocks) -> dict[str, Any]:
 
     def program() -> None:
         gpus = MigInference("gpus", typed(values))
-        gpus.cluster.apply(seen.update)
+        gpus.cluster.apply(lambda cluster: seen.update(cluster))
 
     assert run_under(mocks, program) is None
     return seen

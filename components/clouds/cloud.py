@@ -117,7 +117,12 @@ def _cloud_provider(
     import pulumi_oci as oci
 
     sign_in = oci_provider_sign_in(oci.config.auth, oci.config.config_file_profile, os.environ)
-    return oci.Provider(children.name("oci"), **sign_in, opts=opts)
+    return oci.Provider(
+        children.name("oci"),
+        auth=sign_in.auth,
+        config_file_profile=sign_in.profile,
+        opts=opts,
+    )
 
 
 def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:

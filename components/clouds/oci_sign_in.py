@@ -8,6 +8,7 @@ of the API key the provider assumes by default."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 CLI_AUTH = {
     "api_key": "ApiKey",
@@ -20,14 +21,22 @@ CLI_AUTH = {
 sign-in (OCI CLI "CLI Environment Variables"; pulumi-oci's Provider `auth`)."""
 
 
+@dataclass(frozen=True)
+class OciSignIn:
+    """The OCI provider's sign-in settings (None: the provider's own default)."""
+
+    auth: str | None
+    """The provider's `auth`: `ApiKey`, `SecurityToken`, `InstancePrincipal`, ..."""
+    profile: str | None
+    """The provider's `config_file_profile`: the profile of the OCI config file."""
+
+
 def oci_provider_sign_in(
     auth: str | None, profile: str | None, environ: Mapping[str, str]
-) -> dict[str, str]:
+) -> OciSignIn:
     """The provider's `auth` and `config_file_profile`: from the stack's `oci:` config when it
     sets them, else from the OCI CLI's environment; neither: the provider's own defaults."""
-    chosen = auth or CLI_AUTH.get(environ.get("OCI_CLI_AUTH", "").strip().lower())
-    chosen_profile = profile or environ.get("OCI_CLI_PROFILE") or None
-    return {
-        **({"auth": chosen} if chosen else {}),
-        **({"config_file_profile": chosen_profile} if chosen_profile else {}),
-    }
+    return OciSignIn(
+        auth or CLI_AUTH.get(environ.get("OCI_CLI_AUTH", "").strip().lower()),
+        profile or environ.get("OCI_CLI_PROFILE") or None,
+    )

@@ -30,7 +30,13 @@ class _Version(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, **_: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
 
-    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,  # noqa: ARG002 (argparse's signature)
+        values: str | Sequence[Any] | None,  # noqa: ARG002
+        option_string: str | None = None,  # noqa: ARG002
+    ) -> None:
         from mig_inference.release import DISTRIBUTION, installed_version
 
         print(f"{DISTRIBUTION} {installed_version()}")
