@@ -14,8 +14,8 @@ UV := $(UV_HOME)/bin/uv
 # uv manages this environment (not the one in VIRTUAL_ENV, whatever the caller's shell has).
 UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --all-extras
 
-.PHONY: setup tools plan render test lint contracts typecheck unit bench scan clean lock lock-check \
-	test-latest extras mutation golden
+.PHONY: setup tools plan render diff test lint contracts typecheck unit bench scan clean lock \
+	lock-check test-latest extras mutation golden
 
 $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
@@ -81,6 +81,13 @@ plan: $(VENV)/.installed-base
 
 render: setup
 	$(PY) -m mig render --stack $(STACK) --out $(OUT)
+
+# `diff` runs the stack program under Pulumi's mocks, as `render` does: it needs the cloud SDKs
+# that `make setup` installs (`make plan`'s environment has none). DEPLOYED: `pulumi stack
+# output --json` saved to a file, or an older stack file.
+diff: setup
+	@[ -n "$(DEPLOYED)" ] || { echo "make diff needs DEPLOYED=<pulumi stack output --json file, or an older stack file>"; exit 2; }
+	$(PY) -m mig diff --stack $(STACK) --deployed $(DEPLOYED) $(DIFF_ARGS)
 
 lint: setup contracts
 	$(PY) -m ruff check .
