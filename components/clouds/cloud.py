@@ -116,7 +116,12 @@ def _cloud_provider(
         return aws.Provider(children.name("aws"), region=settings.get("region"), opts=opts)
     import pulumi_oci as oci
 
-    sign_in = oci_provider_sign_in(oci.config.auth, oci.config.config_file_profile, os.environ)
+    # The stack's `oci:` settings, read by their config keys: the SDK's typed stub and its runtime
+    # module spell the profile differently (configFileProfile / config_file_profile).
+    oci_config = pulumi.Config("oci")
+    sign_in = oci_provider_sign_in(
+        oci_config.get("auth"), oci_config.get("configFileProfile"), os.environ
+    )
     return oci.Provider(
         children.name("oci"),
         auth=sign_in.auth,
