@@ -8,14 +8,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, Profile, resolve_gpu
 from mig_inference.gpus.layout import Layout, place
 from mig_inference.gpus.sizing import GB, MIB
 from mig_inference.solving.bench import llm_fleet, random_fleet
-from mig_inference.solving.fleet import load_fleet
+from mig_inference.solving.fleet import fleet_document, load_fleet
 from mig_inference.solving.packing import PackPlan, Workload, allowed_profiles, pack
+from mig_inference.solving.throughput import parvagpu_scenarios
 
 H100 = resolve_gpu("H100-80GB")
 
@@ -263,3 +265,15 @@ def test_variants_are_used_only_when_named() -> None:
     # 7 replicas of 1g on GPUs of 4: the +me.all one takes a GPU of its own (no plain or +gfx
     # instance beside it), the other 6 need 2 more.
     assert plan.gpu_count == plan.lower_bound == 3
+
+
+def test_a_fleet_document_reads_back_as_the_same_workloads(tmp_path: Path) -> None:
+    fleet = [
+        Workload("fixed", 3, profile="2g.20gb", exact=True),
+        Workload("grows", 2, profile="1g.10gb"),
+        Workload("sized", 4, memory_mib=24.5 * 1024),
+        *parvagpu_scenarios("mps")[5].workloads,
+    ]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet_document(fleet)), encoding="utf-8")
+    assert load_fleet(path) == fleet
