@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from mig_inference.gpus.catalog import SAFE_LOADER
 from mig_inference.solving.packing import Workload
 
 PARVAGPU = "data/throughput-parvagpu-a100-80gb.yaml"
@@ -29,7 +30,7 @@ class Scenario:
 @cache
 def _parvagpu() -> dict[str, Any]:
     text = resources.files("mig_inference").joinpath(PARVAGPU).read_text(encoding="utf-8")
-    data: dict[str, Any] = yaml.safe_load(text)
+    data: dict[str, Any] = yaml.load(text, Loader=SAFE_LOADER)
     return data
 
 
