@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import random
+import resource
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +23,7 @@ from mig_inference.solving.fleet import fleet_document, load_fleet
 from mig_inference.solving.packing import PackPlan, Workload, allowed_profiles, pack
 from mig_inference.solving.throughput import parvagpu_scenarios
 
+ROOT = Path(__file__).resolve().parent.parent
 H100 = resolve_gpu("H100-80GB")
 
 
@@ -277,3 +282,31 @@ def test_a_fleet_document_reads_back_as_the_same_workloads(tmp_path: Path) -> No
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(fleet_document(fleet)), encoding="utf-8")
     assert load_fleet(path) == fleet
+
+
+def test_pack_times_the_solve_by_the_process_cpu_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cpu_seconds` is the process's CPU time over the solve, read from `time.process_time`
+    (a wall clock would move with the machine's load)."""
+    import mig_inference.solving.packing as packing
+
+    readings = iter([100.0, 102.5])
+    monkeypatch.setattr(packing.time, "process_time", lambda: next(readings))
+    plan = pack(H100, llm_fleet())
+    assert plan.cpu_seconds == 2.5
+    assert 0 < plan.seconds < 100
+
+
+def test_pack_json_carries_the_cpu_seconds_of_the_solve(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump(fleet_document(list(parvagpu_scenarios("mps")[4].workloads))))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [sys.executable, "-m", "mig", "pack", str(fleet), "--gpu", "A100-80GB", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0, done.stderr
+    process_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    payload = json.loads(done.stdout)
+    assert 0 < payload["cpu_seconds"] <= process_cpu
+    assert payload["seconds"] > 0
