@@ -84,3 +84,22 @@ def test_plan_of_a_shipped_stack_never_imports_numpy(stack: str) -> None:
     code, imported, stderr = _imported_by(["plan", "--stack", stack, "--json"], ("numpy",))
     assert code == 0, stderr
     assert imported == [], "numpy imported by plan"
+
+
+def test_every_environment_the_makefile_installs_holds_compiled_bytecode() -> None:
+    """uv, unlike pip, compiles no bytecode unless asked: each `uv sync` and `uv pip install`
+    of the Makefile asks, so where Python cannot write `__pycache__` (CI images, read-only
+    installs) a command does not compile every module it imports on every run."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    flags = dict(
+        line.split(" := ", 1) for line in makefile.splitlines() if line.startswith("UV_SYNC")
+    )
+    installs = [
+        line.replace("$(UV_SYNC_FLAGS)", flags.get("UV_SYNC_FLAGS", ""))
+        for line in makefile.splitlines()
+        if "$(UV) sync" in line or "$(UV) pip install" in line or line.startswith("UV_SYNC :=")
+    ]
+    installs = [line for line in installs if "$(UV_SYNC)" not in line]
+    assert len(installs) >= 4, installs  # setup's and plan's syncs, test-latest, extras
+    for line in installs:
+        assert "--compile-bytecode" in line, line
