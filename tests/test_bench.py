@@ -23,6 +23,9 @@ def test_demand_rows_report_the_papers_counts_beside_proven_ones() -> None:
     assert len(rows) == 12 and all(r.optimal and r.lower_bound <= r.gpus for r in rows)
     mps = [r for r in rows if "(mps)" in r.scenario]
     assert all(r.published_gpus is not None and r.gpus <= r.published_gpus for r in mps)
+    # The paper deployed with MPS only: a single-process row has no published count to beat.
+    single = [r for r in rows if "(single)" in r.scenario]
+    assert len(single) == 6 and all(r.published_gpus is None for r in single)
 
 
 def test_cost_rows_never_cost_more_than_the_homogeneous_choice() -> None:

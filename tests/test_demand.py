@@ -187,12 +187,13 @@ def test_parvagpu_scenarios_are_met_proven_and_near_the_papers_counts(sharing: s
     With the same throughput the planner proves its counts optimal and needs at most as many;
     one engine per slice (no MPS) needs at most one GPU more."""
     gpu = resolve_gpu("A100-80GB")
-    for scenario in parvagpu_scenarios(sharing):
+    papers = [scenario.published_gpus for scenario in parvagpu_scenarios("mps")]
+    for scenario, paper in zip(parvagpu_scenarios(sharing), papers, strict=True):
         plan = pack(gpu, scenario.workloads)
         assert plan.optimal, scenario.name
         assert all(m.served + 1e-9 >= m.requests_per_second for m in plan.demand_met())
-        assert scenario.published_gpus is not None
-        assert plan.gpu_count <= scenario.published_gpus + (0 if sharing == "mps" else 1)
+        assert paper is not None
+        assert plan.gpu_count <= paper + (0 if sharing == "mps" else 1)
 
 
 def test_pack_reads_demand_from_a_fleet_file(tmp_path: Path) -> None:

@@ -536,8 +536,8 @@ def bench_text(result: BenchResult) -> str:
             f"{d.cpu_seconds:>7.3f} {'yes' if d.preferences_proven else 'no':>5}"
         )
     lines.append(
-        "ParvaGPU: the GPUs its own planner used (Lee et al., SC'24); prefs: the preferences "
-        "among the fewest GPUs proven too"
+        "ParvaGPU: the GPUs its paper deployed, with MPS (Lee et al., SC'24; none published for "
+        "one process per instance); prefs: the preferences among the fewest GPUs proven too"
     )
     for d in result.demand:
         if d.preferences:

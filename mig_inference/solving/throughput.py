@@ -24,7 +24,7 @@ class Scenario:
     gpu: str
     workloads: tuple[Workload, ...]
     published_gpus: int | None
-    """GPUs the source's own planner used for it, when it says."""
+    """GPUs the source's own planner deployed it on, when it says for this sharing mode."""
 
 
 @cache
@@ -50,7 +50,8 @@ def parvagpu_scenarios(sharing: str = "single") -> list[Scenario]:
             )
             for model, row in models.items()
         )
-        scenarios.append(
-            Scenario(f"{name} ({sharing})", data["gpu"], workloads, data["published_gpus"][name])
-        )
+        # ParvaGPU's paper deployed every scenario with MPS: no count was published for one
+        # process per instance (its built code's single-process counts are the bench's own).
+        published = data["published_gpus"][name] if sharing == "mps" else None
+        scenarios.append(Scenario(f"{name} ({sharing})", data["gpu"], workloads, published))
     return scenarios
