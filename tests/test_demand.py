@@ -334,6 +334,41 @@ def test_the_compute_row_holds_the_fewest_slices_of_a_whole_replica_mix(sharing:
         assert total == 104
 
 
+def test_counting_finds_the_fewest_compute_slices_highs_proves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fewest compute slices of a whole-replica mix, counted, are the ones HiGHS proves
+    on each workload alone: every ParvaGPU workload and 200 seeded demands."""
+    gpu = resolve_gpu("A100-80GB")
+    workloads = [
+        *(
+            w
+            for sharing in ("single", "mps")
+            for s in parvagpu_scenarios(sharing)
+            for w in s.workloads
+        ),
+        *demand_fleet(200, seed=7),
+    ]
+    calls: list[object] = []
+    counting = model_module._fewest_compute_counted
+
+    def counted(*arguments: Any) -> int | None:
+        calls.append(arguments)
+        return counting(*arguments)
+
+    monkeypatch.setattr(model_module, "_fewest_compute_counted", counted)
+    found = []
+    for workload in workloads:
+        fewest_compute_slices.cache_clear()
+        found.append(fewest_compute_slices(workload, tuple(allowed_profiles(gpu, workload))))
+    assert len(calls) > 50  # counted wherever one profile alone does not reach the rounded bound
+    monkeypatch.setattr(model_module, "_fewest_compute_counted", lambda *_: None)
+    for workload, fewest in zip(workloads, found, strict=True):
+        fewest_compute_slices.cache_clear()
+        assert fewest_compute_slices(workload, tuple(allowed_profiles(gpu, workload))) == fewest
+    fewest_compute_slices.cache_clear()
+
+
 Recorded = list[tuple[Milp, dict[str, Any], Solution]]
 
 
