@@ -7,6 +7,7 @@ import random
 import resource
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -287,10 +288,8 @@ def test_a_fleet_document_reads_back_as_the_same_workloads(tmp_path: Path) -> No
 def test_pack_times_the_solve_by_the_process_cpu_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """`cpu_seconds` is the process's CPU time over the solve, read from `time.process_time`
     (a wall clock would move with the machine's load)."""
-    import mig_inference.solving.packing as packing
-
     readings = iter([100.0, 102.5])
-    monkeypatch.setattr(packing.time, "process_time", lambda: next(readings))
+    monkeypatch.setattr(time, "process_time", lambda: next(readings))
     plan = pack(H100, llm_fleet())
     assert plan.cpu_seconds == 2.5
     assert 0 < plan.seconds < 100
