@@ -1,9 +1,22 @@
-"""The benchmark's demand and cost scenarios (their timings are reported, never asserted)."""
+"""The benchmark's scenarios and goals (their timings are reported, never asserted)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
+import pytest
+
+from mig_inference.cli import bench_processes
+from mig_inference.cli.bench_processes import (
+    BASELINE,
+    goals_text,
+    measure_goals,
+    paired_cpu,
+    process_cpu,
+    stack_growth,
+)
 from mig_inference.clouds.prices import load_prices
 from mig_inference.solving.bench import (
     DemandRow,
@@ -14,7 +27,6 @@ from mig_inference.solving.bench import (
     llm_fleet,
     parvagpu_side_by_side,
     scaled,
-    stack_growth,
 )
 
 
@@ -99,3 +111,42 @@ def test_parvagpu_is_skipped_with_the_reason_when_absent_or_unreadable(tmp_path:
         f"{broken} 2 exited 139 without a GPU count and scheduling time"
     )
     assert _parvagpu_text(skipped)[0].endswith(f"skipped ({skipped.skipped})")
+
+
+def test_a_process_cpu_figure_comes_from_the_finished_child() -> None:
+    busy = [sys.executable, "-c", "sum(range(20_000_000))"]
+    assert process_cpu(busy) > process_cpu(BASELINE) > 0
+    with pytest.raises(RuntimeError, match="exited 3"):
+        process_cpu([sys.executable, "-c", "raise SystemExit(3)"])
+    timed = paired_cpu(busy, BASELINE, pairs=2)
+    assert timed.pairs == 2 and timed.command > timed.baseline and timed.ratio > 1
+
+
+def test_the_goals_are_measured_on_the_installed_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A smoke run of every goal: start-up pairs, numpy, cpu_seconds, bytecode, SLO6 from the
+    demand rows; the diff goal on a one-service stack (its 1,000-service run is the bench's)."""
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    slo6 = DEMAND[1]
+    diff_sizes: list[int] = []
+    real_diff_goal = bench_processes._diff_goal
+
+    def one_service_diff(directory: Path, services: int) -> bench_processes.Goal:
+        diff_sizes.append(services)
+        return real_diff_goal(directory, 1)
+
+    monkeypatch.setattr(bench_processes, "_diff_goal", one_service_diff)
+    goals = measure_goals([slo6], quick=True)
+    assert diff_sizes == [10] and goals.skipped == []
+    by_goal = {g.goal.split(":")[0]: g for g in goals.goals}
+    assert by_goal["ParvaGPU SLO6 with MPS"].ratio == pytest.approx(0.1 / 0.025)
+    assert not by_goal["ParvaGPU SLO6 with MPS"].met
+    startup = [g for g in goals.goals if "python -c 'import yaml, json'" in g.goal]
+    assert len(startup) == 2 and all(g.ratio is not None and g.ratio > 1 for g in startup)
+    assert by_goal["numpy imported by plan --stack gke-h100 / pack SLO1 (single)"].met
+    assert by_goal["pack --json carries the solve's cpu_seconds"].met
+    assert by_goal["diff of 1 services"].ratio is not None
+    [bytecode] = [g for g in goals.goals if "compiled bytecode" in g.goal]
+    assert bytecode.ratio is not None and 0 <= bytecode.ratio <= 1
+    assert bytecode.measured.startswith("environment ") and "standard library" in bytecode.measured
+    text = "\n".join(goals_text(goals))
+    assert f"{os.cpu_count()} cores" in text and "load average" in text
