@@ -18,8 +18,8 @@ UV := $(UV_HOME)/bin/uv
 UV_SYNC_FLAGS := --python $(PYTHON) --compile-bytecode
 UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync $(UV_SYNC_FLAGS) --all-extras
 
-.PHONY: setup tools plan render test lint typecheck unit bench scan clean lock lock-check \
-	test-latest extras mutation
+.PHONY: setup tools plan render diff test lint contracts typecheck unit bench scan clean lock \
+	lock-check test-latest extras mutation golden
 
 $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
@@ -86,10 +86,21 @@ plan: $(VENV)/.installed-base
 render: setup
 	$(PY) -m mig render --stack $(STACK) --out $(OUT)
 
-lint: setup
+# `diff` runs the stack program under Pulumi's mocks, as `render` does: it needs the cloud SDKs
+# that `make setup` installs (`make plan`'s environment has none). DEPLOYED: `pulumi stack
+# output --json` saved to a file, or an older stack file.
+diff: setup
+	@[ -n "$(DEPLOYED)" ] || { echo "make diff needs DEPLOYED=<pulumi stack output --json file, or an older stack file>"; exit 2; }
+	$(PY) -m mig diff --stack $(STACK) --deployed $(DEPLOYED) $(DIFF_ARGS)
+
+lint: setup contracts
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/shellcheck --shell=sh mig_inference/kube/scripts/*.sh
+
+# The layer contracts of .importlinter (docs/contributing.md "How the layers are checked").
+contracts: setup
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 typecheck: setup
 	@[ -d .mypy_cache ] || echo "==> first type check: mypy reads the cloud providers' SDKs (2-3 minutes); later runs use .mypy_cache"
@@ -103,9 +114,16 @@ test: lint typecheck unit
 bench: setup
 	$(VENV)/bin/mig-inference bench $(BENCH_ARGS)
 
-# Opt-in, not part of `make test` (each surviving mutant runs its whole test set): mutate the node
-# Jobs' shell guards and the spec's refusal rules one at a time and report how many the tests
-# catch. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell` or `ONLY=spec`.
+# Rewrite tests/golden/ (every shipped stack's `render`, compared by tests/test_golden_renders.py)
+# after a change to what the program creates; review and commit the new files with the change.
+golden: setup
+	$(PY) -m tests.golden_renders
+
+# Opt-in, not part of `make test` (each surviving mutant runs every test that executes its code):
+# mutate the node Jobs' shell guards, the spec's refusal rules, its formats and bounds, and the
+# audit's survivors one at a time, after a clean run of the tests that maps each mutant to the
+# tests executing it. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell`, `spec`,
+# `formats` or `audit`.
 mutation: setup
 	$(PY) -m tests.mutation $(if $(ONLY),--only $(ONLY)) $(if $(LIMIT),--limit $(LIMIT)) \
 		$(if $(SEED),--seed $(SEED))

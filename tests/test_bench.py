@@ -15,9 +15,9 @@ from mig_inference.cli.bench_processes import (
     measure_goals,
     paired_cpu,
     process_cpu,
-    stack_growth,
 )
 from mig_inference.clouds.prices import load_prices
+from mig_inference.render import run_program
 from mig_inference.solving.bench import (
     DemandRow,
     _cost_row,
@@ -27,6 +27,7 @@ from mig_inference.solving.bench import (
     llm_fleet,
     parvagpu_side_by_side,
     scaled,
+    stack_growth,
 )
 
 
@@ -48,7 +49,7 @@ def test_cost_rows_never_cost_more_than_the_homogeneous_choice() -> None:
 
 
 def test_growth_rows_time_the_planner_and_the_program_per_size() -> None:
-    rows = fleet_growth(7, quick=True) + stack_growth(quick=True)
+    rows = fleet_growth(7, quick=True) + stack_growth(run_program, quick=True)
     assert [(r.what, r.size) for r in rows] == [
         ("replicas", 1000), ("replicas", 10_000), ("services", 1), ("services", 10),
     ]  # fmt: skip

@@ -16,7 +16,7 @@ import pytest
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
-from mig_inference.gpus.layout import maximal_layouts, valid_layouts
+from mig_inference.gpus.layout import Layout, maximal_layouts, valid_layouts
 from mig_inference.solving import model as model_module
 from mig_inference.solving import uniform
 from mig_inference.solving.bench import demand_fleet
@@ -511,3 +511,16 @@ def test_slo6_with_mps_solves_two_single_layout_relaxations(solves: Recorded) ->
     gpu = resolve_gpu("A100-80GB")
     pack(gpu, parvagpu_scenarios("mps")[5].workloads)
     assert sum(1 for _, options, _ in solves if options.get("relax")) == 1 + 2
+
+
+def test_counting_rules_out_a_layout_without_a_profile_for_some_workload() -> None:
+    """However many GPUs, copies of a layout that has no profile one workload may use hold no
+    plan of that fleet: the count may not pass over that workload."""
+    gpu = resolve_gpu("H100-80GB")
+    fleet = [Workload("small", 1, profile="1g.10gb", exact=True),
+             Workload("large", 1, profile="3g.40gb", exact=True)]  # fmt: skip
+    problem = Problem(gpu, fleet, [allowed_profiles(gpu, w) for w in fleet], [])
+    only_small = Layout.of(gpu, {"1g.10gb": 7})
+    both = Layout.of(gpu, {"1g.10gb": 4, "3g.40gb": 1})
+    assert not holds_by_counting(problem, only_small, 100)
+    assert holds_by_counting(problem, both, 1)

@@ -28,7 +28,7 @@ from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import resolve_gpu
 from mig_inference.gpus.migparted import resolve_config
 from mig_inference.plan import plan_stack
-from mig_inference.render import Rendering, manifest
+from mig_inference.rendering import Rendering, manifest
 from mig_inference.spec import parse_stack
 from mig_inference.versions import ARM64_IMAGES, GPU_OPERATOR_VERSION
 from tests.mocked import render_config

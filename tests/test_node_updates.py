@@ -162,3 +162,18 @@ def test_an_oke_layout_label_is_the_jobs_and_other_labels_reach_only_new_nodes()
         Reach.NEW_NODES: ("node label team",),
     }
     assert "the 3 running node(s) keep the old value" in update.describe(running=3)
+
+
+def test_diff_says_an_oke_pool_size_change_adds_nodes_and_touches_no_running_one(
+    tmp_path: Path,
+) -> None:
+    """OKE applies a new size by adding or removing nodes: not a change that waits for nodes
+    OKE creates later (the running ones have nothing to keep)."""
+
+    def edit(config: dict[str, Any]) -> None:
+        config["mig-inference:pools"][0]["nodes"] = 2
+
+    report = _diff(stack_path("oke-h100"), _stack_file(tmp_path, "oke-h100", edit))
+    [pool] = report["pools"]
+    assert pool["node_update"] == "size: nodes added or removed"
+    assert pool["nodes_replaced"] == 0

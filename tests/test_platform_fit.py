@@ -16,7 +16,8 @@ import yaml
 
 from components.stack import MigInference
 from components.stack_args import Stack, stack_args
-from mig_inference.render import Rendering, run_program
+from mig_inference.render import run_program
+from mig_inference.rendering import Rendering
 from mig_inference.spec import secret_references
 from mig_inference.spec.cloud_tags import UNPROTECTED_TAG
 from mig_inference.spec.files import stack_path

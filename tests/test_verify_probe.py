@@ -276,6 +276,7 @@ def engine() -> Iterator[tuple[str, type[Engine]]]:
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", handler
     server.shutdown()
+    server.server_close()
 
 
 def run_program(

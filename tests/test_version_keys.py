@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mig_inference.render import _CLUSTER_VERSIONS, _FAKE_CALLS
+from mig_inference.offline_answers import CLUSTER_VERSIONS, FAKE_CALLS
 from tests.mocked import render_config
 from tests.test_api_formats import EKS, run_plan
 from tests.test_dra import OKE_GET_CLUSTER, joined_oke_dra
@@ -54,9 +54,9 @@ def test_a_joined_cluster_older_than_the_version_of_the_cluster_key(
     config = joined_oke_dra()
     del config["dra"]
     assert render_config(tmp_path, config).error is None
-    monkeypatch.delitem(_CLUSTER_VERSIONS, OKE_GET_CLUSTER)
-    monkeypatch.setitem(_FAKE_CALLS, OKE_GET_CLUSTER,
-                        {**_FAKE_CALLS[OKE_GET_CLUSTER], "kubernetesVersion": "v1.34.2"})  # fmt: skip
+    monkeypatch.delitem(CLUSTER_VERSIONS, OKE_GET_CLUSTER)
+    monkeypatch.setitem(FAKE_CALLS, OKE_GET_CLUSTER,
+                        {**FAKE_CALLS[OKE_GET_CLUSTER], "kubernetesVersion": "v1.34.2"})  # fmt: skip
     rendering = render_config(tmp_path, config)
     assert rendering.error is not None
     assert "mig-inference:cluster.kubernetesVersion: says 1.35, and the cluster runs v1.34.2" in (

@@ -3,6 +3,7 @@
 Each cloud's modules are imported only in its own branch: a cloud's SDK is an extra of the
 package (see cloud_sdk)."""
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -20,6 +21,7 @@ from mig_inference.spec.dra import joined_version_problem
 
 from ..clouds.cloud_sdk import require_cloud_sdk
 from ..clouds.existing import ExistingNodePool, ExistingNodePoolArgs
+from ..clouds.oci_sign_in import oci_provider_sign_in
 from ..stack_args import Stack, cluster_input, cluster_reference, nth
 
 
@@ -114,7 +116,13 @@ def _cloud_provider(
         return aws.Provider(children.name("aws"), region=settings.get("region"), opts=opts)
     import pulumi_oci as oci
 
-    return oci.Provider(children.name("oci"), opts=opts)
+    sign_in = oci_provider_sign_in(oci.config.auth, oci.config.config_file_profile, os.environ)
+    return oci.Provider(
+        children.name("oci"),
+        auth=sign_in.auth,
+        config_file_profile=sign_in.profile,
+        opts=opts,
+    )
 
 
 def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:

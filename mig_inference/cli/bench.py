@@ -35,19 +35,12 @@ def register(verb: Verb) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from mig_inference.cli.bench_processes import (
-        goals_json,
-        goals_text,
-        measure_goals,
-        stack_growth,
-    )
+    from mig_inference.cli.bench_processes import goals_json, goals_text, measure_goals
+    from mig_inference.render import run_program
     from mig_inference.solving.bench import bench_text, measure
 
     parvagpu = {"single": args.parvagpu_single_bin, "mps": args.parvagpu_bin}
-    result = measure(seed=args.seed, quick=args.quick, parvagpu=parvagpu)
-    result = replace(result, growth=result.growth + stack_growth(quick=args.quick))
+    result = measure(run_program, seed=args.seed, quick=args.quick, parvagpu=parvagpu)
     goals = measure_goals(result.demand, quick=args.quick)
     if args.json:
         print_json({**result.as_json(), "goals": goals_json(goals)})

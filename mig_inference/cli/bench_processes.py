@@ -1,6 +1,6 @@
-"""The benchmark's measurements of whole programs: the stack program under Pulumi's mocks as it
-grows, and the goals of issue 52 measured on the installed command, each run a fresh process
-whose CPU time (user + system) comes from the kernel's accounting of the finished child.
+"""The benchmark's measurements of whole commands: the goals of issue 52 measured on the
+installed command, each run a fresh process whose CPU time (user + system) comes from the
+kernel's accounting of the finished child.
 
 Timings are measurements on whatever machine runs them, reported, never asserted.
 """
@@ -16,12 +16,11 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
 import yaml
 
-from mig_inference.solving.bench import DemandRow, GrowthRow, _timed, installed_command
+from mig_inference.solving.bench import DemandRow, installed_command, services_stack
 from mig_inference.solving.fleet import fleet_document
 from mig_inference.solving.throughput import parvagpu_scenarios
 
@@ -33,45 +32,6 @@ PAIRS = 7
 SLO6_TARGET_SECONDS = 0.025
 STARTUP_TARGET_RATIO = 3.0
 DIFF_TARGET_RATIO = 2.0
-
-
-def services_stack(services: int) -> dict[str, object]:
-    """A GKE stack of `services` services of one replica each on 3g.40gb slices."""
-    nodes = max(1, -(-services // 16))
-    return {
-        "config": {
-            "mig-inference:cloud": "gke",
-            "mig-inference:cluster": {
-                "name": "inference-1", "project": "my-gcp-project", "location": "us-central1",
-            },
-            "mig-inference:pools": [
-                {"name": "h100-mig", "gpu": "H100-80GB", "machineType": "a3-highgpu-8g",
-                 "nodes": nodes, "mig": "all-3g.40gb", "maxPods": 64, "zones": ["us-central1-c"]},
-            ],
-            "mig-inference:services": [
-                {"name": f"model-{i}", "model": "mistralai/Mistral-Nemo-Instruct-2407",
-                 "memoryGiB": 24.5, "replicas": 1}
-                for i in range(services)
-            ],
-        }
-    }  # fmt: skip
-
-
-def stack_growth(quick: bool = False) -> list[GrowthRow]:
-    """The whole program under Pulumi's mocks (what `render` runs) for 1 to 1,000 services."""
-    from mig_inference.render import run_program
-
-    rows = []
-    with tempfile.TemporaryDirectory() as directory:
-        warm = Path(directory) / "Pulumi.warm.yaml"
-        warm.write_text(yaml.safe_dump(services_stack(1)), encoding="utf-8")
-        run_program("warm", warm)  # the first run imports the cloud SDKs: not counted
-        for size in (1, 10) if quick else (1, 10, 100, 1000):
-            path = Path(directory) / f"Pulumi.growth-{size}.yaml"
-            path.write_text(yaml.safe_dump(services_stack(size)), encoding="utf-8")
-            wall, cpu = _timed(partial(run_program, f"growth-{size}", path))
-            rows.append(GrowthRow("services", size, wall, cpu))
-    return rows
 
 
 def process_cpu(argv: Sequence[str], env: Mapping[str, str] | None = None) -> float:

@@ -1,7 +1,8 @@
 """The planner's benchmark: GPUs vs lower bound vs baselines, and time, on reference fleets,
 each packed twice on nodes of 8 GPUs: freely, and with every node identical (`--uniform-nodes`);
-ParvaGPU's scenarios beside its own built scheduler; the planner's growth with the replicas.
-What runs the Pulumi program or times whole commands is `mig_inference.cli.bench_processes`.
+ParvaGPU's scenarios beside its own built scheduler; the planner's and the stack program's
+growth (the program run by the `Renderer` the caller hands in). What times whole commands is
+`mig_inference.cli.bench_processes`.
 
 Timings are measurements on whatever machine runs them, reported, never asserted.
 """
@@ -27,6 +28,7 @@ import yaml
 from mig_inference.clouds.prices import load_prices
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
 from mig_inference.gpus.sizing import ModelShape
+from mig_inference.rendering import Renderer
 from mig_inference.solving.cheapest import cheapest_machine
 from mig_inference.solving.packing import PackPlan, Workload, pack
 from mig_inference.solving.throughput import parvagpu_scenarios
@@ -368,6 +370,44 @@ def fleet_growth(seed: int, quick: bool = False) -> list[GrowthRow]:
     return rows
 
 
+def services_stack(services: int) -> dict[str, object]:
+    """A GKE stack of `services` services of one replica each on 3g.40gb slices."""
+    nodes = max(1, -(-services // 16))
+    return {
+        "config": {
+            "mig-inference:cloud": "gke",
+            "mig-inference:cluster": {
+                "name": "inference-1", "project": "my-gcp-project", "location": "us-central1",
+            },
+            "mig-inference:pools": [
+                {"name": "h100-mig", "gpu": "H100-80GB", "machineType": "a3-highgpu-8g",
+                 "nodes": nodes, "mig": "all-3g.40gb", "maxPods": 64, "zones": ["us-central1-c"]},
+            ],
+            "mig-inference:services": [
+                {"name": f"model-{i}", "model": "mistralai/Mistral-Nemo-Instruct-2407",
+                 "memoryGiB": 24.5, "replicas": 1}
+                for i in range(services)
+            ],
+        }
+    }  # fmt: skip
+
+
+def stack_growth(run_program: Renderer, quick: bool = False) -> list[GrowthRow]:
+    """The whole program under Pulumi's mocks (`run_program`: what `render` runs) for 1 to 1,000
+    services."""
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        warm = Path(directory) / "Pulumi.warm.yaml"
+        warm.write_text(yaml.safe_dump(services_stack(1)), encoding="utf-8")
+        run_program("warm", warm)  # the first run imports the cloud SDKs: not counted
+        for size in (1, 10) if quick else (1, 10, 100, 1000):
+            path = Path(directory) / f"Pulumi.growth-{size}.yaml"
+            path.write_text(yaml.safe_dump(services_stack(size)), encoding="utf-8")
+            wall, cpu = _timed(partial(run_program, f"growth-{size}", path))
+            rows.append(GrowthRow("services", size, wall, cpu))
+    return rows
+
+
 def _cost_row(scenario: str, fleet: list[Workload], cloud: str, spot: bool) -> CostRow:
     prices = load_prices()
     started = time.perf_counter()
@@ -413,10 +453,14 @@ class BenchResult:
 
 
 def measure(
-    seed: int = 7, quick: bool = False, parvagpu: dict[str, Path | None] | None = None
+    run_program: Renderer,
+    seed: int = 7,
+    quick: bool = False,
+    parvagpu: dict[str, Path | None] | None = None,
 ) -> BenchResult:
     """Every scenario; with `quick`, only the smallest of each section (a smoke run of the same
-    code, for tests: its numbers are not the benchmark's). `parvagpu` gives ParvaGPU's built
+    code, for tests: its numbers are not the benchmark's). `run_program` renders the growth
+    section's stacks (the command line passes `render`'s). `parvagpu` gives ParvaGPU's built
     scheduler per sharing mode ("single", "mps") for the side by side."""
     gpu = resolve_gpu("H100-80GB")
     base = llm_fleet()
@@ -428,7 +472,7 @@ def measure(
             cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
             demand,
             [_cost_row("LLM fleet, EKS on-demand", base, "eks", spot=False)],
-            fleet_growth(seed, quick=True),
+            fleet_growth(seed, quick=True) + stack_growth(run_program, quick=True),
             parvagpu_side_by_side(parvagpu or {}, demand),
         )
     rows = [
@@ -453,7 +497,7 @@ def measure(
         cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
         demand,
         cost,
-        fleet_growth(seed),
+        fleet_growth(seed) + stack_growth(run_program),
         parvagpu_side_by_side(parvagpu or {}, demand),
     )
 
