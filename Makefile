@@ -11,8 +11,12 @@ OUT ?= out/$(STACK)
 UV_VERSION := 0.13.8
 UV_HOME := .cache/uv
 UV := $(UV_HOME)/bin/uv
-# uv manages this environment (not the one in VIRTUAL_ENV, whatever the caller's shell has).
-UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --all-extras
+# uv manages this environment (not the one in VIRTUAL_ENV, whatever the caller's shell has). Unlike
+# pip, uv installs no bytecode unless asked: where PYTHONDONTWRITEBYTECODE is set (CI images,
+# read-only installs) every process would compile each module it imports again, half of a
+# verb's start-up and seconds for the cloud SDKs `render` and `diff` load.
+UV_SYNC_FLAGS := --python $(PYTHON) --compile-bytecode
+UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync $(UV_SYNC_FLAGS) --all-extras
 
 .PHONY: setup tools plan render diff test lint contracts typecheck unit bench scan clean lock \
 	lock-check test-latest extras mutation golden
@@ -34,7 +38,7 @@ setup: $(VENV)/.installed
 # `make test` installed there in place.
 $(VENV)/.installed-base: pyproject.toml uv.lock | $(UV)
 	@echo "==> $(VENV) from uv.lock: the package's own dependencies (Pulumi, HiGHS, PyYAML), enough for the offline plan"
-	UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --locked --inexact
+	UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync $(UV_SYNC_FLAGS) --locked --inexact
 	touch $@
 
 # Refresh the lock after changing pyproject.toml's dependencies (`make lock`), or move every
@@ -52,7 +56,7 @@ lock-check: | $(UV)
 test-latest: | $(UV)
 	rm -rf .venv-latest
 	$(UV) venv --quiet --python $(PYTHON) .venv-latest
-	VIRTUAL_ENV=.venv-latest $(UV) pip install --quiet --refresh -e '.[all,policy,dev]'
+	VIRTUAL_ENV=.venv-latest $(UV) pip install --quiet --compile-bytecode --refresh -e '.[all,policy,dev]'
 	VIRTUAL_ENV=.venv-latest $(UV) pip list --format freeze > .venv-latest/versions.txt
 	touch .venv-latest/.installed
 	MYPY_CACHE_DIR=.mypy_cache-latest $(MAKE) test VENV=.venv-latest

@@ -187,12 +187,13 @@ def test_parvagpu_scenarios_are_met_proven_and_near_the_papers_counts(sharing: s
     With the same throughput the planner proves its counts optimal and needs at most as many;
     one engine per slice (no MPS) needs at most one GPU more."""
     gpu = resolve_gpu("A100-80GB")
-    for scenario in parvagpu_scenarios(sharing):
+    papers = [scenario.published_gpus for scenario in parvagpu_scenarios("mps")]
+    for scenario, paper in zip(parvagpu_scenarios(sharing), papers, strict=True):
         plan = pack(gpu, scenario.workloads)
         assert plan.optimal, scenario.name
         assert all(m.served + 1e-9 >= m.requests_per_second for m in plan.demand_met())
-        assert scenario.published_gpus is not None
-        assert plan.gpu_count <= scenario.published_gpus + (0 if sharing == "mps" else 1)
+        assert paper is not None
+        assert plan.gpu_count <= paper + (0 if sharing == "mps" else 1)
 
 
 def test_pack_reads_demand_from_a_fleet_file(tmp_path: Path) -> None:
@@ -331,6 +332,41 @@ def test_the_compute_row_holds_the_fewest_slices_of_a_whole_replica_mix(sharing:
         slo6 = parvagpu_scenarios("mps")[5].workloads
         total = sum(fewest_compute_slices(w, tuple(allowed_profiles(gpu, w))) for w in slo6)
         assert total == 104
+
+
+def test_counting_finds_the_fewest_compute_slices_highs_proves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fewest compute slices of a whole-replica mix, counted, are the ones HiGHS proves
+    on each workload alone: every ParvaGPU workload and 200 seeded demands."""
+    gpu = resolve_gpu("A100-80GB")
+    workloads = [
+        *(
+            w
+            for sharing in ("single", "mps")
+            for s in parvagpu_scenarios(sharing)
+            for w in s.workloads
+        ),
+        *demand_fleet(200, seed=7),
+    ]
+    calls: list[object] = []
+    counting = model_module._fewest_compute_counted
+
+    def counted(*arguments: Any) -> int | None:
+        calls.append(arguments)
+        return counting(*arguments)
+
+    monkeypatch.setattr(model_module, "_fewest_compute_counted", counted)
+    found = []
+    for workload in workloads:
+        fewest_compute_slices.cache_clear()
+        found.append(fewest_compute_slices(workload, tuple(allowed_profiles(gpu, workload))))
+    assert len(calls) > 50  # counted wherever one profile alone does not reach the rounded bound
+    monkeypatch.setattr(model_module, "_fewest_compute_counted", lambda *_: None)
+    for workload, fewest in zip(workloads, found, strict=True):
+        fewest_compute_slices.cache_clear()
+        assert fewest_compute_slices(workload, tuple(allowed_profiles(gpu, workload))) == fewest
+    fewest_compute_slices.cache_clear()
 
 
 Recorded = list[tuple[Milp, dict[str, Any], Solution]]

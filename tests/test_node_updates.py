@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +19,9 @@ from mig_inference.rollout.node_updates import Reach, node_update
 from mig_inference.rollout.rendered import program_of
 from mig_inference.rollout.steps import Op, leaf_paths, path_under
 from mig_inference.spec.files import stack_names, stack_path
+from tests import in_process
 from tests.mocked import stack_rendering
 from tests.test_rollout import stack, transition
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(
@@ -103,11 +100,9 @@ def _stack_file(tmp_path: Path, name: str, edit: Any) -> Path:
 
 
 def _diff(deployed: Path, current: Path) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-m", "mig", "diff", "--json", "--stack-file", str(current),
-         "--deployed", str(deployed)],
-        capture_output=True, text=True, cwd=ROOT, check=False,
-    )  # fmt: skip
+    result = in_process.mig(
+        "diff", "--json", "--stack-file", str(current), "--deployed", str(deployed)
+    )
     assert result.returncode == 0, result.stderr
     report: dict[str, Any] = json.loads(result.stdout)
     return report

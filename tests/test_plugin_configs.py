@@ -5,8 +5,6 @@ it, so no device plugin that restarts during the update waits for a key that is 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from mig_inference.rollout.simulator import simulate
 from mig_inference.rollout.steps import Op
 from mig_inference.spec.files import load_stack
 from mig_inference.versions import GPU_OPERATOR_CHART
+from tests import in_process
 from tests.fake_apiserver import steps_of
 from tests.mocked import stack_rendering
 from tests.nvidia_node import (
@@ -117,7 +116,7 @@ def test_the_model_reads_the_chart_and_the_patches() -> None:
 
 
 def test_diff_reports_no_plugin_waiting_for_a_config(tmp_path: Path) -> None:
-    """`diff --json` as users run it, on the layout-and-sharing change above."""
+    """`diff --json` (the command, in this process), on the layout-and-sharing change above."""
     v1 = _sliced(rollout="in-place")
     v2 = _sliced(rollout="in-place", mig="all-3g.40gb")
     v2["pools"][0]["sharing"] = {"timeSlicing": {"replicas": 2, "profiles": ["3g.40gb"]}}
@@ -128,11 +127,8 @@ def test_diff_reports_no_plugin_waiting_for_a_config(tmp_path: Path) -> None:
         body = {f"mig-inference:{key}": value for key, value in config.items()}
         path.write_text(yaml.safe_dump({"config": body}))
         files.append(path)
-    result = subprocess.run(
-        [sys.executable, "-m", "mig", "diff", "--stack-file", str(files[1]),
-         "--deployed", str(files[0]), "--json"],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+    result = in_process.mig("diff", "--stack-file", str(files[1]), "--deployed", str(files[0]),
+                            "--json")  # fmt: skip
     assert result.returncode == 0, result.stderr
     [pool] = json.loads(result.stdout)["pools"]
     assert (pool["nodes_plugin_config_missing"], pool["nodes_plugin_blocked"]) == ([], [])

@@ -1,5 +1,8 @@
-"""`python -m mig bench`: GPUs vs lower bound vs baselines, and wall time, on reference fleets,
-each packed twice on nodes of 8 GPUs: freely, and with every node identical (`--uniform-nodes`).
+"""The planner's benchmark: GPUs vs lower bound vs baselines, and time, on reference fleets,
+each packed twice on nodes of 8 GPUs: freely, and with every node identical (`--uniform-nodes`);
+ParvaGPU's scenarios beside its own built scheduler; the planner's and the stack program's
+growth (the program run by the `Renderer` the caller hands in). What times whole commands is
+`mig_inference.cli.bench_processes`.
 
 Timings are measurements on whatever machine runs them, reported, never asserted.
 """
@@ -540,8 +543,8 @@ def bench_text(result: BenchResult) -> str:
             f"{d.cpu_seconds:>7.3f} {'yes' if d.preferences_proven else 'no':>5}"
         )
     lines.append(
-        "ParvaGPU: the GPUs its own planner used (Lee et al., SC'24); prefs: the preferences "
-        "among the fewest GPUs proven too"
+        "ParvaGPU: the GPUs its paper deployed, with MPS (Lee et al., SC'24; none published for "
+        "one process per instance); prefs: the preferences among the fewest GPUs proven too"
     )
     for d in result.demand:
         if d.preferences:

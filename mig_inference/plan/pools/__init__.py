@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from mig_inference.clouds import (
     DEFAULT_MAX_PODS,
@@ -45,7 +46,6 @@ from mig_inference.plan.pools.capacity import PoolCapacity, check_capacity, chec
 from mig_inference.plan.pools.generation import generation_of, legacy_inputs, replacement_inputs
 from mig_inference.plan.pools.zones import per_zone, pool_zones
 from mig_inference.plan.sharing import device_plugin_config_key, shared_offers
-from mig_inference.solving.packing import PackPlan, Workload, pack
 from mig_inference.spec import (
     AUTO,
     FILL,
@@ -56,6 +56,9 @@ from mig_inference.spec import (
     StackSpec,
     key_path,
 )
+
+if TYPE_CHECKING:  # the planner is imported when a pool is packed (`mig: auto`)
+    from mig_inference.solving.packing import PackPlan, Workload
 
 
 def _machine(spec: StackSpec, pool: PoolSpec, path: str) -> MachineShape | None:
@@ -93,6 +96,8 @@ def _machine(spec: StackSpec, pool: PoolSpec, path: str) -> MachineShape | None:
 
 
 def _auto_workloads(spec: StackSpec, pool: PoolSpec, path: str) -> tuple[list[Workload], list[int]]:
+    from mig_inference.solving.packing import Workload
+
     workloads: list[Workload] = []
     indexes: list[int] = []
     for index, service in enumerate(spec.services):
@@ -159,6 +164,8 @@ def _layouts(
     spec: StackSpec, pool: PoolSpec, gpus_per_node: int, path: str
 ) -> tuple[str, tuple[Layout | None, ...], bool, PackPlan | None]:
     if pool.mig == AUTO:
+        from mig_inference.solving.packing import pack
+
         if pool.mig_manager is MigManager.GKE:
             raise MigError("mig: auto needs migManager operator (GKE's native MIG is one profile)",
                            f"{path}.mig")  # fmt: skip
