@@ -67,19 +67,38 @@ def _is_secret(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(SECRET_MARKER), str)
 
 
+_GO_ESCAPES = {char: f"\\u{ord(char):04x}" for char in "<>&\u2028\u2029"}
+"""What Go's encoding/json escapes that Python's json does not (only strings hold them)."""
+
+
+def _go_escaped(text: str) -> str:
+    for char, escape in _GO_ESCAPES.items():
+        text = text.replace(char, escape)
+    return text
+
+
+def _holds_float(value: Any) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float):
+            return True
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+    return False
+
+
 def go_json(value: Any) -> str:
-    """`value` as Go's encoding/json writes it (keys sorted, `<`, `>`, `&` escaped)."""
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, int):
-        return str(value)
+    """`value` as Go's encoding/json writes it (keys sorted, `<`, `>`, `&` escaped). Python's
+    json writes everything but floats as Go does, in one call; floats as Go's shortest form."""
+    if not _holds_float(value):
+        return _go_escaped(
+            json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        )
     if isinstance(value, float):
         return go_json_float(value)
-    if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
-        for char in "<>&\u2028\u2029":
-            text = text.replace(char, f"\\u{ord(char):04x}")
-        return text
     if isinstance(value, list):
         return "[" + ",".join(go_json(item) for item in value) + "]"
     assert isinstance(value, dict)
