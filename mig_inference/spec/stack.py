@@ -11,6 +11,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.errors import AlreadyReported, MigError, MigErrors, shown
 from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.cluster import cluster_spec
+from mig_inference.spec.cross_keys import Sections, cross_key_problems, version_warnings
 from mig_inference.spec.dra import dra_spec
 from mig_inference.spec.gateway import gateway_service_problems, gateway_spec
 from mig_inference.spec.model import (
@@ -284,6 +285,11 @@ def parse_stack(
         problems.extend(
             gateway_service_problems(key_path("gateway"), parsed_services, services_node.path)
         )
+    sections = Sections(
+        cloud, values, cluster, pools, parsed_services, operator, dra, gateway, monitoring, cache,
+        frozenset(error.path for problem in problems for error in problem.errors if error.path),
+    )  # fmt: skip
+    problems.extend(cross_key_problems(sections))
     if verify is not None:
         for index, service in parsed_services:
             problems.extend(
@@ -314,7 +320,8 @@ def parse_stack(
     assert verify is not None
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
                      model_cache=cache, verify=verify, ephemeral=ephemeral,
-                     cloud_tags=tags or CloudTags(), dra=dra, gateway=gateway)  # fmt: skip
+                     cloud_tags=tags or CloudTags(), dra=dra, gateway=gateway,
+                     warnings=tuple(version_warnings(sections)))  # fmt: skip
 
 
 def _partial(
