@@ -139,6 +139,8 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
         elif key in INTEGER_KEYS:
             default, bound = INTEGER_KEYS[key]
             settings[key] = child.integer(default, bound=bound)
+        elif key in ("version", "kubernetesVersion") and child.unquoted_version():
+            settings[key] = None
         elif key == "kubeconfig":
             # The name of a secret config key holding the kubeconfig, never the kubeconfig itself.
             settings[key] = child.secret_key_name(secrets)

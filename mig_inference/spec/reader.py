@@ -131,6 +131,19 @@ class ConfigNode:
             )
         return self.value.strip()
 
+    def unquoted_version(self) -> bool:
+        """Record (or raise) that a version was written as a number: YAML reads `1.30` unquoted
+        as the number 1.3 (yaml.v3, as PyYAML), so what reaches the program is not what the file
+        shows. True when it was."""
+        if isinstance(self.value, bool) or not isinstance(self.value, int | float):
+            return False
+        self.problem(
+            f"is the number {shown(self.value)}: YAML reads an unquoted version as a number "
+            '(1.30 becomes 1.3); quote it, like "1.35"',
+            None,
+        )
+        return True
+
     def req_string(self) -> str:
         return self.string(required=True) or ""
 
