@@ -366,5 +366,9 @@ def test_gke_native_mig_only_on_the_gpus_google_documents(
     )
     assert "kubernetes-engine/docs/how-to/gpus-multi" in error.message
     assert error.allowed == ["operator"]
+    # Google lists RTX PRO 6000 partitions for ComputeClasses only, which the stack does not make.
+    assert ("ComputeClass" in error.message) is (gpu == "RTX-PRO-6000-96GB")
+    if gpu == "RTX-PRO-6000-96GB":
+        assert "lists 1g.24gb, 2g.48gb, 4g.96gb" in error.message
     # The GPU Operator partitions it instead.
     assert _plan(_gke(pool)).pools[0].config_name == mig
