@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from mig_inference.errors import shown
 
@@ -62,11 +63,15 @@ class Format:
     max_length: int
     example: str
 
+    @cached_property
+    def compiled(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
     def problem(self, value: str) -> str | None:
         """Why `value` is not of this format, or None."""
         if len(value) > self.max_length:
             return f"{shown(value)} is longer than {self.max_length} characters ({self.name})"
-        if not re.fullmatch(self.pattern, value):
+        if not self.compiled.fullmatch(value):
             return f"{shown(value)} is not {self.name}, like {self.example}"
         return None
 

@@ -231,14 +231,13 @@ class ConfigNode:
             )
         result = {}
         for key, value in self.value.items():
-            where = self.child(str(key))
             key_problem = label_key_problem(key) if isinstance(key, str) else "not a string"
             if key_problem is not None:
-                where.problem(
+                self.child(str(key)).problem(
                     f"{shown(key)} is not a valid Kubernetes label key: {key_problem}", None
                 )
             elif not isinstance(value, str) or LABEL_VALUE.problem(value) is not None:
-                where.problem(
+                self.child(str(key)).problem(
                     f"{shown(value)} is not a valid label value (a string of at most 63 letters, "
                     "digits, '-', '_' or '.', starting and ending alphanumeric)",
                     None,

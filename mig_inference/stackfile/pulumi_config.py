@@ -125,10 +125,17 @@ def _engine_value(value: Any, key: str, path: str, state: _Conversion) -> Any:
     if _is_secret(value):
         state.nested_secret = True
         return f"[secret {value[SECRET_MARKER][:12]}...]"
+    # Strings leave as they are: only other values need a look (and a path to name).
     if isinstance(value, list):
-        return [_engine_value(item, key, f"{path}[{i}]", state) for i, item in enumerate(value)]
+        return [
+            item if type(item) is str else _engine_value(item, key, f"{path}[{i}]", state)
+            for i, item in enumerate(value)
+        ]
     if isinstance(value, dict):
-        return {k: _engine_value(v, key, f"{path}.{k}", state) for k, v in value.items()}
+        return {
+            k: v if type(v) is str else _engine_value(v, key, f"{path}.{k}", state)
+            for k, v in value.items()
+        }
     return value
 
 
@@ -262,6 +269,8 @@ _CUT = "\x00nested too deep"
 def _too_deep_span(text: str) -> tuple[int, int] | None:
     """Where the first list or object of JSON `text` nested deeper than CONFIG_VALUE_DEPTH
     starts and ends, found without recursing (Python's json recurses once per level)."""
+    if text.count("[") + text.count("{") <= CONFIG_VALUE_DEPTH:
+        return None  # too few brackets to nest that deep (most values: one pass in C)
     depth, start = 0, None
     for token in _JSON_NESTING.finditer(text):
         bracket = token.group()

@@ -284,12 +284,14 @@ class _Decoder:
         self.active: set[int] = set()
 
     def value(self, node: Node, path: YamlPath) -> Any:
-        if len(path) >= MAX_DEPTH and not isinstance(node, ScalarNode):
-            raise YamlError(too_deep(), node, path=path)  # deeper through aliases
         self.decoded += 1
+        if isinstance(node, ScalarNode):
+            return self.scalar(node, path)  # only lists and mappings count as aliased
+        if len(path) >= MAX_DEPTH:
+            raise YamlError(too_deep(), node, path=path)  # deeper through aliases
         times = self.seen.get(id(node), 0)
         self.seen[id(node)] = times + 1
-        if times and not isinstance(node, ScalarNode):
+        if times:
             self.aliased += 1
             if id(node) in self.active:
                 raise YamlError("anchor value contains itself", node)
@@ -299,8 +301,6 @@ class _Decoder:
                 and (self.aliased / self.decoded > _allowed_alias_ratio(self.decoded))
             ):
                 raise YamlError("document contains excessive aliasing", node)
-        if isinstance(node, ScalarNode):
-            return self.scalar(node, path)
         self.active.add(id(node))
         try:
             if isinstance(node, SequenceNode):
