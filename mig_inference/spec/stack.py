@@ -88,13 +88,16 @@ class StackErrors(MigErrors):
         self.partial = partial
 
 
-def _under(problems: Sequence[MigError], path: str) -> bool:
-    """Whether an error names `path` or a key inside it."""
-    return any(
-        p.path == path or (p.path or "").startswith((f"{path}.", f"{path}["))
-        for p in problems
-        for p in p.errors
-    )
+def _refused_paths(problems: Sequence[MigError]) -> frozenset[str]:
+    """Every key path an error names, and each key holding one (`pools[0].mig` gives
+    `pools[0]` and `pools`): whether a key or one inside it is refused, in one look-up."""
+    found: set[str] = set()
+    for problem in problems:
+        for error in problem.errors:
+            path = error.path or ""
+            found.add(path)
+            found.update(path[:at] for at, char in enumerate(path) if char in ".[")
+    return frozenset(found)
 
 
 def secret_references(values: Mapping[str, Any]) -> dict[str, str]:
@@ -337,8 +340,10 @@ def _partial(
     pools and services without an error, each section as read or, with an error, as if it
     were left out."""
 
+    refused_paths = _refused_paths(problems)
+
     def refused(key: str) -> bool:
-        return _under(problems, key_path(key))
+        return key_path(key) in refused_paths
 
     def section(key: str, left_out: Callable[[ConfigNode], Any]) -> Any:
         value = sections[key]
