@@ -290,7 +290,7 @@ def parse_stack(
         )
     sections = Sections(
         cloud, values, cluster, pools, parsed_services, operator, dra, gateway, monitoring, cache,
-        frozenset(error.path for problem in problems for error in problem.errors if error.path),
+        frozenset(filter(None, (error.path for problem in problems for error in problem.errors))),
     )  # fmt: skip
     problems.extend(cross_key_problems(sections))
     if verify is not None:

@@ -35,6 +35,7 @@ PLAIN = "!mig-inference/plain"
 _TAG = "tag:yaml.org,2002:"
 _STR, _SEQ, _MAP = f"{_TAG}str", f"{_TAG}seq", f"{_TAG}map"
 Part = str | int | None
+_ENDS = (SequenceEndEvent, MappingEndEvent)
 
 
 class TooDeep(Exception):
@@ -103,18 +104,17 @@ class Composer:
         next_event = self.events.get_event
         while True:
             event = next_event()
-            kind = type(event)
             node: Node
-            if kind is ScalarEvent and event.anchor is None:
+            if isinstance(event, ScalarEvent) and event.anchor is None:
                 tag = event.tag
                 if tag is None or tag == "!":
                     tag = PLAIN if event.implicit[0] else _STR
                 node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
-            elif kind is SequenceEndEvent or kind is MappingEndEvent:
+            elif isinstance(event, _ENDS):
                 done = stack.pop()
                 done.node.end_mark = event.end_mark
                 node = done.node
-            elif kind is AliasEvent:
+            elif isinstance(event, AliasEvent):
                 if event.anchor not in anchors:
                     raise ComposerError(
                         None, None, f"found undefined alias {event.anchor!r}", event.start_mark
