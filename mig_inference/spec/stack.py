@@ -288,11 +288,11 @@ def parse_stack(
         problems.extend(
             gateway_service_problems(key_path("gateway"), parsed_services, services_node.path)
         )
-    sections = Sections(
+    between = Sections(
         cloud, values, cluster, pools, parsed_services, operator, dra, gateway, monitoring, cache,
         frozenset(filter(None, (error.path for problem in problems for error in problem.errors))),
     )  # fmt: skip
-    problems.extend(cross_key_problems(sections))
+    problems.extend(cross_key_problems(between))
     if verify is not None:
         for index, service in parsed_services:
             problems.extend(
@@ -324,7 +324,7 @@ def parse_stack(
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
                      model_cache=cache, verify=verify, ephemeral=ephemeral,
                      cloud_tags=tags or CloudTags(), dra=dra, gateway=gateway,
-                     warnings=tuple(version_warnings(sections)))  # fmt: skip
+                     warnings=tuple(version_warnings(between)))  # fmt: skip
 
 
 def _partial(

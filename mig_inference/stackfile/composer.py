@@ -12,6 +12,7 @@ shared nodes (an anchor given twice is refused, as PyYAML does).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from yaml._yaml import CParser
 from yaml.composer import ComposerError
@@ -36,6 +37,12 @@ _TAG = "tag:yaml.org,2002:"
 _STR, _SEQ, _MAP = f"{_TAG}str", f"{_TAG}seq", f"{_TAG}map"
 Part = str | int | None
 _ENDS = (SequenceEndEvent, MappingEndEvent)
+
+
+def _marks(event: Event) -> tuple[Any, Any]:
+    """Where an event starts and ends: libyaml's own Mark type, which PyYAML's nodes and errors
+    take as theirs (the stubs tell the two apart)."""
+    return event.start_mark, event.end_mark
 
 
 class TooDeep(Exception):
@@ -109,7 +116,8 @@ class Composer:
                 tag = event.tag
                 if tag is None or tag == "!":
                     tag = PLAIN if event.implicit[0] else _STR
-                node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+                start, end = _marks(event)
+                node = ScalarNode(tag, event.value, start, end, event.style)
             elif isinstance(event, _ENDS):
                 done = stack.pop()
                 done.node.end_mark = event.end_mark
@@ -117,7 +125,7 @@ class Composer:
             elif isinstance(event, AliasEvent):
                 if event.anchor not in anchors:
                     raise ComposerError(
-                        None, None, f"found undefined alias {event.anchor!r}", event.start_mark
+                        None, None, f"found undefined alias {event.anchor!r}", _marks(event)[0]
                     )
                 node = anchors[event.anchor]
             else:
@@ -144,27 +152,26 @@ class Composer:
                 f"found duplicate anchor {anchor!r}; first occurrence",
                 anchors[anchor].start_mark,
                 "second occurrence",
-                event.start_mark,
+                _marks(event)[0],
             )
-        tag = getattr(event, "tag", None)
-        explicit = tag not in (None, "!")
+        given: str | None = getattr(event, "tag", None)
+        start, end = _marks(event)
         node: Node
         if isinstance(event, ScalarEvent):
             implicit_plain = event.implicit[0]
-            kind = tag if explicit else PLAIN if implicit_plain else _STR
-            node = ScalarNode(kind, event.value, event.start_mark, event.end_mark, event.style)
+            kind = given if given not in (None, "!") else PLAIN if implicit_plain else _STR
+            node = ScalarNode(str(kind), event.value, start, end, event.style)
         else:
             assert isinstance(event, SequenceStartEvent | MappingStartEvent)
             if len(stack) >= self.limit:
                 where = tuple(p for p in (frame.part() for frame in stack) if p is not None)
                 mark = event.start_mark
                 raise TooDeep(where, mark.line + 1 if mark is not None else 0)
+            explicit = given if given not in (None, "!") else None
             if isinstance(event, SequenceStartEvent):
-                node = SequenceNode(tag if explicit else _SEQ, [], event.start_mark, None,
-                                    event.flow_style)  # fmt: skip
+                node = SequenceNode(explicit or _SEQ, [], start, None, event.flow_style)
             else:
-                node = MappingNode(tag if explicit else _MAP, [], event.start_mark, None,
-                                   event.flow_style)  # fmt: skip
+                node = MappingNode(explicit or _MAP, [], start, None, event.flow_style)
             stack.append(_Open(node))
         if anchor is not None:
             anchors[anchor] = node
