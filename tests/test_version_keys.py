@@ -184,7 +184,7 @@ def test_the_shipped_stacks_versions_are_offered() -> None:
 def _created_gke_dra(**cluster: Any) -> dict[str, Any]:
     from tests.test_dra import variant
 
-    config = variant(dra={"kubernetesVersion": "1.35"})
+    config: dict[str, Any] = variant(dra={"kubernetesVersion": "1.35"})
     config["cluster"] = {**config["cluster"], "create": True, "protect": False,
                          "network": "default", "subnetwork": "default",
                          "authorizedNetworks": ["203.0.113.0/24"], **cluster}  # fmt: skip
