@@ -7,8 +7,9 @@ brought up to date (the refusal says the table's date). Nothing here reads the c
 standard support" means "had left it by TABLE_DATE", so a result never changes as the calendar
 moves on, only when the table is updated.
 
-Sources, each read for this table (the stored copies the project's search reaches; the newest
-dated fact among them is GKE's release notes of 2026-09-17, TABLE_DATE):
+Sources, each read for this table (the stored copies the project's search reaches). TABLE_DATE
+is 2026-09-17, the GKE release notes (2026-R39) the channel table goes with (its copy predates
+2026-R40 of 2026-09-23); no EKS or OKE source read is later:
 
 - EKS: the Amazon EKS User Guide, "Understand the Kubernetes version lifecycle on EKS", release
   calendar (awsdocs/amazon-eks-user-guide `latest/ug/versioning/kubernetes-versions.adoc`
