@@ -46,7 +46,7 @@ CREATED: dict[str, dict[str, Any]] = {
             "authorizedNetworks": ["203.0.113.0/24"]},
     "eks": {"vpcId": "vpc-0123456789abcdef0", "version": "1.33", "endpointPublicAccess": False},
     "oke": {"vcnId": "ocid1.vcn.oc1..v", "endpointSubnetId": "ocid1.subnet.oc1..api",
-            "podSubnetIds": ["ocid1.subnet.oc1..pods"], "kubernetesVersion": "v1.33.1",
+            "podSubnetIds": ["ocid1.subnet.oc1..pods"], "kubernetesVersion": "v1.34.2",
             "systemImageId": "ocid1.image.oc1..sys"},
 }  # fmt: skip
 EXTRA: dict[str, dict[str, Any]] = {

@@ -53,7 +53,7 @@ CREATED: dict[Cloud, dict[str, Any]] = {
                 "publicAccessCidrs": ["203.0.113.0/24"]},
     Cloud.OKE: {"create": True, "vcnId": "ocid1.vcn.oc1..v",
                 "endpointSubnetId": "ocid1.subnet.oc1..api", "podSubnetIds": ["ocid1.subnet.oc1..p"],
-                "kubernetesVersion": "v1.34.1", "systemImageId": "ocid1.image.oc1..sys"},
+                "kubernetesVersion": "v1.34.2", "systemImageId": "ocid1.image.oc1..sys"},
 }  # fmt: skip
 RESERVATIONS = {
     Cloud.GKE: "reservation-{n}",

@@ -114,7 +114,7 @@ def _diff(deployed: Path, current: Path) -> dict[str, Any]:
         ("tags", {"team": "ml"}, "node tags: only nodes OKE creates from now on get it"),
         (
             "cluster",
-            "v1.34.1",
+            "v1.35.1",
             "Kubernetes version: only nodes OKE creates from now on get it",
         ),
     ],

@@ -264,7 +264,7 @@ def pool_inputs(stack: str) -> tuple[dict[str, Any], str]:
     [
         ("gke-h100", "GkeGpuPool", {"cluster": "c"}, "gcp:container/nodePool:NodePool"),
         ("eks-p4d", "EksGpuNodeGroup", {"clusterName": "c"}, "aws:eks/nodeGroup:NodeGroup"),
-        ("oke-h100", "OkeGpuPool", {"clusterId": "ocid1.cluster.oc1..x", "kubernetesVersion": "v1.33.1"},
+        ("oke-h100", "OkeGpuPool", {"clusterId": "ocid1.cluster.oc1..x", "kubernetesVersion": "v1.34.2"},
          "oci:ContainerEngine/nodePool:NodePool"),
         ("existing", "ExistingNodePool", {}, "kubernetes:core/v1:NodePatch"),
         ("existing", "ExistingNodeTaints", {}, "kubernetes:core/v1:NodePatch"),

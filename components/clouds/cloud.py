@@ -149,26 +149,30 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
     if settings.create and spec.cloud is Cloud.GKE:
         from .gke import GKE_RELEASE_CHANNEL, GkeCluster, GkeClusterArgs
 
+        gke_args = GkeClusterArgs(
+            name=settings.name,
+            location=settings.get("location"),
+            network=given("network", settings.get("network")),
+            subnetwork=given("subnetwork", settings.get("subnetwork")),
+            # The spec chose one by the cluster's name when the stack names none.
+            master_ipv4_cidr_block=settings.get("masterIpv4CidrBlock"),
+            authorized_networks=list(settings.get("authorizedNetworks")),
+            release_channel=settings.get("releaseChannel") or GKE_RELEASE_CHANNEL,
+            protect=settings.protect,
+            cloud_nat=settings.get("cloudNat"),
+            project=given("project", settings.get("project")),
+            labels=dict(spec.cloud_tags.tags),
+            network_policy=Feature.NETWORK_POLICY in features,
+            gcs_fuse_csi_driver=Feature.GCS_FUSE in features,
+            pd_csi_driver=Feature.HYPERDISK_ML in features,
+            gateway_api=spec.gateway is not None,
+        )
+        if spec.dra is not None:
+            # The DRA objects are written for this minor: the cluster starts at it.
+            gke_args["min_master_version"] = spec.dra.kubernetes_version
         gke = GkeCluster(
             children.name(settings.name),
-            GkeClusterArgs(
-                name=settings.name,
-                location=settings.get("location"),
-                network=given("network", settings.get("network")),
-                subnetwork=given("subnetwork", settings.get("subnetwork")),
-                # The spec chose one by the cluster's name when the stack names none.
-                master_ipv4_cidr_block=settings.get("masterIpv4CidrBlock"),
-                authorized_networks=list(settings.get("authorizedNetworks")),
-                release_channel=settings.get("releaseChannel") or GKE_RELEASE_CHANNEL,
-                protect=settings.protect,
-                cloud_nat=settings.get("cloudNat"),
-                project=given("project", settings.get("project")),
-                labels=dict(spec.cloud_tags.tags),
-                network_policy=Feature.NETWORK_POLICY in features,
-                gcs_fuse_csi_driver=Feature.GCS_FUSE in features,
-                pd_csi_driver=Feature.HYPERDISK_ML in features,
-                gateway_api=spec.gateway is not None,
-            ),
+            gke_args,
             children.opts([provider]),
         )
         return JoinedCluster(

@@ -10,6 +10,7 @@ from mig_inference.clouds import (
     DEFAULT_MAX_PODS,
     EKS_MANAGED_NODE_GROUP_MAX_PODS,
     GKE_ACCELERATORS,
+    GKE_COMPUTECLASS_ONLY_PARTITIONS,
     GKE_PARTITION_SIZES,
     GPU_OPERATOR_PODS_PER_NODE,
     MACHINES,
@@ -431,9 +432,18 @@ def _gke_partition(pool: PoolSpec, layouts: Sequence[Layout | None], path: str) 
     allowed = GKE_PARTITION_SIZES.get(pool.gpu.name, ())
     if not allowed:
         documented = ", ".join(GKE_PARTITION_SIZES)
+        class_only = GKE_COMPUTECLASS_ONLY_PARTITIONS.get(pool.gpu.name)
+        also = (
+            f"; its ComputeClass reference lists {', '.join(class_only)} for {pool.gpu.name} "
+            "only as a ComputeClass's gpuSharing.gpuPartitionSize (GKE 1.35.2-gke.1485000+), "
+            "and the stack creates node pools, not ComputeClasses"
+            if class_only
+            else ""
+        )
         raise MigError(
-            f"GKE documents its native MIG for {documented} only, not {pool.gpu.name} "
-            f"({GKE_NATIVE_MIG}); use migManager: operator (the GPU Operator partitions it)",
+            f"GKE documents native MIG node pools for {documented} only, not {pool.gpu.name} "
+            f"({GKE_NATIVE_MIG}){also}; use migManager: operator (the GPU Operator partitions "
+            "it)",
             f"{path}.migManager",
             value=MigManager.GKE.value,
             allowed=[MigManager.OPERATOR.value],
