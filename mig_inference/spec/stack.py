@@ -286,7 +286,12 @@ def parse_stack(
     gateway = _attempt(problems, lambda: gateway_spec(node("gateway"), cloud))
     if gateway is not None:
         problems.extend(
-            gateway_service_problems(key_path("gateway"), parsed_services, services_node.path)
+            gateway_service_problems(
+                key_path("gateway"),
+                parsed_services,
+                services_node.path,
+                every_service_read=len(parsed_services) == len(services_node.value or []),
+            )
         )
     between = Sections(
         cloud, values, cluster, pools, parsed_services, operator, dra, gateway, monitoring, cache,
