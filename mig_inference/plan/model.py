@@ -107,6 +107,9 @@ class PoolPlan:
     """GKE: the boot disk type the machine boots from (per-machine facts); None elsewhere."""
     dynamic_mig: bool = False
     """A DRA pool under the driver's DynamicMIG (`dra.dynamicMig`)."""
+    boot_mig_gpus: tuple[int, ...] = ()
+    """The GPUs a node's user data switches MIG mode on for before the kubelet starts (EKS,
+    OKE; `plan.pools.boot_mig_gpus`)."""
     """The planner's answer for `mig: auto` pools."""
 
     @property
