@@ -559,7 +559,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 aws.eks.NodeGroupTaintArgs(
                     key=key, value=value or None, effect=cloud_taint_effect(effect)
                 )
-                for key, value, effect in pool.taints
+                for key, value, effect in pool.cloud_taints
             ],
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=template.id, version=template.latest_version.apply(str)

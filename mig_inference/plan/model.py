@@ -9,6 +9,7 @@ from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.migparted import config_entries
+from mig_inference.names.labels import STARTUP_TAINT
 from mig_inference.solving.packing import PackPlan
 from mig_inference.spec import (
     MigManager,
@@ -120,6 +121,20 @@ class PoolPlan:
     @property
     def autoscaled(self) -> bool:
         return self.min_nodes != self.max_nodes
+
+    @property
+    def startup_taint(self) -> tuple[str, str, str] | None:
+        """The Cluster Autoscaler's startup taint its new nodes carry until they advertise the
+        planned slices: autoscaled pools whose layout the MIG manager applies (a node is Ready
+        minutes before that, and would pass for one without room for the pending pods)."""
+        if self.autoscaled and self.mig_manager_applies and self.mig_enabled:
+            return STARTUP_TAINT
+        return None
+
+    @property
+    def cloud_taints(self) -> tuple[tuple[str, str, str], ...]:
+        """The taints the cloud puts on a new node: the stack's, and the startup taint."""
+        return self.taints + ((self.startup_taint,) if self.startup_taint else ())
 
     @property
     def mig_enabled(self) -> bool:
