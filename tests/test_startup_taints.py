@@ -185,3 +185,18 @@ def test_the_simulator_takes_the_taint_off_before_replicas_land() -> None:
     assert removed, [text for _, text in outcome.events][-20:]
     [served] = outcome.services.values()
     assert served.after == served.before and not served.pending_at_end
+
+
+def test_eks_mig_nodes_are_not_judged_by_nvidia_gpu() -> None:
+    """kubernetes/autoscaler#8095 (open): a node with the cloud provider's GPU label counts as
+    unready while it advertises no `nvidia.com/gpu`, which a MIG node never does; past
+    `--ok-total-unready-count` the autoscaler stops. The AWS provider's GPU label
+    (`cloudprovider/aws/aws_cloud_provider.go` GPULabel) is on no node the EKS pools make, nor in
+    what their Auto Scaling groups tell it a new node carries."""
+    aws_gpu_label = "k8s.amazonaws.com/accelerator"
+    [pool] = plan_stack(load_stack(STACK)).pools
+    assert aws_gpu_label not in pool.node_labels
+    assert not any(aws_gpu_label in key for key in node_template_tags(pool))
+    [group] = [g for g in stack_rendering(STACK).of_type("aws:eks/nodeGroup:NodeGroup")
+               if "-system" not in g.name]  # fmt: skip
+    assert aws_gpu_label not in group.inputs["labels"]
