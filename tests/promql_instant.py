@@ -34,12 +34,12 @@ def evaluate(expr: str, samples: Sequence[tuple[Labels, float]]) -> list[dict[st
 
 
 def _matches(labels: Mapping[str, str], matcher: Any) -> bool:
-    value, op = labels.get(matcher.name, ""), str(matcher.op)
+    value, op, wanted = labels.get(matcher.name, ""), str(matcher.op), str(matcher.value)
     if op == "MatchOp.Equal":
-        return value == matcher.value
+        return value == wanted
     if op == "MatchOp.NotEqual":
-        return value != matcher.value
-    found = re.fullmatch(matcher.value, value) is not None
+        return value != wanted
+    found = re.fullmatch(wanted, value) is not None
     if op == "MatchOp.Re":
         return found
     if op == "MatchOp.NotRe":
@@ -55,6 +55,10 @@ def _key(labels: Labels, on: Sequence[str] | None) -> Labels:
 
 ARITHMETIC: dict[str, Callable[[float, float], float]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+}  # fmt: skip
+AGGREGATIONS: dict[str, Callable[[list[float]], float]] = {
+    "max": lambda values: max(values), "sum": lambda values: float(sum(values)),
+    "count": lambda values: float(len(values)),
 }  # fmt: skip
 COMPARISON: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le,
@@ -83,8 +87,8 @@ def _eval(node: Any, samples: Vector) -> Vector | float:
         groups: dict[Labels, list[float]] = {}
         for labels, value in inner.items():
             groups.setdefault(_key(labels, list(node.modifier.labels)), []).append(value)
-        reduce = {"max": max, "sum": sum, "count": len}[str(node.op)]
-        return {group: float(reduce(values)) for group, values in groups.items()}
+        reduce = AGGREGATIONS[str(node.op)]
+        return {group: reduce(values) for group, values in groups.items()}
     if kind == "Call" and node.func.name == "label_replace":
         inner = _eval(node.args[0], samples)
         assert isinstance(inner, dict)
@@ -92,9 +96,9 @@ def _eval(node: Any, samples: Vector) -> Vector | float:
         out = {}
         for labels, value in inner.items():
             named = dict(labels)
-            found = re.fullmatch(regex, named.get(source, ""))
-            if found is not None:
-                named[target] = found.expand(replacement.replace("$", "\\"))
+            match = re.fullmatch(regex, named.get(source, ""))
+            if match is not None:
+                named[target] = match.expand(replacement.replace("$", "\\"))
             out[tuple(sorted(named.items()))] = value
         return out
     if kind == "BinaryExpr":

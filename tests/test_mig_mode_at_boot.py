@@ -72,7 +72,7 @@ def run_user_data(tmp_path: Path, script: str, gpu: str, shell: str = "sh") -> l
     bin_dir = _fake_bin(tmp_path, log) if not (tmp_path / "bin").exists() else tmp_path / "bin"
     for path in (REBOOT_MARKER, PER_BOOT_JOIN, OKE_INIT):
         moved = str(tmp_path / path.lstrip("/"))
-        script = re.sub(rf"(?<![\w.-]){re.escape(path)}", lambda _, to=moved: to, script)
+        script = re.sub(rf"(?<![\w.-]){re.escape(path)}", moved.replace("\\", "\\\\"), script)
     # Nothing of this machine's own may be written: every path the script writes is moved.
     assert re.search(r"(?<![\w.-])/(var|etc)/", script) is None, script
     (tmp_path / "var/run").mkdir(parents=True, exist_ok=True)
