@@ -10,6 +10,7 @@ import pytest
 from mig_inference.changes.shared_memory import shared_memory_refusals
 from mig_inference.changes.transition import StackVersion, simulate_transition
 from mig_inference.errors import MigError, MigErrors
+from mig_inference.render import run_program
 from tests.test_rollout import stack
 
 
@@ -57,4 +58,6 @@ def test_new_nodes_keep_old_and_new_replicas_apart() -> None:
 
 def test_diff_refuses_before_simulating() -> None:
     with pytest.raises((MigError, MigErrors), match=r"pools\[0\]\.sharing: pool h100: its sharing"):
-        simulate_transition(version(stack("eks")), version(stack("eks", sharing=SHARED)))
+        simulate_transition(
+            version(stack("eks")), version(stack("eks", sharing=SHARED)), render=run_program
+        )
