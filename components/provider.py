@@ -29,6 +29,7 @@ from .workloads.mig_gate import MigReadyGate
 from .workloads.monitoring import Keda, Monitoring
 from .workloads.profiling import ProfilingJobs
 from .workloads.repartition import InPlaceRepartition
+from .workloads.startup_taints import StartupTaintAgent
 
 PACKAGE = "mig-inference"
 """The Pulumi package name: every component's type token is `mig-inference:index:<Class>`."""
@@ -48,6 +49,7 @@ COMPONENTS: list[type[pulumi.ComponentResource]] = [
     GpuOperator,
     InPlaceRepartition,
     MigReadyGate,
+    StartupTaintAgent,
     InferenceService,
     ProfilingJobs,
     Monitoring,

@@ -570,6 +570,7 @@ def test_eks_user_data_runs_after_the_project_s_parts(tmp_path: Path) -> None:
     assert [p.get_content_type() for p in parts] == [
         "application/node.eks.aws",
         "text/cloud-config",
+        "text/x-shellscript",  # MIG mode at boot (tests/test_mig_mode_at_boot.py)
         "text/x-shellscript",
     ]
     payload = parts[-1].get_payload(decode=True)

@@ -74,6 +74,8 @@ def test_a_plugin_restarted_by_a_layout_change_finds_its_nodes_config() -> None:
 def test_a_sharing_change_never_leaves_a_node_naming_a_missing_key(cloud: str) -> None:
     v1 = _sliced(cloud)
     v2 = _sliced(cloud, sharing={"timeSlicing": {"replicas": 3, "profiles": ["1g.10gb"]}})
+    for version in (v1, v2):  # one memory share on both sides (changes/shared_memory.py)
+        version["services"][0]["gpuMemoryUtilization"] = 0.3
     outcome, changes = transition(v1, v2)
     assert outcome.failure is None, outcome.failure
     assert [p.name for p in changes.pools] == ["h100"]

@@ -167,9 +167,10 @@ def test_eks_node_group_seed_003() -> None:
     template = one(rendering, "aws:ec2/launchTemplate:LaunchTemplate").inputs
     message = email.message_from_string(b64(template["userData"]))
     assert message.is_multipart()
-    part, drop_in = list(message.walk())[1:]
+    part, drop_in, mig_mode = list(message.walk())[1:]
     assert part.get_content_type() == "application/node.eks.aws"
     assert drop_in.get_content_type() == "text/cloud-config"  # tests/test_max_pods.py
+    assert mig_mode.get_content_type() == "text/x-shellscript"  # tests/test_mig_mode_at_boot.py
     assert part["Content-Transfer-Encoding"] == "7bit"
     node_config = yaml.safe_load(str(part.get_payload()))
     assert node_config == {

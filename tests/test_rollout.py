@@ -305,7 +305,9 @@ def test_a_sharing_change_keeps_each_versions_device_plugin_config_apart() -> No
             "maxPods": 50}  # fmt: skip
     v1 = stack("eks", replicas=16)
     v1["pools"] = [{**base, "sharing": {"timeSlicing": {"replicas": 4}}}]
-    v1["services"][0].update(pool="l40s", memoryGiB=8)
+    # One memory share on both sides: vLLM's changing with the sharing is refused in place
+    # (changes/shared_memory.py).
+    v1["services"][0].update(pool="l40s", memoryGiB=8, gpuMemoryUtilization=0.2)
     v2 = copy.deepcopy(v1)
     v2["pools"][0]["sharing"]["timeSlicing"]["replicas"] = 2
     v2["services"][0]["replicas"] = 8

@@ -483,7 +483,7 @@ class GkeGpuPool(pulumi.ComponentResource):
                     gcp.container.NodePoolNodeConfigTaintArgs(
                         key=key, value=value, effect=cloud_taint_effect(effect)
                     )
-                    for key, value, effect in pool.taints
+                    for key, value, effect in pool.cloud_taints
                 ],
                 guest_accelerators=[accelerator],
                 oauth_scopes=[CLOUD_PLATFORM_SCOPE],

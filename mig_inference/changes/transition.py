@@ -98,14 +98,18 @@ def simulate_transition(
     (the command line passes `mig_inference.render.run_program`). `basis`: what the deployed stack
     exported, which the deployed version's program is made to match (`as_exported`). A move
     between the device plugin and DRA the replicas cannot follow is refused first
-    (`allocation_move_refusals`), as the program refuses bad input: nothing is simulated."""
+    (`allocation_move_refusals`), as is a change of time-slicing on running nodes that vLLM's
+    memory share follows (`shared_memory_refusals`), as the program refuses bad input: nothing
+    is simulated."""
     from mig_inference.changes.allocation_move import allocation_move_refusals
     from mig_inference.changes.deployed_program import as_exported
+    from mig_inference.changes.shared_memory import shared_memory_refusals
     from mig_inference.rollout.facts import config_names, load_facts, pool_facts
     from mig_inference.rollout.rendered import program_of
     from mig_inference.rollout.simulator import simulate
 
     refusals = allocation_move_refusals(deployed.plan, current.plan)
+    refusals += shared_memory_refusals(deployed.plan, current.plan)
     if refusals:
         raise collected(refusals)
     programs = []

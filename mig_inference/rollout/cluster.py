@@ -17,6 +17,7 @@ from mig_inference.names.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
+    STARTUP_TAINT_KEY,
 )
 from mig_inference.rollout.mig_manager import Durations, MigManager, NodeLayout, Reboot, Write
 from mig_inference.rollout.model import Deployment, Node, Pod, Taint, device_counts
@@ -245,6 +246,7 @@ class Cluster:
         self.now += TICK
         self._mig_managers()
         self._device_plugins()
+        self._startup_taints()
         self._no_execute()
         self._pods()
         self._drains()
@@ -306,6 +308,23 @@ class Cluster:
                 # kubelet withdraws its slices.
                 node.published = None
                 node.devices = advertised
+
+    def _startup_taints(self) -> None:
+        """The startup-taint agent (`kube/scripts/startup_taint.sh`): a node's Cluster
+        Autoscaler startup taint goes once it carries its config, reports success and advertises
+        what that config gives."""
+        for node in self.live_nodes():
+            tainted = [t for t in node.taints if t.key == STARTUP_TAINT_KEY]
+            config = node.labels.get(MIG_CONFIG_LABEL)
+            if not tainted or config is None or node.labels.get(MIG_STATE_LABEL) != "success":
+                continue
+            if (
+                node.applied == config
+                and node.devices
+                and node.devices == self.devices_of(node, config)
+            ):
+                node.taints = [t for t in node.taints if t.key != STARTUP_TAINT_KEY]
+                self.log(f"node {node.name}: its startup taint removed (its slices advertised)")
 
     def _device_plugins(self) -> None:
         """A device plugin starting while its node's sharing label names a key the ConfigMap

@@ -376,7 +376,10 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
         else min_nodes
     )
     default_disk = bought.facts.boot_disks[0] if bought.facts and spec.cloud is Cloud.GKE else None
-    inputs = replacement_inputs(spec, pool, gpus_per_node, max_pods, config_name, default_disk)
+    boot_mig = boot_mig_gpus(spec.cloud, pool, layouts, dynamic_mig)
+    inputs = replacement_inputs(
+        spec, pool, gpus_per_node, max_pods, config_name, default_disk, boot_mig
+    )
     generation = generation_of(inputs)
     selector = {POOL_LABEL: pool.name}
     if generation:
@@ -422,10 +425,23 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
         pack_plan=planned,
         boot_disk=bought.boot_disk,
         dynamic_mig=dynamic_mig,
+        boot_mig_gpus=boot_mig,
     )
     record(problems, lambda: check_scale_from_zero(planned_pool, path), None)
     check_node_template_tags(planned_pool, path, problems)
     return planned_pool
+
+
+def boot_mig_gpus(
+    cloud: Cloud, pool: PoolSpec, layouts: Sequence[Layout | None], dynamic_mig: bool
+) -> tuple[int, ...]:
+    """The GPUs whose MIG mode a node switches on at boot, from its user data, so the MIG
+    manager's first run changes no mode (NVIDIA/gpu-operator#2415; `clouds/bootstrap.py`): on
+    EKS and OKE, whose user data runs before the kubelet, for the GPUs the layout partitions."""
+    applies = pool.mig_manager is MigManager.OPERATOR and pool.gpu.mig_capable and not dynamic_mig
+    if cloud not in (Cloud.EKS, Cloud.OKE) or not applies:
+        return ()
+    return tuple(index for index, layout in enumerate(layouts) if layout is not None)
 
 
 def _gke_partition(pool: PoolSpec, layouts: Sequence[Layout | None], path: str) -> str:
