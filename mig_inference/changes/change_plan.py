@@ -92,6 +92,9 @@ class PoolDiff:
     """Nodes the re-partitioning Job moved to the other plugin, in order: `name (allocation)`."""
     nodes_offered_twice: list[str] = field(default_factory=list)
     """Nodes whose devices the device plugin and the DRA driver offered at one moment."""
+    nodes_without_plugin: list[str] = field(default_factory=list)
+    """Nodes whose replicas held the device plugin's devices while the GPU Operator ran none,
+    before the node was switched to DRA."""
     reservation: str | None = None
     """The reservation (or Capacity Block) both versions' nodes come from, when new nodes come
     up next to the old ones: it must hold both at once."""
@@ -444,6 +447,7 @@ def change_plan(
             pool.nodes_plugin_blocked = sorted(observed.plugin_blocked)
             pool.nodes_switched = list(observed.switched)
             pool.nodes_offered_twice = sorted(observed.offered_twice)
+            pool.nodes_without_plugin = sorted(observed.without_plugin)
             pool.extra_gpus = observed.extra_gpus
             pool.gpus_before, pool.peak_gpus = observed.gpus_before, observed.peak_gpus
             pool.replicas_evicted = observed.evicted
@@ -646,6 +650,12 @@ def change_warnings(changes: ChangePlan) -> list[str]:
                 f"pool {pool.name}: the device plugin and the DRA driver both offered the devices "
                 f"of {', '.join(pool.nodes_offered_twice)} (a slice could be handed out twice)"
             )
+        if pool.nodes_without_plugin:
+            warnings.append(
+                f"pool {pool.name}: {', '.join(pool.nodes_without_plugin)} ran replicas with no "
+                "device plugin before being switched to DRA (the GPU Operator ran none): a "
+                "replica recreated there would stay Pending"
+            )
         if pool.nodes_released:
             warnings.append(
                 f"pool {pool.name}: {', '.join(pool.nodes_released)} leave(s) the pool: the "
@@ -688,6 +698,7 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "nodes_plugin_blocked": p.nodes_plugin_blocked,
                 "nodes_switched": p.nodes_switched,
                 "nodes_offered_twice": p.nodes_offered_twice,
+                "nodes_without_plugin": p.nodes_without_plugin,
                 "reservation": p.reservation,
                 "upgrade": None
                 if p.upgrade is None
@@ -762,6 +773,7 @@ def change_plan_text(changes: ChangePlan) -> str:
             ("device plugin could not start", pool.nodes_plugin_blocked),
             ("switched, in order", pool.nodes_switched),
             ("devices offered twice", pool.nodes_offered_twice),
+            ("replicas with no device plugin", pool.nodes_without_plugin),
         ):
             if named:
                 lines.append(f"    {label}: {', '.join(named)}")
