@@ -41,9 +41,10 @@ def agents(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
-def versions() -> tuple[dict[str, Any], dict[str, Any]]:
+def versions(bridge: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """An existing cluster's pool of two 8-GPU nodes, on the device plugin, then on DRA with the
-    extended-resource bridge (the stack's only pool: no device-plugin pool is left)."""
+    extended-resource bridge (or without: the replicas cannot follow, the Job refuses); the
+    stack's only pool, so no device-plugin pool is left."""
     plugin: dict[str, Any] = {
         "cloud": "existing", "cluster": {"name": "lab", "context": "lab"},
         "pools": [{"name": "h100", "gpu": "H100-80GB", "gpusPerNode": 8, "nodeNames": list(NODES),
@@ -53,7 +54,7 @@ def versions() -> tuple[dict[str, Any], dict[str, Any]]:
     }  # fmt: skip
     dra = copy.deepcopy(plugin)
     dra["pools"][0]["allocation"] = "dra"
-    dra["dra"] = dict(BRIDGE)
+    dra["dra"] = dict(BRIDGE) if bridge else {"kubernetesVersion": "1.36"}
     return plugin, dra
 
 
@@ -182,6 +183,22 @@ def test_a_job_that_stops_leaves_the_device_plugin_on_the_nodes_it_did_not_switc
     view = cluster.node_view(cluster.nodes["gpu-b"])
     assert view["status"]["allocatable"].get(RESOURCE) == "16", view["status"]
     assert cluster.ready_of("chat") == 2  # gpu-b's, never evicted
+
+
+@pytest.mark.usefixtures("agents")
+def test_a_job_that_refuses_the_move_leaves_the_device_plugin_on_every_node(
+    tmp_path: Path,
+) -> None:
+    """Without the bridge (a `pulumi up` run without `diff`, which refuses it first), the Job
+    refuses before it touches a node: every node keeps the device plugin it serves through."""
+    cluster = pool(dra=False, start=3)
+    result, _ = move(tmp_path, cluster, *versions(bridge=False))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Nothing was cordoned, labelled or evicted" in result.stdout
+    assert cluster.unplugged == [] and cluster.device_plugin, cluster.events
+    for name in NODES:
+        view = cluster.node_view(cluster.nodes[name])
+        assert view["status"]["allocatable"].get(RESOURCE) == "16", view["status"]
 
 
 @pytest.mark.usefixtures("agents")

@@ -104,6 +104,11 @@ class Cluster:
     """The GPU Operator runs its device plugin (`devicePlugin.enabled`); per node, only where
     `nvidia.com/gpu.deploy.device-plugin` is not `false` (the MIG manager model reads that).
     Changed through `set_device_plugin`."""
+    mig_config_missing: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Nodes whose `nvidia.com/mig.config` named a config the operator's mig-parted config did
+    not hold: node -> (that config, seconds it was so). Its MIG manager, restarted then (a
+    reboot, a pod restart), records `failed` and applies nothing: after a reboot the GPUs come
+    back without their MIG instances."""
     without_plugin: dict[str, float] = field(default_factory=dict)
     """Nodes whose labels run the device plugin, with replicas holding its devices, while the
     operator ran no device plugin at all (their replicas go on running, a replica recreated
@@ -279,6 +284,10 @@ class Cluster:
             if node.gone or self.now < node.up_at:
                 continue
             manager.configs = self.configs_of(node)
+            named = node.labels.get(MIG_CONFIG_LABEL)
+            if named and named not in manager.configs:
+                _, seconds = self.mig_config_missing.get(name, (named, 0.0))
+                self.mig_config_missing[name] = (named, seconds + TICK)
             manager.observe(node.labels)
             for event in manager.advance(self.now, self._busy_gpus(node, manager.hardware)):
                 if isinstance(event, Write):

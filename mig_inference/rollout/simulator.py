@@ -658,6 +658,8 @@ class Rollout:
             self._outcome(node.labels).switched.append(f"{name} ({cluster.switched[name]})")
         for name in sorted(cluster.offered_twice):
             self._outcome(cluster.nodes[name].labels).offered_twice.append(name)
+        for name, missing in sorted(cluster.mig_config_missing.items()):
+            self._outcome(cluster.nodes[name].labels).mig_config_missing[name] = missing
         for name in sorted(cluster.without_plugin):
             self._outcome(cluster.nodes[name].labels).without_plugin.append(name)
         return Outcome(
