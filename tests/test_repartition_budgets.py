@@ -19,7 +19,8 @@ from tests.fake_apiserver import AGENTS, DRA_NAMESPACE, FakeCluster, run_script
 
 TWO = ("3g.40gb", "3g.40gb")
 THREE = ("2g.20gb",) * 3
-CONFIGS = {"all-3g.40gb": (TWO, TWO), "mixed": (TWO, THREE), "all-disabled": (None, None)}
+CONFIGS = {"all-3g.40gb": (TWO, TWO), "mixed": (TWO, THREE), "all-2g.20gb": (THREE, THREE),
+           "all-disabled": (None, None)}  # fmt: skip
 RESOURCE = "nvidia.com/mig-3g.40gb"
 RELAXED = "mig-inference.io/relaxed-from"
 CHANGES = {
@@ -29,6 +30,8 @@ CHANGES = {
     "dra-move": ("all-3g.40gb", {RESOURCE: 4}, True),
     # The layout change undone: the nodes' own layout is the target.
     "undone": ("all-3g.40gb", {RESOURCE: 4}, False),
+    # From `mixed`, a layout without 3g.40gb: a replica on it has nowhere to go until the Job ends.
+    "no-3g": ("all-2g.20gb", {"nvidia.com/mig-2g.20gb": 6}, False),
 }
 
 
@@ -211,3 +214,21 @@ def test_a_strict_budget_too_slow_for_the_drain_is_relaxed_at_its_deadline(tmp_p
         f"patch pdb inference/chat @{RELAXED}- maxUnavailable=1",
     ]
     assert strict(cluster, "chat")
+
+
+def test_while_a_replica_waits_for_the_job_to_end_no_budget_is_held_strict(tmp_path: Path) -> None:
+    """chat's slice is gone from the new layout: its replica evicted from n1 (first, the
+    emptiest) waits for the Job to end. code has room on n1 for its two replicas on n2, but the
+    Job does not slow down to move them one at a time while chat is down: code's budget is
+    relaxed for n2's drain too, and given back after it."""
+    cluster = cluster_of("n1", "n2", config="mixed")
+    cluster.add_service("inference", "chat", 1, RESOURCE, pool="p", on={"n1": 1})
+    cluster.add_service("inference", "code", 2, "nvidia.com/mig-2g.20gb", pool="p", on={"n2": 2},
+                        start=3)  # fmt: skip
+    result = repartition(cluster, tmp_path, "no-3g")
+    assert result.returncode == 0, output(result)
+    assert "PodDisruptionBudget inference/code: maxUnavailable 100% while n2 drain(s)" in (
+        result.stdout
+    )
+    assert "wait for the Job to end (Pending: inference/chat-" in result.stdout
+    assert strict(cluster, "chat") and strict(cluster, "code")

@@ -5,6 +5,8 @@ pool's budgets, and the pacing's stop with the held nodes uncordoned."""
 
 from __future__ import annotations
 
+import copy
+
 from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
 from mig_inference.rollout.cluster import Cluster, Timings
 from mig_inference.rollout.jobs import GateRun, RepartitionRun
@@ -208,3 +210,28 @@ def test_the_simulated_job_relaxes_a_budget_only_for_the_drain_that_needs_it() -
     relaxed = [e.text for e in cluster.events if "budgets relaxed" in e.text]
     # n1 first; its replicas back on n1 leave room there for n2's, and n2's for n3's.
     assert relaxed == ["re-partitioning Job: 1 budgets relaxed for the drain of n1"], relaxed
+
+
+def test_while_a_service_waits_for_the_job_to_end_the_simulated_job_does_not_slow_down() -> None:
+    """The shipped `existing` stack moved to all-3g.40gb: small-chat's 1g.10gb slices are gone
+    until Pulumi moves it after the Job, so the Job relaxes reasoning's budget too rather than
+    moving its replicas one model load at a time onto the room the first node leaves: the
+    update takes about 66 minutes (about two hours otherwise), small-chat is down ~11."""
+    import dataclasses
+
+    from mig_inference.changes.change_plan import change_plan
+    from mig_inference.changes.record import plan_record
+    from mig_inference.changes.transition import simulate_transition, version_of_stack_file
+    from mig_inference.spec.files import stack_path
+
+    deployed = version_of_stack_file(stack_path("existing"))
+    values = copy.deepcopy(deployed.values)
+    values["pools"][0]["mig"] = "all-3g.40gb"
+    current = dataclasses.replace(deployed, values=values)
+    outcome = simulate_transition(deployed, current)
+    changes = change_plan(*(plan_record(v.plan, v.values) for v in (deployed, current)), outcome)
+    assert outcome.failure is None
+    assert outcome.seconds < 80 * 60, outcome.seconds
+    served = {s.name: s for s in changes.services}
+    assert served["reasoning"].min_serving == 4
+    assert served["small-chat"].down_seconds < 15 * 60

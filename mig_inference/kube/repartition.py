@@ -27,7 +27,8 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
   the value to restore, and restores them once the drain is over and on every way out (an EXIT
   trap); the other services' replicas leave one at a time onto the switched nodes' free devices
   (a strict budget still refusing at the drain's deadline is relaxed then, once, for one more
-  drain timeout);
+  drain timeout), unless a replica of the pool's services is Pending, waiting for the Job to end
+  (every budget of the batch relaxed then: the Job takes no longer than it must);
 - evicts the pods that hold GPU or MIG devices through the Eviction API (PodDisruptionBudgets
   decide) until the drain deadline; a drain that cannot finish uncordons the nodes it never
   relabelled and names the pods and the refusals;

@@ -239,8 +239,15 @@ class RepartitionRun(JobRun):
         """As the script's `loosen`: per device the batch's replicas hold, when the switched
         schedulable nodes have fewer free ones than the batch has replicas holding it, the
         budgets of those replicas' services are relaxed for this drain; the others stay strict
-        (their replicas leave one at a time onto the free devices)."""
+        (their replicas leave one at a time onto the free devices). While a replica of the
+        pool's services is Pending (it waits for the Job to end), every one is relaxed."""
         pods = [p for name in self.batch for p in self._holders(cluster, name) if p.active]
+        ours = set(self._ours(cluster))
+        # A replica Pending for want of room waits for the Job to end: no budget held strict.
+        hurry = any(
+            p.node is None and p.active and (p.namespace, p.deployment) in ours
+            for p in cluster.pods
+        )
         switched = [
             cluster.nodes[n]
             for n in self.done
@@ -251,7 +258,7 @@ class RepartitionRun(JobRun):
         loose: set[tuple[str, str]] = set()
         for resource in sorted({p.template.resource for p in pods if p.template.resource}):
             holding = [p for p in pods if p.template.resource == resource]
-            room = sum(max(cluster.free(n, resource), 0) for n in switched)
+            room = 0 if hurry else sum(max(cluster.free(n, resource), 0) for n in switched)
             if len(holding) > room:
                 loose |= {(p.namespace, p.deployment) for p in holding}
         self._relax(cluster, loose)

@@ -11,9 +11,11 @@
 # and the slices published), uncordon, and, before the next batch, wait until every replica of
 # the pool's services is Ready. Then, on existing pools, release the nodes the pool no longer
 # names.
-# The pool's own PodDisruptionBudgets (one replica at a time otherwise) are relaxed while it runs
-# and restored on every way out. Before all that, a switch between the device plugin and DRA that
-# the replicas of the pool's services cannot follow is refused (no_stranded_replicas).
+# The emptiest nodes go first. The pool's own PodDisruptionBudgets (one replica at a time
+# otherwise) are relaxed only for a drain whose replicas have no room on the nodes already
+# switched, and restored after it and on every way out; budgets an earlier run left relaxed are
+# restored first. Before any node is touched, a switch between the device plugin and DRA that the
+# replicas of the pool's services cannot follow is refused (no_stranded_replicas).
 set -euf
 POLL=${REPARTITION_POLL_SECONDS:-10}
 TARGET_ALLOCATION="device-plugin"
@@ -138,9 +140,21 @@ BUDGETS
 # has replicas holding it (or the resource cannot be counted: a resource claim), those services'
 # budgets are relaxed for this drain. The others stay strict: each evicted replica lands on a
 # free device and turns Ready before its budget lets the next one go, so such a service keeps all
-# but one replica serving. restore_budgets gives the relaxed ones back once the drain is over.
+# but one replica serving, and the drain takes a model load per replica. Not while a replica of
+# the pool's services is Pending (pace let none through that could land on a switched node: it
+# waits for the Job to end, a slice the new layout lacks): the Job then takes no longer than it
+# must, and every budget of the batch is relaxed. restore_budgets gives the relaxed ones back
+# once the drain is over.
 loosen() {
   [ -n "${BUDGET_SELECTOR:-}" ] || return 0
+  kc get pods --all-namespaces -l "$BUDGET_SELECTOR" -o "jsonpath=$SERVICE_POD_FIELDS" \
+    || stop "the pool's services" "listing their pods failed after $KUBE_TRIES tries: $err"
+  job_waiters=""
+  while IFS='|' read -r pod pod_node deleting _ _; do
+    [ -z "$pod" ] || [ -n "$deleting" ] || [ -n "$pod_node" ] || job_waiters="$job_waiters $pod"
+  done <<PODS
+$out
+PODS
   list_budgets
   wanted="" # "RESOURCE NAMESPACE/BUDGET POD" per replica of the pool's services on the batch
   for node in $batch; do
@@ -154,7 +168,7 @@ loosen() {
   while read -r resource; do
     need=$(printf '%s' "$wanted" | grep -c "^$resource " || true)
     room=0
-    if [ "$resource" != - ]; then
+    if [ "$resource" != - ] && [ -z "$job_waiters" ]; then
       for node in $done_nodes; do
         free_on "$node" "$resource"
         [ "$node_cordoned" = true ] || room=$((room + free_count))
@@ -166,6 +180,7 @@ loosen() {
     fi
     why="$need replica(s) holding $resource on$batch, $room free for them on the nodes already switched"
     [ "$resource" != - ] || why="$need replica(s) holding a resource claim on$batch"
+    [ -z "$job_waiters" ] || why="replicas of the pool's services wait for the Job to end (Pending:$job_waiters), so it takes no longer than it must"
     printf '%s' "$wanted" | while read -r wanted_resource budget _; do
       [ "$wanted_resource" != "$resource" ] || echo "$budget"
     done | LC_ALL=C sort -u >"$kube_tmp/loosen"
