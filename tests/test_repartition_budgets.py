@@ -227,7 +227,7 @@ def test_while_a_replica_waits_for_the_job_to_end_no_budget_is_held_strict(tmp_p
                         start=3)  # fmt: skip
     result = repartition(cluster, tmp_path, "no-3g")
     assert result.returncode == 0, output(result)
-    assert "PodDisruptionBudget inference/code: maxUnavailable 100% while n2 drain(s)" in (
+    assert "PodDisruptionBudget inference/code: maxUnavailable 100% for the drain of n2" in (
         result.stdout
     )
     assert "wait for the Job to end (Pending: inference/chat-" in result.stdout

@@ -249,11 +249,9 @@ class RepartitionRun(JobRun):
             for p in cluster.pods
         )
         switched = [
-            cluster.nodes[n]
-            for n in self.done
-            if n in cluster.nodes
-            and not cluster.nodes[n].gone
-            and not cluster.nodes[n].unschedulable
+            n
+            for n in self._pool(cluster)
+            if (n.name in self.done or self._on_target(cluster, n)) and not n.unschedulable
         ]
         loose: set[tuple[str, str]] = set()
         for resource in sorted({p.template.resource for p in pods if p.template.resource}):

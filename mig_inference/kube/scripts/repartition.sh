@@ -110,7 +110,7 @@ relax_budget() {
       -p '{"metadata":{"annotations":{"RELAXED_ANNOTATION":"'"$strict"'"}},"spec":{"maxUnavailable":"100%"}}' \
       || stop "PodDisruptionBudget $budget" "relaxing it failed after $KUBE_TRIES tries: $err"
     echo "$budget $strict" >>"$kube_tmp/relaxed"
-    echo "PodDisruptionBudget $budget: maxUnavailable 100% while$batch drain(s) (was $strict): $2"
+    echo "PodDisruptionBudget $budget: maxUnavailable 100% for the drain of$batch (was $strict): $2"
     return 0
   done <<BUDGETS
 $budgets
