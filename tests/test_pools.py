@@ -264,7 +264,7 @@ def _oke(mig: str, max_pods: int | None) -> dict[str, Any]:
     return {
         "cloud": "oke",
         "cluster": {"name": "c", "compartmentId": "ocid1.compartment.oc1..c", "clusterId": "ocid1.cluster.oc1..k", "subnetIds": ["ocid1.subnet.oc1..s"],
-                    "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"], "kubernetesVersion": "v1.33.1"},
+                    "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"], "kubernetesVersion": "v1.34.2"},
         "pools": [pool],
     }  # fmt: skip
 
@@ -361,10 +361,14 @@ def test_gke_native_mig_only_on_the_gpus_google_documents(
     [error] = caught.value.errors
     assert error.path == "mig-inference:pools[0].migManager"
     assert (
-        f"GKE documents its native MIG for A100-40GB, A100-80GB, H100-80GB, H200-141GB, "
+        f"GKE documents native MIG node pools for A100-40GB, A100-80GB, H100-80GB, H200-141GB, "
         f"B200-180GB only, not {gpu}" in error.message
     )
     assert "kubernetes-engine/docs/how-to/gpus-multi" in error.message
     assert error.allowed == ["operator"]
+    # Google lists RTX PRO 6000 partitions for ComputeClasses only, which the stack does not make.
+    assert ("ComputeClass" in error.message) is (gpu == "RTX-PRO-6000-96GB")
+    if gpu == "RTX-PRO-6000-96GB":
+        assert "lists 1g.24gb, 2g.48gb, 4g.96gb" in error.message
     # The GPU Operator partitions it instead.
     assert _plan(_gke(pool)).pools[0].config_name == mig

@@ -222,14 +222,16 @@ def test_while_a_service_waits_for_the_job_to_end_the_simulated_job_does_not_slo
     from mig_inference.changes.change_plan import change_plan
     from mig_inference.changes.record import plan_record
     from mig_inference.changes.transition import simulate_transition, version_of_stack_file
+    from mig_inference.render import run_program
     from mig_inference.spec.files import stack_path
 
     deployed = version_of_stack_file(stack_path("existing"))
     values = copy.deepcopy(deployed.values)
     values["pools"][0]["mig"] = "all-3g.40gb"
     current = dataclasses.replace(deployed, values=values)
-    outcome = simulate_transition(deployed, current)
-    changes = change_plan(*(plan_record(v.plan, v.values) for v in (deployed, current)), outcome)
+    outcome = simulate_transition(deployed, current, render=run_program)
+    records = [plan_record(v.plan, v.values) for v in (deployed, current)]
+    changes = change_plan(records[0], records[1], outcome)
     assert outcome.failure is None
     assert outcome.seconds < 80 * 60, outcome.seconds
     served = {s.name: s for s in changes.services}

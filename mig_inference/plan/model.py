@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.migparted import config_entries
-from mig_inference.solving.packing import PackPlan
 from mig_inference.spec import (
     MigManager,
     PoolSpec,
@@ -17,6 +17,9 @@ from mig_inference.spec import (
     Rollout,
     ServiceSpec,
 )
+
+if TYPE_CHECKING:  # the planner is imported when a pool is packed, not to read a plan
+    from mig_inference.solving.packing import PackPlan
 
 WHOLE_GPU = "gpu"
 """The profile name services use for a whole GPU on a pool with MIG disabled."""

@@ -427,8 +427,12 @@ class Cluster:
                     del self.drains[name]
 
     def _deployments(self) -> None:
+        # Each Deployment's pods, in one pass over the pods (a round touches only its own).
+        pods_by_deployment: dict[tuple[str, str], list[Pod]] = {}
+        for pod in self.pods:
+            pods_by_deployment.setdefault((pod.namespace, pod.deployment), []).append(pod)
         for deployment in self.deployments.values():
-            pods = self.pods_of(deployment)
+            pods = pods_by_deployment.get((deployment.namespace, deployment.name), [])
             active = [p for p in pods if p.active]
             if deployment.deleted:
                 for pod in active:
@@ -482,6 +486,18 @@ class Cluster:
         return node.devices.get(resource, 0) - device_counts(self.pods, node.name).get(resource, 0)
 
     def _schedule(self) -> None:
+        # What binding decides on, counted once per round and kept as pods are bound: the
+        # devices held on each node (as `free` counts them) and the pods of each Deployment name
+        # on each node (the topology spread's peers). Nodes do not change within a round.
+        held: dict[tuple[str, str], int] = {}
+        peers: dict[tuple[str, str], int] = {}
+        for pod in self.pods:
+            if pod.node is not None:
+                if pod.template.resource:
+                    where = (pod.node, pod.template.resource)
+                    held[where] = held.get(where, 0) + 1
+                peers[(pod.node, pod.deployment)] = peers.get((pod.node, pod.deployment), 0) + 1
+        open_nodes = [n for n in self.live_nodes() if n.ready(self.now) and not n.unschedulable]
         for pod in self.pods:
             if pod.node is not None or not pod.active:
                 continue
@@ -489,26 +505,25 @@ class Cluster:
                 self._make_claims(pod)
                 if not pod.claims_made:
                     continue
+            resource = pod.template.resource
             fits = [
                 n
-                for n in self.live_nodes()
-                if n.ready(self.now)
-                and not n.unschedulable
-                and pod.template.admits(n)
-                and (pod.template.resource is None or self.free(n, pod.template.resource) > 0)
+                for n in open_nodes
+                if pod.template.admits(n)
+                and (
+                    resource is None
+                    or n.devices.get(resource, 0) - held.get((n.name, resource), 0) > 0
+                )
             ]
             if not fits:
                 continue
             deployment = self.deployments[(pod.namespace, pod.deployment)]
-            peers = {
-                n.name: sum(
-                    1 for p in self.pods if p.node == n.name and p.deployment == pod.deployment
-                )
-                for n in fits
-            }
             # Topology spread by hostname (ScheduleAnyway): the node with fewest peers.
-            chosen = min(fits, key=lambda n: (peers[n.name], n.name))
+            chosen = min(fits, key=lambda n: (peers.get((n.name, pod.deployment), 0), n.name))
             pod.node = chosen.name
+            if resource:
+                held[(chosen.name, resource)] = held.get((chosen.name, resource), 0) + 1
+            peers[(chosen.name, pod.deployment)] = peers.get((chosen.name, pod.deployment), 0) + 1
             pod.ready_at = self.now + deployment.start_seconds
             self.started[deployment.key] = self.started.get(deployment.key, 0) + 1
 

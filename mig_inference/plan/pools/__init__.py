@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from mig_inference.clouds import (
     DEFAULT_MAX_PODS,
     EKS_MANAGED_NODE_GROUP_MAX_PODS,
     GKE_ACCELERATORS,
+    GKE_COMPUTECLASS_ONLY_PARTITIONS,
     GKE_PARTITION_SIZES,
     GPU_OPERATOR_PODS_PER_NODE,
     MACHINES,
@@ -45,7 +47,6 @@ from mig_inference.plan.pools.capacity import PoolCapacity, check_capacity, chec
 from mig_inference.plan.pools.generation import generation_of, legacy_inputs, replacement_inputs
 from mig_inference.plan.pools.zones import per_zone, pool_zones
 from mig_inference.plan.sharing import device_plugin_config_key, shared_offers
-from mig_inference.solving.packing import PackPlan, Workload, pack
 from mig_inference.spec import (
     AUTO,
     FILL,
@@ -56,6 +57,9 @@ from mig_inference.spec import (
     StackSpec,
     key_path,
 )
+
+if TYPE_CHECKING:  # the planner is imported when a pool is packed (`mig: auto`)
+    from mig_inference.solving.packing import PackPlan, Workload
 
 
 def _machine(spec: StackSpec, pool: PoolSpec, path: str) -> MachineShape | None:
@@ -93,6 +97,8 @@ def _machine(spec: StackSpec, pool: PoolSpec, path: str) -> MachineShape | None:
 
 
 def _auto_workloads(spec: StackSpec, pool: PoolSpec, path: str) -> tuple[list[Workload], list[int]]:
+    from mig_inference.solving.packing import Workload
+
     workloads: list[Workload] = []
     indexes: list[int] = []
     for index, service in enumerate(spec.services):
@@ -159,6 +165,8 @@ def _layouts(
     spec: StackSpec, pool: PoolSpec, gpus_per_node: int, path: str
 ) -> tuple[str, tuple[Layout | None, ...], bool, PackPlan | None]:
     if pool.mig == AUTO:
+        from mig_inference.solving.packing import pack
+
         if pool.mig_manager is MigManager.GKE:
             raise MigError("mig: auto needs migManager operator (GKE's native MIG is one profile)",
                            f"{path}.mig")  # fmt: skip
@@ -424,9 +432,18 @@ def _gke_partition(pool: PoolSpec, layouts: Sequence[Layout | None], path: str) 
     allowed = GKE_PARTITION_SIZES.get(pool.gpu.name, ())
     if not allowed:
         documented = ", ".join(GKE_PARTITION_SIZES)
+        class_only = GKE_COMPUTECLASS_ONLY_PARTITIONS.get(pool.gpu.name)
+        also = (
+            f"; its ComputeClass reference lists {', '.join(class_only)} for {pool.gpu.name} "
+            "only as a ComputeClass's gpuSharing.gpuPartitionSize (GKE 1.35.2-gke.1485000+), "
+            "and the stack creates node pools, not ComputeClasses"
+            if class_only
+            else ""
+        )
         raise MigError(
-            f"GKE documents its native MIG for {documented} only, not {pool.gpu.name} "
-            f"({GKE_NATIVE_MIG}); use migManager: operator (the GPU Operator partitions it)",
+            f"GKE documents native MIG node pools for {documented} only, not {pool.gpu.name} "
+            f"({GKE_NATIVE_MIG}){also}; use migManager: operator (the GPU Operator partitions "
+            "it)",
             f"{path}.migManager",
             value=MigManager.GKE.value,
             allowed=[MigManager.OPERATOR.value],
