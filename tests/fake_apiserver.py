@@ -29,7 +29,11 @@ the label goes; once that pod is gone the node's slices are withdrawn. With `dra
 its DaemonSet also selects `nvidia.com/gpu.deploy.client=true`, which both MIG manager models
 pause around a change (mig-manager v0.15.0): the plugin stops, and a new one starts and publishes
 once the label is back. A node whose GPUs both offer
-at one moment is recorded in `offered_twice`.
+at one moment is recorded in `offered_twice`. The GPU Operator's ClusterPolicy controller:
+`set_device_plugin(False)` is its `devicePlugin.enabled: false`, on which NVIDIA's controller
+deletes the device plugin's DaemonSet, so the plugin leaves every node at once whatever its
+label says (and `True` brings it back where the label is `true`); a node whose labels still run
+the device plugin while replicas hold its devices then is recorded in `unplugged`.
 """
 
 from __future__ import annotations
@@ -106,6 +110,8 @@ class NodeAgents(Protocol):
     def restart(self) -> None: ...
 
     def advertised(self) -> dict[str, int]: ...
+
+    def set_plugin_daemonset(self, on: bool) -> None: ...
 
     def advance(self, now: float, busy_gpus: Collection[int] = ()) -> list[Any]: ...
 
@@ -263,6 +269,12 @@ class FakeCluster:
         node and not yet Ready (still loading its model)."""
         self.plugin_configs: Collection[str] | None = None
         """The device plugin's config names (NVIDIA's model only; None: no config manager)."""
+        self.device_plugin = True
+        """The GPU Operator's ClusterPolicy runs its device plugin (`devicePlugin.enabled`)."""
+        self.unplugged: list[str] = []
+        """`t=<time> <node>` the first time a node whose labels run the device plugin had pods
+        holding GPU devices while the operator ran no device plugin (not yet switched to DRA:
+        its replicas run on, one recreated there stays Pending)."""
 
     # -- building the cluster ------------------------------------------------------------------
     def add_node(
@@ -330,9 +342,22 @@ class FakeCluster:
         if self.agents == "nvidia":
             return NvidiaNode(self.configs, layout, dict(labels), now=self.clock,
                               steps=steps_of(self.durations), plugin_configs=self.plugin_configs,
-                              **options)  # fmt: skip
+                              plugin_daemonset=self.device_plugin, **options)  # fmt: skip
         return MigManager(self.configs, layout, dict(labels), now=self.clock,
-                          durations=self.durations, **options)  # fmt: skip
+                          durations=self.durations, plugin_daemonset=self.device_plugin,
+                          **options)  # fmt: skip
+
+    def set_device_plugin(self, on: bool) -> None:
+        """The ClusterPolicy's `devicePlugin.enabled` as someone set it (the stack's patch, or
+        the Helm release): the operator deletes the device plugin's DaemonSet, its pods leaving
+        every node, or creates it again."""
+        if on == self.device_plugin:
+            return
+        self.device_plugin = on
+        for node in self.nodes.values():
+            if node.manager is not None:
+                node.manager.set_plugin_daemonset(on)
+        self.events.append(f"t={self.clock:g} GPU Operator device plugin {'on' if on else 'off'}")
 
     def add_pod(
         self,
@@ -546,8 +571,20 @@ class FakeCluster:
                 else:  # a reboot
                     self.events.append(f"t={event.time:g} {node.name} reboots")
         self._dra_plugins()
+        if not self.device_plugin:
+            self._note_unplugged()
         if self.services:
             self._run_services()
+
+    def _note_unplugged(self) -> None:
+        noted = {entry.split()[1] for entry in self.unplugged}
+        for name, node in self.nodes.items():
+            selected = node.labels.get(DEVICE_PLUGIN_DEPLOY_LABEL, "true") == "true"
+            if node.manager is None or name in noted or not selected:
+                continue
+            if any(pod["spec"].get("nodeName") == name and _gpu_limits(pod)
+                   for pod in self.pods.values()):  # fmt: skip
+                self.unplugged.append(f"t={self.clock:g} {name}")
 
     # -- services: the ReplicaSets, the scheduler, readiness -----------------------------------
     def _run_services(self) -> None:

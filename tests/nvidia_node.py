@@ -37,7 +37,12 @@ Read at these commits (line numbers from them):
   (ONESHOT) before the plugin, so a pod that starts while its node names an unknown config never
   gets past it, and a `config-manager` sidecar whose exit leaves the running plugin serving the
   config it has; `controllers/object_controls.go` L2893-2894: `FALLBACK_STRATEGIES=empty`. The
-  operand DaemonSets select nodes by `nvidia.com/gpu.deploy.<operand>=true`.
+  operand DaemonSets select nodes by `nvidia.com/gpu.deploy.<operand>=true`. The device plugin's
+  DaemonSet exists only while the ClusterPolicy's `devicePlugin.enabled` is not false
+  (`controllers/state_manager.go` L1005-1016 `isStateEnabled`; `controllers/object_controls.go`
+  L4643-4658 `DaemonSet` deletes the DaemonSet of a disabled state, so its pods leave every node
+  whatever the node's label says; `api/nvidia/v1/clusterpolicy_types.go` L2221-2227: absent is
+  on).
 - The kubelet (kubernetes `pkg/kubelet/cm/devicemanager/manager.go`, `PluginDisconnected`): when
   the device plugin stops serving (the NVIDIA plugin stops on SIGTERM), its devices are marked
   unhealthy and allocatable drops to 0 for them; the API shows it at the kubelet's next node
@@ -182,6 +187,10 @@ class NvidiaNode:
     apply (L223-228)."""
     kubelet_restart_breaks: bool = False
     """That start leaves the node NotReady for good (gpu-operator#2415 on AL2023)."""
+    plugin_daemonset: bool = True
+    """The GPU Operator runs its device plugin's DaemonSet (the ClusterPolicy's
+    `devicePlugin.enabled`; `controllers/object_controls.go` `DaemonSet` deletes the DaemonSet
+    of a disabled state): without it no plugin pod runs here, whatever the label says."""
 
     _pods: dict[str, _OperandPod] = field(default_factory=dict)
     _plugin_devices: dict[str, int] = field(default_factory=dict)
@@ -203,7 +212,7 @@ class NvidiaNode:
     def __post_init__(self) -> None:
         self.labels = dict(self.labels)
         for key in (*OPERANDS, CLIENT):
-            if self.labels.get(key) == "true":
+            if self.labels.get(key) == "true" and (key != PLUGIN or self.plugin_daemonset):
                 self._pods[key] = _OperandPod(self.now - self.steps.plugin_start, registered=True)
         self._plugin_devices = devices(self.hardware)
         if self.running:
@@ -236,6 +245,13 @@ class NvidiaNode:
         if value != self._informer:  # UpdateFunc
             self._informer = value
             self._set(value)
+
+    def set_plugin_daemonset(self, on: bool) -> None:
+        """The operator deletes the device plugin's DaemonSet (its pod here gets SIGTERM and the
+        kubelet marks its devices unhealthy) or creates it again (a pod starts where the label is
+        `true`)."""
+        self.plugin_daemonset = on
+        self._reconcile_operands()
 
     def restart(self) -> None:
         """The MIG manager pod deleted: the process ends where it was; the DaemonSet's new pod
@@ -442,7 +458,7 @@ class NvidiaNode:
             return
         for key in (*OPERANDS, CLIENT):
             pod = self._pods.get(key)
-            wanted = self.labels.get(key) == "true"
+            wanted = self.labels.get(key) == "true" and (key != PLUGIN or self.plugin_daemonset)
             if wanted and (pod is None or pod.stopping is not None):
                 self._pods[key] = _OperandPod(created=self.now)
             elif not wanted and pod is not None and pod.stopping is None:

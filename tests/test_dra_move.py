@@ -302,6 +302,21 @@ def test_diff_moves_the_pool_node_by_node_with_no_extra_gpus(cloud: str, reverse
     assert first_on < second_off, events
     assert any(f"allocation {pool.fields[0].old} -> {allocation} in place" in w
                for w in change_warnings(changes))  # fmt: skip
+    # The GPU Operator's device plugin stays on every node until the Job has switched it: off
+    # for the whole cluster only after the last node moved to DRA; back on before the first
+    # node leaves DRA.
+    assert pool.nodes_without_plugin == [], events
+    turned = (
+        "GPU Operator: its device plugin turned {} for every node (the stack's ClusterPolicy patch)"
+    )
+    plugin = [i for i, e in enumerate(events) if e.startswith("GPU Operator: its device plugin")]
+    last_on = events.index(f"node {second}: {on}")
+    if reverse:
+        assert [events[i] for i in plugin] == [turned.format("on")], events
+        assert plugin[0] < events.index(f"node {first}: DRA kubelet plugin off"), events
+    else:
+        assert [events[i] for i in plugin] == [turned.format("off")], events
+        assert plugin[0] > last_on, events
 
 
 def beside_a_device_plugin_pool(
@@ -391,6 +406,7 @@ def test_the_moved_stacks_render_valid_for_1_37(cloud: str, tmp_path: Path) -> N
     import yaml
 
     from tests.mocked import render_config
+    from tests.test_stacks import CUSTOM_RESOURCE_GROUPS
 
     raw = yaml.safe_load((MOVES / f"Pulumi.{cloud}-dra.yaml").read_text())["config"]
     config = {key.removeprefix("mig-inference:"): value for key, value in raw.items()}
@@ -402,4 +418,6 @@ def test_the_moved_stacks_render_valid_for_1_37(cloud: str, tmp_path: Path) -> N
         "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb",
     }  # fmt: skip
     for obj in rendering.kubernetes_objects():
+        if obj["apiVersion"].split("/")[0] in CUSTOM_RESOURCE_GROUPS:
+            continue  # the GPU Operator's ClusterPolicy: tests/test_dra_move_plugin_order.py
         kubernetes_validate.validate(obj, "1.37.0", strict=True)

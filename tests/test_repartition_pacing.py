@@ -58,7 +58,7 @@ def spare_room() -> FakeCluster:
 
 
 def repartition(
-    cluster: FakeCluster, tmp_path: Path, change: str, reconfigure: int = 120
+    cluster: FakeCluster, tmp_path: Path, change: str, reconfigure: int = 120, drain: int = 60
 ) -> subprocess.CompletedProcess[str]:
     config, planned, dra = CHANGES[change]
     target = RepartitionTarget(
@@ -67,7 +67,8 @@ def repartition(
     )  # fmt: skip
     env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
-           "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure)}  # fmt: skip
+           "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure),
+           "DRAIN_TIMEOUT_SECONDS": str(drain)}  # fmt: skip
     return run_script(cluster, tmp_path, repartition_script(), env)
 
 
@@ -134,18 +135,19 @@ def test_a_stop_uncordons_every_node_held_and_never_relabelled(tmp_path: Path) -
 def test_replicas_that_do_not_turn_ready_stop_the_job_before_the_next_drain(
     tmp_path: Path,
 ) -> None:
-    """n1's replicas come back to n1 but do not turn Ready within the reconfiguration deadline
-    (a model that never loads): the Job stops before draining n2, naming them, and lifts the
-    cordons of the nodes it held; n2 keeps serving its replicas."""
+    """n3, empty, is switched first; n1's replicas move onto it but do not turn Ready (a model
+    that never loads: the strict budget refuses the second until the drain's deadline relaxes
+    it), nor by the reconfiguration deadline: the Job stops before draining n2, naming them, and
+    lifts the cordons of the nodes it held; n2 keeps serving its replicas."""
     cluster = spare_room()
     cluster.services[("inference", "chat")].start = 10_000
-    result = repartition(cluster, tmp_path, "layout", reconfigure=20)
+    result = repartition(cluster, tmp_path, "layout", reconfigure=20, drain=2)
     assert result.returncode == 1, result.stdout
     assert (
         "STOPPED at the pool's services: after 20s they have not settled before the drain of the "
         "next batch: still loading: inference/chat-" in result.stdout
     )
-    assert "@n1" in result.stdout.split("still loading:")[1]
+    assert "@n3" in result.stdout.split("still loading:")[1]
     for name in ("n1", "n2", "n3"):
         assert not cluster.cordoned(name), (name, result.stdout)
     assert cluster.node_labels("n2")[MIG_CONFIG_LABEL] == "all-3g.40gb"

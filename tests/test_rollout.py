@@ -89,6 +89,7 @@ def test_a_stack_applied_to_itself_changes_nothing(name: str) -> None:
         )
         assert pool.left_cordoned == [] and pool.extra_gpus == 0
         assert pool.most_devices_down == 0  # every node advertises what its labels give it
+        assert pool.without_plugin == [] and pool.mig_config_missing == {}
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks", "oke"])

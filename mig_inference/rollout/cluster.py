@@ -103,7 +103,17 @@ class Cluster:
     _stuck_plugins: set[str] = field(default_factory=set)
     device_plugin: bool = True
     """The GPU Operator runs its device plugin (`devicePlugin.enabled`); per node, only where
-    `nvidia.com/gpu.deploy.device-plugin` is not `false` (the MIG manager model reads that)."""
+    `nvidia.com/gpu.deploy.device-plugin` is not `false` (the MIG manager model reads that).
+    Changed through `set_device_plugin`."""
+    mig_config_missing: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Nodes whose `nvidia.com/mig.config` named a config the operator's mig-parted config did
+    not hold: node -> (that config, seconds it was so). Its MIG manager, restarted then (a
+    reboot, a pod restart), records `failed` and applies nothing: after a reboot the GPUs come
+    back without their MIG instances."""
+    without_plugin: dict[str, float] = field(default_factory=dict)
+    """Nodes whose labels run the device plugin, with replicas holding its devices, while the
+    operator ran no device plugin at all (their replicas go on running, a replica recreated
+    there stays Pending), with the first time it happened."""
     dra_client_selector: bool = False
     """The DRA driver's kubelet plugin is scheduled only where `nvidia.com/gpu.deploy.client=true`
     (GPU Operator v26.7.0+, which sets that label on its GPU nodes): the MIG manager's pause of
@@ -161,7 +171,7 @@ class Cluster:
         self.managers[node.name] = MigManager(
             configs=configs, hardware=hardware, labels=node.labels, now=max(self.now, node.up_at),
             durations=self.timings.mig_manager, with_reboot=self.with_reboot,
-            running=applied is not None,
+            running=applied is not None, plugin_daemonset=self.device_plugin,
         )  # fmt: skip
         node.devices = self.devices_of(node, applied or "")
         if node.dra:
@@ -198,6 +208,19 @@ class Cluster:
         if on:
             for name in self.managers:
                 self.nodes[name].labels.setdefault(CLIENT_DEPLOY_LABEL, "true")
+
+    def set_device_plugin(self, on: bool, why: str) -> None:
+        """The GPU Operator's ClusterPolicy turns its device plugin on or off for every node
+        (gpu-operator v26.7.0 `controllers/object_controls.go` `DaemonSet`: a disabled state's
+        DaemonSet is deleted, so its pods leave every node whatever their labels say)."""
+        if on == self.device_plugin:
+            return
+        self.device_plugin = on
+        for manager in self.managers.values():
+            manager.set_plugin_daemonset(on)
+        self.log(
+            f"GPU Operator: its device plugin turned {'on' if on else 'off'} for every node ({why})"
+        )
 
     def restart_dra_plugin(self, name: str) -> None:
         """The node's DRA kubelet plugin restarts and publishes the layout the GPUs have now."""
@@ -263,6 +286,10 @@ class Cluster:
             if node.gone or self.now < node.up_at:
                 continue
             manager.configs = self.configs_of(node)
+            named = node.labels.get(MIG_CONFIG_LABEL)
+            if named and named not in manager.configs:
+                _, seconds = self.mig_config_missing.get(name, (named, 0.0))
+                self.mig_config_missing[name] = (named, seconds + TICK)
             manager.observe(node.labels)
             for event in manager.advance(self.now, self._busy_gpus(node, manager.hardware)):
                 if isinstance(event, Write):
@@ -275,11 +302,9 @@ class Cluster:
                     for pod in [p for p in self.pods if p.node == name and p.active]:
                         self.terminate(pod, f"node {name} rebooted", evicted=True)
             node.applied = self.config_of(node, manager.hardware)
-            advertised = (
-                self.devices_of(node, node.applied or "")
-                if self.device_plugin and manager.advertised()
-                else {}
-            )
+            advertised = self.devices_of(node, node.applied or "") if manager.advertised() else {}
+            if not self.device_plugin and not node.dra and manager.plugin_selected:
+                self._note_without_plugin(node)
             paused = self.dra_client_selector and node.labels.get(CLIENT_DEPLOY_LABEL) != "true"
             if node.dra and paused:
                 # The MIG manager paused the plugin's label: its DaemonSet stopped the plugin.
@@ -325,6 +350,17 @@ class Cluster:
             ):
                 node.taints = [t for t in node.taints if t.key != STARTUP_TAINT_KEY]
                 self.log(f"node {node.name}: its startup taint removed (its slices advertised)")
+
+    def _note_without_plugin(self, node: Node) -> None:
+        """The node's labels run the device plugin and the operator runs none: a problem once
+        replicas hold devices there (a node no replica uses any more needs no plugin)."""
+        if node.name in self.without_plugin or not device_counts(self.pods, node.name):
+            return
+        self.without_plugin[node.name] = self.now
+        self.log(
+            f"node {node.name}: its replicas run with no device plugin (the GPU Operator runs none "
+            "and the node is not switched to DRA): a replica recreated there stays Pending"
+        )
 
     def _device_plugins(self) -> None:
         """A device plugin starting while its node's sharing label names a key the ConfigMap

@@ -171,6 +171,10 @@ class MigManager:
     operands_stuck: bool = False
     """Fault: operand pods do not terminate (gpu-operator #2833): a run waits 5 minutes, then
     returns without a state write. The caller may clear it (the stuck pod finally goes)."""
+    plugin_daemonset: bool = True
+    """The GPU Operator runs its device plugin's DaemonSet (the ClusterPolicy's
+    `devicePlugin.enabled`): without it no plugin pod runs on the node, whatever its label says
+    (`set_plugin_daemonset`)."""
 
     _pod_up_at: float | None = None
     _node_up_at: float | None = None
@@ -227,17 +231,29 @@ class MigManager:
 
     @property
     def plugin_starting(self) -> bool:
-        """Its device plugin started again after a MIG change (or the node's boot) and is not
-        serving yet."""
+        """Its device plugin started again after a MIG change (or the node's boot, or the
+        operator's DaemonSet coming back) and is not serving yet."""
         value = self.labels.get(DEVICE_PLUGIN_LABEL, "true")
         started = self._plugin_since + self.durations.plugin_start
-        return self.node_ready and value not in (PAUSED, "false") and self.now < started
+        return (
+            self.node_ready
+            and self.plugin_daemonset
+            and value not in (PAUSED, "false")
+            and self.now < started
+        )
+
+    @property
+    def plugin_selected(self) -> bool:
+        """The node's label runs the device plugin (neither `false` nor paused), whether or not
+        the operator runs its DaemonSet."""
+        return self.labels.get(DEVICE_PLUGIN_LABEL, "true") not in (PAUSED, "false")
 
     def advertised(self) -> dict[str, int]:
-        """What the device plugin advertises now: nothing while the node is down, its label is
-        paused or `false`, or it is still starting; else the GPUs' current layout."""
+        """What the device plugin advertises now: nothing while the node is down, the operator
+        runs no plugin DaemonSet, the node's label is paused or `false`, or the plugin is still
+        starting; else the GPUs' current layout."""
         value = self.labels.get(DEVICE_PLUGIN_LABEL, "true")
-        if not self.node_ready or value in (PAUSED, "false"):
+        if not self.node_ready or not self.plugin_daemonset or value in (PAUSED, "false"):
             return {}  # a NotReady node's kubelet registers no device plugin
         if self.now < self._plugin_since + self.durations.plugin_start:
             return {}
@@ -254,6 +270,14 @@ class MigManager:
         if value != self._informer:
             self._informer = value
             self._set(value)
+
+    def set_plugin_daemonset(self, on: bool) -> None:
+        """The operator deletes its device plugin's DaemonSet (its pod leaves the node at once:
+        the kubelet withdraws the devices) or creates it again (a pod starts where the label is
+        `true`, serving once it has registered)."""
+        if on and not self.plugin_daemonset:
+            self._plugin_since = self.now
+        self.plugin_daemonset = on
 
     def restart(self) -> None:
         """Its pod deleted: the process ends wherever it was (labels stay as written), the

@@ -49,6 +49,9 @@ JOB = "kubernetes:batch/v1:Job"
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
+"""The stack's patch of the GPU Operator's ClusterPolicy: its device plugin on or off for every
+node (`kube.device_plugin_switch`)."""
 SERVICE_LABEL = "app.kubernetes.io/instance"
 HORIZON = 6 * 3600.0 * 4
 """No transition runs longer than this (a guard against a step that never ends)."""
@@ -148,6 +151,7 @@ class Rollout:
         for resource in self.before:
             self.plugin_configs.apply(resource)
         self.cluster.plugin_configs = self.plugin_configs.known()
+        self.cluster.device_plugin = _deployed_device_plugin(self.before)
         for resource in self.before:
             if resource.type in POOL_TYPES:
                 shape = pool_shape(resource)
@@ -348,10 +352,11 @@ class Rollout:
             # The chart's ConfigMaps (the mig-parted config among them) hold the new version's.
             self.known = self.configs[1]
             finish = cluster.now + t.helm_release
-            values = resource.inputs.get("values") or {}
-            # The GPU Operator's device plugin goes (or comes back) on every node with the
-            # release: its ClusterPolicy's `devicePlugin.enabled`.
-            plugin = (values.get("devicePlugin") or {}).get("enabled", True) is not False
+            # The release's upgrade patches its ClusterPolicy with what changed between the two
+            # manifests (helm's JSON merge patch of a custom resource): `devicePlugin.enabled`
+            # only when the rendered value changes, on every node then.
+            plugin = _release_device_plugin(resource)
+            was = _release_device_plugin(step.old) if step.old is not None else None
             operator = resource.inputs.get("chart") == "gpu-operator"
             dra_driver = resource.inputs.get("chart") == DRA_DRIVER_CHART
             client = _client_selected(resource)
@@ -359,13 +364,18 @@ class Rollout:
             def released() -> str | None:
                 if cluster.now < finish:
                     return None
-                if operator:
-                    cluster.device_plugin = plugin
+                if operator and plugin != was:
+                    cluster.set_device_plugin(plugin, "the GPU Operator's release")
                 if dra_driver:
                     cluster.select_client_label(client)
                 return ""
 
             task.check = released
+        elif resource.type == CLUSTER_POLICY_PATCH:
+            on = _patched_device_plugin(resource)
+            if on is not None:
+                cluster.set_device_plugin(on, "the stack's ClusterPolicy patch")
+            task.done = True
         elif resource.type == JOB:
             env = job_env(resource.inputs)
             run: JobRun
@@ -665,6 +675,10 @@ class Rollout:
             self._outcome(node.labels).switched.append(f"{name} ({cluster.switched[name]})")
         for name in sorted(cluster.offered_twice):
             self._outcome(cluster.nodes[name].labels).offered_twice.append(name)
+        for name, missing in sorted(cluster.mig_config_missing.items()):
+            self._outcome(cluster.nodes[name].labels).mig_config_missing[name] = missing
+        for name in sorted(cluster.without_plugin):
+            self._outcome(cluster.nodes[name].labels).without_plugin.append(name)
         return Outcome(
             self.plan, self.served, self.pools, failure, cluster.now,
             [(e.time, e.text) for e in cluster.events], dict(cluster.started),
@@ -692,6 +706,29 @@ def simulate(
         configs=configs,
         load=load,
     ).run()
+
+
+def _release_device_plugin(release: Resource) -> bool:
+    """The GPU Operator's device plugin as a release renders its ClusterPolicy (the chart's
+    default: on)."""
+    values = release.inputs.get("values") or {}
+    return (values.get("devicePlugin") or {}).get("enabled", True) is not False
+
+
+def _patched_device_plugin(patch: Resource) -> bool | None:
+    enabled = ((patch.inputs.get("spec") or {}).get("devicePlugin") or {}).get("enabled")
+    return enabled if isinstance(enabled, bool) else None
+
+
+def _deployed_device_plugin(program: Program) -> bool:
+    """Whether the deployed version left the operator's device plugin on: its ClusterPolicy
+    patch's value, else its release's."""
+    for patch in program.of_type(CLUSTER_POLICY_PATCH):
+        on = _patched_device_plugin(patch)
+        if on is not None:
+            return on
+    releases = [r for r in program.of_type(RELEASE) if r.inputs.get("chart") == "gpu-operator"]
+    return all(_release_device_plugin(release) for release in releases)
 
 
 def _client_selected(release: Resource) -> bool:
