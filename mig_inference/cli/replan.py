@@ -170,6 +170,12 @@ def _writable(path: Path) -> None:
     if not path.parent.is_dir():
         raise MigError(f"cannot write: {path.parent} is not a directory", "--write",
                        value=str(path))  # fmt: skip
+    try:  # the folder takes a new file (where the atomic write puts the text first)
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as error:
+        raise MigError(f"cannot write: {error.strerror}", "--write", value=str(path)) from None
+    os.close(handle)
+    os.unlink(name)
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -11,6 +11,7 @@ rules use (`pulumi_config`): this module only edits text.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import io
 from collections.abc import Sequence
@@ -106,6 +107,27 @@ def _container(document: Any, path: Sequence[YamlKey], source: str) -> Any:
     return node
 
 
+def _append(mapping: CommentedMap, key: YamlKey, value: Any) -> None:
+    """A new last key. ruamel.yaml keeps the full-line comments after a block mapping's last
+    value with that value (they often introduce what follows the mapping): they move below the
+    new key, and an end-of-line comment stays where it is."""
+    last = list(mapping)[-1]
+    mapping[key] = value
+    entry = mapping.ca.items.get(last)
+    if mapping.fa.flow_style() or not entry or len(entry) < 3 or entry[2] is None:
+        return
+    token = entry[2]
+    end_of_line, _, following = token.value.partition("\n")
+    if following:
+        moved = copy.copy(token)
+        moved.value = "\n" + following
+        mapping.ca.items[key] = [None, None, moved, None]
+    if end_of_line.strip():
+        token.value = end_of_line + "\n"
+    else:
+        entry[2] = None
+
+
 def edited_text(text: str, edits: Sequence[Edit], source: str) -> EditedText:
     """`text` (a YAML document) with each edit's value set."""
     try:
@@ -116,7 +138,11 @@ def edited_text(text: str, edits: Sequence[Edit], source: str) -> EditedText:
     unchanged = _dump(yaml, document)
     for edit in edits:
         parent = _container(document, edit.path[:-1], source)
-        parent[edit.path[-1]] = edit.value
+        key = edit.path[-1]
+        if isinstance(parent, CommentedMap) and key not in parent and parent:
+            _append(parent, key, edit.value)
+        else:
+            parent[key] = edit.value
     same = difflib.SequenceMatcher(None, text.splitlines(), unchanged.splitlines(), autojunk=False)
     different = [
         (start, end)
