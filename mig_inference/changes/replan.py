@@ -204,8 +204,16 @@ def _replicas(
     return result(bounded, why)
 
 
-def _kept(index: int, spec: ServiceSpec, model: str | None, reason: str) -> ServiceReplan:
-    return ServiceReplan(index, spec.name, spec.namespace, model, None, None, None, reason)
+def _kept(
+    index: int,
+    spec: ServiceSpec,
+    model: str | None,
+    reason: str,
+    observation: Observation | None = None,
+) -> ServiceReplan:
+    return ServiceReplan(
+        index, spec.name, spec.namespace, model, None, None, None, reason, observation
+    )
 
 
 def replan(
@@ -245,15 +253,14 @@ def replan(
                 f"service {spec.name}: kept: {seen.samples} one-minute rate sample(s) in the "
                 f"window, fewer than the {rules.min_samples} (--min-samples) its figure needs"
             )
-            services.append(
-                _kept(index, spec, model, f"kept: {seen.samples} sample(s), too few to trust")
-            )
+            reason = f"kept: {seen.samples} sample(s), too few to trust"
+            services.append(_kept(index, spec, model, reason, seen))
             continue
         if spec.demand is not None:
             services.append(_demand(index, spec, seen, model, rules))
         elif spec.replicas == FILL or spec.autoscaled_max:
             reason = "kept: " + ("replicas: fill" if spec.replicas == FILL else "autoscaled")
-            services.append(_kept(index, spec, model, reason))
+            services.append(_kept(index, spec, model, reason, seen))
         else:
             services.append(_replicas(index, _plans_of(plan, spec.name), seen, model, rules))
         warnings.extend(_advice(spec, seen))
