@@ -136,13 +136,12 @@ def _demand(
             return result(low, "served no request in the window: replan.minRequestsPerSecond")
         return result(before, "served no request in the window: kept (never shrunk to zero)")
     target, why = observed, "the observed rate"
-    if _saturated(seen, rules) and target < before:
-        target, why = (
-            before,
-            (
-                f"saturated (requests waited {seen.queue_seconds:.2f} s in the queue on average): "
-                "the observed rate is what its replicas could serve, so it is not shrunk"
-            ),
+    held = _saturated(seen, rules) and target < before
+    if held:
+        target = before
+        why = (
+            f"saturated (requests waited {seen.queue_seconds:.2f} s in the queue on average): "
+            "the observed rate is what its replicas could serve, so it is not shrunk"
         )
     bounded = _bounded(target, low, high)
     if bounded != target:
@@ -150,6 +149,8 @@ def _demand(
             "maxRequestsPerSecond"
         )  # fmt: skip
         return result(bounded, f"{why}, bounded by replan.{which}")
+    if held:
+        return result(before, why)
     inside = (low is None or before >= low) and (high is None or before <= high)
     if inside and abs(target - before) <= rules.tolerance * before:
         return result(before, f"{why} is within {rules.tolerance:.0%} of the stack's: kept")
