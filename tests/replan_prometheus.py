@@ -284,7 +284,8 @@ class _Proxy(http.server.BaseHTTPRequestHandler):
             self._send(302, b"", {"Location": self.redirect_to + self.path})
             return
         if self.html:
-            self._send(200, b"<html><body>Sign in</body></html>", {"Content-Type": "text/html"})
+            shown = f"<html><body>Sign in (as {self.headers.get('Authorization')})</body></html>"
+            self._send(200, shown.encode(), {"Content-Type": "text/html"})
             return
         given = self.headers.get("Authorization")
         if given is None:

@@ -31,7 +31,7 @@ def demand(name: str = "chat", rate: float = 60, **extra: Any) -> dict[str, Any]
             "throughput": RATES, **extra}  # fmt: skip
 
 
-def fixed(name: str = "embed", replicas: int = 2, **extra: Any) -> dict[str, Any]:
+def fixed(name: str = "embed", replicas: int | str = 2, **extra: Any) -> dict[str, Any]:
     return {"name": name, "model": f"org/{name}", "memoryGiB": 3, "profile": "1g.10gb",
             "replicas": replicas, **extra}  # fmt: skip
 
@@ -106,18 +106,18 @@ def test_a_service_without_samples_is_kept_with_a_warning() -> None:
 
 
 def test_a_saturated_service_may_grow_but_never_shrinks() -> None:
-    queued = {"queue_seconds": 0.8}
-    held, _ = one(plan(demand(rate=60)), seen("org/chat", 30.0, **queued))
+    held, _ = one(plan(demand(rate=60)), seen("org/chat", 30.0, queue_seconds=0.8))
     assert held.after == 60 and held.reason == (
         "saturated (requests waited 0.80 s in the queue on average): the observed rate is what "
         "its replicas could serve, so it is not shrunk"
     )
-    grown, _ = one(plan(demand(rate=60)), seen("org/chat", 90.0, **queued))
+    grown, _ = one(plan(demand(rate=60)), seen("org/chat", 90.0, queue_seconds=0.8))
     assert grown.after == 90.0
     calm, _ = one(plan(demand(rate=60)), seen("org/chat", 30.0, queue_seconds=0.4))
     assert calm.after == 30.0
     count, _ = one(
-        plan(fixed(replicas=4, replan={"throughput": RATES})), seen("org/embed", 9.0, **queued)
+        plan(fixed(replicas=4, replan={"throughput": RATES})),
+        seen("org/embed", 9.0, queue_seconds=0.8),
     )
     assert count.after == 4
 

@@ -57,6 +57,9 @@ def fleet_engines() -> list[Engine]:
                labels=FLEET),
         Engine(CHAT, "inference", 500.0, labels={"cluster": "other-fleet"}),
         Engine(CHAT, "other", 1000.0, labels=FLEET),
+        # 10 requests/s but for the window's last 10 minutes at 40: the mean is 15.
+        Engine("org/bursty", "inference", lambda t: 40.0 if t > END - 600 else 10.0,
+               labels=FLEET),
     ]  # fmt: skip
 
 
@@ -111,12 +114,22 @@ def test_each_model_s_figures_are_what_its_engines_served(fleet: Server) -> None
     assert chat.requests == pytest.approx(120.0 * HOUR, rel=1e-9)
     assert summarize.requests_per_second == pytest.approx(50.0, rel=1e-9)
     assert (chat.prompt_tokens_per_request, chat.generation_tokens_per_request) == (400.0, 100.0)
-    assert (chat.queue_seconds, summarize.queue_seconds) == (0.0, pytest.approx(0.2))
+    assert chat.queue_seconds == 0.0
+    assert summarize.queue_seconds == pytest.approx(0.2)
     assert summarize.first_token_seconds == pytest.approx(
         histogram_quantile(0.95, FIRST_TOKEN_BUCKETS, 0.3)
     )
     # A rate sample each minute of the hour (Prometheus 2 counts both ends of a range, 3 one).
     assert chat.samples in (60, 61)
+
+
+def test_the_statistic_is_a_busy_minute_not_the_mean(fleet: Server) -> None:
+    client = Prometheus(fleet.url)
+    bursty = observed_load(client, Query(HOUR, 0.95, SELECT_FLEET), END).models
+    assert bursty[("inference", "org/bursty")].requests_per_second == pytest.approx(40.0)
+    assert bursty[("inference", "org/bursty")].mean_requests_per_second == pytest.approx(15.0)
+    median = observed_load(client, Query(HOUR, 0.5, SELECT_FLEET), END).models
+    assert median[("inference", "org/bursty")].requests_per_second == pytest.approx(10.0)
 
 
 def test_namespaces_stay_apart_and_a_selector_keeps_one_cluster(fleet: Server) -> None:
@@ -374,10 +387,15 @@ def test_a_query_prometheus_refuses_is_its_own_error(tmp_path: Path) -> None:
                "too many samples")  # fmt: skip
 
 
-def test_what_is_not_a_prometheus_answer() -> None:
+def test_what_is_not_a_prometheus_answer(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
     with proxy(html=True) as url:
-        failed(mig(*replan(url)), "answered HTTP 200 with something other than Prometheus' JSON",
-               "Sign in")  # fmt: skip
+        # A sign-in page that shows the header it got: the token is cut out of the message.
+        error = failed(mig(*replan(url, "--bearer-token-file", str(token))),
+                       "answered HTTP 200 with something other than Prometheus' JSON",
+                       "Sign in (as Bearer <redacted>)")  # fmt: skip
+        assert TOKEN not in error
     with proxy(redirect_to="http://127.0.0.1:9/elsewhere") as url:
         failed(mig(*replan(url)), "answered HTTP 302, a redirect, which is not followed")
     with proxy(delay=3.0) as url:
@@ -433,3 +451,20 @@ def test_write_refuses_a_read_only_file_or_a_folder_that_takes_none(tmp_path: Pa
            "--write: cannot write:")  # fmt: skip
     failed(mig(*replan("http://127.0.0.1:9", "--write", str(tmp_path))), "--write: is a directory")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["locked.yaml"]
+
+
+def test_without_prometheus_a_clone_skips_and_ci_fails(tmp_path: Path) -> None:
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(
+        "from tests.replan_prometheus import binaries\n\n\ndef test_probe():\n    binaries()\n"
+    )
+    argv = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-rs",
+            str(probe)]  # fmt: skip
+    bare = {"PATH": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    clone = subprocess.run(argv, cwd=ROOT, env={**os.environ, **bare, "MIG_REQUIRE_PROMETHEUS": ""},
+                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert clone.returncode == 0 and "1 skipped" in clone.stdout, clone.stdout
+    assert "apt-get install prometheus" in clone.stdout
+    ci = subprocess.run(argv, cwd=ROOT, env={**os.environ, **bare, "MIG_REQUIRE_PROMETHEUS": "1"},
+                        capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert ci.returncode == 1 and "may not skip" in ci.stdout, ci.stdout
