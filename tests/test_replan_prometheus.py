@@ -135,6 +135,7 @@ def test_the_statistic_is_a_busy_minute_not_the_mean(fleet: Server) -> None:
 def test_namespaces_stay_apart_and_a_selector_keeps_one_cluster(fleet: Server) -> None:
     client = Prometheus(fleet.url)
     one = observed_load(client, Query(HOUR, 0.95, SELECT_FLEET), END).models
+    assert one[("inference", CHAT)].requests_per_second == pytest.approx(120.0)
     assert one[("other", CHAT)].requests_per_second == pytest.approx(1000.0)
     every = observed_load(client, Query(HOUR, 0.95), END).models
     # Without the selector the other cluster's engines serving the same model count too.

@@ -188,8 +188,6 @@ class Prometheus:
         return data
 
     def _unreachable(self, reason: object) -> str:
-        if isinstance(reason, TimeoutError):
-            return f"did not answer within {self._timeout:g} s (--timeout)"
         if isinstance(reason, ssl.SSLCertVerificationError):
             return (
                 f"its TLS certificate is not trusted ({reason.verify_message}): give the "
