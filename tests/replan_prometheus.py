@@ -221,31 +221,35 @@ def prometheus(
             config += f"tls_server_config:\n  cert_file: {tls.cert}\n  key_file: {tls.key}\n"
         (folder / "web.yml").write_text(config)
         web = [f"--web.config.file={folder / 'web.yml'}"]
-    port = _free_port()
     log = folder / "prometheus.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [server, f"--config.file={folder / 'prometheus.yml'}",
-             f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=100y",
-             f"--web.listen-address=127.0.0.1:{port}", *web, *flags],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
-    try:
-        _wait_ready(url, process, log, tls, basic_auth)
-        yield Server(url, log)
-    finally:
-        process.terminate()
+    for _ in range(3):  # a free port may be taken by another test before Prometheus binds it
+        port = _free_port()
+        with log.open("w") as out:
+            process = subprocess.Popen(
+                [server, f"--config.file={folder / 'prometheus.yml'}",
+                 f"--storage.tsdb.path={data}", "--storage.tsdb.retention.time=100y",
+                 f"--web.listen-address=127.0.0.1:{port}", *web, *flags],
+                stdout=out, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            if _wait_ready(url, process, log, tls, basic_auth):
+                yield Server(url, log)
+                return
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    pytest.fail(f"prometheus could not listen: {log.read_text()[-2000:]}")
 
 
 def _wait_ready(
     url: str, process: subprocess.Popen[bytes], log: Path, tls: Tls | None, basic_auth: bool
-) -> None:
+) -> bool:
+    """Whether Prometheus came up (False: its port was taken; any other failure fails)."""
     import base64
     import ssl
 
@@ -257,11 +261,13 @@ def _wait_ready(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            if "address already in use" in log.read_text():
+                return False
             pytest.fail(f"prometheus exited ({process.returncode}): {log.read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(request, timeout=2, context=context) as answer:
                 if answer.status == 200:
-                    return
+                    return True
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.2)

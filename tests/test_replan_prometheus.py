@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -182,6 +183,7 @@ def test_the_shipped_demand_stack_is_re_planned_from_what_it_served(
         "-      requestsPerSecond: 200", "+      requestsPerSecond: 50",
     ]  # fmt: skip
     assert current.read_text(encoding="utf-8") == original
+    assert stat.S_IMODE(written.stat().st_mode) == 0o644  # a new file: not the temporary's 0600
     # `change` is what `diff` says of applying the written stack to the current one.
     diff = mig("diff", "--stack-file", str(written), "--deployed", str(current), "--json")
     assert diff.returncode in (0, 1), diff.stderr
@@ -260,10 +262,12 @@ def test_every_guard_rail_from_the_installed_command(
     guarded: Server, fresh_venv: Path, tmp_path: Path
 ) -> None:
     current = stack_copy(tmp_path, GUARD_STACK, "guard")
+    current.chmod(0o640)
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     with proxy(guarded.url, TOKEN) as url:
-        run = mig("replan", "--stack-file", str(current), "--prometheus", url, "--end", str(END),
+        run = mig("replan", "--stack-file", str(current), "--prometheus", url,
+                  "--end", "2026-05-28T20:30:00Z",
                   "--bearer-token-file", str(token), "--write", str(current),
                   command=[str(fresh_venv / "bin" / "mig-inference")], cwd=tmp_path)  # fmt: skip
     assert run.returncode == 0, run.stderr
@@ -303,6 +307,8 @@ def test_every_guard_rail_from_the_installed_command(
     assert after.endswith("requestsPerSecond: 20}]\n      replicas: 3\n    # The end.\n")
     # The token reached the proxy (the run worked) and nowhere else.
     assert TOKEN not in run.stdout + run.stderr + after
+    assert stat.S_IMODE(current.stat().st_mode) == 0o640  # replaced whole, its mode kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Pulumi.guard.yaml", "token"]
 
 
 # Failures: one clear line, exit 1, nothing written -----------------------------------------------
