@@ -311,6 +311,24 @@ def test_every_guard_rail_from_the_installed_command(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Pulumi.guard.yaml", "token"]
 
 
+def test_a_re_planned_stack_that_no_longer_fits_is_an_error_and_not_written(
+    guarded: Server, tmp_path: Path
+) -> None:
+    """org/twin in team-b served 90 requests/s; at 1 per replica that is 90 of the pool's 56."""
+    current = stack_copy(tmp_path, GUARD_STACK.split("  mig-inference:services:")[0] + (
+        "  mig-inference:services:\n"
+        "    - {name: twin-b, model: org/twin, namespace: team-b, memoryGiB: 3, requestsPerSecond: 10,\n"
+        "       throughput: [{profile: 1g.10gb, requestsPerSecond: 1}]}\n"
+    ), "full")  # fmt: skip
+    target = tmp_path / "replanned.yaml"
+    run = mig("replan", "--stack-file", str(current), "--prometheus", guarded.url,
+              "--end", str(END), "--write", str(target))  # fmt: skip
+    failed(run, f"error: {current}: the re-planned stack does not plan: mig-inference:services[0]"
+           ".requestsPerSecond: needs 90 requests/s; what pool small has left serves at most 56",
+           "raise the pool's nodes, or bound the service")  # fmt: skip
+    assert not target.exists()
+
+
 # Failures: one clear line, exit 1, nothing written -----------------------------------------------
 
 

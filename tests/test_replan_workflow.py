@@ -121,3 +121,4 @@ def test_its_command_line_is_one_the_cli_takes(token: str, selector: str, tmp_pa
     assert PRIVATE not in " ".join(argv)
     body = (tmp_path / "out" / "body.md").read_text()
     assert "the change plan" in body and "warning: a warning" in body
+    assert "warning: a warning" in run.stderr  # in the job's log too: an error must show there

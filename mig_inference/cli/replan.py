@@ -286,9 +286,10 @@ def _replan(args: argparse.Namespace) -> int:
     try:
         after = replanned.version.plan
     except MigError as error:
+        reasons = "; ".join(str(each) for each in error.errors)
         raise MigError(
-            f"the re-planned stack does not plan: {error}; raise the pool's nodes, or bound the "
-            "service (replan.maxRequestsPerSecond, replan.maxReplicas)",
+            f"the re-planned stack does not plan: {reasons}; raise the pool's nodes, or bound "
+            "the service (replan.maxRequestsPerSecond, replan.maxReplicas)",
             str(path),
         ) from None
     changes = change_from(path, replanned.version)
