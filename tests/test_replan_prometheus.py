@@ -192,6 +192,12 @@ def test_the_shipped_demand_stack_is_re_planned_from_what_it_served(
     assert answer["change"] == expected
     scaled = {s["name"]: s["change"] for s in answer["change"]["services"]}
     assert scaled["embedder"] == "unaffected"
+    # A change the simulated `pulumi up` refuses or fails at is still proposed, with a warning,
+    # and the gate (`diff`) is what refuses it.
+    problems = [*expected["refusals"], *([expected["failure"]] if expected["failure"] else [])]
+    assert diff.returncode == (1 if problems else 0)
+    for problem in problems:
+        assert f"warning: the re-planned stack's change: {problem}" in run.stderr
 
 
 # Guard rails, as a person runs it: the installed command, text, behind a bearer-token proxy ------
