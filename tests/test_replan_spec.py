@@ -94,3 +94,16 @@ def test_every_replan_key_is_in_the_services_reference() -> None:
     [row] = [line for line in reference.splitlines() if line.startswith("| `replan` |")]
     documented = set(re.findall(r"`([A-Za-z][A-Za-z0-9]*)`", row))
     assert set(REPLAN_KEYS) <= documented
+
+
+def test_the_typed_args_carry_replan_to_the_stack_values_and_back() -> None:
+    """The component's inputs (components/stack_args.py) name the keys the stack file does."""
+    from components.stack_args import stack_args, stack_values_of
+
+    bounds = {"minReplicas": 2, "maxReplicas": 8, "throughput": RATES}
+    values = {
+        "cloud": "eks",
+        "services": [fixed(replan=bounds), demand(replan={"maxRequestsPerSecond": 9})],
+    }
+    assert stack_values_of(stack_args(values)) == values
+    assert stack_args(values)["services"][0]["replan"]["min_replicas"] == 2
