@@ -12,6 +12,7 @@ from mig_inference.kube.gate import gate_targets
 from mig_inference.kube.gateway import BASELINE_NAMESPACE_LABELS, ISTIO_NAMESPACE
 from mig_inference.kube.operator_values import operator_needed
 from mig_inference.kube.repartition import repartition_targets
+from mig_inference.kube.startup_taints import tainted_pools
 from mig_inference.plan import layout_of
 from mig_inference.reports.gateway import gateway_routes
 from mig_inference.verify.targets import GATEWAY_ADDRESS, verify_targets
@@ -43,6 +44,7 @@ from .workloads.model_cache import (
 from .workloads.monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
 from .workloads.profiling import ProfilingJobs, ProfilingJobsArgs
 from .workloads.repartition import InPlaceRepartition, InPlaceRepartitionArgs
+from .workloads.startup_taints import StartupTaintAgent, StartupTaintAgentArgs
 from .workloads.verify import ServiceVerification, ServiceVerificationArgs
 
 
@@ -170,6 +172,13 @@ class MigInference(pulumi.ComponentResource):
         pools = gpu_pools(args, plan, joined, children, kubernetes, pool_after)
         cluster_autoscaler(plan, joined, children, kubernetes, pools)
 
+        if operator is not None and tainted_pools(plan):
+            # Takes the autoscaler's startup taint off new nodes once they advertise their slices.
+            StartupTaintAgent(
+                children.name("startup-taints"),
+                StartupTaintAgentArgs(stack=args),
+                in_cluster(operator),
+            )
         ready: list[pulumi.Resource] = [*pools, *([operator] if operator else []), *dra_driver]
         if operator is not None and operator_spec.gate and gate_targets(plan):
             ready = [

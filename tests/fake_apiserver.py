@@ -4,7 +4,8 @@ HTTP, so every JSONPath, selector and patch the scripts send is evaluated by kub
 It serves what the scripts' commands need and nothing more: discovery (`/api`, `/api/v1`,
 `/apis`); GET and LIST of nodes and pods with label and field selectors; PATCH of nodes (JSON
 merge patch as RFC 7386 says, through `json_merge_patch`; strategic merge for the flat maps and
-scalars of a node, where it means the same; a `metadata.resourceVersion` in the patch is a
+scalars of a node, where it means the same, and for its taints, a list either way (kubectl
+taint's patch replaces it whole); a `metadata.resourceVersion` in the patch is a
 precondition, 409 when the node changed since); the pods/eviction subresource (429 while a
 PodDisruptionBudget refuses); DELETE of pods; GET, LIST and PATCH of PodDisruptionBudgets. Anything
 else is a 404 or 405, so a script that strays fails loudly.
@@ -1206,4 +1207,8 @@ def _diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     now = bool(after["spec"].get("unschedulable"))
     if was != now:
         parts.append("cordon" if now else "uncordon")
+    old_taints = {(t["key"], t["effect"]) for t in before["spec"].get("taints") or []}
+    new_taints = {(t["key"], t["effect"]) for t in after["spec"].get("taints") or []}
+    parts += [f"taint {key}:{effect}-" for key, effect in sorted(old_taints - new_taints)]
+    parts += [f"taint {key}:{effect}" for key, effect in sorted(new_taints - old_taints)]
     return " ".join(parts) or "(no change)"

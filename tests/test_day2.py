@@ -16,7 +16,7 @@ from mig_inference.changes.record import plan_record
 from mig_inference.cli import main
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
-from mig_inference.render import Rendering
+from mig_inference.rendering import Rendering
 from mig_inference.spec import parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import named, one, render_config

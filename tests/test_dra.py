@@ -41,8 +41,9 @@ from mig_inference.names.labels import (
     MIG_DEVICE_CLASS,
     MIG_MANAGER_DEPLOY_LABEL,
 )
+from mig_inference.offline_answers import CLUSTER_VERSIONS, FAKE_CALLS
 from mig_inference.plan import StackPlan, plan_stack
-from mig_inference.render import _CLUSTER_VERSIONS, _FAKE_CALLS, Rendering
+from mig_inference.rendering import Rendering
 from mig_inference.spec import parse_stack
 from mig_inference.spec.dra import DYNAMIC_MIG_WARNING, joined_version_problem
 from mig_inference.spec.files import stack_path
@@ -161,7 +162,7 @@ def test_a_joined_eks_cluster_without_auto_mode_takes_dra_pools(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compute_configs: list[Any] | None
 ) -> None:
     if compute_configs is not None:
-        monkeypatch.setitem(_FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", compute_configs)
+        monkeypatch.setitem(FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", compute_configs)
     rendering = render_config(tmp_path, joined_eks_dra())
     assert rendering.error is None, rendering.error
     [group] = rendering.of_type("aws:eks/nodeGroup:NodeGroup")
@@ -174,7 +175,7 @@ def test_a_joined_eks_cluster_in_auto_mode_refuses_dra_pools_before_creating_any
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     auto_mode = [{"enabled": True, "nodePools": ["general-purpose"], "nodeRoleArn": "arn:r"}]
-    monkeypatch.setitem(_FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", auto_mode)
+    monkeypatch.setitem(FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", auto_mode)
     rendering = render_config(tmp_path, joined_eks_dra())
     assert rendering.error is not None
     assert "mig-inference:pools[0].allocation: cluster p4d-cluster runs EKS Auto Mode" in (
@@ -221,8 +222,8 @@ def test_a_joined_cluster_older_than_the_dra_objects_stops_the_preview(
     # Offline the joined cluster runs what the stack names: the DRA stack renders as it is.
     assert render_config(tmp_path, config()).error is None
     # A cluster that reports an older version refuses it, before anything is created.
-    monkeypatch.delitem(_CLUSTER_VERSIONS, token)
-    monkeypatch.setitem(_FAKE_CALLS, token, {**_FAKE_CALLS.get(token, {}), field: served})
+    monkeypatch.delitem(CLUSTER_VERSIONS, token)
+    monkeypatch.setitem(FAKE_CALLS, token, {**FAKE_CALLS.get(token, {}), field: served})
     rendering = render_config(tmp_path, config())
     assert rendering.error is not None
     assert (

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from mig_inference.names.labels import (
     MIG_CONFIG_LABEL,
     POOL_LABEL,
 )
+from tests import in_process
 from tests.fake_apiserver import AGENTS, DRA_NAMESPACE, FakeCluster, run_script
 
 TWO = ("3g.40gb", "3g.40gb")
@@ -56,9 +56,11 @@ def move(
     config: str = LAYOUT,
     planned: dict[str, int] | None = None,
     keeps_requests: bool = True,
+    reconfigure: int = 60,
 ) -> subprocess.CompletedProcess[str]:
     """The Job of pool `p`; `keeps_requests`: the replicas' pods keep their requests across the
-    switch (the program's Job with the extended-resource bridge)."""
+    switch (the program's Job with the extended-resource bridge); `reconfigure`: its deadline
+    (real seconds) for a node's switch, which a test that expects it to pass keeps short."""
     target = RepartitionTarget(
         "p", config, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), planned or PLANNED,
         dra=to_dra, dra_namespace=DRA_NAMESPACE if to_dra else "",
@@ -66,7 +68,7 @@ def move(
     )  # fmt: skip
     env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
-           "ADVERTISE_TIMEOUT_SECONDS": "30"}  # fmt: skip
+           "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure)}  # fmt: skip
     return run_script(cluster, tmp_path, repartition_script(), env)
 
 
@@ -182,9 +184,9 @@ def test_a_device_plugin_that_does_not_stop_stops_the_job_with_the_node_cordoned
     """The kubelet keeps reporting the old allocatable: the DRA plugin is never turned on."""
     cluster = pool("n1", dra=False)
     cluster.freeze_status("n1")
-    result = move(cluster, tmp_path, to_dra=True)
+    result = move(cluster, tmp_path, to_dra=True, reconfigure=2)
     assert result.returncode == 1
-    assert "the device plugin still offers its devices after 60s (nvidia.com/mig-3g.40gb=4)" in (
+    assert "the device plugin still offers its devices after 2s (nvidia.com/mig-3g.40gb=4)" in (
         result.stdout
     )
     assert DRA_NODE_LABEL not in cluster.node_labels("n1")
@@ -354,18 +356,15 @@ MOVES = Path(__file__).resolve().parent / "stacks" / "dra-move"
 def mig_against_deployed(
     verb: str, current: Path, deployed: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m mig VERB --stack-file CURRENT --deployed DEPLOYED ...` as users run it."""
-    return subprocess.run(
-        [sys.executable, "-m", "mig", verb, "--stack-file", str(current), "--deployed",
-         str(deployed), *extra],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+    """`python -m mig VERB --stack-file CURRENT --deployed DEPLOYED ...`, the command users run,
+    in this process (see tests/in_process.py)."""
+    return in_process.mig(verb, "--stack-file", str(current), "--deployed", str(deployed), *extra)
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks", "existing"])
 @pytest.mark.parametrize("to", ["dra", "plugin"])
 def test_the_diff_command_shows_the_move(cloud: str, to: str) -> None:
-    """`python -m mig diff --json` as users run it, on the stack files of the move (the shipped
+    """`python -m mig diff --json` (the command, in this process), on the stack files of the move (the shipped
     DRA stack's services on two full nodes): exit 0, each node switched in turn, half of every
     service serving at the worst moment, no extra GPUs."""
     deployed = MOVES / f"Pulumi.{cloud}-{'plugin' if to == 'dra' else 'dra'}.yaml"

@@ -30,7 +30,7 @@ from mig_inference.kube.gateway import (
 )
 from mig_inference.plan import StackPlan
 from mig_inference.plan.gateway import GKE_HEALTH_CHECK_RANGES, MODEL_HEADER, ROUTED_PATH
-from mig_inference.render import Recorded, Rendering
+from mig_inference.rendering import Recorded, Rendering
 from mig_inference.spec.files import load_stack
 from mig_inference.versions import (
     GATEWAY_API_CRDS,
@@ -526,6 +526,7 @@ def test_the_check_names_its_model_to_the_gateway(tmp_path: Path) -> None:
         assert run.returncode == 1 and "answered HTTP 404" in run.stdout
     finally:
         server.shutdown()
+        server.server_close()
 
 
 # --- `diff` ------------------------------------------------------------------------------------

@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mig_inference.kube.repartition import RepartitionTarget, repartition_script
+from mig_inference.kube.repartition import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    RepartitionTarget,
+    repartition_script,
+)
 from mig_inference.names.labels import CORDONED_FOR_ANNOTATION, MIG_CONFIG_LABEL, POOL_LABEL
 from tests.fake_apiserver import AGENTS, DRA_NAMESPACE, FakeCluster, run_script
 from tests.test_dra_move import mig_against_deployed
@@ -188,3 +193,27 @@ def test_diff_keeps_every_replica_outside_the_batch_serving(
     assert chat["min_serving"] == outside_one_node, chat
     assert chat["serving_after"] == chat["serving_before"]
     assert found["cost"]["extra_gpus_at_peak"] == 0
+
+
+@pytest.mark.usefixtures("agents")
+def test_a_pending_replica_one_free_device_could_take_holds_the_next_drain(
+    tmp_path: Path,
+) -> None:
+    """n1 is switched first and takes its 3 replicas back, which leaves it one free 3g.40gb
+    slice; a replica of the pool that could land there is still Pending (here it never lands),
+    so n2 is not drained: the Job stops at the deadline naming where it could land."""
+    cluster = FakeCluster(CONFIGS)
+    for name in ("n1", "n2"):
+        cluster.add_node(name, "all-3g.40gb", labels={POOL_LABEL: "p"})
+    cluster.add_service("inference", "chat", 7, RESOURCE, pool="p", on={"n1": 3, "n2": 4})
+    labels = {POOL_LABEL: "p", MANAGED_BY_LABEL: MANAGED_BY, "app.kubernetes.io/name": "batch"}
+    cluster.add_pod("inference", "batch-0", "", RESOURCE, labels=labels)  # Pending
+    result = repartition(cluster, tmp_path, "layout-keeping", reconfigure=20)
+    assert result.returncode == 1, result.stdout
+    assert (
+        "STOPPED at the pool's services: after 20s they have not settled before the drain of the "
+        f"next batch: still loading: none; Pending that could land on a switched node: "
+        f"{RESOURCE}@n1" in result.stdout
+    ), result.stdout
+    assert cluster.node_labels("n2")[MIG_CONFIG_LABEL] == "all-3g.40gb"
+    assert cluster.ready_of("chat") == 7

@@ -15,7 +15,7 @@ import yaml
 
 from mig_inference.errors import MigErrors
 from mig_inference.plan import plan_stack
-from mig_inference.render import Rendering, manifest
+from mig_inference.rendering import Rendering, manifest
 from mig_inference.spec import parse_stack
 from mig_inference.verify.probe import Answer, Target, run_checks
 from mig_inference.verify.targets import VERIFY_APP, program_source

@@ -17,6 +17,7 @@ from mig_inference.names.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
+    STARTUP_TAINT_KEY,
 )
 from mig_inference.rollout.mig_manager import Durations, MigManager, NodeLayout, Reboot, Write
 from mig_inference.rollout.model import Deployment, Node, Pod, Taint, device_counts
@@ -245,6 +246,7 @@ class Cluster:
         self.now += TICK
         self._mig_managers()
         self._device_plugins()
+        self._startup_taints()
         self._no_execute()
         self._pods()
         self._drains()
@@ -306,6 +308,23 @@ class Cluster:
                 # kubelet withdraws its slices.
                 node.published = None
                 node.devices = advertised
+
+    def _startup_taints(self) -> None:
+        """The startup-taint agent (`kube/scripts/startup_taint.sh`): a node's Cluster
+        Autoscaler startup taint goes once it carries its config, reports success and advertises
+        what that config gives."""
+        for node in self.live_nodes():
+            tainted = [t for t in node.taints if t.key == STARTUP_TAINT_KEY]
+            config = node.labels.get(MIG_CONFIG_LABEL)
+            if not tainted or config is None or node.labels.get(MIG_STATE_LABEL) != "success":
+                continue
+            if (
+                node.applied == config
+                and node.devices
+                and node.devices == self.devices_of(node, config)
+            ):
+                node.taints = [t for t in node.taints if t.key != STARTUP_TAINT_KEY]
+                self.log(f"node {node.name}: its startup taint removed (its slices advertised)")
 
     def _device_plugins(self) -> None:
         """A device plugin starting while its node's sharing label names a key the ConfigMap
@@ -391,8 +410,12 @@ class Cluster:
                     del self.drains[name]
 
     def _deployments(self) -> None:
+        # Each Deployment's pods, in one pass over the pods (a round touches only its own).
+        pods_by_deployment: dict[tuple[str, str], list[Pod]] = {}
+        for pod in self.pods:
+            pods_by_deployment.setdefault((pod.namespace, pod.deployment), []).append(pod)
         for deployment in self.deployments.values():
-            pods = self.pods_of(deployment)
+            pods = pods_by_deployment.get((deployment.namespace, deployment.name), [])
             active = [p for p in pods if p.active]
             if deployment.deleted:
                 for pod in active:
@@ -446,6 +469,18 @@ class Cluster:
         return node.devices.get(resource, 0) - device_counts(self.pods, node.name).get(resource, 0)
 
     def _schedule(self) -> None:
+        # What binding decides on, counted once per round and kept as pods are bound: the
+        # devices held on each node (as `free` counts them) and the pods of each Deployment name
+        # on each node (the topology spread's peers). Nodes do not change within a round.
+        held: dict[tuple[str, str], int] = {}
+        peers: dict[tuple[str, str], int] = {}
+        for pod in self.pods:
+            if pod.node is not None:
+                if pod.template.resource:
+                    where = (pod.node, pod.template.resource)
+                    held[where] = held.get(where, 0) + 1
+                peers[(pod.node, pod.deployment)] = peers.get((pod.node, pod.deployment), 0) + 1
+        open_nodes = [n for n in self.live_nodes() if n.ready(self.now) and not n.unschedulable]
         for pod in self.pods:
             if pod.node is not None or not pod.active:
                 continue
@@ -453,26 +488,25 @@ class Cluster:
                 self._make_claims(pod)
                 if not pod.claims_made:
                     continue
+            resource = pod.template.resource
             fits = [
                 n
-                for n in self.live_nodes()
-                if n.ready(self.now)
-                and not n.unschedulable
-                and pod.template.admits(n)
-                and (pod.template.resource is None or self.free(n, pod.template.resource) > 0)
+                for n in open_nodes
+                if pod.template.admits(n)
+                and (
+                    resource is None
+                    or n.devices.get(resource, 0) - held.get((n.name, resource), 0) > 0
+                )
             ]
             if not fits:
                 continue
             deployment = self.deployments[(pod.namespace, pod.deployment)]
-            peers = {
-                n.name: sum(
-                    1 for p in self.pods if p.node == n.name and p.deployment == pod.deployment
-                )
-                for n in fits
-            }
             # Topology spread by hostname (ScheduleAnyway): the node with fewest peers.
-            chosen = min(fits, key=lambda n: (peers[n.name], n.name))
+            chosen = min(fits, key=lambda n: (peers.get((n.name, pod.deployment), 0), n.name))
             pod.node = chosen.name
+            if resource:
+                held[(chosen.name, resource)] = held.get((chosen.name, resource), 0) + 1
+            peers[(chosen.name, pod.deployment)] = peers.get((chosen.name, pod.deployment), 0) + 1
             pod.ready_at = self.now + deployment.start_seconds
             self.started[deployment.key] = self.started.get(deployment.key, 0) + 1
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from mig_inference.names.labels import (
     CLIENT_DEPLOY_LABEL,
@@ -38,6 +39,7 @@ from mig_inference.rollout.node_updates import node_update
 from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
 from mig_inference.rollout.plugin_configs import PluginConfigs
 from mig_inference.rollout.resources import Key, Program, Resource
+from mig_inference.rollout.selectors import LabelIndex, SelectorIndex
 from mig_inference.rollout.steps import Op, Step, plan_steps
 from mig_inference.versions import DRA_DRIVER_CHART
 
@@ -113,6 +115,10 @@ class Rollout:
         """The PodDisruptionBudgets in the cluster, by (namespace, name): a Deployment created
         after its budget is still held to it (Pulumi registers, and creates, the two in no fixed
         order; a budget selects pods by their labels whenever they come)."""
+        self._budget_selectors: SelectorIndex[tuple[str, str]] = SelectorIndex()
+        """`budgets` by the labels they select, in `budgets`' order."""
+        self._deployment_labels: LabelIndex[tuple[str, str]] = LabelIndex()
+        """The cluster's Deployments by their pods' labels."""
 
     # -- facts -------------------------------------------------------------------------------
     def _devices(self, node: Node, config: str) -> dict[str, int]:
@@ -238,17 +244,22 @@ class Rollout:
             labels=dict(labels),
         )  # fmt: skip
         self.cluster.deployments[key] = deployment
+        self._deployment_labels.put(key, key[0], deployment.labels)
         self.served.setdefault(service, Served(0, 0, 0))
         return deployment
 
     def _apply_budget(self, resource: Resource, *, remove: bool = False) -> None:
         spec = resource.inputs.get("spec", {})
         key = self._object_key(resource)
+        namespace, selector = _selector(resource)
         if not remove:
             self.budgets[key] = resource
+            self._budget_selectors.put(key, namespace, selector)
         elif self.budgets.get(key) is resource:
             del self.budgets[key]
-        for deployment in self.cluster.deployments.values():
+            self._budget_selectors.discard(key)
+        for candidate in self._deployment_labels.candidates(namespace, selector):
+            deployment = self.cluster.deployments[candidate]
             if _selects(resource, deployment.namespace, deployment.labels):
                 deployment.budget = None if remove else int(spec.get("maxUnavailable", 1))
 
@@ -258,8 +269,8 @@ class Rollout:
         return next(
             (
                 int(budget.inputs.get("spec", {}).get("maxUnavailable", 1))
-                for budget in self.budgets.values()
-                if _selects(budget, namespace, labels)
+                for key in self._budget_selectors.selecting(namespace, labels)
+                if _selects(budget := self.budgets[key], namespace, labels)
             ),
             None,
         )
@@ -566,22 +577,28 @@ class Rollout:
         self.clouds.advance()
         self.clouds.autoscale()
         self.cluster.tick()
+        targets = self._targets()
         for service, count in self.cluster.serving().items():
             served = self.served.setdefault(service, Served(0, 0, count))
             if count < served.least:
                 served.least, served.least_at = count, self.cluster.now
-            if served.before and count < min(served.before, self._target(service) or served.before):
+            target = targets.get(service, 0)
+            if served.before and count < min(served.before, target or served.before):
                 served.below_seconds += TICK
             if served.before and count == 0:
                 served.down_seconds += TICK
         self._track_gpus()
 
+    def _targets(self) -> dict[str, int]:
+        """The replicas each service's Deployments ask for now (in one pass over them)."""
+        targets: dict[str, int] = {}
+        for d in self.cluster.deployments.values():
+            if not d.deleted:
+                targets[d.service] = targets.get(d.service, 0) + d.replicas
+        return targets
+
     def _target(self, service: str) -> int:
-        return sum(
-            d.replicas
-            for d in self.cluster.deployments.values()
-            if d.service == service and not d.deleted
-        )
+        return self._targets().get(service, 0)
 
     def _gpus(self) -> dict[str, int]:
         totals: dict[str, int] = {}
@@ -685,10 +702,13 @@ def _client_selected(release: Resource) -> bool:
     return (plugin.get("nodeSelector") or {}).get(CLIENT_DEPLOY_LABEL) == "true"
 
 
+def _selector(budget: Resource) -> tuple[Any, Mapping[str, Any]]:
+    """A PodDisruptionBudget's namespace and matchLabels."""
+    metadata, spec = budget.inputs.get("metadata", {}), budget.inputs.get("spec", {})
+    return metadata.get("namespace"), spec.get("selector", {}).get("matchLabels", {})
+
+
 def _selects(budget: Resource, namespace: str, labels: Mapping[str, str]) -> bool:
     """Whether a PodDisruptionBudget selects the pods of a Deployment with these labels."""
-    metadata, spec = budget.inputs.get("metadata", {}), budget.inputs.get("spec", {})
-    selector = spec.get("selector", {}).get("matchLabels", {})
-    return metadata.get("namespace") == namespace and all(
-        labels.get(k) == v for k, v in selector.items()
-    )
+    budget_namespace, selector = _selector(budget)
+    return budget_namespace == namespace and all(labels.get(k) == v for k, v in selector.items())

@@ -108,10 +108,15 @@ def routed(service: ServiceSpec) -> bool:
 
 
 def gateway_service_problems(
-    gateway_path: str, services: Sequence[tuple[int, ServiceSpec]], services_path: str
+    gateway_path: str,
+    services: Sequence[tuple[int, ServiceSpec]],
+    services_path: str,
+    every_service_read: bool = True,
 ) -> list[MigError]:
     """What the gateway cannot front: no service it routes, and routed services that name their
-    own clients (only the gateway and the endpoint picker reach the model servers)."""
+    own clients (only the gateway and the endpoint picker reach the model servers). Whether any
+    service is routed is said only when `every_service_read`: an entry refused at its own key may
+    be the one the gateway fronts."""
     problems = [
         MigError(
             "the gateway fronts only the model servers, whose clients call it: remove clients, "
@@ -121,7 +126,7 @@ def gateway_service_problems(
         for index, service in services
         if routed(service) and service.clients
     ]
-    if services and not any(routed(service) for _, service in services):
+    if every_service_read and services and not any(routed(s) for _, s in services):
         engines = ", ".join(sorted(engine.value for engine in ROUTED_ENGINES))
         problems.append(
             MigError(
