@@ -290,6 +290,25 @@ class ServiceVerifySettings(TypedDict):
     """Custom engines: text the answer's body must contain."""
 
 
+class ReplanSettings(TypedDict):
+    """The bounds `mig-inference replan` keeps the service within when it re-plans it from the
+    load Prometheus observed."""
+
+    min_requests_per_second: NotRequired[float]
+    """A service sized by demand: the least requestsPerSecond replan sets."""
+    max_requests_per_second: NotRequired[float]
+    """A service sized by demand: the most requestsPerSecond replan sets."""
+    min_replicas: NotRequired[int]
+    """A service with a replica count: the fewest replicas replan sets."""
+    max_replicas: NotRequired[int]
+    """A service with a replica count: the most replicas replan sets."""
+    throughput: NotRequired[list[ThroughputPoint]]
+    """A service with a replica count: what one replica serves per profile (without it, or a
+    throughput file, replan keeps the count)."""
+    throughput_file: NotRequired[str]
+    """A YAML file holding `throughput:` instead."""
+
+
 class Service(TypedDict):
     """An inference service on MIG slices (or shared or whole GPUs)."""
 
@@ -377,6 +396,8 @@ class Service(TypedDict):
     dtype, else memoryGiB)."""
     verify: NotRequired[ServiceVerifySettings]
     """This service's serving check (on with the stack's `verify`)."""
+    replan: NotRequired[ReplanSettings]
+    """The bounds `mig-inference replan` keeps this service within."""
 
 
 class ModelCache(TypedDict):

@@ -115,6 +115,7 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
             "GpuOperatorSettings", "MonitoringSettings", "Service",
             "NetworkClient", "QueueAutoscaling", "AutoscaledPool", "ThroughputPoint",
             "Profiling", "ModelCache", "VerifySettings", "ServiceVerifySettings", "EphemeralSettings",
+            "ReplanSettings",
             "DraSettings", "GatewaySettings", "EndpointPicker", "Cloud",
         )
     }  # fmt: skip

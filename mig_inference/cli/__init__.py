@@ -16,11 +16,22 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mig_inference.cli import bench, catalog, diff, ephemeral, fit, pack, plan, render, throughput
+from mig_inference.cli import (
+    bench,
+    catalog,
+    diff,
+    ephemeral,
+    fit,
+    pack,
+    plan,
+    render,
+    replan,
+    throughput,
+)
 from mig_inference.cli.common import Handler, command, print_json
 from mig_inference.errors import MigError
 
-VERBS = (catalog, throughput, fit, pack, plan, diff, render, ephemeral, bench)
+VERBS = (catalog, throughput, fit, pack, plan, diff, replan, render, ephemeral, bench)
 """In the order `--help` lists them."""
 
 

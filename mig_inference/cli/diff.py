@@ -59,6 +59,12 @@ def current_version(args: argparse.Namespace) -> Any:
 def simulated_change(args: argparse.Namespace, current: Any) -> Any:
     """The change from the deployed stack (`--deployed`) to `current`, simulated from what the
     deployed stack exported where it says (see `mig_inference.changes.upgrade`)."""
+    return change_from(Path(args.deployed), current)
+
+
+def change_from(deployed_file: Path, current: Any) -> Any:
+    """The change from the deployed stack in `deployed_file` (its outputs or a stack file) to
+    `current`, simulated."""
     from mig_inference.changes.change_plan import change_plan
     from mig_inference.changes.deployed import read_deployed
     from mig_inference.changes.record import plan_record
@@ -66,10 +72,10 @@ def simulated_change(args: argparse.Namespace, current: Any) -> Any:
     from mig_inference.changes.upgrade import deployed_basis
     from mig_inference.render import run_program
 
-    exported = read_deployed(Path(args.deployed))
+    exported = read_deployed(deployed_file)
     deployed = load_version(exported, current)
     records = [plan_record(v.plan, v.values, v.secret_keys) for v in (deployed, current)]
-    _same_cloud(records[0], records[1], args.deployed)
+    _same_cloud(records[0], records[1], str(deployed_file))
     basis = deployed_basis(records[0], exported)
     outcome = simulate_transition(deployed, current, basis=basis, render=run_program)
     return change_plan(basis.record, records[1], outcome, basis)

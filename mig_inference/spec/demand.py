@@ -16,7 +16,7 @@ PROFILING_KEYS = ("profiles", "numPrompts", "inputTokens", "outputTokens", "maxC
 POINT_KEYS = ("profile", "requestsPerSecond", "batch", "latencyMs", "measured")
 
 
-def _points(node: ConfigNode) -> list[ThroughputPoint]:
+def throughput_points(node: ConfigNode) -> list[ThroughputPoint]:
     points = []
     for item in node.items():
         item.mapping(POINT_KEYS)
@@ -37,7 +37,7 @@ def _points(node: ConfigNode) -> list[ThroughputPoint]:
     return points
 
 
-def _file_points(node: ConfigNode) -> list[ThroughputPoint]:
+def throughput_file_points(node: ConfigNode) -> list[ThroughputPoint]:
     """`throughput:` of the YAML file at `node` (relative to the working directory, where
     `pulumi up` and the command line run)."""
     name = node.string()
@@ -49,7 +49,7 @@ def _file_points(node: ConfigNode) -> list[ThroughputPoint]:
         return node.problem(f"{error.path}: {error.message}", [])
     if not isinstance(data, dict) or "throughput" not in data:
         return node.problem(f"{name} must hold `throughput: [{{profile, requestsPerSecond}}]`", [])
-    return _points(ConfigNode(data["throughput"], f"{name}:throughput", node.problems))
+    return throughput_points(ConfigNode(data["throughput"], f"{name}:throughput", node.problems))
 
 
 def demand_spec(node: ConfigNode) -> Demand | None:
@@ -69,7 +69,7 @@ def demand_spec(node: ConfigNode) -> Demand | None:
             None,
         )
     inline = raw.get("throughput") is not None
-    points = _points(node.child("throughput")) if inline else _file_points(
+    points = throughput_points(node.child("throughput")) if inline else throughput_file_points(
         node.child("throughputFile")
     )  # fmt: skip
     where = node.child("throughput" if inline else "throughputFile")

@@ -345,6 +345,21 @@ class Demand:
 
 
 @dataclass(frozen=True)
+class ReplanSpec:
+    """What `mig-inference replan` may set a service to from the load it served (`replan:`): a
+    floor and a ceiling, in requests per second for a service sized by demand and in replicas for
+    one with a replica count, which may also say what one replica serves (without it, `replan`
+    keeps its count)."""
+
+    min_requests_per_second: float | None = None
+    max_requests_per_second: float | None = None
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    throughput: tuple[ThroughputPoint, ...] = ()
+    throughput_source: str = "the stack file"
+
+
+@dataclass(frozen=True)
 class ProfilingSpec:
     """An opt-in profiling run: one Job per candidate profile measures the service's engine."""
 
@@ -456,6 +471,8 @@ class ServiceSpec:
     """The weights' size on disk, when given (else from params x dtype, or memoryGiB)."""
     verify: ServiceVerify = field(default_factory=ServiceVerify)
     """The serving check of this service."""
+    replan: ReplanSpec = field(default_factory=ReplanSpec)
+    """The bounds `mig-inference replan` keeps this service within."""
 
     @property
     def autoscaled_max(self) -> int:

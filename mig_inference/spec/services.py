@@ -18,6 +18,7 @@ from mig_inference.spec.model import (
     ServiceSpec,
 )
 from mig_inference.spec.reader import ConfigNode, SecretNames, dns_label
+from mig_inference.spec.replan import Sizing, replan_spec
 from mig_inference.spec.verify import service_verify_spec
 
 MODEL_FORMATS = {Engine.TRITON: formats.MODEL_REPOSITORY}
@@ -30,7 +31,7 @@ SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtyp
                 "namespace",
                 "clients", "hpaMaxReplicas", "command", "args", "startupSeconds",
                 "healthPath", "queueAutoscaling", "revision", "weightsGiB", "verify",
-                *DEMAND_KEYS)  # fmt: skip
+                "replan", *DEMAND_KEYS)  # fmt: skip
 
 
 _SHAPE_KEYS = {"params": "params", "layers": "layers", "kv_heads": "kvHeads",
@@ -271,4 +272,15 @@ def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
         revision=node.child("revision").text(formats.HF_REVISION, "main") or "main",
         weights_gib=node.child("weightsGiB").number(bound=formats.MEMORY_GIB),
         verify=service_verify_spec(node.child("verify"), engine is Engine.CUSTOM),
+        replan=replan_spec(node.child("replan"), _sizing(raw, replicas, hpa, queue)),
     )
+
+
+def _sizing(
+    raw: dict[str, object], replicas: int | str, hpa: int | None, queue: QueueAutoscaling | None
+) -> Sizing:
+    if raw.get("requestsPerSecond") is not None:
+        return Sizing.DEMAND
+    if replicas == FILL:
+        return Sizing.FILL
+    return Sizing.AUTOSCALED if hpa is not None or queue is not None else Sizing.REPLICAS
