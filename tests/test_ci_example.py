@@ -303,11 +303,29 @@ def _scripts() -> list[str]:
     return [step["run"] for _, step in _steps() if "mig-inference" in step.get("run", "")]
 
 
-def _run_script(script: str, tmp_path: Path, new_stack: bool = False) -> list[list[str]]:
+DEPLOYED_OUTPUTS = '{"plan": {"cloud": "gke"}}'
+"""What `pulumi stack output --json` prints for a deployed stack (its exports; abridged)."""
+PULUMI_STACK_OUTPUT = {
+    "deployed": f"echo '{DEPLOYED_OUTPUTS}'",
+    # A stack with no update yet, or one whose last update was a destroy.
+    "nothing": "echo '{}'",
+    # A stack that is not there: never created, or removed (`ephemeral destroy` removes it).
+    "absent": "echo \"error: no stack named 'ephemeral-gke' found\" >&2; exit 255",
+    # Any other failure: no sign-in to the backend.
+    "broken": "echo 'error: [401] Unauthorized: No credentials provided' >&2; exit 255",
+}
+"""The runner's `pulumi stack output --json --stack <stack>`, per state of the stack."""
+
+
+def _run_script(
+    script: str, tmp_path: Path, new_stack: bool = False, deployed: str = "deployed",
+    expect_ok: bool = True,
+) -> list[list[str]]:
     """`script`, run by bash as the runner runs it, against a `mig-inference` that parses its
     arguments with the CLI's own parser and records them; the runner's pulumi and git as far as
-    the gate uses them (a deployed stack's outputs, the stack files a pull request changed, and
-    whether the base branch had the file: not when `new_stack`)."""
+    the gate uses them (the stack's outputs as `PULUMI_STACK_OUTPUT[deployed]` gives them, the
+    stack files a pull request changed, and whether the base branch had the file: not when
+    `new_stack`). `expect_ok`: whether the script must succeed (else: fail)."""
     stub = tmp_path / ".venv" / "bin" / "mig-inference"
     stub.parent.mkdir(parents=True)
     stub.write_text(
@@ -321,7 +339,7 @@ def _run_script(script: str, tmp_path: Path, new_stack: bool = False) -> list[li
     stub.chmod(0o755)
     tools = tmp_path / "bin"
     tools.mkdir()
-    (tools / "pulumi").write_text('#!/bin/sh\necho "{}"\n')
+    (tools / "pulumi").write_text(f"#!/bin/sh\n{PULUMI_STACK_OUTPUT[deployed]}\n")
     absent = 1 if new_stack else 0
     (tools / "git").write_text(
         f'#!/bin/sh\nif [ "$1" = cat-file ]; then exit {absent}; fi\n'
@@ -338,8 +356,9 @@ def _run_script(script: str, tmp_path: Path, new_stack: bool = False) -> list[li
              "PRICES": "examples/prices/a2-highgpu-1g.yaml"},
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    return [json.loads(line) for line in (tmp_path / "argv.jsonl").read_text().splitlines()]
+    assert (run.returncode == 0) is expect_ok, run.stderr
+    calls = tmp_path / "argv.jsonl"
+    return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
 
 
 @pytest.mark.parametrize("script", _scripts())
@@ -363,6 +382,22 @@ def test_the_gate_plans_a_stack_the_pull_request_adds(tmp_path: Path) -> None:
     assert _run_script(gate, tmp_path / "new", new_stack=True) == [
         ["plan", "--stack", "ephemeral-gke"]
     ]
+
+
+@pytest.mark.parametrize("deployed", ["nothing", "absent"])
+def test_the_gate_plans_a_stack_with_nothing_deployed(deployed: str, tmp_path: Path) -> None:
+    """A stack file the base branch has, whose stack is not deployed: one never brought up, or
+    an ephemeral stack after its destroy (which removes the stack). `diff` refuses `{}` (exit
+    1) and `pulumi stack output` fails on a stack that is not there: the gate plans it."""
+    [gate] = [s for s in _scripts() if "mig-inference diff" in s]
+    assert _run_script(gate, tmp_path, deployed=deployed) == [["plan", "--stack", "ephemeral-gke"]]
+
+
+def test_the_gate_fails_when_the_deployed_outputs_cannot_be_read(tmp_path: Path) -> None:
+    """Only a stack that is not there is planned: any other failure of `pulumi stack output`
+    (no sign-in, the backend down) fails the job instead of passing it unchecked."""
+    [gate] = [s for s in _scripts() if "mig-inference diff" in s]
+    assert _run_script(gate, tmp_path, deployed="broken", expect_ok=False) == []
 
 
 def _oci_provider(tmp_path: Path, **oci_config: str) -> dict[str, Any]:
