@@ -318,7 +318,10 @@ PULUMI_STACK_OUTPUT = {
 
 
 def _run_script(
-    script: str, tmp_path: Path, new_stack: bool = False, deployed: str = "deployed",
+    script: str,
+    tmp_path: Path,
+    new_stack: bool = False,
+    deployed: str = "deployed",
     expect_ok: bool = True,
 ) -> list[list[str]]:
     """`script`, run by bash as the runner runs it, against a `mig-inference` that parses its
