@@ -22,6 +22,7 @@ from .clouds.cloud import (
     cluster_autoscaler,
     given_provider,
     gpu_pools,
+    load_balancer_controller,
     program_children,
 )
 from .clouds.cluster_access import kubernetes_provider
@@ -169,6 +170,7 @@ class MigInference(pulumi.ComponentResource):
                 )
         pools = gpu_pools(args, plan, joined, children, kubernetes, pool_after)
         cluster_autoscaler(plan, joined, children, kubernetes, pools)
+        load_balancers = load_balancer_controller(plan, joined, children, kubernetes)
 
         ready: list[pulumi.Resource] = [*pools, *([operator] if operator else []), *dra_driver]
         if operator is not None and operator_spec.gate and gate_targets(plan):
@@ -250,7 +252,7 @@ class MigInference(pulumi.ComponentResource):
                 InferenceGateway(
                     children.name("gateway"),
                     InferenceGatewayArgs(stack=args),
-                    in_cluster(*implementation, *namespaces.values()),
+                    in_cluster(*implementation, *load_balancers, *namespaces.values()),
                 )
             )
         # Each verified Service is checked once all of its Deployments are available (and,

@@ -282,7 +282,9 @@ def parse_stack(
     gateway = _attempt(problems, lambda: gateway_spec(node("gateway"), cloud))
     if gateway is not None:
         problems.extend(
-            gateway_service_problems(key_path("gateway"), parsed_services, services_node.path)
+            gateway_service_problems(
+                key_path("gateway"), gateway, parsed_services, services_node.path
+            )
         )
     if verify is not None:
         for index, service in parsed_services:
