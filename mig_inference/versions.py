@@ -173,5 +173,44 @@ class KnownIssue:
     """The test that shows the mitigation, `tests/<file>.py::<name>`."""
 
 
-KNOWN_ISSUES: tuple[KnownIssue, ...] = ()
+KNOWN_ISSUES: tuple[KnownIssue, ...] = (
+    # The gateway's pins.
+    KnownIssue(
+        "ISTIO_VERSION",
+        "istio/istio#61594",
+        "Istio 1.30 attaches one endpoint picker per HTTPRoute rule, the last InferencePool "
+        "backend's (`conversion.go@1.30.3` keeps one inference-pool config per rule; the notes "
+        "of 1.30.4 and 1.30.5 list no fix): a "
+        "rule weighting two pools sends most requests past their picker, and all of them get "
+        "a 503 when that pool has no ready replica.",
+        "One InferencePool per model, selecting the model's pods across slice sizes: every rule "
+        "has one InferencePool backend and no weight; two services serving one model are refused "
+        "at the second's `model` (the fix, PR #61601, is on release-1.31, which has no release).",
+        "tests/test_gateway.py::test_one_gateway_one_route_per_namespace_one_pool_per_rule",
+    ),
+    KnownIssue(
+        "ISTIO_MIN_INSTALLED",
+        "istio/istio#58393",
+        "Before Istio 1.28.5 and 1.29.0 istiod kept the endpoint picker of the first HTTPRoute "
+        "only when it merged the routes of one Gateway: a cluster's own Istio (`install: false`) "
+        "would route the models of a second namespace past their picker.",
+        "The stack installs Istio 1.30.5; with `install: false` and routes in more than one "
+        "namespace the preview warns that the cluster's Istio must be 1.28.5 or later (its "
+        "version is not looked up).",
+        "tests/test_gateway_plan.py::test_warnings_say_what_the_preview_cannot_check",
+    ),
+    KnownIssue(
+        "INFERENCE_POOL_VERSION",
+        "llm-d/llm-d-router#2603",
+        "llm-d-router-gateway v0.10.0 runs more than one picker only with leader election (one "
+        "Ready leader, which no disruption budget can protect without blocking its node's "
+        "drain) and with the Deployment strategy Recreate (an upgrade of its pod template stops "
+        "both pickers at once); #2603, after v0.10.0, makes the strategy a value.",
+        "Two active pickers (`--ha-enable-leader-election=false` after the chart's own flag), a "
+        "budget of one unavailable, and the InferencePool failing open: while no picker is "
+        "ready the gateway sends the model's requests to its ready replicas without picking.",
+        "tests/test_gateway.py::"
+        "test_the_picker_chart_renders_one_inference_pool_per_model_wired_to_its_pods",
+    ),
+)
 """The known upstream issues of the pins above, each with the project's mitigation and its test."""

@@ -24,6 +24,7 @@ import pytest
 import yaml
 from celpy import celtypes
 from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
 
 from mig_inference.kube.gateway import (
     BODY_ROUTER,
@@ -114,10 +115,10 @@ def cel_failures(schema: dict[str, Any], value: Any, path: str, counts: collecti
         program = CEL.program(CEL.compile(rule["rule"]), functions={"split": _split})
         try:
             result: Any = program.evaluate({"self": json_to_cel(value)})
-        except celpy.CELEvalError as error:
+        except CELEvalError as error:
             result = error
         counts["rules evaluated"] += 1
-        if isinstance(result, celpy.CELEvalError) or not bool(result):
+        if isinstance(result, CELEvalError) or not bool(result):
             failures.append(f"{path}: {rule.get('message', rule['rule'])}")
     properties = schema.get("properties") or {}
     if isinstance(value, dict):

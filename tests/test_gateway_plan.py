@@ -362,3 +362,31 @@ def test_the_proxy_subnet_must_be_on_the_cluster_s_network() -> None:
     assert other is not None and "--purpose REGIONAL_MANAGED_PROXY" in other
     assert "on network vpc-b" in other and other.startswith("mig-inference:gateway.proxySubnet:")
     assert proxy_subnet_problem("10.130.0.0/23", "us-central1", "vpc-a", [on]) is not None
+
+
+def test_a_record_exported_before_one_pool_per_model_still_compares() -> None:
+    """A plan record whose gateway has `routes` (a weight per Deployment, before this release):
+    the services it routed stay routed (no callers change), the model's route reads as the
+    static split it was."""
+    from mig_inference.changes.gateway import caller_changes, gateway_fields, gateway_record
+    from mig_inference.changes.record import plan_record
+
+    plan = plan_of(config_of(DEMAND, gateway={}))
+    current = plan_record(plan)
+    deployed = copy.deepcopy(current)
+    deployed["gateway"] = {"class": "istio", "namespace": "inference-gateway",
+                           "address": "internal", "port": 80,
+                           "routes": {SUMMARIZE: {"summarize-2g-20gb": 631,
+                                                  "summarize-3g-40gb": 369},
+                                      "Qwen/Qwen2.5-1.5B-Instruct": {"chat-1g-10gb": 1000}}}  # fmt: skip
+    assert caller_changes(deployed, current) == {}
+    old = gateway_fields(deployed["gateway"])[f"gateway route {SUMMARIZE}"]
+    assert old == "static split: summarize-2g-20gb weight 631, summarize-3g-40gb weight 369"
+    new = gateway_fields(gateway_record(plan.gateway))[f"gateway route {SUMMARIZE}"]
+    assert new.startswith("InferencePool summarize (8 x 2g.20gb (63% of its capacity)")
+    # GKE's proxies after Istio's: the same services, other callers.
+    moved = copy.deepcopy(current)
+    moved["gateway"]["proxies"] = "GKE's load balancer (10.129.0.0/23, ...)"
+    notes = caller_changes(current, moved)
+    assert set(notes) == {"chat-1g-10gb", "summarize-2g-20gb", "summarize-3g-40gb"}
+    assert notes["chat-1g-10gb"].startswith("callers: Istio's gateway pods in inference-gateway ->")

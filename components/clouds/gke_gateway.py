@@ -45,7 +45,7 @@ def joined_gateway_checked(
     gateway = plan.gateway
     assert gateway is not None
     cidr = str(gateway.spec.proxy_subnet)
-    region = gke_region(plan.spec.cluster.get("location"))
+    region = str(gke_region(plan.spec.cluster.get("location")))
 
     def judge(known: list[Any]) -> str:
         name, version, configs, network, subnets = known
@@ -78,7 +78,7 @@ def created_gateway_checked(
     gateway = plan.gateway
     assert gateway is not None
     cidr = str(gateway.spec.proxy_subnet)
-    region = gke_region(plan.spec.cluster.get("location"))
+    region = str(gke_region(plan.spec.cluster.get("location")))
     # Judged apart from the cluster's name, which a preview does not know yet: the network and
     # the lookup are known, so the refusal comes at preview.
     checked = pulumi.Output.all(network, _subnetworks(plan, project, opts)).apply(
