@@ -352,9 +352,16 @@ def test_model_servers_admit_only_the_gateway_and_their_picker(stack: str) -> No
             ]
         # Nothing else: no pod of the namespace, no declared client.
         assert len(peers) == (4 if plan.gateway.spec.managed else 2)
+    proxies_of_model = [
+        peer
+        for peer in policies[plan.gateway.pools[0].deployments[0]]["spec"]["ingress"][0]["from"]
+        if "podSelector" not in peer or "namespaceSelector" in peer
+    ]
     for pool in plan.gateway.pools:
         picker = policies[pool.picker]["spec"]
         assert picker["podSelector"] == {"matchLabels": {PICKER_POD_LABEL: pool.picker}}
+        # Only the gateway's proxies, as at the model servers.
+        assert picker["ingress"][0]["from"] == proxies_of_model
         assert picker["ingress"][0]["ports"] == [{"port": EXT_PROC_PORT},
                                                  {"port": PICKER_HEALTH_PORT}]  # fmt: skip
     router = policies[BODY_ROUTER]["spec"]

