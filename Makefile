@@ -11,11 +11,15 @@ OUT ?= out/$(STACK)
 UV_VERSION := 0.13.8
 UV_HOME := .cache/uv
 UV := $(UV_HOME)/bin/uv
-# uv manages this environment (not the one in VIRTUAL_ENV, whatever the caller's shell has).
-UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --all-extras
+# uv manages this environment (not the one in VIRTUAL_ENV, whatever the caller's shell has). Unlike
+# pip, uv installs no bytecode unless asked: where PYTHONDONTWRITEBYTECODE is set (CI images,
+# read-only installs) every process would compile each module it imports again, half of a
+# verb's start-up and seconds for the cloud SDKs `render` and `diff` load.
+UV_SYNC_FLAGS := --python $(PYTHON) --compile-bytecode
+UV_SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync $(UV_SYNC_FLAGS) --all-extras
 
-.PHONY: setup tools plan render test lint typecheck unit bench scan clean lock lock-check \
-	test-latest extras mutation
+.PHONY: setup tools plan render diff test lint contracts typecheck unit bench scan clean lock \
+	lock-check test-latest extras mutation golden
 
 $(UV):
 	$(PYTHON) -m venv $(UV_HOME)
@@ -34,7 +38,7 @@ setup: $(VENV)/.installed
 # `make test` installed there in place.
 $(VENV)/.installed-base: pyproject.toml uv.lock | $(UV)
 	@echo "==> $(VENV) from uv.lock: the package's own dependencies (Pulumi, HiGHS, PyYAML), enough for the offline plan"
-	UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync --python $(PYTHON) --locked --inexact
+	UV_PROJECT_ENVIRONMENT=$(VENV) VIRTUAL_ENV= $(UV) sync $(UV_SYNC_FLAGS) --locked --inexact
 	touch $@
 
 # Refresh the lock after changing pyproject.toml's dependencies (`make lock`), or move every
@@ -52,7 +56,7 @@ lock-check: | $(UV)
 test-latest: | $(UV)
 	rm -rf .venv-latest
 	$(UV) venv --quiet --python $(PYTHON) .venv-latest
-	VIRTUAL_ENV=.venv-latest $(UV) pip install --quiet --refresh -e '.[all,policy,dev]'
+	VIRTUAL_ENV=.venv-latest $(UV) pip install --quiet --compile-bytecode --refresh -e '.[all,policy,dev]'
 	VIRTUAL_ENV=.venv-latest $(UV) pip list --format freeze > .venv-latest/versions.txt
 	touch .venv-latest/.installed
 	MYPY_CACHE_DIR=.mypy_cache-latest $(MAKE) test VENV=.venv-latest
@@ -82,10 +86,21 @@ plan: $(VENV)/.installed-base
 render: setup
 	$(PY) -m mig render --stack $(STACK) --out $(OUT)
 
-lint: setup
+# `diff` runs the stack program under Pulumi's mocks, as `render` does: it needs the cloud SDKs
+# that `make setup` installs (`make plan`'s environment has none). DEPLOYED: `pulumi stack
+# output --json` saved to a file, or an older stack file.
+diff: setup
+	@[ -n "$(DEPLOYED)" ] || { echo "make diff needs DEPLOYED=<pulumi stack output --json file, or an older stack file>"; exit 2; }
+	$(PY) -m mig diff --stack $(STACK) --deployed $(DEPLOYED) $(DIFF_ARGS)
+
+lint: setup contracts
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/shellcheck --shell=sh mig_inference/kube/scripts/*.sh
+
+# The layer contracts of .importlinter (docs/contributing.md "How the layers are checked").
+contracts: setup
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 typecheck: setup
 	@[ -d .mypy_cache ] || echo "==> first type check: mypy reads the cloud providers' SDKs (2-3 minutes); later runs use .mypy_cache"
@@ -99,9 +114,16 @@ test: lint typecheck unit
 bench: setup
 	$(VENV)/bin/mig-inference bench $(BENCH_ARGS)
 
-# Opt-in, not part of `make test` (each surviving mutant runs its whole test set): mutate the node
-# Jobs' shell guards and the spec's refusal rules one at a time and report how many the tests
-# catch. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell` or `ONLY=spec`.
+# Rewrite tests/golden/ (every shipped stack's `render`, compared by tests/test_golden_renders.py)
+# after a change to what the program creates; review and commit the new files with the change.
+golden: setup
+	$(PY) -m tests.golden_renders
+
+# Opt-in, not part of `make test` (each surviving mutant runs every test that executes its code):
+# mutate the node Jobs' shell guards, the spec's refusal rules, its formats and bounds, and the
+# audit's survivors one at a time, after a clean run of the tests that maps each mutant to the
+# tests executing it. A sample: `make mutation LIMIT=40 SEED=1`; one kind: `ONLY=shell`, `spec`,
+# `formats` or `audit`.
 mutation: setup
 	$(PY) -m tests.mutation $(if $(ONLY),--only $(ONLY)) $(if $(LIMIT),--limit $(LIMIT)) \
 		$(if $(SEED),--seed $(SEED))

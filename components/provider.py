@@ -6,7 +6,6 @@ docstrings (`provider/` holds the plugin that runs `serve`)."""
 import inspect
 import json
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import pulumi
@@ -14,6 +13,7 @@ from pulumi.provider import main
 from pulumi.provider.experimental.component import ComponentProvider
 
 from mig_inference.clouds import Cloud
+from mig_inference.release import installed_version, semver
 
 from .clouds.eks import EksCluster, EksGpuNodeGroup
 from .clouds.eks_autoscaler import EksClusterAutoscaler
@@ -29,6 +29,7 @@ from .workloads.mig_gate import MigReadyGate
 from .workloads.monitoring import Keda, Monitoring
 from .workloads.profiling import ProfilingJobs
 from .workloads.repartition import InPlaceRepartition
+from .workloads.startup_taints import StartupTaintAgent
 
 PACKAGE = "mig-inference"
 """The Pulumi package name: every component's type token is `mig-inference:index:<Class>`."""
@@ -48,6 +49,7 @@ COMPONENTS: list[type[pulumi.ComponentResource]] = [
     GpuOperator,
     InPlaceRepartition,
     MigReadyGate,
+    StartupTaintAgent,
     InferenceService,
     ProfilingJobs,
     Monitoring,
@@ -56,11 +58,9 @@ COMPONENTS: list[type[pulumi.ComponentResource]] = [
 
 
 def package_version() -> str:
-    """The installed distribution's version (the schema and generated SDKs carry it)."""
-    try:
-        return version(PACKAGE)
-    except PackageNotFoundError:
-        return "0.0.0"
+    """The installed distribution's version as SemVer, which the engine reads the schema's and
+    the generated SDKs' version as (`0.4.0.dev0` is `0.4.0-dev.0`)."""
+    return semver(installed_version())
 
 
 def _dedented(value: Any) -> Any:

@@ -7,11 +7,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from mig_inference.changes.record import plan_record
+from mig_inference.kube.device_plugin_switch import device_plugin_on
 from mig_inference.kube.dra import uses_dra
 from mig_inference.kube.gate import gate_targets
 from mig_inference.kube.gateway import BASELINE_NAMESPACE_LABELS, ISTIO_NAMESPACE
 from mig_inference.kube.operator_values import operator_needed
 from mig_inference.kube.repartition import repartition_targets
+from mig_inference.kube.startup_taints import tainted_pools
 from mig_inference.plan import layout_of
 from mig_inference.reports.gateway import gateway_routes
 from mig_inference.verify.targets import GATEWAY_ADDRESS, verify_targets
@@ -32,7 +34,7 @@ from .stack_args import Stack, cluster_input, stack_values_of
 from .workloads.dra_driver import DraDriver, DraDriverArgs
 from .workloads.gateway import InferenceGateway, InferenceGatewayArgs
 from .workloads.gateway_istio import IstioGateway, IstioGatewayArgs
-from .workloads.gpu_operator import GpuOperator, GpuOperatorArgs
+from .workloads.gpu_operator import GpuOperator, GpuOperatorArgs, device_plugin_switch
 from .workloads.inference import InferenceService, InferenceServiceArgs
 from .workloads.mig_gate import MigReadyGate, MigReadyGateArgs
 from .workloads.model_cache import (
@@ -44,6 +46,7 @@ from .workloads.model_cache import (
 from .workloads.monitoring import Keda, KedaArgs, Monitoring, MonitoringArgs
 from .workloads.profiling import ProfilingJobs, ProfilingJobsArgs
 from .workloads.repartition import InPlaceRepartition, InPlaceRepartitionArgs
+from .workloads.startup_taints import StartupTaintAgent, StartupTaintAgentArgs
 from .workloads.verify import ServiceVerification, ServiceVerificationArgs
 
 
@@ -143,12 +146,21 @@ class MigInference(pulumi.ComponentResource):
         pool_after: dict[str, list[pulumi.Resource]] = {}
         operator: GpuOperator | None = None
         dra_driver: list[pulumi.Resource] = []
+        repartitions: list[pulumi.Resource] = []
+        # The operator's device plugin on for every node, before anything needs it.
+        plugin_on: list[pulumi.Resource] = []
         if operator_needed(plan):
             operator = GpuOperator(
                 children.name("gpu-operator"),
                 GpuOperatorArgs(stack=args),
                 in_cluster(*joined.created),
             )
+            if device_plugin_on(plan):
+                plugin_on.append(
+                    device_plugin_switch(
+                        children.name("gpu-operator-device-plugin"), True, in_cluster(operator)
+                    )
+                )
             if uses_dra(plan):
                 # After the operator, whose container toolkit writes the CDI specs the
                 # driver's kubelet plugin hands devices out with.
@@ -159,19 +171,30 @@ class MigInference(pulumi.ComponentResource):
                 )
             for pool in plan.pools:
                 if pool.operator_managed:
-                    pool_after[pool.name] = [operator, *(dra_driver if pool.dra else [])]
+                    pool_after[pool.name] = [
+                        operator,
+                        *plugin_on,
+                        *(dra_driver if pool.dra else []),
+                    ]
             for target in repartition_targets(plan):
-                pool_after[target.pool].append(
-                    InPlaceRepartition(
-                        children.name(f"repartition-{target.pool}"),
-                        InPlaceRepartitionArgs(stack=args, pool=target.pool),
-                        in_cluster(operator, *dra_driver),
-                    )
+                repartition = InPlaceRepartition(
+                    children.name(f"repartition-{target.pool}"),
+                    InPlaceRepartitionArgs(stack=args, pool=target.pool),
+                    in_cluster(operator, *plugin_on, *dra_driver),
                 )
+                repartitions.append(repartition)
+                pool_after[target.pool].append(repartition)
         pools = gpu_pools(args, plan, joined, children, kubernetes, pool_after)
         cluster_autoscaler(plan, joined, children, kubernetes, pools)
         load_balancers = load_balancer_controller(plan, joined, children, kubernetes)
 
+        if operator is not None and tainted_pools(plan):
+            # Takes the autoscaler's startup taint off new nodes once they advertise their slices.
+            StartupTaintAgent(
+                children.name("startup-taints"),
+                StartupTaintAgentArgs(stack=args),
+                in_cluster(operator),
+            )
         ready: list[pulumi.Resource] = [*pools, *([operator] if operator else []), *dra_driver]
         if operator is not None and operator_spec.gate and gate_targets(plan):
             ready = [
@@ -265,6 +288,15 @@ class MigInference(pulumi.ComponentResource):
                 children.name(f"verify-{checked.service}"),
                 verified,
                 in_cluster(*[deployed[part] for part in checked.parts], *front),
+            )
+        if operator is not None and not plugin_on:
+            # Off only once every node that ran replicas through the device plugin is switched
+            # (the re-partitioning Jobs) or left by them (the Deployments rolled onto a new
+            # generation): a Job that stops leaves the plugin where its labels still run it.
+            device_plugin_switch(
+                children.name("gpu-operator-device-plugin"),
+                False,
+                in_cluster(operator, *repartitions, *deployed.values()),
             )
         # The taints of existing nodes come after the services that run there: their replicas
         # tolerate them before any of those nodes carries them.

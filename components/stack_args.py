@@ -337,6 +337,9 @@ class Service(TypedDict):
     """Longest sequence (derived from the model's shape when given)."""
     max_num_seqs: NotRequired[int]
     """Most sequences at once (derived from the model's shape when given)."""
+    max_num_batched_tokens: NotRequired[int]
+    """vLLM's tokens per engine step (default: the budget vLLM picks for the slice's parent GPU,
+    capped at sequences x context)."""
     port: NotRequired[int]
     """Container and Service port."""
     namespace: NotRequired[str]

@@ -18,9 +18,11 @@ from typing import Any
 from pulumi_policy import (
     EnforcementLevel,
     Policy,
+    PolicyComplianceFramework,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
+    Severity,
     StackValidationArgs,
     StackValidationPolicy,
 )
@@ -676,6 +678,25 @@ def _validate_node_pool(args: ResourceValidationArgs, report_violation: ReportVi
     )
 
 
+MIG_USER_GUIDE = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/"
+"""NVIDIA's MIG user guide: the profiles of each GPU, one device per container, no peer access
+between instances (so no tensor parallelism across slices)."""
+NIST_800_53 = PolicyComplianceFramework(
+    name="NIST SP 800-53",
+    version="Rev. 5",
+    reference="IA-5(7)",
+    specification=(
+        "Authenticator Management | No Embedded Unprotected Authenticators: ensure that "
+        "unencrypted static authenticators are not embedded in applications or other forms of "
+        "static storage"
+    ),
+)
+"""The control a literal credential in a pod template breaks (the template is stored in the
+Pulumi state, the cluster's etcd and the workload's history)."""
+TAGS = ["mig-inference", "gpu"]
+"""Tags every rule of the pack carries, beside its own."""
+
+
 MIG_PROFILE_EXISTS = ResourceValidationPolicy(
     name="mig-profile-exists-on-gpu",
     description=(
@@ -687,6 +708,15 @@ MIG_PROFILE_EXISTS = ResourceValidationPolicy(
         mig_profile_violations, claim_profile_violations, device_class_violations
     ),
     enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    remediation_steps=(
+        "Request a profile the targeted GPU has (`mig-inference profiles --gpu <GPU>` lists "
+        "them; names are per GPU model: 1g.10gb is a 2-slot profile on A100-40GB, a 1-slot one "
+        "on H100-80GB), or change the pod's node selection to a GPU that has it. In a "
+        "mig-inference stack, set the service's `profile: auto` or one its pool's layout offers."
+    ),
+    tags=[*TAGS, "mig", "kubernetes", "scheduling"],
+    url=MIG_USER_GUIDE,
 )
 ONE_MIG_DEVICE = ResourceValidationPolicy(
     name="one-mig-device-per-container",
@@ -696,12 +726,30 @@ ONE_MIG_DEVICE = ResourceValidationPolicy(
     ),
     validate=_claim_validation(mig_device_violations, claim_count_violations),
     enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    remediation_steps=(
+        "Give each container one MIG device: a limit of 1 on one nvidia.com/mig-<profile> "
+        "resource and no nvidia.com/gpu beside it (or one DRA claim request with count 1); a "
+        "model that needs more memory takes a larger profile, and more throughput takes more "
+        "replicas."
+    ),
+    tags=[*TAGS, "mig", "kubernetes", "scheduling"],
+    url=MIG_USER_GUIDE,
 )
 TENSOR_PARALLEL_ONE = ResourceValidationPolicy(
     name="tensor-parallel-one-on-mig",
     description="A container holding a MIG device runs with tensor parallelism 1.",
     validate=_pod_validation(tensor_parallel_violations),
     enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    remediation_steps=(
+        "Drop --tensor-parallel-size/-tp (vLLM), --num-shard (TGI) and TENSOR_PARALLEL_SIZE/"
+        "NUM_SHARD, or set them to 1: MIG instances have no peer-to-peer path between them, so "
+        "a model sharded across slices cannot start. Serve a model too large for one slice from "
+        "a larger profile or a whole GPU."
+    ),
+    tags=[*TAGS, "mig", "inference"],
+    url=MIG_USER_GUIDE,
 )
 NO_PLAINTEXT_TOKENS = ResourceValidationPolicy(
     name="no-plaintext-tokens",
@@ -712,6 +760,16 @@ NO_PLAINTEXT_TOKENS = ResourceValidationPolicy(
     ),
     validate=_pod_validation(plaintext_secret_violations),
     enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+    remediation_steps=(
+        "Move the value into a Kubernetes Secret and reference it with "
+        "env[].valueFrom.secretKeyRef; rotate the credential, which the stack's state and the "
+        "cluster's history already hold. In a mig-inference stack, name a secret config key "
+        "(`hfTokenSecret`, `apiKeySecret`) set with `pulumi config set --secret`."
+    ),
+    framework=NIST_800_53,
+    tags=[*TAGS, "security", "secrets", "kubernetes"],
+    url="https://kubernetes.io/docs/concepts/configuration/secret/",
 )
 CLAIMED_MIG_SLICES = StackValidationPolicy(
     name="claimed-mig-slices-keep-the-pod-rules",
@@ -723,6 +781,14 @@ CLAIMED_MIG_SLICES = StackValidationPolicy(
     ),
     validate=_validate_claimed_slices,
     enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    remediation_steps=(
+        "Make the claim and the container agree with the pod rules: claim a profile every GPU "
+        "the pod targets has, one device per container (one request, count 1, claimed and "
+        "requested together), no nvidia.com/gpu beside it, tensor parallelism 1."
+    ),
+    tags=[*TAGS, "mig", "dra", "kubernetes"],
+    url=MIG_USER_GUIDE,
 )
 GPU_POOLS_PROTECTED = ResourceValidationPolicy(
     name="gpu-node-pools-protected",
@@ -732,6 +798,15 @@ GPU_POOLS_PROTECTED = ResourceValidationPolicy(
     ),
     validate=_validate_node_pool,
     enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    remediation_steps=(
+        "Give the pool the `protect` resource option (mig-inference does, with "
+        "cluster.protect: true, the default), so that a `pulumi up` or `destroy` cannot delete "
+        "GPU capacity by accident; a stack meant to be destroyed sets cluster.protect: false, "
+        "which tags its pools mig-inference-unprotected=by-design."
+    ),
+    tags=[*TAGS, "availability", "cost"],
+    url="https://www.pulumi.com/docs/iac/concepts/options/protect/",
 )
 
 

@@ -1,7 +1,9 @@
 """Run the real Pulumi program under Pulumi's unit-test mocks and record what it would create.
 
-This is the only part of `mig` that loads Pulumi, and only when called (`python -m mig render`
-and the tests): no engine, no cloud, no cluster. Secrets are redacted from everything written.
+It loads Pulumi and the components (only when called: `render`, `diff`, `bench` and the tests),
+so it sits above them, beside the command line: the domain below gets `run_program` passed in as
+a `Renderer` (`mig_inference.rendering`). No engine, no cloud, no cluster. Secrets are redacted
+from everything written.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,13 @@ import yaml
 
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError
+from mig_inference.offline_answers import (
+    CAPACITY_BLOCK_LOOKUP,
+    FAKE_BLOCK_END,
+    offline_answer,
+    offline_outputs,
+)
+from mig_inference.rendering import Options, Recorded, Rendering, manifest, plain_values
 from mig_inference.spec.files import load_stack_file
 from mig_inference.stackfile.pulumi_config import read_stack_config
 
@@ -29,96 +37,9 @@ PROJECT = "mig-inference"
 REDACTED = "<redacted>"
 DEFAULT_SECRET = "render-placeholder-secret-value"
 
-# Computed outputs the program reads from cloud resources; the mocks return plausible values.
-_FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
-    "gcp:container/cluster:Cluster": {
-        "endpoint": "203.0.113.10",
-        "masterAuth": {"clusterCaCertificate": "Y2EtY2VydGlmaWNhdGU="},
-    },
-    "aws:eks/cluster:Cluster": {
-        "endpoint": "https://example.eks.amazonaws.com",
-        "certificateAuthority": {"data": "Y2EtY2VydGlmaWNhdGU="},
-        "arn": "arn:aws:eks:us-east-1:123456789012:cluster/mock",
-        "identities": [
-            {"oidcs": [{"issuer": "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"}]}
-        ],
-        "vpcConfig": {
-            "clusterSecurityGroupId": "sg-0123456789abcdef0",
-            "vpcId": "vpc-0a1b2c3d4e5f60718",
-        },
-    },
-    "oci:ContainerEngine/cluster:Cluster": {
-        "endpoints": [{"publicEndpoint": "203.0.113.40:6443", "privateEndpoint": "10.0.0.4:6443"}]
-    },
-    "aws:ec2/launchTemplate:LaunchTemplate": {"latestVersion": 1},
-    "aws:iam/role:Role": {"arn": "arn:aws:iam::123456789012:role/mock"},
-    # The address a GKE load balancer gets once the Gateway is programmed.
-    "kubernetes:gateway.networking.k8s.io/v1:Gateway": {
-        "status": {"addresses": [{"type": "IPAddress", "value": "10.128.0.100"}]}
-    },
-    "aws:eks/nodeGroup:NodeGroup": {
-        "arn": "arn:aws:eks:us-east-1:123456789012:nodegroup/mock/mock/mock",
-        "resources": [{"autoscalingGroups": [{"name": "eks-mock-node-group-asg"}]}],
-    },
-}
-_CA = "Y2EtY2VydGlmaWNhdGU="
-_CAPACITY_BLOCK = "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation"
-_SUBNETS = "aws:ec2/getSubnets:getSubnets"
-_GCP_SUBNETWORKS = "gcp:compute/getSubnetworks:getSubnetworks"
-OFFLINE_GCP_NETWORK = "default"
-"""The VPC network a GKE region's subnets are on offline (the shipped GKE stacks' network)."""
-FAKE_BLOCK_END = "2030-01-07T11:30:00Z"
-# Data sources the program calls to find the cluster a stack joins (its arguments are echoed).
-_FAKE_CALLS: dict[str, dict[str, Any]] = {
-    "gcp:organizations/getProject:getProject": {"number": "123456789012"},
-    # A joined cluster has the add-ons the stack needs (mig_inference/clouds/addons.py).
-    "gcp:container/getCluster:getCluster": {
-        "endpoint": "203.0.113.20",
-        "masterAuths": [{"clusterCaCertificate": _CA}],
-        "addonsConfigs": [
-            {
-                "gcePersistentDiskCsiDriverConfigs": [{"enabled": True}],
-                "gcsFuseCsiDriverConfigs": [{"enabled": True}],
-            }
-        ],
-        "datapathProvider": "ADVANCED_DATAPATH",
-        # A joined cluster runs the Gateway API, on a GKE new enough for the InferencePool.
-        "gatewayApiConfigs": [{"channel": "CHANNEL_STANDARD"}],
-        "masterVersion": "1.35.2-gke.1842000",
-    },
-    "aws:eks/getAddon:getAddon": {
-        "configurationValues": json.dumps({"enableNetworkPolicy": "true"})
-    },
-    "aws:eks/getCluster:getCluster": {
-        "endpoint": "https://joined.example.eks.amazonaws.com",
-        "certificateAuthorities": [{"data": _CA}],
-        "version": "1.33",
-    },
-    "oci:ContainerEngine/getCluster:getCluster": {
-        "kubernetesVersion": "v1.33.1",
-        "type": "ENHANCED_CLUSTER",
-        "endpoints": [{"publicEndpoint": "203.0.113.30:6443", "privateEndpoint": "10.0.0.3:6443"}],
-    },
-    "oci:ContainerEngine/getClusterKubeConfig:getClusterKubeConfig": {
-        "content": "apiVersion: v1\nkind: Config\n"
-    },
-    "gcp:compute/getSubnetwork:getSubnetwork": {
-        "selfLink": "https://www.googleapis.com/compute/v1/projects/p/regions/r/subnetworks/s"
-    },
-    _CAPACITY_BLOCK: {"availabilityZone": "us-east-1a", "endDate": FAKE_BLOCK_END},
-    _SUBNETS: {},
-    _GCP_SUBNETWORKS: {},
-}
 ABSENT_EKS_ADDONS: set[str] = set()
 """EKS add-ons the offline lookup finds missing on a joined cluster (none, unless a test says)."""
 EKS_GET_ADDON = "aws:eks/getAddon:getAddon"
-# The version each cloud's lookup reports for a joined cluster, in its own form. Offline, the
-# cluster a DRA stack joins runs the Kubernetes minor the stack names.
-_CLUSTER_VERSIONS: dict[str, tuple[str, str]] = {
-    "aws:eks/getCluster:getCluster": ("version", "1.{minor}"),
-    "oci:ContainerEngine/getCluster:getCluster": ("kubernetesVersion", "v1.{minor}.0"),
-    "gcp:container/getCluster:getCluster": ("masterVersion", "1.{minor}.0-gke.0"),
-}
 
 
 def _capacity_blocks(stack_file: Path) -> dict[str, dict[str, Any]]:
@@ -141,54 +62,6 @@ def _capacity_blocks(stack_file: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def _subnets_in_zone(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Offline, every subnet a `getSubnets` lookup names is in the zone it asks for (the
-    Capacity Block's)."""
-    named = [f for f in args.get("filters") or [] if f.get("name") == "subnet-id"]
-    return {"ids": list(named[0].get("values") or []) if named else []}
-
-
-def offline_outputs(type_token: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """A created resource's outputs offline: its inputs, and the computed outputs the program
-    reads from resources of that type."""
-    return {**inputs, **_FAKE_OUTPUTS.get(type_token, {})}
-
-
-def offline_answer(
-    token: str, args: Mapping[str, Any], kubernetes_minor: int | None = None
-) -> dict[str, Any]:
-    """A data source's answer offline: its arguments echoed, with the fields the program reads
-    (a joined cluster's endpoint, CA, version ...); with `kubernetes_minor`, the version the
-    cluster reports is that minor."""
-    derived = _subnets_in_zone(args) if token == _SUBNETS else {}
-    if token == _GCP_SUBNETWORKS:
-        derived = _subnetworks_filtered(args)
-    answer = {**args, **derived, **_FAKE_CALLS.get(token, {})}
-    version = _CLUSTER_VERSIONS.get(token)
-    if kubernetes_minor is not None and version is not None:
-        answer[version[0]] = version[1].format(minor=kubernetes_minor)
-    return answer
-
-
-def _subnetworks_filtered(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Offline, the region has the subnet an `ipCidrRange eq <range>` filter asks for, on
-    `OFFLINE_GCP_NETWORK` (a GKE gateway's proxy-only subnet)."""
-    found = re.fullmatch(r"ipCidrRange eq (\S+)", str(args.get("filter") or ""))
-    if found is None:
-        return {"subnetworks": []}
-    network = (
-        f"https://www.googleapis.com/compute/v1/projects/p/global/networks/{OFFLINE_GCP_NETWORK}"
-    )
-    return {
-        "subnetworks": [{"name": "proxy-only", "ipCidrRange": found.group(1), "network": network}]
-    }
-
-
-def answers_offline(token: str) -> bool:
-    """Whether `offline_answer` knows the fields the program reads from this data source."""
-    return token in _FAKE_CALLS
-
-
 def _dra_minor(stack_file: Path) -> int | None:
     """The Kubernetes minor a DRA stack's objects are written for; None for other stacks and for
     a stack file the program itself will refuse."""
@@ -197,118 +70,6 @@ def _dra_minor(stack_file: Path) -> int | None:
     except MigError:
         return None
     return dra.kubernetes_minor if dra is not None else None
-
-
-@dataclass
-class Recorded:
-    """One custom resource the program registered."""
-
-    type: str
-    name: str
-    inputs: dict[str, Any]
-    provider: str = ""
-    """The provider reference (`<urn>::<id>`) the engine was given; empty for the default one."""
-
-    @property
-    def is_kubernetes_object(self) -> bool:
-        return self.type.startswith("kubernetes:") and not self.type.startswith(
-            "kubernetes:helm.sh/"
-        )
-
-    @property
-    def is_helm_release(self) -> bool:
-        return self.type == "kubernetes:helm.sh/v3:Release"
-
-    @property
-    def is_cloud(self) -> bool:
-        return not self.type.startswith(("kubernetes:", "pulumi:"))
-
-
-@dataclass(frozen=True)
-class Options:
-    """Resource options of one resource, as the program set them."""
-
-    type: str
-    name: str
-    parent_type: str | None
-    parent: tuple[str, str] | None
-    """(type, name) of the parent (None under the stack itself)."""
-    protect: bool
-    custom_timeouts: tuple[str | None, str | None] | None
-    depends_on: tuple[str, ...]
-    """Names of the resources in `dependsOn`."""
-    dependencies: tuple[tuple[str, str], ...]
-    """(type, name) of the resources in `dependsOn`."""
-    ignore_changes: tuple[str, ...] = ()
-    replace_on_changes: tuple[str, ...] = ()
-    delete_before_replace: bool | None = None
-    """The option as the program set it: None leaves the choice to the provider."""
-    aliases_to_stack_root: int = 0
-    """Aliases naming the stack itself as the resource's earlier parent."""
-
-
-@dataclass
-class Rendering:
-    resources: list[Recorded] = field(default_factory=list)
-    options: dict[tuple[str, str], Options] = field(default_factory=dict)
-    components: list[tuple[str, str]] = field(default_factory=list)
-    outputs: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-    secrets: list[str] = field(default_factory=list)
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    """Data sources the program called (token, arguments)."""
-    call_providers: list[str] = field(default_factory=list)
-    """The provider reference of each call, in the order of `calls`."""
-    reads: list[Recorded] = field(default_factory=list)
-    """Live objects the program read (type, name, id as `inputs["id"]`)."""
-    logs: list[str] = field(default_factory=list)
-    """What the program logged (`pulumi.log`), as `<level>: <message>`."""
-
-    def of_type(self, type_token: str) -> list[Recorded]:
-        return [r for r in self.resources if r.type == type_token]
-
-    def kubernetes_objects(self) -> list[dict[str, Any]]:
-        return [manifest(r) for r in self.resources if r.is_kubernetes_object]
-
-
-_SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d"
-_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
-"""Pulumi's wire-format envelope around a secret value (`pulumi.runtime.rpc`)."""
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    return []
-
-
-def _integral(value: Any, secrets: list[str] | None = None) -> Any:
-    """Plain values from Pulumi's wire format: whole-number doubles back to ints, and secret
-    envelopes unwrapped (their strings added to `secrets`, to be redacted when written)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_integral(v, secrets) for v in value]
-    if isinstance(value, dict):
-        if value.get(_SECRET_SIG_KEY) == _SECRET_SIG:
-            inner = _integral(value.get("value"), secrets)
-            if secrets is not None:
-                secrets.extend(s for s in _strings(inner) if s not in secrets)
-            return inner
-        return {k: _integral(v, secrets) for k, v in value.items()}
-    return value
-
-
-def manifest(resource: Recorded) -> dict[str, Any]:
-    """A Kubernetes object from a recorded resource (NodePatch becomes a Node)."""
-    obj = {k: _integral(v) for k, v in resource.inputs.items() if v is not None}
-    kind = resource.type.rsplit(":", 1)[-1]
-    obj["kind"] = kind.removesuffix("Patch")
-    return obj
 
 
 def stack_config(
@@ -377,7 +138,7 @@ def run_program(
             if not args.custom:
                 rendering.components.append((args.typ, args.name))
                 return "", {}
-            inputs = _integral(dict(args.inputs), rendering.secrets)
+            inputs = plain_values(dict(args.inputs), rendering.secrets)
             rendering.resources.append(Recorded(args.typ, args.name, inputs, args.provider or ""))
             return f"{args.name}-id", offline_outputs(args.typ, args.inputs)
 
@@ -388,7 +149,7 @@ def run_program(
                 found = f"{args.args.get('clusterName')}:{args.args.get('addonName')}"
                 return {}, [("addonName", f"reading EKS Add-On ({found}): couldn't find resource")]
             answer = offline_answer(args.token, args.args, dra_minor)
-            if args.token == _CAPACITY_BLOCK:
+            if args.token == CAPACITY_BLOCK_LOOKUP:
                 # The block the stack names holds its pool's instance type and size.
                 answer.update(blocks.get(str(args.args.get("id")), {}))
             return answer, []

@@ -5,8 +5,16 @@ from dataclasses import dataclass
 GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
 GPU_OPERATOR_VERSION = "v26.7.0"
+"""NVIDIA's GPU Operator chart. Patch releases exist after it: Chainguard's OSV advisories for
+its `gpu-operator-26.7` package name fixes in 26.7.1 (2026-10-09) and 26.7.2 (2026-10-21). Neither
+could be read here: the mirror of NVIDIA/gpu-operator ends at tag v26.7.0 (its `release-26.7`
+branch too), no corpus holds their release notes, and the chart repository is out of reach; the
+project checks every operator value against the pinned chart's own `values.yaml`
+(`shared/reference/nvidia/charts/gpu-operator-v26.7.0`), so the pin stays until that chart can
+be had (searched 2026-12-01: `fetch` NVIDIA/gpu-operator, the issues, docs and pages corpora)."""
 
 VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"
+"""vLLM's newest release (PyPI lists 0.33.0 last, 2026-12-01); its source read in the sdist."""
 TGI_IMAGE = "ghcr.io/huggingface/text-generation-inference:3.3.5"
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.10-py3"
 
@@ -47,7 +55,9 @@ DRA_DRIVER_VERSION = "0.4.1"
 chart could be sourced (v0.4.1, 2026-06-30; the chart moved from NVIDIA's calendar-versioned
 v25.12.0 to this registry). v0.5.0 was released since (release issue #1365, PR #1367 merged
 2026-08-19; GPU Operator v26.7.0 pins its image), but neither its tag nor its chart could be
-read here (shared/reference/dra/NOTES-0.5.md section 0; no v0.5.1 was found), so the pin stays.
+read here (shared/reference/dra/NOTES-0.5.md section 0; no v0.5.1 was found: searched again
+2026-12-01, the issues corpus for its release issue and the mirror, whose tags stop at v25.12.0
+and v0.4.1), so the pin stays.
 Its image follows the chart (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1`)."""
 
 GKE_A4X_DRIVER_INSTALLER_MANIFEST = (
@@ -173,6 +183,21 @@ class KnownIssue:
     """The test that shows the mitigation, `tests/<file>.py::<name>`."""
 
 
+@dataclass(frozen=True)
+class SearchedPin:
+    """A pin whose open upstream issues were searched and none found on the project's path."""
+
+    pin: str
+    """The name of the pin in this module."""
+    as_of: str
+    """When the search was made (YYYY-MM-DD)."""
+    searched: str
+    """Where: the trackers and the queries, in a sentence."""
+
+
+SEARCHED_ON = "2026-12-01"
+ISSUES = "the stored GitHub issues corpus"
+
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     # The gateway's pins.
     KnownIssue(
@@ -212,5 +237,144 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "tests/test_gateway.py::"
         "test_the_picker_chart_renders_one_inference_pool_per_model_wired_to_its_pods",
     ),
+    KnownIssue(
+        "GPU_OPERATOR_VERSION",
+        "NVIDIA/gpu-operator#2415",
+        "With the host's driver (EKS's AL2023 NVIDIA AMI, OKE's GPU images) the MIG manager "
+        "stops and restarts the host's kubelet around a MIG mode change (mig-parted v0.15.0 "
+        "reconfigure.go); on AL2023's cgroup v2 that leaves the node NotReady for good "
+        "(also NVIDIA/mig-parted#368; the three fix PRs were closed unmerged).",
+        "EKS and OKE nodes switch MIG mode on from their user data before the kubelet starts, "
+        "so the first apply changes no mode; EKS node groups turn node auto repair on, which "
+        "replaces a node NotReady for 30 minutes.",
+        "tests/test_mig_mode_at_boot.py::"
+        "test_the_first_apply_changes_no_mode_on_gpus_the_user_data_prepared",
+    ),
+    KnownIssue(
+        "GPU_OPERATOR_VERSION",
+        "NVIDIA/gpu-operator#2833",
+        "An operand that outlives the MIG manager's 5-minute wait leaves the node `pending` "
+        "for good with its operands paused (fixed in mig-parted by PR #484 after v0.15.0, "
+        "the MIG manager v26.7.0 runs).",
+        "The gate and the re-partitioning Job restart the MIG manager pod of a node `pending` "
+        "for 10 minutes on its pool's config, once, and say so.",
+        "tests/test_gate.py::test_a_node_wedged_in_pending_gets_its_mig_manager_restarted_once",
+    ),
+    KnownIssue(
+        "GPU_OPERATOR_VERSION",
+        "NVIDIA/gpu-operator#2833",
+        "The same MIG manager never restores the operands a later failed run paused once its "
+        "process completed a reconfigure (v0.15.0's process-wide flags): `success` for the "
+        "same layout then leaves the device plugin off.",
+        "The gate restarts the MIG manager pod of a node reporting `success` with its operands "
+        "paused on two polls, once; the new process, finding the layout applied, restores them.",
+        "tests/test_gate.py::test_operands_left_paused_after_success_get_the_mig_manager_"
+        "restarted_once",
+    ),
+    KnownIssue(
+        "GPU_OPERATOR_VERSION",
+        "NVIDIA/dcgm-exporter#512",
+        "The DCGM exporter the operator deploys can report no DCGM_FI_DEV_FB_* for MIG "
+        "instances (seen on H100), so the slice-memory alert had nothing to fire on.",
+        "MigSliceMemoryFull also fires, reason memory-not-reported, for a configured node of a "
+        "MIG pool whose slices report no frame-buffer memory.",
+        "tests/test_monitoring.py::"
+        "test_the_slice_memory_alert_fires_when_a_mig_node_reports_no_slice_memory",
+    ),
+    KnownIssue(
+        "GPU_OPERATOR_VERSION",
+        "NVIDIA/gpu-operator#2874",
+        "After the driver is unloaded and loaded again a MIG manager container can start without "
+        "driver libraries and leave its node `failed` (ERROR_LIBRARY_NOT_FOUND), no retry "
+        "(closed after v26.7.0; the release with the fix was not read).",
+        "None automatic: the gate fails at once naming the node and its MIG manager's log; "
+        "docs/troubleshooting.md gives the pod restart that clears it.",
+        "tests/test_gate.py::test_fails_fast_naming_a_failed_node_that_carries_the_config",
+    ),
+    KnownIssue(
+        "VLLM_IMAGE",
+        "vllm-project/vllm#55381",
+        "Inside a MIG container vLLM's NVML probe of the parent GPU fails or answers for the "
+        "whole GPU, so its batch defaults depend on a permission (2048 tokens / 256 sequences "
+        "on a refusal, 28-53% less throughput measured on an H200 2g.35gb).",
+        "Every vLLM Deployment gets --max-num-batched-tokens and --max-num-seqs from the plan: "
+        "the tier vLLM picks for the parent GPU, capped at sequences x context.",
+        "tests/test_engine_batch.py::test_every_vllm_deployment_pins_its_budget_from_the_plan",
+    ),
+    KnownIssue(
+        "VLLM_IMAGE",
+        "vllm-project/vllm#42514",
+        "PyTorch's allocator with expandable segments asks NVML for the parent GPU on a MIG "
+        "slice and asserts (`NVML_SUCCESS == r` in CUDACachingAllocator.cpp); vLLM's own MIG "
+        "runners turn it off, v0.33.0 does not (the PR closed unmerged).",
+        "vLLM replicas on MIG slices run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False.",
+        "tests/test_engine_batch.py::test_mig_slices_run_the_allocator_without_expandable_segments",
+    ),
+    KnownIssue(
+        "CLUSTER_AUTOSCALER_VERSION",
+        "kubernetes/autoscaler#8095",
+        "A node carrying the cloud provider's GPU label counts as unready while it advertises "
+        "no nvidia.com/gpu, which a MIG node never does; past --ok-total-unready-count the "
+        "autoscaler stops (GKE's managed autoscaler may meet it on GKE's own accelerator label).",
+        "The EKS pools carry no k8s.amazonaws.com/accelerator label (the AWS provider's GPU "
+        "label), in their nodes or their node-template tags; new nodes wait under a startup "
+        "taint instead.",
+        "tests/test_startup_taints.py::test_eks_mig_nodes_are_not_judged_by_nvidia_gpu",
+    ),
+    KnownIssue(
+        "CLUSTER_AUTOSCALER_VERSION",
+        "NVIDIA/gpu-operator#708",
+        "A new MIG node is Ready before its layout is applied and advertises no nvidia.com/mig-*, "
+        "so the autoscaler grows the pool again for the pods it will take (closed there as an "
+        "enhancement; the autoscaler has no fix).",
+        "Autoscaled MIG pools' new nodes carry the startup taint "
+        "startup-taint.cluster-autoscaler.kubernetes.io/mig-slices until the mig-startup-taints "
+        "agent sees them advertise their planned slices.",
+        "tests/test_startup_taints.py::"
+        "test_the_taint_comes_off_a_node_that_advertises_its_planned_slices",
+    ),
+    KnownIssue(
+        "DRA_DRIVER_VERSION",
+        "NVIDIA/cloud-native-docs#400",
+        "The GPU Operator's documented known issue for the DRA driver: on A100 the MIG manager "
+        "does not restart the DRA kubelet plugin around a layout change, and the plugin keeps "
+        "publishing the slices it found when it started.",
+        "The gate restarts a kubelet plugin seen Ready with other slices than planned (once), "
+        "and the re-partitioning Job restarts it where the MIG manager does not.",
+        "tests/test_dra_restart.py::test_the_gate_restarts_a_plugin_that_published_before_the_layout",
+    ),
+    KnownIssue(
+        "TRITON_IMAGE",
+        "triton-inference-server/server#5324",
+        "Triton cannot read GPU metrics on a MIG slice (its embedded DCGM fails to start, "
+        "#7906), so its own GPU metrics are missing there.",
+        "Triton services are not scraped; per-slice GPU metrics come from the DCGM exporter.",
+        "tests/test_monitoring.py::test_engines_without_metrics_are_not_scraped",
+    ),
 )
-"""The known upstream issues of the pins above, each with the project's mitigation and its test."""
+"""The known upstream issues of the pins above, each with the project's mitigation and its test
+(docs/troubleshooting.md lists them for users). The gateway's pins (Istio, the Inference
+Extension, Gateway API) get theirs with the gateway work."""
+
+SEARCHED: tuple[SearchedPin, ...] = (
+    SearchedPin("TGI_IMAGE", SEARCHED_ON, f"{ISSUES}, huggingface/text-generation-inference: MIG, "
+                "cuda-memory-fraction and startup on a slice (only #382, closed, TGI 0.6)"),
+    SearchedPin("KEDA_VERSION", SEARCHED_ON, f"{ISSUES}, kedacore/keda: the Prometheus scaler and "
+                "ignoreNullValues (#3065 closed; #7062 asks for a metric, not a fault)"),
+    SearchedPin("GATE_IMAGE", SEARCHED_ON, f"{ISSUES}, alpine/k8s: kubectl and sh in the image "
+                "(nothing on the commands the scripts run)"),
+    SearchedPin("VERIFY_IMAGE", SEARCHED_ON, f"{ISSUES}, docker-library/python: the slim trixie "
+                "tags (nothing on the standard library the checks use)"),
+    SearchedPin("GKE_DRIVER_INSTALLER_MANIFEST", SEARCHED_ON, f"{ISSUES}, GoogleCloudPlatform/"
+                "container-engine-accelerators: the COS preloaded installer with the GPU Operator "
+                "and MIG (merged PRs only: #179, #259, #469)"),
+    SearchedPin("GKE_DRIVER_INSTALLER_IMAGE", SEARCHED_ON, "with GKE_DRIVER_INSTALLER_MANIFEST, "
+                "whose image it is"),
+    SearchedPin("GKE_PAUSE_IMAGE", SEARCHED_ON, "with GKE_DRIVER_INSTALLER_MANIFEST, whose "
+                "container it is"),
+    SearchedPin("GKE_A4X_DRIVER_INSTALLER_MANIFEST", SEARCHED_ON, "with "
+                "GKE_DRIVER_INSTALLER_MANIFEST (the same installer for A4X, #469)"),
+    SearchedPin("GKE_A4X_PAUSE_IMAGE", SEARCHED_ON, "with GKE_A4X_DRIVER_INSTALLER_MANIFEST, "
+                "whose container it is"),
+)  # fmt: skip
+"""Pins searched for open issues on the project's path, none found: when and where."""

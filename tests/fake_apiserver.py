@@ -4,7 +4,8 @@ HTTP, so every JSONPath, selector and patch the scripts send is evaluated by kub
 It serves what the scripts' commands need and nothing more: discovery (`/api`, `/api/v1`,
 `/apis`); GET and LIST of nodes and pods with label and field selectors; PATCH of nodes (JSON
 merge patch as RFC 7386 says, through `json_merge_patch`; strategic merge for the flat maps and
-scalars of a node, where it means the same; a `metadata.resourceVersion` in the patch is a
+scalars of a node, where it means the same, and for its taints, a list either way (kubectl
+taint's patch replaces it whole); a `metadata.resourceVersion` in the patch is a
 precondition, 409 when the node changed since); the pods/eviction subresource (429 while a
 PodDisruptionBudget refuses); DELETE of pods; GET, LIST and PATCH of PodDisruptionBudgets. Anything
 else is a 404 or 405, so a script that strays fails loudly.
@@ -28,7 +29,11 @@ the label goes; once that pod is gone the node's slices are withdrawn. With `dra
 its DaemonSet also selects `nvidia.com/gpu.deploy.client=true`, which both MIG manager models
 pause around a change (mig-manager v0.15.0): the plugin stops, and a new one starts and publishes
 once the label is back. A node whose GPUs both offer
-at one moment is recorded in `offered_twice`.
+at one moment is recorded in `offered_twice`. The GPU Operator's ClusterPolicy controller:
+`set_device_plugin(False)` is its `devicePlugin.enabled: false`, on which NVIDIA's controller
+deletes the device plugin's DaemonSet, so the plugin leaves every node at once whatever its
+label says (and `True` brings it back where the label is `true`); a node whose labels still run
+the device plugin while replicas hold its devices then is recorded in `unplugged`.
 """
 
 from __future__ import annotations
@@ -105,6 +110,8 @@ class NodeAgents(Protocol):
     def restart(self) -> None: ...
 
     def advertised(self) -> dict[str, int]: ...
+
+    def set_plugin_daemonset(self, on: bool) -> None: ...
 
     def advance(self, now: float, busy_gpus: Collection[int] = ()) -> list[Any]: ...
 
@@ -262,6 +269,12 @@ class FakeCluster:
         node and not yet Ready (still loading its model)."""
         self.plugin_configs: Collection[str] | None = None
         """The device plugin's config names (NVIDIA's model only; None: no config manager)."""
+        self.device_plugin = True
+        """The GPU Operator's ClusterPolicy runs its device plugin (`devicePlugin.enabled`)."""
+        self.unplugged: list[str] = []
+        """`t=<time> <node>` the first time a node whose labels run the device plugin had pods
+        holding GPU devices while the operator ran no device plugin (not yet switched to DRA:
+        its replicas run on, one recreated there stays Pending)."""
 
     # -- building the cluster ------------------------------------------------------------------
     def add_node(
@@ -329,9 +342,22 @@ class FakeCluster:
         if self.agents == "nvidia":
             return NvidiaNode(self.configs, layout, dict(labels), now=self.clock,
                               steps=steps_of(self.durations), plugin_configs=self.plugin_configs,
-                              **options)  # fmt: skip
+                              plugin_daemonset=self.device_plugin, **options)  # fmt: skip
         return MigManager(self.configs, layout, dict(labels), now=self.clock,
-                          durations=self.durations, **options)  # fmt: skip
+                          durations=self.durations, plugin_daemonset=self.device_plugin,
+                          **options)  # fmt: skip
+
+    def set_device_plugin(self, on: bool) -> None:
+        """The ClusterPolicy's `devicePlugin.enabled` as someone set it (the stack's patch, or
+        the Helm release): the operator deletes the device plugin's DaemonSet, its pods leaving
+        every node, or creates it again."""
+        if on == self.device_plugin:
+            return
+        self.device_plugin = on
+        for node in self.nodes.values():
+            if node.manager is not None:
+                node.manager.set_plugin_daemonset(on)
+        self.events.append(f"t={self.clock:g} GPU Operator device plugin {'on' if on else 'off'}")
 
     def add_pod(
         self,
@@ -545,8 +571,20 @@ class FakeCluster:
                 else:  # a reboot
                     self.events.append(f"t={event.time:g} {node.name} reboots")
         self._dra_plugins()
+        if not self.device_plugin:
+            self._note_unplugged()
         if self.services:
             self._run_services()
+
+    def _note_unplugged(self) -> None:
+        noted = {entry.split()[1] for entry in self.unplugged}
+        for name, node in self.nodes.items():
+            selected = node.labels.get(DEVICE_PLUGIN_DEPLOY_LABEL, "true") == "true"
+            if node.manager is None or name in noted or not selected:
+                continue
+            if any(pod["spec"].get("nodeName") == name and _gpu_limits(pod)
+                   for pod in self.pods.values()):  # fmt: skip
+                self.unplugged.append(f"t={self.clock:g} {name}")
 
     # -- services: the ReplicaSets, the scheduler, readiness -----------------------------------
     def _run_services(self) -> None:
@@ -1206,4 +1244,8 @@ def _diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     now = bool(after["spec"].get("unschedulable"))
     if was != now:
         parts.append("cordon" if now else "uncordon")
+    old_taints = {(t["key"], t["effect"]) for t in before["spec"].get("taints") or []}
+    new_taints = {(t["key"], t["effect"]) for t in after["spec"].get("taints") or []}
+    parts += [f"taint {key}:{effect}-" for key, effect in sorted(old_taints - new_taints)]
+    parts += [f"taint {key}:{effect}" for key, effect in sorted(new_taints - old_taints)]
     return " ".join(parts) or "(no change)"

@@ -9,7 +9,8 @@ from typing import Any
 
 import yaml
 
-from mig_inference.render import Recorded, Rendering, run_program
+from mig_inference.render import run_program
+from mig_inference.rendering import Recorded, Rendering
 from mig_inference.spec.files import stack_path
 
 

@@ -37,7 +37,12 @@ Read at these commits (line numbers from them):
   (ONESHOT) before the plugin, so a pod that starts while its node names an unknown config never
   gets past it, and a `config-manager` sidecar whose exit leaves the running plugin serving the
   config it has; `controllers/object_controls.go` L2893-2894: `FALLBACK_STRATEGIES=empty`. The
-  operand DaemonSets select nodes by `nvidia.com/gpu.deploy.<operand>=true`.
+  operand DaemonSets select nodes by `nvidia.com/gpu.deploy.<operand>=true`. The device plugin's
+  DaemonSet exists only while the ClusterPolicy's `devicePlugin.enabled` is not false
+  (`controllers/state_manager.go` L1005-1016 `isStateEnabled`; `controllers/object_controls.go`
+  L4643-4658 `DaemonSet` deletes the DaemonSet of a disabled state, so its pods leave every node
+  whatever the node's label says; `api/nvidia/v1/clusterpolicy_types.go` L2221-2227: absent is
+  on).
 - The kubelet (kubernetes `pkg/kubelet/cm/devicemanager/manager.go`, `PluginDisconnected`): when
   the device plugin stops serving (the NVIDIA plugin stops on SIGTERM), its devices are marked
   unhealthy and allocatable drops to 0 for them; the API shows it at the kubelet's next node
@@ -176,6 +181,16 @@ class NvidiaNode:
     operands_stuck: bool = False
     """Operand pods that do not finish terminating (NVIDIA/gpu-operator#2833) until cleared."""
     plugin_configs: Collection[str] | None = None
+    host_gpu_clients: bool = False
+    """`WITH_SHUTDOWN_HOST_GPU_CLIENTS` (main.go L208-215): with the host's driver, a MIG mode
+    change stops the host's kubelet (reconfigure.go L332-349, L166-174) and starts it after the
+    apply (L223-228)."""
+    kubelet_restart_breaks: bool = False
+    """That start leaves the node NotReady for good (gpu-operator#2415 on AL2023)."""
+    plugin_daemonset: bool = True
+    """The GPU Operator runs its device plugin's DaemonSet (the ClusterPolicy's
+    `devicePlugin.enabled`; `controllers/object_controls.go` `DaemonSet` deletes the DaemonSet
+    of a disabled state): without it no plugin pod runs here, whatever the label says."""
 
     _pods: dict[str, _OperandPod] = field(default_factory=dict)
     _plugin_devices: dict[str, int] = field(default_factory=dict)
@@ -189,12 +204,15 @@ class NvidiaNode:
     _last_read: str = ""
     _no_restart: bool = False
     _busy: frozenset[int] = frozenset()
+    _kubelet_lost: bool = False
+    _kubelet_stopped: bool = False
+    _no_host_restart: bool = False
     _written: list[LabelWrite | NodeDown] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.labels = dict(self.labels)
         for key in (*OPERANDS, CLIENT):
-            if self.labels.get(key) == "true":
+            if self.labels.get(key) == "true" and (key != PLUGIN or self.plugin_daemonset):
                 self._pods[key] = _OperandPod(self.now - self.steps.plugin_start, registered=True)
         self._plugin_devices = devices(self.hardware)
         if self.running:
@@ -205,10 +223,16 @@ class NvidiaNode:
     # -- what the fake API server asks ---------------------------------------------------------
     @property
     def node_ready(self) -> bool:
-        return self._node_up_at is None
+        return self._node_up_at is None and not self._kubelet_lost
+
+    @property
+    def kubelet_lost(self) -> bool:
+        return self._kubelet_lost
 
     def advertised(self) -> dict[str, int]:
         """The devices the kubelet holds as allocatable now."""
+        if self._kubelet_lost:
+            return {}
         return dict(self._plugin_devices) if self._plugin_registered() else {}
 
     def observe(self, labels: Mapping[str, str]) -> None:
@@ -221,6 +245,13 @@ class NvidiaNode:
         if value != self._informer:  # UpdateFunc
             self._informer = value
             self._set(value)
+
+    def set_plugin_daemonset(self, on: bool) -> None:
+        """The operator deletes the device plugin's DaemonSet (its pod here gets SIGTERM and the
+        kubelet marks its devices unhealthy) or creates it again (a pod starts where the label is
+        `true`)."""
+        self.plugin_daemonset = on
+        self._reconcile_operands()
 
     def restart(self) -> None:
         """The MIG manager pod deleted: the process ends where it was; the DaemonSet's new pod
@@ -277,6 +308,7 @@ class NvidiaNode:
     # -- main.go ---------------------------------------------------------------------------------
     def _start_process(self, *, already_handled: bool) -> None:
         self._no_restart = False
+        self._no_host_restart = False
         value = self.labels.get(CONFIG_LABEL, "")
         self._informer = value
         self._current = value  # AddFunc: Set(value), before the loop's first Get
@@ -336,6 +368,8 @@ class NvidiaNode:
                 if self.now >= deadline:
                     return
                 yield _Sleep(min(self.now + poll, deadline))
+        if mode_change and self.host_gpu_clients:  # L166-174: the kubelet too (L332-349)
+            self._kubelet_stopped = True
         yield _Sleep(self.now + self.steps.mode_apply)  # L184-204
         if mode_change:
             if self.mode_change_needs_reboot or set(mode_change) & self._busy:
@@ -353,6 +387,8 @@ class NvidiaNode:
         if not self._apply(wanted):  # L206-209
             self._set_state("failed", read)
             return
+        self._host_start()  # restartHostGPUClients (L223-228)
+        self._no_host_restart = self._no_host_restart or self.host_gpu_clients  # L504
         self._no_restart = True  # L517
         self._write({k: ("false" if read[k] == "false" else "true") for k in paused})
         self._write({STATE_LABEL: "success"})  # setState: the labels are not touched again
@@ -374,7 +410,15 @@ class NvidiaNode:
         self.hardware = tuple(layout)
         return False
 
+    def _host_start(self) -> None:
+        """The stopped host kubelet started again (a corrupt containerd with #2415's fault), or
+        left stopped once this process restarted host services (L542)."""
+        if self._kubelet_stopped and (self._no_host_restart or self.kubelet_restart_breaks):
+            self._kubelet_lost = True
+        self._kubelet_stopped = False
+
     def _set_state(self, state: str, read: Mapping[str, str]) -> None:
+        self._host_start()  # L542-548
         if not self._no_restart:  # L550-570
             restored = {k: ("false" if read[k] == "false" else "true") for k in OPERANDS}
             if read[CLIENT]:
@@ -383,6 +427,7 @@ class NvidiaNode:
         self._write({STATE_LABEL: state})
 
     def _reboot(self, wanted: Layout) -> None:
+        self._kubelet_stopped = False  # the boot starts it afresh
         until = self.now + self.steps.reboot
         self._written.append(NodeDown(self.now, until))
         self._process = None
@@ -413,7 +458,7 @@ class NvidiaNode:
             return
         for key in (*OPERANDS, CLIENT):
             pod = self._pods.get(key)
-            wanted = self.labels.get(key) == "true"
+            wanted = self.labels.get(key) == "true" and (key != PLUGIN or self.plugin_daemonset)
             if wanted and (pod is None or pod.stopping is not None):
                 self._pods[key] = _OperandPod(created=self.now)
             elif not wanted and pod is not None and pod.stopping is None:

@@ -1,7 +1,9 @@
 """A deterministic corpus of broken stack files: every shipped stack, with each of its key paths
 deleted, given a value of every other type, nested past the reader's bound, duplicated, or
-made huge. `python -m tests.stack_mutations` runs all of it through `plan` and counts the
-outcomes; tests/test_stack_mutations.py runs a fixed sample of it."""
+made huge; and every shipped stack with a namespace created twice or existing already, or a
+cluster version its cloud did not offer (cross_key_corpus). `python -m tests.stack_mutations`
+runs all of it through `plan` and counts the outcomes; tests/test_stack_mutations.py runs a fixed
+sample of the first and all of the second."""
 
 from __future__ import annotations
 
@@ -160,6 +162,98 @@ def _outcome(mutation: Mutation, code: int, keys: list[str | None]) -> str:
     return "refused at another key"
 
 
+EXISTING_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "kube-tools")
+"""Namespaces every cluster has, and one of the prefix Kubernetes reserves."""
+UNOFFERED_VERSIONS = {"eks": ("1.20", "1.3", "1.30", "1.37", "1.40"),
+                      "oke": ("v1.20.8", "v1.33.1", "v1.34.9", "v1.37.0", "v1.99.0")}  # fmt: skip
+"""Versions each cloud did not offer as of the version table's date."""
+
+
+@dataclass(frozen=True)
+class CrossKeyMutation:
+    """A shipped stack changed so that two sections contradict each other (or one names what
+    the cluster has already): `key` is where the refusal must be."""
+
+    stack: str
+    kind: str
+    key: str
+    values: dict[str, Any]
+    secrets: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return f"{self.stack}:{self.key}:{self.kind}"
+
+
+def _created_namespaces(values: dict[str, Any]) -> dict[str, str]:
+    """The fixed-name namespaces a stack's features create -> the feature (defaults only)."""
+    created: dict[str, str] = {}
+    pools = values.get("pools") or []
+    if any(p.get("migManager", "operator") == "operator" for p in pools):
+        created["gpu-operator"] = "gpuOperator"
+    if values.get("dra") is not None:
+        created["nvidia-dra-driver-gpu"] = "dra"
+    if values.get("gateway") is not None:
+        created["inference-gateway"] = "gateway"
+        if values.get("cloud") != "gke" and values["gateway"].get("install", True):
+            created["istio-system"] = "gateway.install"
+    if any(s.get("queueAutoscaling") for s in values.get("services") or []):
+        created["keda"] = "queueAutoscaling"
+    return created
+
+
+def _with(values: dict[str, Any], change: Any) -> dict[str, Any]:
+    copied = copy.deepcopy(values)
+    change(copied)
+    return copied
+
+
+def cross_key_corpus() -> Iterator[CrossKeyMutation]:
+    """Every shipped stack with a namespace that exists already or that another part creates,
+    and every cluster version its cloud did not offer (an EKS stack made to create its
+    cluster), each with the key the refusal must name."""
+    for stack in stack_names():
+        values, secrets = shipped(stack)
+        services = values.get("services") or []
+        for index in range(len(services)):
+            key = f"mig-inference:services[{index}].namespace"
+            for namespace in EXISTING_NAMESPACES:
+                changed = _with(values, lambda v, n=namespace, i=index: v["services"][i].update(
+                    namespace=n))  # fmt: skip
+                yield CrossKeyMutation(stack, f"existing-{namespace}", key, changed, secrets)
+            for namespace, feature in _created_namespaces(values).items():
+                changed = _with(values, lambda v, n=namespace, i=index: v["services"][i].update(
+                    namespace=n))  # fmt: skip
+                yield CrossKeyMutation(stack, f"namespace-of-{feature}", key, changed, secrets)
+        if services and "gpuOperator" in _created_namespaces(values).values():
+            own = services[0].get("namespace", "inference")
+            changed = _with(values, lambda v, n=own: v.setdefault("gpuOperator", {}).update(
+                namespace=n))  # fmt: skip
+            yield CrossKeyMutation(stack, "operator-namespace-of-a-service",
+                                   "mig-inference:gpuOperator.namespace", changed, secrets)  # fmt: skip
+        cloud = values.get("cloud")
+        cluster = values.get("cluster") or {}
+        if cloud == "oke":
+            for version in UNOFFERED_VERSIONS["oke"]:
+                changed = _with(values, lambda v, w=version: v["cluster"].update(
+                    kubernetesVersion=w))  # fmt: skip
+                yield CrossKeyMutation(stack, f"version-{version}",
+                                       "mig-inference:cluster.kubernetesVersion", changed, secrets)  # fmt: skip
+        if cloud == "eks" and not cluster.get("create"):
+            for version in UNOFFERED_VERSIONS["eks"]:
+                changed = _with(values, lambda v, w=version: v["cluster"].update(
+                    create=True, vpcId="vpc-0a1b2c3d", version=w,
+                    publicAccessCidrs=["198.51.100.0/24"]))  # fmt: skip
+                yield CrossKeyMutation(stack, f"version-{version}", "mig-inference:cluster.version",
+                                       changed, secrets)  # fmt: skip
+
+
+def cross_key_text(mutation: CrossKeyMutation) -> str:
+    body = {"config": {f"mig-inference:{k}": v for k, v in mutation.values.items()}}
+    body["config"].update({f"mig-inference:{k}": {"secure": "v1:test"} for k in mutation.secrets})
+    return yaml.safe_dump(body, width=10**9, allow_unicode=True)
+
+
 def main() -> int:
     from contextlib import redirect_stdout
     from io import StringIO
@@ -189,6 +283,17 @@ def main() -> int:
         except Exception as error:  # the corpus counts what the tests must never see
             outcomes["traceback"] += 1
             print(f"{mutation.name}: {type(error).__name__}: {error}"[:300], file=sys.stderr)
+    for crossed in cross_key_corpus():
+        path.write_text(cross_key_text(crossed), encoding="utf-8")
+        out = StringIO()
+        with redirect_stdout(out):
+            code = mig(["plan", "--stack-file", str(path), "--json"])
+        keys = [error["key"] for error in json.loads(out.getvalue()).get("errors", [])]
+        outcome = "refused at the key" if crossed.key in keys else "accepted" if code == 0 else (
+            "refused at another key")  # fmt: skip
+        outcomes[f"cross-key: {outcome}"] += 1
+        if outcome != "refused at the key":
+            elsewhere.append(f"{crossed.name}: {keys[:3]}")
     (work / "refused-elsewhere.txt").write_text("\n".join(elsewhere) + "\n", encoding="utf-8")
     print(json.dumps({**outcomes, "seconds": round(time.monotonic() - started)}))
     return 1 if outcomes["traceback"] else 0

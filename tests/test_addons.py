@@ -26,9 +26,10 @@ from mig_inference.clouds.addons import (
     addon,
     storage_offered,
 )
+from mig_inference.offline_answers import FAKE_CALLS
 from mig_inference.plan import StackPlan, plan_stack
 from mig_inference.plan.addons import needed_addons
-from mig_inference.render import Rendering
+from mig_inference.rendering import Rendering
 from mig_inference.spec import parse_stack
 from mig_inference.spec.model_cache import STORAGE_BY_CLOUD
 from mig_inference.versions import GPU_OPERATOR_VERSION
@@ -45,7 +46,7 @@ CREATED: dict[str, dict[str, Any]] = {
             "authorizedNetworks": ["203.0.113.0/24"]},
     "eks": {"vpcId": "vpc-0123456789abcdef0", "version": "1.33", "endpointPublicAccess": False},
     "oke": {"vcnId": "ocid1.vcn.oc1..v", "endpointSubnetId": "ocid1.subnet.oc1..api",
-            "podSubnetIds": ["ocid1.subnet.oc1..pods"], "kubernetesVersion": "v1.33.1",
+            "podSubnetIds": ["ocid1.subnet.oc1..pods"], "kubernetesVersion": "v1.34.2",
             "systemImageId": "ocid1.image.oc1..sys"},
 }  # fmt: skip
 EXTRA: dict[str, dict[str, Any]] = {
@@ -224,7 +225,7 @@ def test_a_gke_stack_without_network_policies_asks_for_no_dataplane_v2(tmp_path:
 def test_a_joined_gke_cluster_without_the_driver_is_refused_at_the_storage_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    found = render._FAKE_CALLS[GKE_GET_CLUSTER]
+    found = FAKE_CALLS[GKE_GET_CLUSTER]
     monkeypatch.setitem(found, "addonsConfigs", [{"gcsFuseCsiDriverConfigs": [{"enabled": False}]}])
     monkeypatch.setitem(found, "datapathProvider", "LEGACY_DATAPATH")
     rendering = render_config(tmp_path, _config("gke", "gcs-fuse", created=False))
@@ -270,3 +271,19 @@ def test_the_table_says_how_each_joined_cluster_is_checked() -> None:
     assert (Cloud.EKS, Feature.S3_MOUNTPOINT) in looked_up
     assert (Cloud.OKE, Feature.FILE_STORAGE) in looked_up  # built in: nothing to look up
     assert not any(r.cloud is Cloud.EXISTING for r in ADDONS if (r.cloud, r.feature) in looked_up)
+
+
+def test_a_joined_eks_cluster_without_the_fsx_csi_add_on_is_refused_at_the_storage_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The FSx for Lustre cache mounts through the add-on: a cluster without it would leave the
+    cache's volumes unbound, so the preview stops there, before anything is created."""
+    config = _config("eks", "fsx-lustre", created=False)
+    assert render_config(tmp_path, config).error is None
+    monkeypatch.setattr(render, "ABSENT_EKS_ADDONS", {FSX_CSI_ADDON})
+    rendering = render_config(tmp_path, config)
+    assert rendering.error is not None
+    assert rendering.error.startswith(
+        f"mig-inference:modelCache.storage: cluster c has no EKS add-on {FSX_CSI_ADDON}"
+    ), rendering.error
+    assert not [r for r in rendering.resources if r.type.startswith("kubernetes:")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +166,17 @@ def _mutated(values: dict[str, Any], path: tuple[Any, ...], bad: Any) -> dict[st
     return copied
 
 
+def _error_places(errors: dict[str, str]) -> set[str]:
+    """The keys of `errors`, except that a pool's demand-fit error is one place however many
+    services it names: it is reported at the first demand-sized service still read, so another
+    change that refuses that service moves it to the next one."""
+    fit = re.compile(r"what pool (\S+) has left serves")
+    return {
+        f"demand fit on {found.group(1)}" if (found := fit.search(message)) else key
+        for key, message in errors.items()
+    }
+
+
 @st.composite
 def two_changes(draw: st.DrawFn) -> tuple[str, Any, Any]:
     name = draw(st.sampled_from(sorted(STACKS)))
@@ -186,6 +198,38 @@ def test_two_errors_together_bring_no_third(changes: tuple[str, Any, Any]) -> No
     both = _mutated(alone_first, second, bad_second) if alone_first is not None else None
     if alone_second is None or both is None or alone_first is None:
         return
-    together = set(error_keys(both, secrets))
-    apart = set(error_keys(alone_first, secrets)) | set(error_keys(alone_second, secrets))
+    together = _error_places(error_keys(both, secrets))
+    apart = _error_places(error_keys(alone_first, secrets)) | _error_places(
+        error_keys(alone_second, secrets)
+    )
     assert together <= apart, (first, bad_first, second, bad_second, together - apart)
+
+
+def test_a_pool_wrong_on_capacity_and_boot_disk_hears_of_both() -> None:
+    a4x = {"name": "gb", "gpu": "GB200", "machineType": "a4x-highgpu-4g", "nodes": 1,
+           "mig": "all-1g.23gb", "spot": True, "bootDiskType": "pd-balanced"}  # fmt: skip
+    errors = error_keys(with_changes(GKE, pools=[a4x], services=None))
+    assert set(errors) == {"pools[0].spot", "pools[0].bootDiskType"}, errors
+    assert "boots only from hyperdisk-balanced" in errors["pools[0].bootDiskType"]
+
+
+def test_a_namespace_and_a_version_refused_in_one_run(tmp_path: Path) -> None:
+    """Rules between sections run beside each section's own: a file with a cluster version the
+    cloud does not offer and a namespace created twice hears of both, from the command too."""
+    values = with_changes(OKE, gpuOperator={"namespace": "inference"})
+    values["cluster"].update(vcnId="ocid1.vcn.oc1.iad.aaaa",
+                             endpointSubnetId="ocid1.subnet.oc1.iad.aaaa",
+                             podSubnetIds=["ocid1.subnet.oc1.iad.aaaa"],
+                             systemImageId="ocid1.image.oc1.iad.aaaa", kubernetesVersion="v1.20.8")  # fmt: skip
+    assert set(error_keys(values)) == {"cluster.kubernetesVersion", "gpuOperator.namespace"}
+    path = tmp_path / "Pulumi.oke.yaml"
+    path.write_text(
+        yaml.safe_dump({"config": {f"mig-inference:{k}": v for k, v in values.items()}})
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "mig", "plan", "--stack-file", str(path)],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stdout == "" and "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2 and all(line.startswith("error: mig-inference:") for line in lines)

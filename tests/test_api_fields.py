@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from mig_inference.cli import main
-from mig_inference.render import Rendering, run_program
+from mig_inference.render import run_program
+from mig_inference.rendering import Rendering
 from mig_inference.spec import api_fields, formats
 from mig_inference.spec.files import stack_names
 from mig_inference.spec.formats import Format

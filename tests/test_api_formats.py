@@ -272,3 +272,18 @@ def test_the_compute_engine_default_account_by_its_email(
     assert (code == 0) is accepted, errors
     if not accepted:
         assert list(errors) == ["mig-inference:cluster.nodeServiceAccount"]
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [("chat", True), ("chat-1", True), ("a", True), ("1chat", False), ("-chat", False),
+     ("chat-", False), ("Chat", False), ("chat.1", False), ("c" * 63, True), ("c" * 64, False)],
+)  # fmt: skip
+def test_a_rendered_service_name_is_held_to_kubernetes_dns_1035_rule(
+    name: str, valid: bool
+) -> None:
+    """The rule tests/test_api_fields.py holds every rendered Service name to is Kubernetes'
+    `ValidateServiceName`: a DNS-1035 label, whose first character is a letter."""
+    from mig_inference.spec.formats import SERVICE_NAME
+
+    assert (SERVICE_NAME.problem(name) is None) is valid

@@ -13,8 +13,8 @@ import yaml
 
 from components.clouds.eks_autoscaler import READ_ACTIONS, SCALE_ACTIONS
 from mig_inference.errors import MigError
+from mig_inference.offline_answers import FAKE_CALLS
 from mig_inference.plan import plan_stack
-from mig_inference.render import _FAKE_CALLS
 from mig_inference.spec import parse_stack
 from mig_inference.spec.files import load_stack, stack_path
 from mig_inference.versions import CLUSTER_AUTOSCALER_VERSION, GPU_OPERATOR_VERSION
@@ -136,7 +136,7 @@ def test_oke_addon_only_on_an_enhanced_cluster(
         "pools": [{"name": "a10", "gpu": "a10", "machineType": "VM.GPU.A10.1",
                    "nodes": {"min": 0, "max": 3}, "imageId": "ocid1.image.oc1..gpuimage"}],
     }  # fmt: skip
-    monkeypatch.setitem(_FAKE_CALLS[OKE_GET_CLUSTER], "type", "BASIC_CLUSTER")
+    monkeypatch.setitem(FAKE_CALLS[OKE_GET_CLUSTER], "type", "BASIC_CLUSTER")
     rendering = render_config(tmp_path, config)
     assert rendering.error is not None
     assert "mig-inference:pools[0].nodes: OKE's Cluster Autoscaler add-on needs an enhanced " in (

@@ -1,10 +1,23 @@
-"""The benchmark's demand and cost scenarios (their timings are reported, never asserted)."""
+"""The benchmark's scenarios and goals (their timings are reported, never asserted)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
+import pytest
+
+from mig_inference.cli import bench_processes
+from mig_inference.cli.bench_processes import (
+    BASELINE,
+    goals_text,
+    measure_goals,
+    paired_cpu,
+    process_cpu,
+)
 from mig_inference.clouds.prices import load_prices
+from mig_inference.render import run_program
 from mig_inference.solving.bench import (
     DemandRow,
     _cost_row,
@@ -23,6 +36,9 @@ def test_demand_rows_report_the_papers_counts_beside_proven_ones() -> None:
     assert len(rows) == 12 and all(r.optimal and r.lower_bound <= r.gpus for r in rows)
     mps = [r for r in rows if "(mps)" in r.scenario]
     assert all(r.published_gpus is not None and r.gpus <= r.published_gpus for r in mps)
+    # The paper deployed with MPS only: a single-process row has no published count to beat.
+    single = [r for r in rows if "(single)" in r.scenario]
+    assert len(single) == 6 and all(r.published_gpus is None for r in single)
 
 
 def test_cost_rows_never_cost_more_than_the_homogeneous_choice() -> None:
@@ -33,7 +49,7 @@ def test_cost_rows_never_cost_more_than_the_homogeneous_choice() -> None:
 
 
 def test_growth_rows_time_the_planner_and_the_program_per_size() -> None:
-    rows = fleet_growth(7, quick=True) + stack_growth(quick=True)
+    rows = fleet_growth(7, quick=True) + stack_growth(run_program, quick=True)
     assert [(r.what, r.size) for r in rows] == [
         ("replicas", 1000), ("replicas", 10_000), ("services", 1), ("services", 10),
     ]  # fmt: skip
@@ -96,3 +112,42 @@ def test_parvagpu_is_skipped_with_the_reason_when_absent_or_unreadable(tmp_path:
         f"{broken} 2 exited 139 without a GPU count and scheduling time"
     )
     assert _parvagpu_text(skipped)[0].endswith(f"skipped ({skipped.skipped})")
+
+
+def test_a_process_cpu_figure_comes_from_the_finished_child() -> None:
+    busy = [sys.executable, "-c", "sum(range(20_000_000))"]
+    assert process_cpu(busy) > process_cpu(BASELINE) > 0
+    with pytest.raises(RuntimeError, match="exited 3"):
+        process_cpu([sys.executable, "-c", "raise SystemExit(3)"])
+    timed = paired_cpu(busy, BASELINE, pairs=2)
+    assert timed.pairs == 2 and timed.command > timed.baseline and timed.ratio > 1
+
+
+def test_the_goals_are_measured_on_the_installed_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A smoke run of every goal: start-up pairs, numpy, cpu_seconds, bytecode, SLO6 from the
+    demand rows; the diff goal on a one-service stack (its 1,000-service run is the bench's)."""
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    slo6 = DEMAND[1]
+    diff_sizes: list[int] = []
+    real_diff_goal = bench_processes._diff_goal
+
+    def one_service_diff(directory: Path, services: int) -> bench_processes.Goal:
+        diff_sizes.append(services)
+        return real_diff_goal(directory, 1)
+
+    monkeypatch.setattr(bench_processes, "_diff_goal", one_service_diff)
+    goals = measure_goals([slo6], quick=True)
+    assert diff_sizes == [10] and goals.skipped == []
+    by_goal = {g.goal.split(":")[0]: g for g in goals.goals}
+    assert by_goal["ParvaGPU SLO6 with MPS"].ratio == pytest.approx(0.1 / 0.025)
+    assert not by_goal["ParvaGPU SLO6 with MPS"].met
+    startup = [g for g in goals.goals if "python -c 'import yaml, json'" in g.goal]
+    assert len(startup) == 2 and all(g.ratio is not None and g.ratio > 1 for g in startup)
+    assert by_goal["numpy imported by plan --stack gke-h100 / pack SLO1 (single)"].met
+    assert by_goal["pack --json carries the solve's cpu_seconds"].met
+    assert by_goal["diff of 1 services"].ratio is not None
+    [bytecode] = [g for g in goals.goals if "compiled bytecode" in g.goal]
+    assert bytecode.ratio is not None and 0 <= bytecode.ratio <= 1
+    assert bytecode.measured.startswith("environment ") and "standard library" in bytecode.measured
+    text = "\n".join(goals_text(goals))
+    assert f"{os.cpu_count()} cores" in text and "load average" in text

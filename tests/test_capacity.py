@@ -373,3 +373,17 @@ def test_spot_and_capacity_may_both_be_given_when_they_agree() -> None:
     [error] = _errors(gke("a3-highgpu-8g", capacity="spot", spot=False))
     assert error.path == "mig-inference:pools[0].spot"
     assert "spot: false contradicts capacity: spot" in error.message
+
+
+def test_a_capacity_block_is_unconfirmed_only_where_the_page_read_here_does_not_list_it() -> None:
+    """Every instance type sold as Capacity Blocks takes them; the mark says which of them the
+    copy of AWS's page read here lists (p5) and which only the current page does (p6-b200)."""
+    from mig_inference.clouds.capacity import CAPACITY_BLOCK_TYPES
+
+    facts = {name: shape.facts for name, shape in MACHINES[Cloud.EKS].items() if shape.facts}
+    for machine, listed_here in CAPACITY_BLOCK_TYPES.items():
+        assert Capacity.CAPACITY_BLOCK in facts[machine].capacity, machine
+        marked = "capacity:capacity-block" in facts[machine].unconfirmed
+        assert marked is not listed_here, machine
+    assert "capacity:capacity-block" not in facts["p5.48xlarge"].unconfirmed
+    assert "capacity:capacity-block" in facts["p6-b200.48xlarge"].unconfirmed

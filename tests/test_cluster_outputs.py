@@ -40,10 +40,10 @@ def test_a_created_eks_cluster_gives_its_oidc_issuer_and_security_group(tmp_path
 
 def test_a_created_oke_cluster_gives_the_endpoint_its_kubeconfig_targets(tmp_path: Path) -> None:
     config = _oke_config(create=True, vcnId="ocid1.vcn.oc1..v", endpointSubnetId="ocid1.subnet.oc1..api",
-                         podSubnetIds=["ocid1.subnet.oc1..pods"], kubernetesVersion="v1.33.1",
+                         podSubnetIds=["ocid1.subnet.oc1..pods"], kubernetesVersion="v1.34.2",
                          systemImageId="ocid1.image.oc1..sys")  # fmt: skip
     public = render_config(tmp_path, config).outputs["cluster"]
-    assert public["endpoint"] == "203.0.113.40:6443" and public["kubernetesVersion"] == "v1.33.1"
+    assert public["endpoint"] == "203.0.113.40:6443" and public["kubernetesVersion"] == "v1.34.2"
     assert public["id"] and public["created"] is True
     config["cluster"]["endpointPublicAccess"] = False
     assert render_config(tmp_path, config).outputs["cluster"]["endpoint"] == "10.0.0.4:6443"

@@ -16,7 +16,7 @@ from mig_inference.changes.record import plan_record
 from mig_inference.cli import main
 from mig_inference.errors import MigError
 from mig_inference.plan import plan_stack
-from mig_inference.render import Rendering
+from mig_inference.rendering import Rendering
 from mig_inference.spec import parse_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import named, one, render_config
@@ -440,3 +440,51 @@ def test_a_new_generation_of_a_reserved_pool_needs_the_reservation_twice() -> No
     [warning] = [w for w in change_warnings(changes) if "pool h100" in w]
     assert "reservation h100-res must hold 16 GPUs while both generations run" in warning
     assert "8 more than the deployed pool holds" in warning and "extra GPUs until" not in warning
+
+
+CUSTOM = {"3g.40gb": 1, "1g.10gb": 4}
+RENAMED = {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1}
+
+
+@pytest.mark.parametrize("rollout", ["in-place", "blue-green"])
+def test_a_renamed_custom_layout_says_when_a_reboot_loses_its_instances(rollout: str) -> None:
+    """A custom layout changed is a new mig-parted config name: the operator's release drops the
+    old one while nodes still name it (until the Job relabels them, or the old generation is
+    deleted). `diff` names those nodes and how long; a named layout (NVIDIA's, always there) is
+    never listed."""
+    from mig_inference.changes.change_plan import change_plan_json, change_warnings
+    from tests.test_rollout import stack, transition
+
+    v1 = stack(nodes=2, rollout=rollout, mig=CUSTOM, replicas=4)
+    v2 = stack(nodes=2, rollout=rollout, mig=RENAMED, replicas=4)
+    outcome, changes = transition(v1, v2)
+    assert outcome.failure is None, outcome.failure
+    [pool] = changes.pools
+    old = record(v1)["pools"]["h100"]["config"]
+    assert set(pool.mig_config_missing) and {c for c, _ in pool.mig_config_missing.values()} == {
+        old
+    }
+    assert all(seconds > 0 for _, seconds in pool.mig_config_missing.values())
+    [warning] = [w for w in change_warnings(changes) if "a node that reboots" in w]
+    assert f"the MIG layout {old}, which the GPU Operator's mig-parted config no longer" in warning
+    assert change_plan_json(changes)["pools"][0]["mig_config_missing"]
+    _, named = transition(
+        stack(nodes=2, rollout=rollout, replicas=4),
+        stack(nodes=2, rollout=rollout, mig="all-1g.10gb", replicas=4),
+    )
+    assert named.pools[0].mig_config_missing == {}
+
+
+def test_a_new_generation_names_the_allocation_it_leaves() -> None:
+    """A move to DRA without the bridge is a new generation: `allocation: device-plugin -> dra`
+    both ways, never `(unset)`."""
+    from tests.test_dra_move import versions
+
+    plugin, dra = versions("gke", {"kubernetesVersion": "1.36"}, rollout="in-place")
+    for deployed, current, fields in (
+        (plugin, dra, ["allocation: device-plugin -> dra"]),
+        (dra, plugin, ["allocation: dra -> device-plugin"]),
+    ):
+        [pool] = diff_records(record(deployed), record(current)).pools
+        assert pool.change is PoolChange.NEW_NODES
+        assert [str(f) for f in pool.fields] == fields

@@ -16,7 +16,7 @@ import pytest
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
-from mig_inference.gpus.layout import maximal_layouts, valid_layouts
+from mig_inference.gpus.layout import Layout, maximal_layouts, valid_layouts
 from mig_inference.solving import model as model_module
 from mig_inference.solving import uniform
 from mig_inference.solving.bench import demand_fleet
@@ -187,12 +187,13 @@ def test_parvagpu_scenarios_are_met_proven_and_near_the_papers_counts(sharing: s
     With the same throughput the planner proves its counts optimal and needs at most as many;
     one engine per slice (no MPS) needs at most one GPU more."""
     gpu = resolve_gpu("A100-80GB")
-    for scenario in parvagpu_scenarios(sharing):
+    papers = [scenario.published_gpus for scenario in parvagpu_scenarios("mps")]
+    for scenario, paper in zip(parvagpu_scenarios(sharing), papers, strict=True):
         plan = pack(gpu, scenario.workloads)
         assert plan.optimal, scenario.name
         assert all(m.served + 1e-9 >= m.requests_per_second for m in plan.demand_met())
-        assert scenario.published_gpus is not None
-        assert plan.gpu_count <= scenario.published_gpus + (0 if sharing == "mps" else 1)
+        assert paper is not None
+        assert plan.gpu_count <= paper + (0 if sharing == "mps" else 1)
 
 
 def test_pack_reads_demand_from_a_fleet_file(tmp_path: Path) -> None:
@@ -331,6 +332,41 @@ def test_the_compute_row_holds_the_fewest_slices_of_a_whole_replica_mix(sharing:
         slo6 = parvagpu_scenarios("mps")[5].workloads
         total = sum(fewest_compute_slices(w, tuple(allowed_profiles(gpu, w))) for w in slo6)
         assert total == 104
+
+
+def test_counting_finds_the_fewest_compute_slices_highs_proves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fewest compute slices of a whole-replica mix, counted, are the ones HiGHS proves
+    on each workload alone: every ParvaGPU workload and 200 seeded demands."""
+    gpu = resolve_gpu("A100-80GB")
+    workloads = [
+        *(
+            w
+            for sharing in ("single", "mps")
+            for s in parvagpu_scenarios(sharing)
+            for w in s.workloads
+        ),
+        *demand_fleet(200, seed=7),
+    ]
+    calls: list[object] = []
+    counting = model_module._fewest_compute_counted
+
+    def counted(*arguments: Any) -> int | None:
+        calls.append(arguments)
+        return counting(*arguments)
+
+    monkeypatch.setattr(model_module, "_fewest_compute_counted", counted)
+    found = []
+    for workload in workloads:
+        fewest_compute_slices.cache_clear()
+        found.append(fewest_compute_slices(workload, tuple(allowed_profiles(gpu, workload))))
+    assert len(calls) > 50  # counted wherever one profile alone does not reach the rounded bound
+    monkeypatch.setattr(model_module, "_fewest_compute_counted", lambda *_: None)
+    for workload, fewest in zip(workloads, found, strict=True):
+        fewest_compute_slices.cache_clear()
+        assert fewest_compute_slices(workload, tuple(allowed_profiles(gpu, workload))) == fewest
+    fewest_compute_slices.cache_clear()
 
 
 Recorded = list[tuple[Milp, dict[str, Any], Solution]]
@@ -475,3 +511,16 @@ def test_slo6_with_mps_solves_two_single_layout_relaxations(solves: Recorded) ->
     gpu = resolve_gpu("A100-80GB")
     pack(gpu, parvagpu_scenarios("mps")[5].workloads)
     assert sum(1 for _, options, _ in solves if options.get("relax")) == 1 + 2
+
+
+def test_counting_rules_out_a_layout_without_a_profile_for_some_workload() -> None:
+    """However many GPUs, copies of a layout that has no profile one workload may use hold no
+    plan of that fleet: the count may not pass over that workload."""
+    gpu = resolve_gpu("H100-80GB")
+    fleet = [Workload("small", 1, profile="1g.10gb", exact=True),
+             Workload("large", 1, profile="3g.40gb", exact=True)]  # fmt: skip
+    problem = Problem(gpu, fleet, [allowed_profiles(gpu, w) for w in fleet], [])
+    only_small = Layout.of(gpu, {"1g.10gb": 7})
+    both = Layout.of(gpu, {"1g.10gb": 4, "3g.40gb": 1})
+    assert not holds_by_counting(problem, only_small, 100)
+    assert holds_by_counting(problem, both, 1)

@@ -41,8 +41,9 @@ from mig_inference.names.labels import (
     MIG_DEVICE_CLASS,
     MIG_MANAGER_DEPLOY_LABEL,
 )
+from mig_inference.offline_answers import CLUSTER_VERSIONS, FAKE_CALLS
 from mig_inference.plan import StackPlan, plan_stack
-from mig_inference.render import _CLUSTER_VERSIONS, _FAKE_CALLS, Rendering
+from mig_inference.rendering import Rendering
 from mig_inference.spec import parse_stack
 from mig_inference.spec.dra import DYNAMIC_MIG_WARNING, joined_version_problem
 from mig_inference.spec.files import stack_path
@@ -161,7 +162,7 @@ def test_a_joined_eks_cluster_without_auto_mode_takes_dra_pools(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compute_configs: list[Any] | None
 ) -> None:
     if compute_configs is not None:
-        monkeypatch.setitem(_FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", compute_configs)
+        monkeypatch.setitem(FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", compute_configs)
     rendering = render_config(tmp_path, joined_eks_dra())
     assert rendering.error is None, rendering.error
     [group] = rendering.of_type("aws:eks/nodeGroup:NodeGroup")
@@ -174,7 +175,7 @@ def test_a_joined_eks_cluster_in_auto_mode_refuses_dra_pools_before_creating_any
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     auto_mode = [{"enabled": True, "nodePools": ["general-purpose"], "nodeRoleArn": "arn:r"}]
-    monkeypatch.setitem(_FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", auto_mode)
+    monkeypatch.setitem(FAKE_CALLS[EKS_GET_CLUSTER], "computeConfigs", auto_mode)
     rendering = render_config(tmp_path, joined_eks_dra())
     assert rendering.error is not None
     assert "mig-inference:pools[0].allocation: cluster p4d-cluster runs EKS Auto Mode" in (
@@ -221,8 +222,8 @@ def test_a_joined_cluster_older_than_the_dra_objects_stops_the_preview(
     # Offline the joined cluster runs what the stack names: the DRA stack renders as it is.
     assert render_config(tmp_path, config()).error is None
     # A cluster that reports an older version refuses it, before anything is created.
-    monkeypatch.delitem(_CLUSTER_VERSIONS, token)
-    monkeypatch.setitem(_FAKE_CALLS, token, {**_FAKE_CALLS.get(token, {}), field: served})
+    monkeypatch.delitem(CLUSTER_VERSIONS, token)
+    monkeypatch.setitem(FAKE_CALLS, token, {**FAKE_CALLS.get(token, {}), field: served})
     rendering = render_config(tmp_path, config())
     assert rendering.error is not None
     assert (
@@ -322,8 +323,12 @@ def rendered(tmp_path: Path, version: str, extended: bool = False) -> Rendering:
 
 
 def validate_all(rendering: Rendering, version: str) -> int:
+    from tests.test_stacks import CUSTOM_RESOURCE_GROUPS
+
     objects = rendering.kubernetes_objects()
     for obj in objects:
+        if obj["apiVersion"].split("/")[0] in CUSTOM_RESOURCE_GROUPS:
+            continue  # the GPU Operator's ClusterPolicy: tests/test_dra_move_plugin_order.py
         kubernetes_validate.validate(obj, f"{version}.0", strict=True)
     return len(objects)
 
@@ -682,13 +687,17 @@ def test_on_gke_the_driver_namespace_admits_its_node_critical_plugin(tmp_path: P
 
 
 def test_the_operator_drops_its_device_plugin_when_every_pool_is_a_dra_pool() -> None:
+    """Through the stack's ClusterPolicy patch (`kube.device_plugin_switch`); the release keeps
+    the chart's default either way."""
+    from mig_inference.kube.device_plugin_switch import device_plugin_on
     from mig_inference.kube.operator_values import gpu_operator_values
 
-    values = gpu_operator_values(plan_of(variant()))
-    assert values["devicePlugin"] == {"enabled": False}
+    assert not device_plugin_on(plan_of(variant()))
+    assert "enabled" not in gpu_operator_values(plan_of(variant())).get("devicePlugin", {})
     assert not any("validator" in w for w in plan_of(variant()).warnings)
-    plain = gpu_operator_values(plan_of(variant(pool_allocation="device-plugin", dra=None)))
-    assert "enabled" not in plain.get("devicePlugin", {})
+    plain = plan_of(variant(pool_allocation="device-plugin", dra=None))
+    assert device_plugin_on(plain)
+    assert "enabled" not in gpu_operator_values(plain).get("devicePlugin", {})
     # Beside a device-plugin pool the plugin stays, and the plan says what the validator does
     # on the DRA pool's nodes.
     mixed = variant()
@@ -697,6 +706,7 @@ def test_the_operator_drops_its_device_plugin_when_every_pool_is_a_dra_pool() ->
         service["pool"] = mixed["pools"][0]["name"]
     plan = plan_of(mixed)
     assert "enabled" not in gpu_operator_values(plan).get("devicePlugin", {})
+    assert device_plugin_on(plan)
     [warning] = [w for w in plan.warnings if "validator" in w]
     assert warning.startswith(f"pools {mixed['pools'][0]['name']}: the GPU Operator's validator")
 
@@ -742,12 +752,17 @@ def test_a_mixed_stack_runs_both_kinds_of_pool(tmp_path: Path) -> None:
     assert mixed["devicePlugin"]["enabled"] is True
     assert mixed["validator"]["plugin"] is not None
     everything_dra = render_config(tmp_path, variant())
+    # The chart's ClusterPolicy keeps its device plugin; the stack's patch of it decides.
     assert (
         operator_chart(release(everything_dra).inputs["values"], tmp_path)["devicePlugin"][
             "enabled"
         ]
-        is False
+        is True
     )
+    for found, on in ((rendering, True), (everything_dra, False)):
+        [patch] = found.of_type("kubernetes:nvidia.com/v1:ClusterPolicyPatch")
+        assert patch.inputs["metadata"]["name"] == "cluster-policy"
+        assert patch.inputs["spec"] == {"devicePlugin": {"enabled": on}}
     driver = release(rendering, DRA_DRIVER_CHART).inputs["values"]
     [plugin] = [
         d for d in helm_template(driver, "nvidia-dra-driver-gpu", "1.35", tmp_path)

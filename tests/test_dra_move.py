@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from mig_inference.names.labels import (
     MIG_CONFIG_LABEL,
     POOL_LABEL,
 )
+from tests import in_process
 from tests.fake_apiserver import AGENTS, DRA_NAMESPACE, FakeCluster, run_script
 
 TWO = ("3g.40gb", "3g.40gb")
@@ -56,9 +56,11 @@ def move(
     config: str = LAYOUT,
     planned: dict[str, int] | None = None,
     keeps_requests: bool = True,
+    reconfigure: int = 60,
 ) -> subprocess.CompletedProcess[str]:
     """The Job of pool `p`; `keeps_requests`: the replicas' pods keep their requests across the
-    switch (the program's Job with the extended-resource bridge)."""
+    switch (the program's Job with the extended-resource bridge); `reconfigure`: its deadline
+    (real seconds) for a node's switch, which a test that expects it to pass keeps short."""
     target = RepartitionTarget(
         "p", config, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), planned or PLANNED,
         dra=to_dra, dra_namespace=DRA_NAMESPACE if to_dra else "",
@@ -66,7 +68,7 @@ def move(
     )  # fmt: skip
     env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
-           "ADVERTISE_TIMEOUT_SECONDS": "30"}  # fmt: skip
+           "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure)}  # fmt: skip
     return run_script(cluster, tmp_path, repartition_script(), env)
 
 
@@ -182,9 +184,9 @@ def test_a_device_plugin_that_does_not_stop_stops_the_job_with_the_node_cordoned
     """The kubelet keeps reporting the old allocatable: the DRA plugin is never turned on."""
     cluster = pool("n1", dra=False)
     cluster.freeze_status("n1")
-    result = move(cluster, tmp_path, to_dra=True)
+    result = move(cluster, tmp_path, to_dra=True, reconfigure=2)
     assert result.returncode == 1
-    assert "the device plugin still offers its devices after 60s (nvidia.com/mig-3g.40gb=4)" in (
+    assert "the device plugin still offers its devices after 2s (nvidia.com/mig-3g.40gb=4)" in (
         result.stdout
     )
     assert DRA_NODE_LABEL not in cluster.node_labels("n1")
@@ -300,6 +302,21 @@ def test_diff_moves_the_pool_node_by_node_with_no_extra_gpus(cloud: str, reverse
     assert first_on < second_off, events
     assert any(f"allocation {pool.fields[0].old} -> {allocation} in place" in w
                for w in change_warnings(changes))  # fmt: skip
+    # The GPU Operator's device plugin stays on every node until the Job has switched it: off
+    # for the whole cluster only after the last node moved to DRA; back on before the first
+    # node leaves DRA.
+    assert pool.nodes_without_plugin == [], events
+    turned = (
+        "GPU Operator: its device plugin turned {} for every node (the stack's ClusterPolicy patch)"
+    )
+    plugin = [i for i, e in enumerate(events) if e.startswith("GPU Operator: its device plugin")]
+    last_on = events.index(f"node {second}: {on}")
+    if reverse:
+        assert [events[i] for i in plugin] == [turned.format("on")], events
+        assert plugin[0] < events.index(f"node {first}: DRA kubelet plugin off"), events
+    else:
+        assert [events[i] for i in plugin] == [turned.format("off")], events
+        assert plugin[0] > last_on, events
 
 
 def beside_a_device_plugin_pool(
@@ -354,18 +371,15 @@ MOVES = Path(__file__).resolve().parent / "stacks" / "dra-move"
 def mig_against_deployed(
     verb: str, current: Path, deployed: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m mig VERB --stack-file CURRENT --deployed DEPLOYED ...` as users run it."""
-    return subprocess.run(
-        [sys.executable, "-m", "mig", verb, "--stack-file", str(current), "--deployed",
-         str(deployed), *extra],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+    """`python -m mig VERB --stack-file CURRENT --deployed DEPLOYED ...`, the command users run,
+    in this process (see tests/in_process.py)."""
+    return in_process.mig(verb, "--stack-file", str(current), "--deployed", str(deployed), *extra)
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks", "existing"])
 @pytest.mark.parametrize("to", ["dra", "plugin"])
 def test_the_diff_command_shows_the_move(cloud: str, to: str) -> None:
-    """`python -m mig diff --json` as users run it, on the stack files of the move (the shipped
+    """`python -m mig diff --json` (the command, in this process), on the stack files of the move (the shipped
     DRA stack's services on two full nodes): exit 0, each node switched in turn, half of every
     service serving at the worst moment, no extra GPUs."""
     deployed = MOVES / f"Pulumi.{cloud}-{'plugin' if to == 'dra' else 'dra'}.yaml"
@@ -392,6 +406,7 @@ def test_the_moved_stacks_render_valid_for_1_37(cloud: str, tmp_path: Path) -> N
     import yaml
 
     from tests.mocked import render_config
+    from tests.test_stacks import CUSTOM_RESOURCE_GROUPS
 
     raw = yaml.safe_load((MOVES / f"Pulumi.{cloud}-dra.yaml").read_text())["config"]
     config = {key.removeprefix("mig-inference:"): value for key, value in raw.items()}
@@ -403,4 +418,6 @@ def test_the_moved_stacks_render_valid_for_1_37(cloud: str, tmp_path: Path) -> N
         "nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb",
     }  # fmt: skip
     for obj in rendering.kubernetes_objects():
+        if obj["apiVersion"].split("/")[0] in CUSTOM_RESOURCE_GROUPS:
+            continue  # the GPU Operator's ClusterPolicy: tests/test_dra_move_plugin_order.py
         kubernetes_validate.validate(obj, "1.37.0", strict=True)

@@ -141,6 +141,28 @@ def test_success_with_paused_operands_does_not_count(tmp_path: Path) -> None:
     assert f"operands paused: {DEVICE_PLUGIN_LABEL}" in result.stdout
 
 
+def test_operands_left_paused_after_success_get_the_mig_manager_restarted_once(
+    tmp_path: Path,
+) -> None:
+    # v0.15.0: a MIG manager process that completed a reconfigure never restores the operands
+    # a later failed run paused; `success` for the same layout then leaves them paused. A new
+    # process, finding the layout applied, restores them (reconfigure.go setState).
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-3g.40gb")
+    cluster.relabel("n1", {DEVICE_PLUGIN_LABEL: PAUSED})
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "node n1 (pool a): nvidia.com/mig.config.state=success with its operands left paused "
+        f"({DEVICE_PLUGIN_LABEL}): the MIG manager's wedge of NVIDIA/gpu-operator#2833; "
+        "restarted its MIG manager pod" in result.stdout
+    )
+    assert [c for c in cluster.changes if c.startswith("delete")] == [
+        "delete gpu-operator/nvidia-mig-manager-00001"
+    ]
+    assert "MIG ready: a:1/1" in result.stdout
+
+
 def test_paused_operands_do_not_count_while_the_kubelet_still_shows_the_old_devices(
     tmp_path: Path,
 ) -> None:

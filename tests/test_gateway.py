@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import copy
 import functools
+import http.server
 import json
 import subprocess
 import tempfile
@@ -39,7 +40,7 @@ from mig_inference.kube.gateway import (
 )
 from mig_inference.plan import StackPlan
 from mig_inference.plan.gateway import GKE_HEALTH_CHECK_RANGES, MODEL_HEADER, ROUTED_PATH
-from mig_inference.render import Recorded, Rendering
+from mig_inference.rendering import Recorded, Rendering
 from mig_inference.spec.files import load_stack
 from mig_inference.versions import (
     GATEWAY_API_CRDS,
@@ -608,7 +609,7 @@ def test_a_joined_gke_cluster_is_checked_for_the_gateway(monkeypatch: pytest.Mon
     """Its Gateway API on, its version installing the InferencePool CRD, and the region's
     proxy-only subnet of the stack's range on its network: each refused at preview, with the
     way forward."""
-    from mig_inference import render
+    from mig_inference import offline_answers
 
     token = "gcp:container/getCluster:getCluster"
     assert rendered(_joined_gke()).error is None
@@ -618,7 +619,8 @@ def test_a_joined_gke_cluster_is_checked_for_the_gateway(monkeypatch: pytest.Mon
         ({"network": "projects/my-gcp-project/global/networks/serving-vpc"},
          "has no subnet 10.129.0.0/23 on network serving-vpc"),
     ):  # fmt: skip
-        monkeypatch.setitem(render._FAKE_CALLS, token, {**render._FAKE_CALLS[token], **changed})
+        calls = offline_answers.FAKE_CALLS
+        monkeypatch.setitem(calls, token, {**calls[token], **changed})
         with tempfile.TemporaryDirectory() as folder:
             refused = render_config(Path(folder), _joined_gke())
         assert refused.error is not None and words in refused.error, refused.error
@@ -893,6 +895,64 @@ def test_behind_an_https_gateway_the_check_asks_the_service_which_admits_it() ->
     peers = policy["spec"]["ingress"][0]["from"]
     assert {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mig-inference-verify",
                                             "app.kubernetes.io/instance": "summarize"}}} in peers  # fmt: skip
+
+
+class Gateway(http.server.BaseHTTPRequestHandler):
+    """A stand-in for the gateway: a request reaches the model only when it names it, in the
+    routed header (GET) or in its body's `model` (the body-based router's job, done here)."""
+
+    model = "Qwen/Qwen2.5-1.5B-Instruct"
+
+    def _answer(self, body: bytes | None) -> None:
+        self.send_response(200 if body else 404)
+        body = body or b'{"error": "no route"}'
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        import json
+
+        listed = json.dumps({"object": "list", "data": [{"id": self.model, "object": "model"}]})
+        self._answer(listed.encode() if self.headers.get(MODEL_HEADER) == self.model else None)
+
+    def do_POST(self) -> None:
+        import json
+
+        from tests.test_verify_probe import ANSWERS
+
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        routed = body.get("model") == self.model
+        self._answer((ANSWERS / "vllm_completion.json").read_bytes() if routed else None)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_check_names_its_model_to_the_gateway(tmp_path: Path) -> None:
+    import json
+    import threading
+
+    from tests.test_verify_probe import run_program, target
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        spec = {**target("vllm", Gateway.model).__dict__, "url": "gateway",
+                "model_header": MODEL_HEADER}  # fmt: skip
+        run = run_program("probe", {"MIG_VERIFY_TARGET": json.dumps(spec),
+                                    "MIG_VERIFY_URL": url}, tmp_path)  # fmt: skip
+        assert run.returncode == 0, run.stdout + run.stderr
+        # Without the header, the gateway has no route for the model list.
+        spec["model_header"] = None
+        run = run_program("probe", {"MIG_VERIFY_TARGET": json.dumps(spec),
+                                    "MIG_VERIFY_URL": url}, tmp_path)  # fmt: skip
+        assert run.returncode == 1 and "answered HTTP 404" in run.stdout
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # --- `diff`: who may call each service, and each model's pool ---------------------------------

@@ -28,7 +28,7 @@ from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import resolve_gpu
 from mig_inference.gpus.migparted import resolve_config
 from mig_inference.plan import plan_stack
-from mig_inference.render import Rendering, manifest
+from mig_inference.rendering import Rendering, manifest
 from mig_inference.spec import parse_stack
 from mig_inference.versions import ARM64_IMAGES, GPU_OPERATOR_VERSION
 from tests.mocked import render_config
@@ -53,7 +53,7 @@ CREATED: dict[Cloud, dict[str, Any]] = {
                 "publicAccessCidrs": ["203.0.113.0/24"]},
     Cloud.OKE: {"create": True, "vcnId": "ocid1.vcn.oc1..v",
                 "endpointSubnetId": "ocid1.subnet.oc1..api", "podSubnetIds": ["ocid1.subnet.oc1..p"],
-                "kubernetesVersion": "v1.34.1", "systemImageId": "ocid1.image.oc1..sys"},
+                "kubernetesVersion": "v1.34.2", "systemImageId": "ocid1.image.oc1..sys"},
 }  # fmt: skip
 RESERVATIONS = {
     Cloud.GKE: "reservation-{n}",

@@ -14,7 +14,8 @@ import yaml
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.plan import StackPlan, plan_stack
 from mig_inference.plan.model_cache import CACHE_ROOT, fill_job_name, fsx_lustre_size
-from mig_inference.render import Rendering, run_program
+from mig_inference.render import run_program
+from mig_inference.rendering import Rendering
 from mig_inference.spec import Engine, parse_stack
 from mig_inference.spec.files import load_stack, stack_path
 from mig_inference.versions import GPU_OPERATOR_VERSION

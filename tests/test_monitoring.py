@@ -26,6 +26,7 @@ from mig_inference.spec import parse_stack
 from mig_inference.spec.files import load_stack, stack_names
 from mig_inference.versions import GPU_OPERATOR_VERSION, KEDA_VERSION
 from tests.mocked import named, release, render_config, stack_rendering
+from tests.promql_instant import evaluate, series
 from tests.reference import crd_schema
 
 STACK = "eks-p5-from-zero"
@@ -65,9 +66,69 @@ def test_alert_rules() -> None:
     assert by_name["MigConfigPending"]["for"] == "15m"
     assert 'label_nvidia_com_mig_config_state="failed"' in by_name["MigConfigFailed"]["expr"]
     assert "DCGM_FI_DEV_FB_USED" in by_name["MigSliceMemoryFull"]["expr"]
+    # Two rules of the slice-memory alert: a full slice, and slices whose memory goes unreported.
+    reasons = [
+        r["labels"].get("reason") for r in group["rules"] if r["alert"] == "MigSliceMemoryFull"
+    ]
+    assert reasons == [None, "memory-not-reported"]
     assert "DCGM_FI_DEV_GPU_UTIL" not in json.dumps(group)  # not reported for MIG devices
     for rule in group["rules"]:
         assert rule["expr"] and rule["labels"]["severity"] in {"warning", "critical"}
+
+
+def _slice_memory_rules() -> tuple[str, str]:
+    [rules] = _kinds("PrometheusRule")
+    [full, unreported] = [
+        r["expr"] for r in rules["spec"]["groups"][0]["rules"] if r["alert"] == "MigSliceMemoryFull"
+    ]
+    return full, unreported
+
+
+def _node(name: str, pool: str, state: str = "success") -> tuple[Any, float]:
+    return series("kube_node_labels", 1, node=name, label_mig_inference_io_pool=pool,
+                  label_nvidia_com_mig_config_state=state)  # fmt: skip
+
+
+def _slice(metric: str, node: str, value: float, instance: str = "1") -> tuple[Any, float]:
+    return series(metric, value, hostname=node, gpu="0", GPU_I_ID=instance,
+                  GPU_I_PROFILE="1g.10gb", instance=f"{node}:9400")  # fmt: skip
+
+
+def test_the_slice_memory_alert_fires_when_a_mig_node_reports_no_slice_memory() -> None:
+    # NVIDIA/dcgm-exporter#512: on H100 the exporter reports DCGM_FI_DEV_FB_* for no MIG
+    # instance, so the ratio rule has no series to exceed its threshold on that node.
+    full, unreported = _slice_memory_rules()
+    pool = plan_stack(load_stack(STACK)).pools[0].name
+    samples = [
+        _node("reported", pool), _node("silent", pool), _node("starting", pool, "pending"),
+        _node("cpu", ""),
+        _slice("DCGM_FI_DEV_FB_USED", "reported", 9_900), _slice("DCGM_FI_DEV_FB_FREE", "reported", 100),
+        _slice("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "silent", 0.4),
+    ]  # fmt: skip
+    assert [s["node"] for s in evaluate(unreported, samples)] == ["silent"]
+    # The ratio rule sees only the node that reports its slices (99% used there).
+    assert [s["hostname"] for s in evaluate(full, samples)] == ["reported"]
+    # Once the silent node reports its slices, only the ratio rule speaks.
+    samples += [
+        _slice("DCGM_FI_DEV_FB_USED", "silent", 10),
+        _slice("DCGM_FI_DEV_FB_FREE", "silent", 9_990),
+    ]
+    assert evaluate(unreported, samples) == []
+
+
+def test_no_unreported_rule_without_slices_the_operator_watches() -> None:
+    # GKE's own partitions: no GPU Operator, no DCGM exporter of its own to miss them.
+    from mig_inference.kube.monitoring import slice_memory_unreported
+
+    assert slice_memory_unreported(plan_stack(load_stack("gke-native"))) is None
+
+
+def test_the_evaluator_reads_what_it_is_given() -> None:
+    assert evaluate('up{job="a"} unless on (node) down', [series("up", 1, job="a", node="n")]) == [
+        {"__name__": "up", "job": "a", "node": "n"}
+    ]
+    with pytest.raises(NotImplementedError):
+        evaluate("rate(up[5m])", [series("up", 1)])
 
 
 def test_dashboard_config_map_for_grafanas_sidecar() -> None:
@@ -131,7 +192,8 @@ def test_queue_autoscaling_with_keda() -> None:
 
 
 def test_prometheus_may_scrape_the_engine() -> None:
-    [policy] = _kinds("NetworkPolicy")
+    # The service's own (the startup-taint agent's denies every ingress).
+    [policy] = [p for p in _kinds("NetworkPolicy") if p["metadata"]["name"] == "chat"]
     sources = [rule["from"] for rule in policy["spec"]["ingress"]]
     prometheus = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
@@ -153,7 +215,7 @@ def test_rules_and_dashboard_live_with_prometheus() -> None:
 
 
 def test_replicas_may_be_moved_by_the_cluster_autoscaler() -> None:
-    [deployment] = _kinds("Deployment")
+    [deployment] = [d for d in _kinds("Deployment") if d["metadata"]["name"] == "chat"]
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     volumes = {v["name"] for v in deployment["spec"]["template"]["spec"]["volumes"]}
     safe = annotations["cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"]

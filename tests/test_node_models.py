@@ -225,6 +225,22 @@ def deploy_labels_the_operator_has_not_set_yet(run: Run) -> None:
     run.until(40)
 
 
+def the_operator_deletes_the_plugin_then_brings_it_back(run: Run) -> None:
+    """`devicePlugin.enabled: false`: the operator deletes the plugin's DaemonSet (gpu-operator
+    v26.7.0 `controllers/object_controls.go` `DaemonSet`), the node's label untouched."""
+    run.until(5)
+    run.agent.set_plugin_daemonset(False)
+    run.until(10)
+    run.agent.set_plugin_daemonset(True)
+    run.until(20)
+
+
+def a_new_layout_while_the_operator_runs_no_plugin(run: Run) -> None:
+    run.agent.set_plugin_daemonset(False)
+    run.relabel({CONFIG_LABEL: "all-1g.10gb"})
+    run.until(60)
+
+
 SCENARIOS: dict[str, tuple[Callable[[Run], None], dict[str, Any]]] = {
     "new_value": (new_value, {}),
     "already_applied": (already_applied, {}),
@@ -256,6 +272,10 @@ SCENARIOS: dict[str, tuple[Callable[[Run], None], dict[str, Any]]] = {
     "a_restart_in_the_middle_of_a_run": (a_restart_in_the_middle_of_a_run, {}),
     "a_wedge_whose_layout_is_applied_is_restored_by_a_restart": (
         a_wedge_whose_layout_is_applied_is_restored_by_a_restart, {}),
+    "the_operator_deletes_the_plugin_then_brings_it_back": (
+        the_operator_deletes_the_plugin_then_brings_it_back, {}),
+    "a_new_layout_while_the_operator_runs_no_plugin": (
+        a_new_layout_while_the_operator_runs_no_plugin, {}),
 }  # fmt: skip
 
 
@@ -296,6 +316,13 @@ def test_what_the_source_says_holds_in_both(model: str) -> None:
     assert states(play(model, "already_applied"))[-1:] == ["success"]
     assert states(play(model, "unknown_config")) == ["failed"]  # no pending: L137-140
     assert play(model, "same_value_and_state_removal_do_nothing").writes == []
+    # The plugin leaves the node with its DaemonSet, label and all, and serves again once a new
+    # pod has registered; a MIG change meanwhile advertises nothing.
+    off_and_on = devices_in_turn(play(model, "the_operator_deletes_the_plugin_then_brings_it_back"))
+    assert off_and_on == [{"nvidia.com/mig-3g.40gb": 4}, {}, {"nvidia.com/mig-3g.40gb": 4}]
+    unplugged = play(model, "a_new_layout_while_the_operator_runs_no_plugin")
+    assert states(unplugged) == ["pending", "success"]
+    assert devices_in_turn(unplugged) == [{}]
     busy = play(model, "busy_gpu_fails_and_restores_operands")
     assert states(busy) == ["pending", "failed"] and busy.agent.labels[PLUGIN] == "true"
     wedged = play(model, "failure_after_a_full_reconfigure_leaves_operands_paused")

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +19,9 @@ from mig_inference.rollout.node_updates import Reach, node_update
 from mig_inference.rollout.rendered import program_of
 from mig_inference.rollout.steps import Op, leaf_paths, path_under
 from mig_inference.spec.files import stack_names, stack_path
+from tests import in_process
 from tests.mocked import stack_rendering
 from tests.test_rollout import stack, transition
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(
@@ -103,11 +100,9 @@ def _stack_file(tmp_path: Path, name: str, edit: Any) -> Path:
 
 
 def _diff(deployed: Path, current: Path) -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-m", "mig", "diff", "--json", "--stack-file", str(current),
-         "--deployed", str(deployed)],
-        capture_output=True, text=True, cwd=ROOT, check=False,
-    )  # fmt: skip
+    result = in_process.mig(
+        "diff", "--json", "--stack-file", str(current), "--deployed", str(deployed)
+    )
     assert result.returncode == 0, result.stderr
     report: dict[str, Any] = json.loads(result.stdout)
     return report
@@ -119,7 +114,7 @@ def _diff(deployed: Path, current: Path) -> dict[str, Any]:
         ("tags", {"team": "ml"}, "node tags: only nodes OKE creates from now on get it"),
         (
             "cluster",
-            "v1.34.1",
+            "v1.35.1",
             "Kubernetes version: only nodes OKE creates from now on get it",
         ),
     ],
@@ -167,3 +162,18 @@ def test_an_oke_layout_label_is_the_jobs_and_other_labels_reach_only_new_nodes()
         Reach.NEW_NODES: ("node label team",),
     }
     assert "the 3 running node(s) keep the old value" in update.describe(running=3)
+
+
+def test_diff_says_an_oke_pool_size_change_adds_nodes_and_touches_no_running_one(
+    tmp_path: Path,
+) -> None:
+    """OKE applies a new size by adding or removing nodes: not a change that waits for nodes
+    OKE creates later (the running ones have nothing to keep)."""
+
+    def edit(config: dict[str, Any]) -> None:
+        config["mig-inference:pools"][0]["nodes"] = 2
+
+    report = _diff(stack_path("oke-h100"), _stack_file(tmp_path, "oke-h100", edit))
+    [pool] = report["pools"]
+    assert pool["node_update"] == "size: nodes added or removed"
+    assert pool["nodes_replaced"] == 0

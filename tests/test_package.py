@@ -19,7 +19,8 @@ from pulumi.provider.server import ComponentInitError
 from components.provider import COMPONENTS, PACKAGE, MigInferenceProvider
 from components.stack import MigInference
 from components.stack_args import Cluster, Stack
-from mig_inference.render import Rendering, run_program
+from mig_inference.render import run_program
+from mig_inference.rendering import Rendering
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
 from mig_inference.spec.dra import DRA_KEYS
 from mig_inference.spec.files import stack_path
@@ -102,7 +103,7 @@ def test_provider_plugin_serves_the_schema_over_grpc() -> None:
         assert json.loads(served.schema) == schema()
     finally:
         plugin.kill()
-        plugin.wait()
+        plugin.communicate()  # waits, and closes its pipes
 
 
 def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
@@ -263,7 +264,7 @@ def pool_inputs(stack: str) -> tuple[dict[str, Any], str]:
     [
         ("gke-h100", "GkeGpuPool", {"cluster": "c"}, "gcp:container/nodePool:NodePool"),
         ("eks-p4d", "EksGpuNodeGroup", {"clusterName": "c"}, "aws:eks/nodeGroup:NodeGroup"),
-        ("oke-h100", "OkeGpuPool", {"clusterId": "ocid1.cluster.oc1..x", "kubernetesVersion": "v1.33.1"},
+        ("oke-h100", "OkeGpuPool", {"clusterId": "ocid1.cluster.oc1..x", "kubernetesVersion": "v1.34.2"},
          "oci:ContainerEngine/nodePool:NodePool"),
         ("existing", "ExistingNodePool", {}, "kubernetes:core/v1:NodePatch"),
         ("existing", "ExistingNodeTaints", {}, "kubernetes:core/v1:NodePatch"),

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import random
+import resource
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, Profile, resolve_gpu
 from mig_inference.gpus.layout import Layout, place
 from mig_inference.gpus.sizing import GB, MIB
 from mig_inference.solving.bench import llm_fleet, random_fleet
-from mig_inference.solving.fleet import load_fleet
+from mig_inference.solving.fleet import fleet_document, load_fleet
 from mig_inference.solving.packing import PackPlan, Workload, allowed_profiles, pack
+from mig_inference.solving.throughput import parvagpu_scenarios
 
+ROOT = Path(__file__).resolve().parent.parent
 H100 = resolve_gpu("H100-80GB")
 
 
@@ -263,3 +271,41 @@ def test_variants_are_used_only_when_named() -> None:
     # 7 replicas of 1g on GPUs of 4: the +me.all one takes a GPU of its own (no plain or +gfx
     # instance beside it), the other 6 need 2 more.
     assert plan.gpu_count == plan.lower_bound == 3
+
+
+def test_a_fleet_document_reads_back_as_the_same_workloads(tmp_path: Path) -> None:
+    fleet = [
+        Workload("fixed", 3, profile="2g.20gb", exact=True),
+        Workload("grows", 2, profile="1g.10gb"),
+        Workload("sized", 4, memory_mib=24.5 * 1024),
+        *parvagpu_scenarios("mps")[5].workloads,
+    ]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(fleet_document(fleet)), encoding="utf-8")
+    assert load_fleet(path) == fleet
+
+
+def test_pack_times_the_solve_by_the_process_cpu_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cpu_seconds` is the process's CPU time over the solve, read from `time.process_time`
+    (a wall clock would move with the machine's load)."""
+    readings = iter([100.0, 102.5])
+    monkeypatch.setattr(time, "process_time", lambda: next(readings))
+    plan = pack(H100, llm_fleet())
+    assert plan.cpu_seconds == 2.5
+    assert 0 < plan.seconds < 100
+
+
+def test_pack_json_carries_the_cpu_seconds_of_the_solve(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump(fleet_document(list(parvagpu_scenarios("mps")[4].workloads))))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [sys.executable, "-m", "mig", "pack", str(fleet), "--gpu", "A100-80GB", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0, done.stderr
+    process_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    payload = json.loads(done.stdout)
+    assert 0 < payload["cpu_seconds"] <= process_cpu
+    assert payload["seconds"] > 0

@@ -16,7 +16,8 @@ import yaml
 
 from components.stack import MigInference
 from components.stack_args import Stack, stack_args
-from mig_inference.render import Rendering, run_program
+from mig_inference.render import run_program
+from mig_inference.rendering import Rendering
 from mig_inference.spec import secret_references
 from mig_inference.spec.cloud_tags import UNPROTECTED_TAG
 from mig_inference.spec.files import stack_path
@@ -182,7 +183,7 @@ def tagged_variants() -> list[tuple[str, dict[str, Any]]]:
     oke = stack_values("oke-h100")
     oke["cluster"] = {**oke["cluster"], "create": True, "vcnId": "ocid1.vcn.oc1..v",
                       "endpointSubnetId": "ocid1.subnet.oc1..api",
-                      "podSubnetIds": ["ocid1.subnet.oc1..pods"], "kubernetesVersion": "v1.33.1",
+                      "podSubnetIds": ["ocid1.subnet.oc1..pods"], "kubernetesVersion": "v1.34.2",
                       "systemImageId": "ocid1.image.oc1..sys"}  # fmt: skip
     oke["pools"] = [{**oke["pools"][0], "nodes": {"min": 1, "max": 2}}]
     return [
@@ -343,7 +344,7 @@ def one_program(cloud: str, whole_list: bool) -> Callable[[], None]:
                 "vcn_id": vcn.id, "endpoint_subnet_id": oci_subnets[1].id,
                 "subnet_ids": pulumi.Output.all(oci_subnets[0].id) if whole_list
                 else [oci_subnets[0].id],
-                "pod_subnet_ids": [oci_subnets[0].id], "kubernetes_version": "v1.33.1",
+                "pod_subnet_ids": [oci_subnets[0].id], "kubernetes_version": "v1.34.2",
                 "availability_domains": values["cluster"]["availabilityDomains"],
                 "system_image_id": pulumi.Output.from_input("ocid1.image.oc1..team"),
             }  # fmt: skip
@@ -569,6 +570,7 @@ def test_eks_user_data_runs_after_the_project_s_parts(tmp_path: Path) -> None:
     assert [p.get_content_type() for p in parts] == [
         "application/node.eks.aws",
         "text/cloud-config",
+        "text/x-shellscript",  # MIG mode at boot (tests/test_mig_mode_at_boot.py)
         "text/x-shellscript",
     ]
     payload = parts[-1].get_payload(decode=True)

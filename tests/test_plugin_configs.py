@@ -5,8 +5,6 @@ it, so no device plugin that restarts during the update waits for a key that is 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,8 @@ from mig_inference.rollout.resources import Program, Resource
 from mig_inference.rollout.simulator import simulate
 from mig_inference.rollout.steps import Op
 from mig_inference.spec.files import load_stack
+from mig_inference.versions import GPU_OPERATOR_CHART
+from tests import in_process
 from tests.fake_apiserver import steps_of
 from tests.mocked import stack_rendering
 from tests.nvidia_node import (
@@ -74,6 +74,8 @@ def test_a_plugin_restarted_by_a_layout_change_finds_its_nodes_config() -> None:
 def test_a_sharing_change_never_leaves_a_node_naming_a_missing_key(cloud: str) -> None:
     v1 = _sliced(cloud)
     v2 = _sliced(cloud, sharing={"timeSlicing": {"replicas": 3, "profiles": ["1g.10gb"]}})
+    for version in (v1, v2):  # one memory share on both sides (changes/shared_memory.py)
+        version["services"][0]["gpuMemoryUtilization"] = 0.3
     outcome, changes = transition(v1, v2)
     assert outcome.failure is None, outcome.failure
     assert [p.name for p in changes.pools] == ["h100"]
@@ -116,7 +118,7 @@ def test_the_model_reads_the_chart_and_the_patches() -> None:
 
 
 def test_diff_reports_no_plugin_waiting_for_a_config(tmp_path: Path) -> None:
-    """`diff --json` as users run it, on the layout-and-sharing change above."""
+    """`diff --json` (the command, in this process), on the layout-and-sharing change above."""
     v1 = _sliced(rollout="in-place")
     v2 = _sliced(rollout="in-place", mig="all-3g.40gb")
     v2["pools"][0]["sharing"] = {"timeSlicing": {"replicas": 2, "profiles": ["3g.40gb"]}}
@@ -127,11 +129,8 @@ def test_diff_reports_no_plugin_waiting_for_a_config(tmp_path: Path) -> None:
         body = {f"mig-inference:{key}": value for key, value in config.items()}
         path.write_text(yaml.safe_dump({"config": body}))
         files.append(path)
-    result = subprocess.run(
-        [sys.executable, "-m", "mig", "diff", "--stack-file", str(files[1]),
-         "--deployed", str(files[0]), "--json"],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
+    result = in_process.mig("diff", "--stack-file", str(files[1]), "--deployed", str(files[0]),
+                            "--json")  # fmt: skip
     assert result.returncode == 0, result.stderr
     [pool] = json.loads(result.stdout)["pools"]
     assert (pool["nodes_plugin_config_missing"], pool["nodes_plugin_blocked"]) == ([], [])
@@ -219,3 +218,33 @@ def test_the_upgrade_from_the_chart_owned_config_map_leaves_no_key_missing(name:
     assert [key for key in updated if key[0] == RELEASE]
     for pool in outcome.pools.values():
         assert pool.config_missing == [] and pool.plugin_blocked == []
+
+
+def _operator_release(create: bool, data: dict[str, str]) -> Resource:
+    config = {"name": "plugin-config", "create": create, "data": data}
+    return Resource(RELEASE, "gpu-operator", {"chart": GPU_OPERATOR_CHART,
+                    "namespace": "gpu-operator", "values": {"devicePlugin": {"config": config}}})  # fmt: skip
+
+
+def _config_map(kind: str, resource: str, namespace: str, name: str, *keys: str) -> Resource:
+    metadata = {"namespace": namespace, "name": name}
+    return Resource(kind, resource, {"metadata": metadata, "data": dict.fromkeys(keys, "{}")})
+
+
+def test_the_plugin_finds_the_keys_of_the_config_map_it_reads_and_no_other() -> None:
+    """With `create: false` the chart renders no key of its own (its `data` is ignored): the keys
+    are those the program's ConfigMap and patches put in that ConfigMap, not in another one
+    (another name, or the same name in another namespace)."""
+    configs = PluginConfigs()
+    configs.apply(_operator_release(create=False, data={"ignored-by-the-chart": "{}"}))
+    configs.apply(_config_map(CONFIG_MAP, "base", "gpu-operator", "plugin-config", "default"))
+    configs.apply(_config_map(CONFIG_MAP_PATCH, "sliced", "gpu-operator", "plugin-config", "ts-2"))
+    configs.apply(_config_map(CONFIG_MAP, "other", "gpu-operator", "another-config", "elsewhere"))
+    configs.apply(_config_map(CONFIG_MAP, "same-name", "default", "plugin-config", "other-ns"))
+    assert configs.known() == frozenset({"default", "ts-2"})
+
+
+def test_with_create_the_chart_puts_its_own_keys_in_the_config_map() -> None:
+    configs = PluginConfigs()
+    configs.apply(_operator_release(create=True, data={"default": "{}", "ts-4": "{}"}))
+    assert configs.known() == frozenset({"default", "ts-4"})

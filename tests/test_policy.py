@@ -9,7 +9,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pulumi_policy
 import pytest
@@ -801,16 +801,58 @@ def test_policies_are_named_described_and_mandatory() -> None:
 
 def test_pack_folder_serves_every_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     # The real PolicyPack starts a gRPC server and sleeps forever: record its arguments instead.
-    packs: list[tuple[str, list[Policy]]] = []
+    packs: list[tuple[str, list[Policy], dict[str, Any]]] = []
 
-    def record(name: str, policies: list[Policy], **_: Any) -> None:
-        packs.append((name, policies))
+    def record(name: str, policies: list[Policy], **metadata: Any) -> None:
+        packs.append((name, policies, metadata))
 
     monkeypatch.setattr(pulumi_policy, "PolicyPack", record)
     runpy.run_path(str(PACK_DIR / "__main__.py"), run_name="__main__")
-    [(name, served)] = packs
+    [(name, served, metadata)] = packs
     assert name == "mig-inference"
     assert [p.name for p in served] == [p.name for p in policies()]
+    assert metadata["display_name"] and metadata["provider"] == "kubernetes"
+    assert "mig-inference" in metadata["tags"]
+
+
+def _analyzer_info() -> Any:
+    """What the pack tells the engine about itself (`GetAnalyzerInfo`), from the SDK's own
+    servicer, as `PolicyPack` builds it before it serves."""
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    servicer = _PolicyAnalyzerServicer(
+        "mig-inference", "0.0.1", policies(), pulumi_policy.EnforcementLevel.ADVISORY
+    )
+    return cast(Any, servicer).GetAnalyzerInfo(None, None)
+
+
+@pytest.mark.parametrize("policy", policies(), ids=lambda p: p.name)
+def test_every_rule_carries_severity_remediation_tags_and_a_reference(policy: Policy) -> None:
+    """The metadata pulumi-policy 1.21 takes and Pulumi Cloud shows beside a violation: how
+    bad it is, how to fix it, what it is about and where to read more."""
+    assert isinstance(policy.severity, pulumi_policy.Severity)
+    assert policy.remediation_steps and len(policy.remediation_steps.split()) >= 20
+    assert policy.tags and "mig-inference" in policy.tags
+    assert policy.url and policy.url.startswith("https://")
+    [served] = [p for p in _analyzer_info().policies if p.name == policy.name]
+    assert served.remediation_steps == policy.remediation_steps
+    assert served.severity == servicer_severity(policy.severity) != 0
+    assert list(served.tags) == policy.tags and served.url == policy.url
+
+
+def servicer_severity(severity: pulumi_policy.Severity) -> int:
+    """The engine's spelling of a severity (the analyzer protocol's enum)."""
+    from pulumi.runtime.proto import analyzer_pb2
+
+    return int(analyzer_pb2.PolicySeverity.Value(f"POLICY_SEVERITY_{severity.name}"))
+
+
+def test_the_credential_rule_names_the_control_it_keeps() -> None:
+    [served] = [p for p in _analyzer_info().policies if p.name == "no-plaintext-tokens"]
+    assert (served.framework.name, served.framework.version) == ("NIST SP 800-53", "Rev. 5")
+    assert served.framework.reference == "IA-5(7)"
+    assert "not embedded" in served.framework.specification
+    assert served.severity == servicer_severity(pulumi_policy.Severity.CRITICAL)
 
 
 def test_pack_folder_declares_python_and_its_requirements() -> None:

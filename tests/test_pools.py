@@ -167,9 +167,10 @@ def test_eks_node_group_seed_003() -> None:
     template = one(rendering, "aws:ec2/launchTemplate:LaunchTemplate").inputs
     message = email.message_from_string(b64(template["userData"]))
     assert message.is_multipart()
-    part, drop_in = list(message.walk())[1:]
+    part, drop_in, mig_mode = list(message.walk())[1:]
     assert part.get_content_type() == "application/node.eks.aws"
     assert drop_in.get_content_type() == "text/cloud-config"  # tests/test_max_pods.py
+    assert mig_mode.get_content_type() == "text/x-shellscript"  # tests/test_mig_mode_at_boot.py
     assert part["Content-Transfer-Encoding"] == "7bit"
     node_config = yaml.safe_load(str(part.get_payload()))
     assert node_config == {
@@ -264,7 +265,7 @@ def _oke(mig: str, max_pods: int | None) -> dict[str, Any]:
     return {
         "cloud": "oke",
         "cluster": {"name": "c", "compartmentId": "ocid1.compartment.oc1..c", "clusterId": "ocid1.cluster.oc1..k", "subnetIds": ["ocid1.subnet.oc1..s"],
-                    "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"], "kubernetesVersion": "v1.33.1"},
+                    "availabilityDomains": ["Uocm:US-CHICAGO-1-AD-1"], "kubernetesVersion": "v1.34.2"},
         "pools": [pool],
     }  # fmt: skip
 
@@ -361,10 +362,14 @@ def test_gke_native_mig_only_on_the_gpus_google_documents(
     [error] = caught.value.errors
     assert error.path == "mig-inference:pools[0].migManager"
     assert (
-        f"GKE documents its native MIG for A100-40GB, A100-80GB, H100-80GB, H200-141GB, "
+        f"GKE documents native MIG node pools for A100-40GB, A100-80GB, H100-80GB, H200-141GB, "
         f"B200-180GB only, not {gpu}" in error.message
     )
     assert "kubernetes-engine/docs/how-to/gpus-multi" in error.message
     assert error.allowed == ["operator"]
+    # Google lists RTX PRO 6000 partitions for ComputeClasses only, which the stack does not make.
+    assert ("ComputeClass" in error.message) is (gpu == "RTX-PRO-6000-96GB")
+    if gpu == "RTX-PRO-6000-96GB":
+        assert "lists 1g.24gb, 2g.48gb, 4g.96gb" in error.message
     # The GPU Operator partitions it instead.
     assert _plan(_gke(pool)).pools[0].config_name == mig

@@ -269,6 +269,8 @@ def test_a_drain_that_cannot_finish_uncordons_and_names_the_blocker(tmp_path: Pa
     cluster = pool("n1", "n2")
     cluster.add_pod("inference", "llm", "n1")
     cluster.add_pod("team-b", "trainer", "n1", budget="trainer-pdb", refusals=-1)
+    for name in ("other", "another"):  # as busy as n1, which goes first by name
+        cluster.add_pod("inference", name, "n2")
     result = run(cluster, tmp_path, drain=0)
     assert cluster.node_labels("n1")[MIG_CONFIG_LABEL] == OLD and not cluster.cordoned("n1")
     assert result.returncode == 1
@@ -322,11 +324,13 @@ def test_the_pool_s_budgets_are_relaxed_while_the_job_runs_and_restored_after(
 
 
 def test_a_stop_restores_the_budgets_too(tmp_path: Path) -> None:
-    cluster = pool("n1", "n2")
-    del cluster.configs[TARGET]  # the MIG manager fails at once
+    # chat's budget is relaxed for n1's drain, which someone else's budget stops.
+    cluster = pool("n1")
     cluster.add_service("inference", "chat", 2, "nvidia.com/mig-3g.40gb", pool="p", on={"n1": 2})
-    result = run(cluster, tmp_path)
-    assert result.returncode == 1 and "STOPPED at node n1" in result.stdout
+    cluster.add_pod("team-b", "trainer", "n1", budget="trainer-pdb", refusals=-1)
+    result = run(cluster, tmp_path, drain=0)
+    assert result.returncode == 1 and "STOPPED at the drain of n1" in result.stdout
+    assert f"patch pdb inference/chat @{RELAXED}=1 maxUnavailable=100%" in cluster.changes
     budget = cluster.budgets[("inference", "chat")]
     assert (
         budget["spec"]["maxUnavailable"] == 1 and RELAXED not in budget["metadata"]["annotations"]
@@ -737,7 +741,7 @@ def test_the_job_gets_the_plan_s_devices_namespace_and_deadlines() -> None:
     )
     assert env["DRAIN_TIMEOUT_SECONDS"] == env["RECONFIGURE_TIMEOUT_SECONDS"] == "1800"
     assert env["OPERATOR_NAMESPACE"] == "gpu-operator"
-    assert target.budget_seconds(1800) == 2 * (3 * 1800 + 300)
+    assert target.budget_seconds(1800) == 2 * (4 * 1800 + 300)
 
 
 def test_evicting_pods_without_a_controller_is_the_stack_s_choice_on_in_place_pools() -> None:

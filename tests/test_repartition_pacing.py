@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mig_inference.kube.repartition import RepartitionTarget, repartition_script
+from mig_inference.kube.repartition import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    RepartitionTarget,
+    repartition_script,
+)
 from mig_inference.names.labels import CORDONED_FOR_ANNOTATION, MIG_CONFIG_LABEL, POOL_LABEL
 from tests.fake_apiserver import AGENTS, DRA_NAMESPACE, FakeCluster, run_script
 from tests.test_dra_move import mig_against_deployed
@@ -53,7 +58,7 @@ def spare_room() -> FakeCluster:
 
 
 def repartition(
-    cluster: FakeCluster, tmp_path: Path, change: str, reconfigure: int = 120
+    cluster: FakeCluster, tmp_path: Path, change: str, reconfigure: int = 120, drain: int = 60
 ) -> subprocess.CompletedProcess[str]:
     config, planned, dra = CHANGES[change]
     target = RepartitionTarget(
@@ -62,7 +67,8 @@ def repartition(
     )  # fmt: skip
     env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
-           "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure)}  # fmt: skip
+           "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure),
+           "DRAIN_TIMEOUT_SECONDS": str(drain)}  # fmt: skip
     return run_script(cluster, tmp_path, repartition_script(), env)
 
 
@@ -129,18 +135,19 @@ def test_a_stop_uncordons_every_node_held_and_never_relabelled(tmp_path: Path) -
 def test_replicas_that_do_not_turn_ready_stop_the_job_before_the_next_drain(
     tmp_path: Path,
 ) -> None:
-    """n1's replicas come back to n1 but do not turn Ready within the reconfiguration deadline
-    (a model that never loads): the Job stops before draining n2, naming them, and lifts the
-    cordons of the nodes it held; n2 keeps serving its replicas."""
+    """n3, empty, is switched first; n1's replicas move onto it but do not turn Ready (a model
+    that never loads: the strict budget refuses the second until the drain's deadline relaxes
+    it), nor by the reconfiguration deadline: the Job stops before draining n2, naming them, and
+    lifts the cordons of the nodes it held; n2 keeps serving its replicas."""
     cluster = spare_room()
     cluster.services[("inference", "chat")].start = 10_000
-    result = repartition(cluster, tmp_path, "layout", reconfigure=20)
+    result = repartition(cluster, tmp_path, "layout", reconfigure=20, drain=2)
     assert result.returncode == 1, result.stdout
     assert (
         "STOPPED at the pool's services: after 20s they have not settled before the drain of the "
         "next batch: still loading: inference/chat-" in result.stdout
     )
-    assert "@n1" in result.stdout.split("still loading:")[1]
+    assert "@n3" in result.stdout.split("still loading:")[1]
     for name in ("n1", "n2", "n3"):
         assert not cluster.cordoned(name), (name, result.stdout)
     assert cluster.node_labels("n2")[MIG_CONFIG_LABEL] == "all-3g.40gb"
@@ -188,3 +195,27 @@ def test_diff_keeps_every_replica_outside_the_batch_serving(
     assert chat["min_serving"] == outside_one_node, chat
     assert chat["serving_after"] == chat["serving_before"]
     assert found["cost"]["extra_gpus_at_peak"] == 0
+
+
+@pytest.mark.usefixtures("agents")
+def test_a_pending_replica_one_free_device_could_take_holds_the_next_drain(
+    tmp_path: Path,
+) -> None:
+    """n1 is switched first and takes its 3 replicas back, which leaves it one free 3g.40gb
+    slice; a replica of the pool that could land there is still Pending (here it never lands),
+    so n2 is not drained: the Job stops at the deadline naming where it could land."""
+    cluster = FakeCluster(CONFIGS)
+    for name in ("n1", "n2"):
+        cluster.add_node(name, "all-3g.40gb", labels={POOL_LABEL: "p"})
+    cluster.add_service("inference", "chat", 7, RESOURCE, pool="p", on={"n1": 3, "n2": 4})
+    labels = {POOL_LABEL: "p", MANAGED_BY_LABEL: MANAGED_BY, "app.kubernetes.io/name": "batch"}
+    cluster.add_pod("inference", "batch-0", "", RESOURCE, labels=labels)  # Pending
+    result = repartition(cluster, tmp_path, "layout-keeping", reconfigure=20)
+    assert result.returncode == 1, result.stdout
+    assert (
+        "STOPPED at the pool's services: after 20s they have not settled before the drain of the "
+        f"next batch: still loading: none; Pending that could land on a switched node: "
+        f"{RESOURCE}@n1" in result.stdout
+    ), result.stdout
+    assert cluster.node_labels("n2")[MIG_CONFIG_LABEL] == "all-3g.40gb"
+    assert cluster.ready_of("chat") == 7

@@ -102,9 +102,9 @@ def test_oke_joined_pool_runs_the_clusters_version(tmp_path: Path) -> None:
     pool = one(rendering, NODE_POOL_OKE).inputs
     assert pool["kubernetesVersion"] == "v1.33.1"  # looked up from the cluster
     named_version = render_config(
-        tmp_path, _oke_config(clusterId="ocid1.cluster.oc1..k", kubernetesVersion="v1.32.1")
+        tmp_path, _oke_config(clusterId="ocid1.cluster.oc1..k", kubernetesVersion="v1.35.1")
     )
-    assert one(named_version, NODE_POOL_OKE).inputs["kubernetesVersion"] == "v1.32.1"
+    assert one(named_version, NODE_POOL_OKE).inputs["kubernetesVersion"] == "v1.35.1"
 
 
 def test_oke_message_names_the_join_case() -> None:
@@ -158,7 +158,7 @@ def test_created_gke_cluster_has_nat_for_its_private_nodes() -> None:
 
 def test_created_oke_cluster_is_reachable_from_outside_its_vcn(tmp_path: Path) -> None:
     config = _oke_config(create=True, vcnId="ocid1.vcn.oc1..v", endpointSubnetId="ocid1.subnet.oc1..api",
-                         podSubnetIds=["ocid1.subnet.oc1..pods"], kubernetesVersion="v1.33.1",
+                         podSubnetIds=["ocid1.subnet.oc1..pods"], kubernetesVersion="v1.34.2",
                          systemImageId="ocid1.image.oc1..sys")  # fmt: skip
     rendering = render_config(tmp_path, config)
     assert rendering.error is None

@@ -23,6 +23,7 @@ from mig_inference.changes.change_plan import (
 from mig_inference.changes.record import plan_record
 from mig_inference.changes.transition import StackVersion, simulate_transition
 from mig_inference.plan import plan_stack
+from mig_inference.render import run_program
 from mig_inference.rollout.cluster import Timings
 from mig_inference.rollout.facts import config_names, load_facts, pool_facts
 from mig_inference.rollout.mig_manager import Durations
@@ -59,7 +60,7 @@ def stack(
 @cache
 def _simulated(v1: str, v2: str) -> tuple[Outcome, ChangePlan]:
     before, after = (StackVersion("test", json.loads(v), frozenset()) for v in (v1, v2))
-    outcome = simulate_transition(before, after)
+    outcome = simulate_transition(before, after, render=run_program)
     records = [plan_record(v.plan, v.values) for v in (before, after)]
     return outcome, change_plan(records[0], records[1], outcome)
 
@@ -88,6 +89,7 @@ def test_a_stack_applied_to_itself_changes_nothing(name: str) -> None:
         )
         assert pool.left_cordoned == [] and pool.extra_gpus == 0
         assert pool.most_devices_down == 0  # every node advertises what its labels give it
+        assert pool.without_plugin == [] and pool.mig_config_missing == {}
 
 
 @pytest.mark.parametrize("cloud", ["gke", "eks", "oke"])
@@ -304,7 +306,9 @@ def test_a_sharing_change_keeps_each_versions_device_plugin_config_apart() -> No
             "maxPods": 50}  # fmt: skip
     v1 = stack("eks", replicas=16)
     v1["pools"] = [{**base, "sharing": {"timeSlicing": {"replicas": 4}}}]
-    v1["services"][0].update(pool="l40s", memoryGiB=8)
+    # One memory share on both sides: vLLM's changing with the sharing is refused in place
+    # (changes/shared_memory.py).
+    v1["services"][0].update(pool="l40s", memoryGiB=8, gpuMemoryUtilization=0.2)
     v2 = copy.deepcopy(v1)
     v2["pools"][0]["sharing"]["timeSlicing"]["replicas"] = 2
     v2["services"][0]["replicas"] = 8
@@ -324,7 +328,7 @@ def test_the_simulation_settles_only_when_nothing_can_change() -> None:
     v2["pools"][0]["nodes"], v2["services"][0]["replicas"] = 2, 32
     timings = Timings(mig_manager=Durations(apply=6 * 3600.0))
     before, after = (StackVersion("test", v, frozenset()) for v in (v1, v2))
-    outcome = simulate_transition(before, after, timings)
+    outcome = simulate_transition(before, after, timings, render=run_program)
     assert outcome.failure is not None and "did not roll out" in outcome.failure
     served = outcome.services["chat"]
     assert (served.after, served.pending_at_end) == (32, 0)

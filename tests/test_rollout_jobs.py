@@ -5,6 +5,8 @@ pool's budgets, and the pacing's stop with the held nodes uncordoned."""
 
 from __future__ import annotations
 
+import copy
+
 from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
 from mig_inference.rollout.cluster import Cluster, Timings
 from mig_inference.rollout.jobs import GateRun, RepartitionRun
@@ -136,3 +138,102 @@ def test_replicas_that_do_not_turn_ready_stop_the_job_and_lift_the_hold() -> Non
     assert job.outcome == "failed: the pool's services did not settle before the drain of n2"
     assert not any(cluster.nodes[n].unschedulable for n in ("n1", "n2", "n3"))
     assert cluster.nodes["n2"].config == "all-3g.40gb" and chat.budget == 1
+
+
+def three_nodes(replicas: dict[str, int], start: float) -> tuple[Cluster, Deployment]:
+    """Three nodes of 4 x 3g.40gb; `chat`'s replicas as `replicas` places them (node -> count),
+    serving; new ones load for `start` seconds."""
+    cluster = one_node(Durations(pod_start=10, checks=5, operands_stop=10, apply=10))
+    labels = {POOL_LABEL: "p", MIG_CONFIG_LABEL: "all-3g.40gb", MIG_STATE_LABEL: "success"}
+    for name in ("n2", "n3"):
+        cluster.add_node(Node(name, dict(labels), [], gpus=2), applied="all-3g.40gb")
+    pods = {POOL_LABEL: "p", "app.kubernetes.io/managed-by": "mig-inference"}
+    template = PodTemplate("nvidia.com/mig-3g.40gb", ((POOL_LABEL, "In", ("p",)),), (), "v1")
+    chat = Deployment("inference", "chat", "chat", sum(replicas.values()), template, start,
+                      budget=1, labels=pods)  # fmt: skip
+    cluster.deployments = {chat.key: chat}
+    placed = 0
+    for name, count in replicas.items():  # the scheduler may use only `name` for these
+        for other in ("n1", "n2", "n3"):
+            cluster.nodes[other].unschedulable = other != name
+        placed += count
+        chat.replicas = placed
+        cluster.tick()
+    for node in cluster.nodes.values():
+        node.unschedulable = False
+    for pod in cluster.pods:
+        pod.ready_at = cluster.now
+    return cluster, chat
+
+
+def run_job(cluster: Cluster, chat: Deployment, target: str) -> tuple[RepartitionRun, list[int]]:
+    env = {"TARGET_CONFIG": target, "REPARTITION_SELECTOR": "mig-inference.io/pool=p",
+           "RECONFIGURE_TIMEOUT_SECONDS": "3600",
+           "BUDGET_SELECTOR": "mig-inference.io/pool=p,app.kubernetes.io/managed-by=mig-inference"}  # fmt: skip
+    job = RepartitionRun.of(env)
+    serving = []
+    while job.outcome is None:
+        cluster.tick()
+        job.advance(cluster)
+        serving.append(sum(1 for p in cluster.pods_of(chat) if p.ready(cluster.now)))
+    return job, serving
+
+
+def test_a_pool_with_room_to_spare_is_not_halved_in_the_simulation_either() -> None:
+    """As the script: n3, empty, goes first; n1's and then n2's replicas move onto the switched
+    nodes' free slices one at a time, as chat's strict budget allows."""
+    cluster, chat = three_nodes({"n1": 2, "n2": 2}, start=60.0)
+    assert [len([p for p in cluster.pods if p.node == n]) for n in ("n1", "n2", "n3")] == [2, 2, 0]
+    job, serving = run_job(cluster, chat, "with-1g")
+    assert job.outcome == "complete"
+    assert job.done[0] == "n3"
+    assert min(serving) == 3
+    assert not any("budgets relaxed" in e.text for e in cluster.events)
+
+
+def test_the_simulated_job_relaxes_a_budget_only_for_the_drain_that_needs_it() -> None:
+    """No room anywhere: chat's budget is relaxed for each node's drain and strict again while
+    the node is re-partitioned and between batches."""
+    cluster, chat = three_nodes({"n1": 2, "n2": 2, "n3": 2}, start=60.0)
+    env = {"TARGET_CONFIG": "with-1g", "REPARTITION_SELECTOR": "mig-inference.io/pool=p",
+           "RECONFIGURE_TIMEOUT_SECONDS": "3600",
+           "BUDGET_SELECTOR": "mig-inference.io/pool=p,app.kubernetes.io/managed-by=mig-inference"}  # fmt: skip
+    job = RepartitionRun.of(env)
+    budgets: dict[str, set[int | None]] = {}
+    while job.outcome is None:
+        cluster.tick()
+        job.advance(cluster)
+        budgets.setdefault(job.phase, set()).add(chat.budget)
+    assert job.outcome == "complete"
+    assert budgets["wait"] == {1} and budgets["pick"] == {1}, budgets
+    assert 6 in budgets["drain"], budgets
+    relaxed = [e.text for e in cluster.events if "budgets relaxed" in e.text]
+    # n1 first; its replicas back on n1 leave room there for n2's, and n2's for n3's.
+    assert relaxed == ["re-partitioning Job: 1 budgets relaxed for the drain of n1"], relaxed
+
+
+def test_while_a_service_waits_for_the_job_to_end_the_simulated_job_does_not_slow_down() -> None:
+    """The shipped `existing` stack moved to all-3g.40gb: small-chat's 1g.10gb slices are gone
+    until Pulumi moves it after the Job, so the Job relaxes reasoning's budget too rather than
+    moving its replicas one model load at a time onto the room the first node leaves: the
+    update takes about 66 minutes (about two hours otherwise), small-chat is down ~11."""
+    import dataclasses
+
+    from mig_inference.changes.change_plan import change_plan
+    from mig_inference.changes.record import plan_record
+    from mig_inference.changes.transition import simulate_transition, version_of_stack_file
+    from mig_inference.render import run_program
+    from mig_inference.spec.files import stack_path
+
+    deployed = version_of_stack_file(stack_path("existing"))
+    values = copy.deepcopy(deployed.values)
+    values["pools"][0]["mig"] = "all-3g.40gb"
+    current = dataclasses.replace(deployed, values=values)
+    outcome = simulate_transition(deployed, current, render=run_program)
+    records = [plan_record(v.plan, v.values) for v in (deployed, current)]
+    changes = change_plan(records[0], records[1], outcome)
+    assert outcome.failure is None
+    assert outcome.seconds < 80 * 60, outcome.seconds
+    served = {s.name: s for s in changes.services}
+    assert served["reasoning"].min_serving == 4
+    assert served["small-chat"].down_seconds < 15 * 60

@@ -16,7 +16,7 @@ from mig_inference.changes.record import plan_record
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import load_catalog, resolve_gpu
 from mig_inference.plan import plan_stack
-from mig_inference.render import manifest
+from mig_inference.rendering import manifest
 from mig_inference.spec import parse_stack
 from mig_inference.spec.files import load_stack
 from mig_inference.versions import GPU_OPERATOR_VERSION

@@ -13,7 +13,14 @@ import pytest
 
 from mig_inference.cli import main
 from tests.reference import ROOT
-from tests.stack_mutations import KINDS, Mutation, corpus, mutated_text
+from tests.stack_mutations import (
+    KINDS,
+    Mutation,
+    corpus,
+    cross_key_corpus,
+    cross_key_text,
+    mutated_text,
+)
 
 CORPUS = list(corpus())
 SAMPLE = CORPUS[::23]
@@ -61,3 +68,25 @@ def test_the_command_as_a_process(tmp_path: Path, kind: str) -> None:
     )  # fmt: skip
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert json.loads(done.stdout)["errors"]
+
+
+CROSS_KEY = list(cross_key_corpus())
+
+
+def test_the_cross_key_corpus_covers_namespaces_and_versions_per_cloud() -> None:
+    kinds = {m.kind.split("-")[0] for m in CROSS_KEY}
+    assert kinds == {"existing", "namespace", "operator", "version"}
+    keys = {m.key for m in CROSS_KEY if m.kind.startswith("version")}
+    assert keys == {"mig-inference:cluster.version", "mig-inference:cluster.kubernetesVersion"}
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_every_cross_key_mutation_is_refused_at_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chunk: int
+) -> None:
+    path = tmp_path / "Pulumi.mutated.yaml"
+    for mutation in CROSS_KEY[chunk::4]:
+        path.write_text(cross_key_text(mutation), encoding="utf-8")
+        code = main(["plan", "--stack-file", str(path), "--json"])
+        keys = [error["key"] for error in json.loads(capsys.readouterr().out).get("errors", [])]
+        assert code == 1 and mutation.key in keys, (mutation.name, keys)

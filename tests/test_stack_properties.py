@@ -22,10 +22,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from mig_inference.cli import main
+from mig_inference.clouds import Cloud
+from mig_inference.clouds.kubernetes_versions import offered_minors
 from mig_inference.errors import MigError
 from mig_inference.render import run_program
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
 from mig_inference.spec.files import load_stack_file, stack_names, stack_path
+from mig_inference.spec.namespaces import CLOUD_NAMESPACES, EVERY_CLUSTER
 from mig_inference.spec.pools import POOL_KEYS
 from mig_inference.spec.services import SERVICE_KEYS
 from mig_inference.spec.stack import TOP_KEYS
@@ -327,3 +330,117 @@ def test_deep_and_wide_values_are_refused_at_keys_the_file_has(
         assert key.startswith("mig-inference:"), error
         assert _resolves(stack, key.removeprefix("mig-inference:")), error
         assert len(error["message"]) < 2_000, error["message"][:200]
+
+
+# Namespaces created twice or existing already, and versions outside each cloud's offer: every
+# one generated is refused at a key it names (mig_inference.spec.namespaces, clouds.
+# kubernetes_versions). Generated from the shipped stacks' own sections: services, the GPU
+# Operator (operator-managed pools), the DRA driver, the gateway.
+_LABEL = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True).filter(
+    lambda name: not name.startswith("kube-") and name not in ("null", "true", "false")
+)
+"""A namespace of the user's own (written plain, yaml.v3 would read null, true, false as
+something else)."""
+
+
+def _namespace_sites(stack: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Where the stack may name a namespace it creates: (key path, how to set it)."""
+    sites: list[tuple[str, Any]] = []
+    for index, _service in enumerate(stack.get("services") or []):
+        sites.append((f"services[{index}].namespace",
+                      lambda v, n, i=index: v["services"][i].update(namespace=n)))  # fmt: skip
+    if any(p.get("migManager", "operator") == "operator" for p in stack.get("pools") or []):
+        sites.append(("gpuOperator.namespace",
+                      lambda v, n: v.setdefault("gpuOperator", {}).update(namespace=n)))  # fmt: skip
+    if stack.get("dra") is not None:
+        sites.append(("dra.namespace", lambda v, n: v["dra"].update(namespace=n)))
+    if stack.get("gateway") is not None:
+        sites.append(("gateway.namespace", lambda v, n: v["gateway"].update(namespace=n)))
+    return sites
+
+
+@st.composite
+def colliding_namespaces(draw: st.DrawFn) -> tuple[dict[str, Any], frozenset[str], set[str]]:
+    """A shipped stack where two parts that create their namespace name the same one (a
+    service sharing another service's is allowed, so one of the two is never a service then),
+    or one names a namespace the cluster has already; and the keys the refusal may name."""
+    name = draw(st.sampled_from(sorted(STACKS)))
+    values_of, secrets = STACKS[name]
+    stack = copy.deepcopy(values_of)
+    sites = _namespace_sites(stack)
+    assume(sites)
+    if draw(st.booleans()) or len(sites) < 2:
+        key, setter = draw(st.sampled_from(sites))
+        existing = [*EVERY_CLUSTER, *CLOUD_NAMESPACES.get(Cloud(stack["cloud"]), ())]
+        namespace = draw(st.one_of(st.sampled_from(existing), _LABEL.map(lambda n: f"kube-{n}")))
+        setter(stack, namespace)
+        return stack, secrets, {key}
+    first = draw(st.sampled_from(sites))
+    others = [s for s in sites if s[0] != first[0] and not (
+        s[0].startswith("services") and first[0].startswith("services"))]  # fmt: skip
+    assume(others)
+    second = draw(st.sampled_from(others))
+    namespace = draw(_LABEL)
+    assume(namespace != stack.get("monitoring", {}).get("prometheusNamespace", "monitoring"))
+    for _key, setter in (first, second):
+        setter(stack, namespace)
+    return stack, secrets, {first[0], second[0]}
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])  # fmt: skip
+@given(generated=colliding_namespaces())
+def test_every_colliding_or_existing_namespace_is_refused(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    generated: tuple[dict[str, Any], frozenset[str], set[str]],
+) -> None:
+    # Written as PyYAML quotes it: a plain version (1.35) would be refused as a number first.
+    stack, secrets, keys = generated
+    path = write(tmp_path, (stack, secrets), plain=False)
+    assert check_plan(path, capsys) == 1
+    main(["plan", "--stack-file", str(path), "--json"])
+    named = {e["key"].removeprefix("mig-inference:") for e in json.loads(
+        capsys.readouterr().out)["errors"]}  # fmt: skip
+    assert named & keys, (keys, named)
+
+
+@st.composite
+def unoffered_versions(draw: st.DrawFn) -> tuple[dict[str, Any], frozenset[str], str]:
+    """A shipped OKE stack, or a shipped EKS stack made to create its cluster, with a version
+    its cloud did not offer as of the version table's date (a minor outside, or on OKE a patch
+    it does not list); and the key that gives it."""
+    clouds = {"oke": Cloud.OKE, "eks": Cloud.EKS}
+    name = draw(st.sampled_from(sorted(n for n, (v, _s) in STACKS.items()
+                                       if v["cloud"] in clouds)))  # fmt: skip
+    values_of, secrets = STACKS[name]
+    stack = copy.deepcopy(values_of)
+    cloud = clouds[stack["cloud"]]
+    rows = {row.minor: row for row in offered_minors(cloud)}
+    minor = draw(st.integers(0, 99))
+    patch = draw(st.integers(0, 999))
+    if minor in rows:
+        assume(cloud is Cloud.OKE and rows[minor].patches)
+        assume(f"v1.{minor}.{patch}" not in rows[minor].patches)
+    if cloud is Cloud.OKE:
+        stack["cluster"]["kubernetesVersion"] = f"v1.{minor}.{patch}"
+        return stack, secrets, "cluster.kubernetesVersion"
+    stack["cluster"].update(create=True, vpcId="vpc-0a1b2c3d", version=f"1.{minor}",
+                            publicAccessCidrs=["198.51.100.0/24"])  # fmt: skip
+    return stack, secrets, "cluster.version"
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])  # fmt: skip
+@given(generated=unoffered_versions())
+def test_every_version_outside_its_clouds_offer_is_refused(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    generated: tuple[dict[str, Any], frozenset[str], str],
+) -> None:
+    stack, secrets, key = generated
+    path = write(tmp_path, (stack, secrets), plain=False)
+    assert main(["plan", "--stack-file", str(path), "--json"]) == 1
+    errors = {e["key"]: e for e in json.loads(capsys.readouterr().out)["errors"]}
+    assert f"mig-inference:{key}" in errors, errors
+    assert errors[f"mig-inference:{key}"]["allowed"], errors  # what the cloud offers instead

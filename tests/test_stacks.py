@@ -25,7 +25,7 @@ def schema_version(spec: StackSpec) -> str:
 
 
 CUSTOM_RESOURCE_GROUPS = {"monitoring.coreos.com", "keda.sh", "gateway.networking.k8s.io",
-                          "networking.istio.io", "networking.gke.io"}  # fmt: skip
+                          "networking.istio.io", "networking.gke.io", "nvidia.com"}  # fmt: skip
 REQUIRED_STACKS = {"gke-h100", "gke-native", "eks-p4d", "eks-p5-auto", "oke-h100", "existing",
                    "ephemeral-gke"}  # fmt: skip
 

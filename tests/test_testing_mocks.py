@@ -19,7 +19,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.stack import MigInference
 from components.testing import MigInferenceMocks
-from mig_inference.render import answers_offline
+from mig_inference.offline_answers import answers_offline
 from tests.mocked import stack_rendering
 from tests.test_platform_fit import stack_values, typed
 
@@ -106,3 +106,54 @@ STACKS = sorted(p.name.split(".")[1] for p in Path("stacks").glob("Pulumi.*.yaml
 def test_every_lookup_a_shipped_stack_makes_has_an_answer(stack: str) -> None:
     unanswered = {token for token, _ in stack_rendering(stack).calls if not answers_offline(token)}
     assert not unanswered, f"add the fields the components read to render's answers: {unanswered}"
+
+
+class TeamAnswers(TeamMocks):
+    """A team's mocks that also give a created EKS cluster a `vpcConfig` of their own."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[Any, Any]]:
+        resource_id, outputs = super().new_resource(args)
+        if args.typ == "aws:eks/cluster:Cluster":
+            outputs["vpcConfig"] = {**outputs.get("vpcConfig", {}), "vpcId": "vpc-team"}
+        return resource_id, outputs
+
+
+def _created_eks_cluster(mocks: pulumi.runtime.Mocks) -> dict[str, Any]:
+    """The `cluster` output of a program creating an EKS cluster (eks-p4d's, created) under
+    `mocks`."""
+    seen: dict[str, Any] = {}
+    values = stack_values("eks-p4d")
+    values["cluster"] = {**values["cluster"], "create": True, "vpcId": "vpc-0a1b2c3d",
+                         "endpointPublicAccess": False, "version": "1.33"}  # fmt: skip
+
+    def program() -> None:
+        gpus = MigInference("gpus", typed(values))
+        gpus.cluster.apply(lambda cluster: seen.update(cluster))
+
+    assert run_under(mocks, program) is None
+    return seen
+
+
+@pytest.mark.parametrize("team", [TeamMocks, TeamAnswers])
+def test_a_created_cluster_keeps_the_package_s_nested_outputs_under_the_team_s_mocks(
+    team: type[TeamMocks],
+) -> None:
+    """The documented fallback echoes inputs: a created EKS cluster's `vpcConfig` comes back
+    with the subnets it was given, and the package's computed `clusterSecurityGroupId` stays
+    beside them (merged, not replaced by the team's `vpcConfig`)."""
+    cluster = _created_eks_cluster(MigInferenceMocks(fallback=team()))
+    assert cluster["clusterSecurityGroupId"] == "sg-0123456789abcdef0"
+    assert cluster["created"] is True
+
+
+def test_the_team_s_nested_answer_wins_and_lists_are_not_doubled() -> None:
+    mocks = MigInferenceMocks(fallback=TeamAnswers())
+    inputs = {"name": "c", "vpcConfig": {"subnetIds": ["subnet-a", "subnet-b"]}}
+    _, outputs = mocks.new_resource(
+        pulumi.runtime.MockResourceArgs("aws:eks/cluster:Cluster", "c", inputs, "", "", None)
+    )
+    assert outputs["vpcConfig"] == {
+        "subnetIds": ["subnet-a", "subnet-b"],
+        "vpcId": "vpc-team",
+        "clusterSecurityGroupId": "sg-0123456789abcdef0",
+    }

@@ -18,6 +18,7 @@ from mig_inference.changes.record import plan_record
 from mig_inference.changes.transition import StackVersion, simulate_transition
 from mig_inference.gpus.sizing import GIB
 from mig_inference.plan.model_cache import fill_job_name
+from mig_inference.render import run_program
 from mig_inference.rollout.outcome import Outcome
 from tests.test_day2 import CLUSTERS, MACHINES
 
@@ -41,7 +42,7 @@ def stack(cache: dict[str, Any] | None, replicas: int = 4, **pool: Any) -> dict[
 @cache
 def _simulated(v1: str, v2: str) -> tuple[StackVersion, Outcome, ChangePlan]:
     before, after = (StackVersion("test", json.loads(v), frozenset()) for v in (v1, v2))
-    outcome = simulate_transition(before, after)
+    outcome = simulate_transition(before, after, render=run_program)
     records = [plan_record(v.plan, v.values) for v in (before, after)]
     return after, outcome, change_plan(records[0], records[1], outcome)
 

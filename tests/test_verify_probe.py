@@ -276,6 +276,7 @@ def engine() -> Iterator[tuple[str, type[Engine]]]:
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", handler
     server.shutdown()
+    server.server_close()
 
 
 def run_program(
@@ -332,7 +333,7 @@ def test_the_probe_program_fails_naming_the_service_and_writes_its_termination_m
 
 
 def test_the_probe_program_gives_up_on_a_service_that_never_answers(tmp_path: Path) -> None:
-    spec = {**target("vllm").__dict__, "url": "http://127.0.0.1:9", "timeout_seconds": 3}
+    spec = {**target("vllm").__dict__, "url": "http://127.0.0.1:9", "timeout_seconds": 1}
     run = run_program("probe", {"MIG_VERIFY_TARGET": json.dumps(spec)}, tmp_path)
     assert run.returncode == 1
     assert (

@@ -55,37 +55,85 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory, built_wheel: Path) -> P
     return venv
 
 
+def _tracked(*paths: str) -> list[str]:
+    return subprocess.run(
+        ["git", "ls-files", *paths], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
+
+
+def installed_name(tracked: str) -> str:
+    """Where a tracked file of the package lands in the wheel (components/ goes under
+    mig_inference/)."""
+    return tracked if tracked.startswith("mig_inference/") else f"mig_inference/{tracked}"
+
+
+def tree_packages() -> set[str]:
+    """Every package of the source tree (a folder with an __init__.py), by its installed name."""
+    return {
+        installed_name(name).removesuffix("/__init__.py").replace("/", ".")
+        for name in _tracked("mig_inference", "components")
+        if name.endswith("/__init__.py")
+    }
+
+
+def wheel_packages(names: list[str]) -> set[str]:
+    return {
+        n.removesuffix("/__init__.py").replace("/", ".")
+        for n in names
+        if n.endswith("/__init__.py")
+    }
+
+
 def test_wheel_installs_one_import_root_with_its_data_files(built_wheel: Path) -> None:
     names = zipfile.ZipFile(built_wheel).namelist()
     roots = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert roots == {"mig_inference"}
-    for needed in (
-        "mig_inference/py.typed",
-        "mig_inference/data/catalog.yaml",
-        "mig_inference/kube/scripts/gate.sh",
-        "mig_inference/kube/scripts/repartition.sh",
-        "mig_inference/components/stack.py",
-        "mig_inference/components/provider.py",
-    ):
-        assert needed in names
-    # Every module of the source is in the wheel (a subpackage missing from pyproject's list
-    # would install a package that fails on import).
-    tracked = subprocess.run(
-        ["git", "ls-files", "mig_inference", "components"], cwd=ROOT, check=True,
-        capture_output=True, text=True,
-    ).stdout.split()  # fmt: skip
-    modules = {
-        "mig_inference/" + name.removeprefix("mig_inference/")
-        if name.startswith("mig_inference/")
-        else "mig_inference/" + name
-        for name in tracked
-        if name.endswith(".py")
-    }
-    assert modules - set(names) == set()
+    # Every package of the tree, found by setup.py rather than listed: a new subpackage is in.
+    assert wheel_packages(names) == tree_packages()
+    assert {"mig_inference.components", "mig_inference.components.workloads"} <= tree_packages()
+    # Every file of the package is in the wheel: modules, and data (catalog, prices, the node
+    # Jobs' scripts, py.typed).
+    missing = {installed_name(name) for name in _tracked("mig_inference", "components")}
+    assert missing - set(names) == set()
     [entry_points] = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
     assert (
         "mig-inference = mig_inference.cli:main"
         in zipfile.ZipFile(built_wheel).read(entry_points).decode()
+    )
+
+
+# Imports each package the wheel installed and finds each module of it, from a checkout's
+# folder (`-P`: the working directory is not on the import path, as for the installed
+# command): where each one loads from.
+WHERE_EACH_LOADS = """
+import importlib.util, json, pkgutil
+import mig_inference
+found = {"mig_inference": mig_inference.__file__}
+for module in pkgutil.walk_packages(mig_inference.__path__, "mig_inference."):
+    found[module.name] = importlib.util.find_spec(module.name).origin
+print(json.dumps(found))
+"""
+
+
+def test_every_package_loads_from_the_wheel_inside_another_checkout(
+    fresh_venv: Path, built_wheel: Path, tmp_path: Path
+) -> None:
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "components", checkout / "components")
+    (checkout / "mig_inference").mkdir()
+    (checkout / "mig_inference" / "__init__.py").write_text("")
+    found = run(fresh_venv, checkout, "python", "-P", "-c", WHERE_EACH_LOADS)
+    assert found.returncode == 0, found.stderr
+    origins = json.loads(found.stdout)
+    [site] = (fresh_venv / "lib").glob("python*/site-packages")
+    elsewhere = {
+        name: origin for name, origin in origins.items() if not origin.startswith(str(site))
+    }
+    assert elsewhere == {}
+    packages = {name for name, origin in origins.items() if origin.endswith("/__init__.py")}
+    assert packages == wheel_packages(zipfile.ZipFile(built_wheel).namelist())
+    assert origins["mig_inference.components.program"] == str(
+        site / "mig_inference" / "components" / "program.py"
     )
 
 
@@ -97,8 +145,15 @@ def run(venv: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_command_line_plans_and_renders_from_the_wheel(fresh_venv: Path, tmp_path: Path) -> None:
+    """Run in a folder like a checkout: its components/ (importable as `components` by
+    `python -m`, whose path starts at the working directory) refuses to load, so the render
+    shows the wheel's code runs its own components."""
     (tmp_path / "stacks").mkdir()
     shutil.copy(ROOT / "stacks" / "Pulumi.gke-h100.yaml", tmp_path / "stacks")
+    (tmp_path / "components").mkdir()
+    (tmp_path / "components" / "__init__.py").write_text(
+        "raise ImportError('the checkout beside the wheel was loaded')\n"
+    )
 
     where = run(
         fresh_venv, tmp_path, "python", "-c", "import mig_inference; print(mig_inference.__file__)"

@@ -3,6 +3,7 @@
 Each cloud's modules are imported only in its own branch: a cloud's SDK is an extra of the
 package (see cloud_sdk)."""
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,6 +22,7 @@ from mig_inference.spec.dra import joined_version_problem
 
 from ..clouds.cloud_sdk import require_cloud_sdk
 from ..clouds.existing import ExistingNodePool, ExistingNodePoolArgs
+from ..clouds.oci_sign_in import oci_provider_sign_in
 from ..stack_args import Stack, cluster_input, cluster_reference, nth
 
 
@@ -115,7 +117,18 @@ def _cloud_provider(
         return aws.Provider(children.name("aws"), region=settings.get("region"), opts=opts)
     import pulumi_oci as oci
 
-    return oci.Provider(children.name("oci"), opts=opts)
+    # The stack's `oci:` settings, read by their config keys: the SDK's typed stub and its runtime
+    # module spell the profile differently (configFileProfile / config_file_profile).
+    oci_config = pulumi.Config("oci")
+    sign_in = oci_provider_sign_in(
+        oci_config.get("auth"), oci_config.get("configFileProfile"), os.environ
+    )
+    return oci.Provider(
+        children.name("oci"),
+        auth=sign_in.auth,
+        config_file_profile=sign_in.profile,
+        opts=opts,
+    )
 
 
 def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
@@ -137,27 +150,31 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
     if settings.create and spec.cloud is Cloud.GKE:
         from .gke import GKE_RELEASE_CHANNEL, GkeCluster, GkeClusterArgs
 
+        gke_args = GkeClusterArgs(
+            name=settings.name,
+            location=settings.get("location"),
+            network=given("network", settings.get("network")),
+            subnetwork=given("subnetwork", settings.get("subnetwork")),
+            # The spec chose one by the cluster's name when the stack names none.
+            master_ipv4_cidr_block=settings.get("masterIpv4CidrBlock"),
+            authorized_networks=list(settings.get("authorizedNetworks")),
+            release_channel=settings.get("releaseChannel") or GKE_RELEASE_CHANNEL,
+            protect=settings.protect,
+            cloud_nat=settings.get("cloudNat"),
+            project=given("project", settings.get("project")),
+            labels=dict(spec.cloud_tags.tags),
+            network_policy=Feature.NETWORK_POLICY in features,
+            gcs_fuse_csi_driver=Feature.GCS_FUSE in features,
+            pd_csi_driver=Feature.HYPERDISK_ML in features,
+            gateway_api=spec.gateway is not None,
+            services=list(gateway_apis(plan.gateway)),
+        )
+        if spec.dra is not None:
+            # The DRA objects are written for this minor: the cluster starts at it.
+            gke_args["min_master_version"] = spec.dra.kubernetes_version
         gke = GkeCluster(
             children.name(settings.name),
-            GkeClusterArgs(
-                name=settings.name,
-                location=settings.get("location"),
-                network=given("network", settings.get("network")),
-                subnetwork=given("subnetwork", settings.get("subnetwork")),
-                # The spec chose one by the cluster's name when the stack names none.
-                master_ipv4_cidr_block=settings.get("masterIpv4CidrBlock"),
-                authorized_networks=list(settings.get("authorizedNetworks")),
-                release_channel=settings.get("releaseChannel") or GKE_RELEASE_CHANNEL,
-                protect=settings.protect,
-                cloud_nat=settings.get("cloudNat"),
-                project=given("project", settings.get("project")),
-                labels=dict(spec.cloud_tags.tags),
-                network_policy=Feature.NETWORK_POLICY in features,
-                gcs_fuse_csi_driver=Feature.GCS_FUSE in features,
-                pd_csi_driver=Feature.HYPERDISK_ML in features,
-                gateway_api=spec.gateway is not None,
-                services=list(gateway_apis(plan.gateway)),
-            ),
+            gke_args,
             children.opts([provider]),
         )
         created_name: pulumi.Input[str] = gke.cluster_name

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pulumi
 
 from mig_inference.clouds import Cloud
+from mig_inference.installation import extra_hint
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,8 @@ CLOUD_SDKS: dict[Cloud, CloudSdk] = {
 
 def require_cloud_sdk(cloud: Cloud) -> None:
     """Stop the program, naming the extra to install, when `cloud`'s SDK is missing (an
-    `existing` cluster needs none)."""
+    `existing` cluster needs none): with `make setup` in a clone, where pip would fetch a
+    package of that name from an index instead of this one."""
     sdk = CLOUD_SDKS.get(cloud)
     if sdk is None:
         return
@@ -38,5 +40,5 @@ def require_cloud_sdk(cloud: Cloud) -> None:
     except ImportError:
         raise pulumi.RunError(
             f"mig-inference:cloud: {cloud.value} needs the Pulumi SDK {sdk.distribution}, which "
-            f"is not installed: pip install 'mig-inference[{sdk.extra}]' (or mig-inference[all])"
+            f"is not installed: {extra_hint(sdk.extra)}"
         ) from None

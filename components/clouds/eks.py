@@ -497,7 +497,7 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
         template = aws.ec2.LaunchTemplate(
             name,
             description=f"mig-inference GPU pool {pool.name}",
-            user_data=eks_user_data(pool.max_pods, pool.spec.user_data),
+            user_data=eks_user_data(pool.max_pods, pool.spec.user_data, pool.boot_mig_gpus),
             # A reservation or Capacity Block: new instances go only to it.
             capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                 capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
@@ -561,12 +561,16 @@ class EksGpuNodeGroup(pulumi.ComponentResource):
                 aws.eks.NodeGroupTaintArgs(
                     key=key, value=value or None, effect=cloud_taint_effect(effect)
                 )
-                for key, value, effect in pool.taints
+                for key, value, effect in pool.cloud_taints
             ],
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=template.id, version=template.latest_version.apply(str)
             ),
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            # EKS node auto repair replaces a node NotReady for 30 minutes: the only cure of a
+            # node whose kubelet a MIG mode change left unable to run pods
+            # (NVIDIA/gpu-operator#2415), should the user data not have switched the mode on.
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(enabled=True),
             tags=planned(args["stack"]).spec.cloud_tags.of_gpu_pool(cluster.protect),
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -9,6 +9,7 @@ import pulumi_gcp as gcp
 from mig_inference.clouds import Cloud, cloud_taint_effect
 from mig_inference.clouds.addons import Feature
 from mig_inference.clouds.capacity import Capacity
+from mig_inference.clouds.kubernetes_versions import GKE_DEFAULT_CHANNEL
 from mig_inference.clouds.system_pool import SYSTEM_POOLS
 from mig_inference.plan.pools.zones import gke_region
 from mig_inference.spec import MigManager, SharingStrategy
@@ -21,7 +22,7 @@ from ..stack_args import Stack
 SYSTEM_MACHINE = SYSTEM_POOLS[Cloud.GKE].machine
 GKE_MANAGED_DRIVER = "LATEST"
 DRIVER_LEFT_TO_OPERATOR = "INSTALLATION_DISABLED"
-GKE_RELEASE_CHANNEL = "REGULAR"
+GKE_RELEASE_CHANNEL = GKE_DEFAULT_CHANNEL
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 NAT_MIN_PORTS = 1024
 NAT_MAX_PORTS = 65536
@@ -53,6 +54,10 @@ class GkeClusterArgs(TypedDict):
     networks); nothing else reaches it."""
     release_channel: NotRequired[str]
     """GKE release channel (REGULAR)."""
+    min_master_version: NotRequired[str]
+    """The minor the control plane (and the node pools, which take its version) starts at, e.g.
+    `1.35` (the latest patch of it the channel offers): the DRA objects' version. GKE refuses a
+    minor its channel does not offer; later upgrades follow the channel."""
     protect: NotRequired[bool]
     """Protect the cluster from deletion (Pulumi `protect` and GKE deletion protection; true)."""
     cloud_nat: NotRequired[bool]
@@ -204,6 +209,7 @@ class GkeCluster(pulumi.ComponentResource):
             release_channel=gcp.container.ClusterReleaseChannelArgs(
                 channel=args.get("release_channel", GKE_RELEASE_CHANNEL)
             ),
+            min_master_version=args.get("min_master_version"),
             addons_config=_addons_config(args),
             datapath_provider=ADVANCED_DATAPATH if args.get("network_policy", False) else None,
             remove_default_node_pool=True,
@@ -489,7 +495,7 @@ class GkeGpuPool(pulumi.ComponentResource):
                     gcp.container.NodePoolNodeConfigTaintArgs(
                         key=key, value=value, effect=cloud_taint_effect(effect)
                     )
-                    for key, value, effect in pool.taints
+                    for key, value, effect in pool.cloud_taints
                 ],
                 guest_accelerators=[accelerator],
                 oauth_scopes=[CLOUD_PLATFORM_SCOPE],

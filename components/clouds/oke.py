@@ -241,7 +241,7 @@ class OkeGpuPool(pulumi.ComponentResource):
                 oci.containerengine.NodePoolInitialNodeLabelArgs(key=key, value=value)
                 for key, value in pool.node_labels.items()
             ],
-            node_metadata={"user_data": oke_user_data(pool.taints)},
+            node_metadata={"user_data": oke_user_data(pool.cloud_taints, pool.boot_mig_gpus)},
             # OKE cordons and drains (honouring PodDisruptionBudgets) for up to an hour before
             # it terminates a node of a deleted or shrunk pool, then deletes it regardless.
             node_eviction_node_pool_settings=oci.containerengine.NodePoolNodeEvictionNodePoolSettingsArgs(

@@ -8,6 +8,7 @@ import pulumi_kubernetes as k8s
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Arch
+from mig_inference.kube.device_plugin_switch import API_VERSION, KIND, switch_patch
 from mig_inference.kube.operator_values import (
     DEVICE_PLUGIN_CONFIG_MAP,
     DEVICE_PLUGIN_DEFAULT_CONFIG,
@@ -64,6 +65,25 @@ A4X_INSTALLER = DriverInstaller(
     ["bash", "-c", "lsmod | grep -q nvidia || /cos-gpu-installer install --version=latest"],
     arm=True,
 )  # fmt: skip
+
+
+def device_plugin_switch(
+    name: str, on: bool, opts: pulumi.ResourceOptions
+) -> k8s.apiextensions.CustomResourcePatch:
+    """The patch of the operator's ClusterPolicy that turns its device plugin on or off on every
+    node (`mig_inference.kube.device_plugin_switch`). The caller orders it by its value: on
+    before whatever needs a device plugin, off after whatever may still need one."""
+    patch = switch_patch(on)
+    return k8s.apiextensions.CustomResourcePatch(
+        name,
+        api_version=API_VERSION,
+        kind=KIND,
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=patch["metadata"]["name"], annotations=patch["metadata"]["annotations"]
+        ),
+        spec=patch["spec"],
+        opts=opts,
+    )
 
 
 class GpuOperatorArgs(TypedDict):

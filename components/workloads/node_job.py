@@ -168,46 +168,58 @@ class NodeJob(pulumi.ComponentResource):
 
     @staticmethod
     def _pod(args: NodeJobArgs, account: pulumi.Input[str]) -> k8s.core.v1.PodSpecArgs:
-        return k8s.core.v1.PodSpecArgs(
-            service_account_name=account,
-            # The token is the Job's only credential, bound to `rules` and nothing else.
-            automount_service_account_token=True,
-            restart_policy="Never",
-            affinity=_off_gpu_nodes(args.avoid_nodes),
-            security_context=k8s.core.v1.PodSecurityContextArgs(
-                run_as_non_root=True,
-                run_as_user=NOBODY,
-                run_as_group=NOBODY,
-                seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
-            ),
-            volumes=[
-                k8s.core.v1.VolumeArgs(
-                    name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Mi")
-                )
-            ],
-            containers=[
-                k8s.core.v1.ContainerArgs(
-                    name="run",
-                    image=GATE_IMAGE,
-                    image_pull_policy="IfNotPresent",
-                    command=["/bin/sh", "-c", args.script],
-                    env=[
-                        *(k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in args.env.items()),
-                        k8s.core.v1.EnvVarArgs(name="HOME", value="/tmp"),
-                    ],
-                    resources=k8s.core.v1.ResourceRequirementsArgs(
-                        requests={"cpu": "10m", "memory": "64Mi"},
-                        limits={"cpu": "200m", "memory": "128Mi"},
-                    ),
-                    security_context=k8s.core.v1.SecurityContextArgs(
-                        allow_privilege_escalation=False,
-                        read_only_root_filesystem=True,
-                        capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
-                    ),
-                    volume_mounts=[k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp")],
-                )
-            ],
-        )
+        return script_pod(args.script, args.env, account, args.avoid_nodes, "Never")
+
+
+def script_pod(
+    script: str,
+    env: Mapping[str, str],
+    account: pulumi.Input[str],
+    avoid_nodes: Sequence[str],
+    restart_policy: str,
+) -> k8s.core.v1.PodSpecArgs:
+    """The pod that runs one of the project's scripts with the pinned kubectl image, as
+    `account`, off the stack's GPU nodes, unprivileged and with a read-only root."""
+    return k8s.core.v1.PodSpecArgs(
+        service_account_name=account,
+        # The token is the pod's only credential, bound to its rules and nothing else.
+        automount_service_account_token=True,
+        restart_policy=restart_policy,
+        affinity=_off_gpu_nodes(avoid_nodes),
+        security_context=k8s.core.v1.PodSecurityContextArgs(
+            run_as_non_root=True,
+            run_as_user=NOBODY,
+            run_as_group=NOBODY,
+            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
+        ),
+        volumes=[
+            k8s.core.v1.VolumeArgs(
+                name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Mi")
+            )
+        ],
+        containers=[
+            k8s.core.v1.ContainerArgs(
+                name="run",
+                image=GATE_IMAGE,
+                image_pull_policy="IfNotPresent",
+                command=["/bin/sh", "-c", script],
+                env=[
+                    *(k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in env.items()),
+                    k8s.core.v1.EnvVarArgs(name="HOME", value="/tmp"),
+                ],
+                resources=k8s.core.v1.ResourceRequirementsArgs(
+                    requests={"cpu": "10m", "memory": "64Mi"},
+                    limits={"cpu": "200m", "memory": "128Mi"},
+                ),
+                security_context=k8s.core.v1.SecurityContextArgs(
+                    allow_privilege_escalation=False,
+                    read_only_root_filesystem=True,
+                    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
+                ),
+                volume_mounts=[k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp")],
+            )
+        ],
+    )
 
 
 def _off_gpu_nodes(names: Sequence[str]) -> k8s.core.v1.AffinityArgs:

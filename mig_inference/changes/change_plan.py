@@ -94,6 +94,12 @@ class PoolDiff:
     """Nodes the re-partitioning Job moved to the other plugin, in order: `name (allocation)`."""
     nodes_offered_twice: list[str] = field(default_factory=list)
     """Nodes whose devices the device plugin and the DRA driver offered at one moment."""
+    mig_config_missing: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Nodes whose MIG config label named a config the GPU Operator's mig-parted config no
+    longer held for a while (a custom layout renamed): node -> (the config, seconds)."""
+    nodes_without_plugin: list[str] = field(default_factory=list)
+    """Nodes whose replicas held the device plugin's devices while the GPU Operator ran none,
+    before the node was switched to DRA."""
     reservation: str | None = None
     """The reservation (or Capacity Block) both versions' nodes come from, when new nodes come
     up next to the old ones: it must hold both at once."""
@@ -174,11 +180,16 @@ class ChangePlan:
         )
 
 
+UNSET_MEANS = {"allocation": "device-plugin"}
+"""Keys a plan record leaves out when they hold this value (`allocation` is listed only on DRA
+pools): a change names the value, never `(unset)`."""
+
+
 def _field_changes(old: dict[str, str], new: dict[str, str]) -> list[FieldChange]:
     return [
-        FieldChange(key, old.get(key), new.get(key))
+        FieldChange(key, old.get(key, UNSET_MEANS.get(key)), new.get(key, UNSET_MEANS.get(key)))
         for key in sorted(set(old) | set(new))
-        if old.get(key) != new.get(key)
+        if old.get(key, UNSET_MEANS.get(key)) != new.get(key, UNSET_MEANS.get(key))
     ]
 
 
@@ -240,19 +251,12 @@ def _pool_diff(
         )
     fields = _field_changes(old["in_place_inputs"], new["in_place_inputs"])
     if any(f.key == "allocation" for f in fields):
-        # The re-partitioning Job moves the nodes one by one; a record lists `allocation` only
-        # on DRA pools (unset: the device plugin).
+        # The re-partitioning Job moves the nodes one by one.
         on_pool = [s for s in services.values() if s["pool"] == name]
-        switch = [
-            FieldChange(f.key, f.old or "device-plugin", f.new or "device-plugin")
-            if f.key == "allocation"
-            else f
-            for f in fields
-        ]
         return PoolDiff(
             name,
             PoolChange.SWITCHED,
-            switch,
+            fields,
             replicas_evicted=sum(s["replicas"] for s in on_pool),
             slices_unavailable=min(new["max_unavailable"], max(old["nodes"]["max"], 1))
             * _slices_per_node(old),
@@ -455,6 +459,8 @@ def change_plan(
             pool.nodes_plugin_blocked = sorted(observed.plugin_blocked)
             pool.nodes_switched = list(observed.switched)
             pool.nodes_offered_twice = sorted(observed.offered_twice)
+            pool.nodes_without_plugin = sorted(observed.without_plugin)
+            pool.mig_config_missing = dict(sorted(observed.mig_config_missing.items()))
             pool.extra_gpus = observed.extra_gpus
             pool.gpus_before, pool.peak_gpus = observed.gpus_before, observed.peak_gpus
             pool.replicas_evicted = observed.evicted
@@ -657,6 +663,23 @@ def change_warnings(changes: ChangePlan) -> list[str]:
                 f"pool {pool.name}: the device plugin and the DRA driver both offered the devices "
                 f"of {', '.join(pool.nodes_offered_twice)} (a slice could be handed out twice)"
             )
+        if pool.mig_config_missing:
+            configs = sorted({config for config, _ in pool.mig_config_missing.values()})
+            longest = max(seconds for _, seconds in pool.mig_config_missing.values())
+            warnings.append(
+                f"pool {pool.name}: {', '.join(pool.mig_config_missing)} name(s) the MIG layout "
+                f"{', '.join(configs)}, which the GPU Operator's mig-parted config no longer holds "
+                f"from its release until the node is re-partitioned or replaced (up to "
+                f"{_minutes(longest)}): a node that reboots then comes back with no MIG "
+                "instances (its MIG manager finds no such config and records failed) and serves "
+                "nothing until the re-partitioning Job or its replacement moves it on"
+            )
+        if pool.nodes_without_plugin:
+            warnings.append(
+                f"pool {pool.name}: {', '.join(pool.nodes_without_plugin)} ran replicas with no "
+                "device plugin before being switched to DRA (the GPU Operator ran none): a "
+                "replica recreated there would stay Pending"
+            )
         if pool.nodes_released:
             warnings.append(
                 f"pool {pool.name}: {', '.join(pool.nodes_released)} leave(s) the pool: the "
@@ -699,6 +722,11 @@ def change_plan_json(changes: ChangePlan) -> dict[str, Any]:
                 "nodes_plugin_blocked": p.nodes_plugin_blocked,
                 "nodes_switched": p.nodes_switched,
                 "nodes_offered_twice": p.nodes_offered_twice,
+                "nodes_without_plugin": p.nodes_without_plugin,
+                "mig_config_missing": [
+                    {"node": node, "config": config, "seconds": seconds}
+                    for node, (config, seconds) in p.mig_config_missing.items()
+                ],
                 "reservation": p.reservation,
                 "upgrade": None
                 if p.upgrade is None
@@ -773,9 +801,18 @@ def change_plan_text(changes: ChangePlan) -> str:
             ("device plugin could not start", pool.nodes_plugin_blocked),
             ("switched, in order", pool.nodes_switched),
             ("devices offered twice", pool.nodes_offered_twice),
+            ("replicas with no device plugin", pool.nodes_without_plugin),
         ):
             if named:
                 lines.append(f"    {label}: {', '.join(named)}")
+        if pool.mig_config_missing:
+            lines.append(
+                "    MIG layout missing from the mig-parted config for a while: "
+                + ", ".join(
+                    f"{node} ({config}, {_minutes(seconds)})"
+                    for node, (config, seconds) in pool.mig_config_missing.items()
+                )
+            )
         if pool.reservation:
             lines.append(
                 f"    reservation {pool.reservation}: {pool.peak_gpus} GPUs at the peak, "

@@ -35,6 +35,13 @@ def read_deployed(path: Path) -> Deployed:
         return Deployed(path)
     if isinstance(data, dict) and str(data.get("format", "")).startswith("mig-inference/plan/"):
         return Deployed(path, _record(data, path))
+    if data == {}:
+        raise MigError(
+            "the deployed stack exported nothing (`pulumi stack output --json` of a stack that "
+            "was never deployed): there is nothing to compare with, and nothing running that the "
+            "change could disrupt; `plan` shows what the stack builds",
+            str(path),
+        )
     raise MigError(
         f"not a deployed plan: expected `pulumi stack output --json` of a mig-inference stack "
         f"(with a `plan` of format {RECORD_FORMAT}) or a stack file",

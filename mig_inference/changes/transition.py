@@ -17,6 +17,7 @@ from mig_inference.changes.record import RECORD_FORMAT
 from mig_inference.changes.upgrade import DeployedBasis
 from mig_inference.errors import MigError, collected
 from mig_inference.plan import StackPlan, plan_of
+from mig_inference.rendering import Renderer
 from mig_inference.rollout.cluster import Timings
 from mig_inference.rollout.outcome import Outcome
 from mig_inference.spec import NAMESPACE, SECRET_MARKER, parse_stack
@@ -90,19 +91,25 @@ def simulate_transition(
     current: StackVersion,
     timings: Timings | None = None,
     basis: DeployedBasis | None = None,
+    *,
+    render: Renderer,
 ) -> Outcome:
-    """`pulumi up` from `deployed` to `current`, simulated. `basis`: what the deployed stack
+    """`pulumi up` from `deployed` to `current`, simulated, each version's program run by `render`
+    (the command line passes `mig_inference.render.run_program`). `basis`: what the deployed stack
     exported, which the deployed version's program is made to match (`as_exported`). A move
     between the device plugin and DRA the replicas cannot follow is refused first
-    (`allocation_move_refusals`), as the program refuses bad input: nothing is simulated."""
+    (`allocation_move_refusals`), as is a change of time-slicing on running nodes that vLLM's
+    memory share follows (`shared_memory_refusals`), as the program refuses bad input: nothing
+    is simulated."""
     from mig_inference.changes.allocation_move import allocation_move_refusals
     from mig_inference.changes.deployed_program import as_exported
-    from mig_inference.render import run_program
+    from mig_inference.changes.shared_memory import shared_memory_refusals
     from mig_inference.rollout.facts import config_names, load_facts, pool_facts
     from mig_inference.rollout.rendered import program_of
     from mig_inference.rollout.simulator import simulate
 
     refusals = allocation_move_refusals(deployed.plan, current.plan)
+    refusals += shared_memory_refusals(deployed.plan, current.plan)
     if refusals:
         raise collected(refusals)
     programs = []
@@ -110,7 +117,7 @@ def simulate_transition(
         for version in (deployed, current):
             path = Path(directory) / f"Pulumi.{current.name}.yaml"
             path.write_text(yaml.safe_dump(version.stack_file()), encoding="utf-8")
-            rendering = run_program(current.name, path)
+            rendering = render(current.name, path)
             if rendering.error:
                 raise MigError(rendering.error)
             programs.append(program_of(rendering))

@@ -24,6 +24,25 @@ VERBS = (catalog, throughput, fit, pack, plan, diff, render, ephemeral, bench)
 """In the order `--help` lists them."""
 
 
+class _Version(argparse.Action):
+    """`--version`: the installed distribution's version, read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **_: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,  # noqa: ARG002 (argparse's signature)
+        values: str | Sequence[Any] | None,  # noqa: ARG002
+        option_string: str | None = None,  # noqa: ARG002
+    ) -> None:
+        from mig_inference.release import DISTRIBUTION, installed_version
+
+        print(f"{DISTRIBUTION} {installed_version()}")
+        parser.exit(0)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, not a usage dump
         name = command()
@@ -33,6 +52,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=command(), description="MIG planning for inference fleets.")
+    parser.add_argument("--version", action=_Version)
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
 
     def verb(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:

@@ -1,4 +1,6 @@
-"""`bench`: the planner's benchmark (GPUs against lower bounds and baselines, and wall time)."""
+"""`bench`: the planner's benchmark (GPUs against lower bounds and baselines, and time), the
+stack program's growth under Pulumi's mocks, and each goal of issue 52 measured on the installed
+command (see `mig_inference.cli.bench_processes`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from mig_inference.cli.common import Verb, print_json
 
 
 def register(verb: Verb) -> None:
-    sub = verb("bench", _bench, "planner benchmark: GPUs, bounds, baselines and wall time")
+    sub = verb(
+        "bench", _bench, "planner benchmark: GPUs, bounds, baselines, time; start-up and diff goals"
+    )
     sub.add_argument("--seed", type=int, default=7)
     sub.add_argument(
         "--quick", action="store_true", help="only the smallest scenario of each kind (a smoke run)"
@@ -31,12 +35,17 @@ def register(verb: Verb) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from mig_inference.cli.bench_processes import goals_json, goals_text, measure_goals
+    from mig_inference.render import run_program
     from mig_inference.solving.bench import bench_text, measure
 
     parvagpu = {"single": args.parvagpu_single_bin, "mps": args.parvagpu_bin}
-    result = measure(seed=args.seed, quick=args.quick, parvagpu=parvagpu)
+    result = measure(run_program, seed=args.seed, quick=args.quick, parvagpu=parvagpu)
+    goals = measure_goals(result.demand, quick=args.quick)
     if args.json:
-        print_json(result.as_json())
+        print_json({**result.as_json(), "goals": goals_json(goals)})
     else:
         print(bench_text(result))
+        print()
+        print("\n".join(goals_text(goals)))
     return 0

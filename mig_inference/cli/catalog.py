@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from mig_inference.cli.common import Verb, mig_gpu, print_json
-from mig_inference.gpus.catalog import GpuModel, load_catalog, resolve_gpu
-from mig_inference.gpus.layout import parse_custom_layout, place, slot_bar
-from mig_inference.gpus.migparted import dump, render_named
+
+if TYPE_CHECKING:
+    from mig_inference.gpus.catalog import GpuModel
 
 
 def register(verb: Verb) -> None:
@@ -27,6 +28,8 @@ def register(verb: Verb) -> None:
 
 
 def _gpus(args: argparse.Namespace) -> int:
+    from mig_inference.gpus.catalog import load_catalog
+
     catalog = load_catalog()
     if args.json:
         print_json(
@@ -106,6 +109,8 @@ def _print_caveats(gpu: GpuModel) -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from mig_inference.gpus.layout import parse_custom_layout, place, slot_bar
+
     gpu = mig_gpu(args.gpu)
     layout = parse_custom_layout(
         gpu, ",".join(f"{p}=1" if "=" not in p else p for p in args.profiles)
@@ -130,6 +135,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _config(args: argparse.Namespace) -> int:
+    from mig_inference.gpus.catalog import resolve_gpu
+    from mig_inference.gpus.migparted import dump, render_named
+
     gpu = resolve_gpu(args.gpu)
     document = render_named(gpu, args.name)
     if args.json:

@@ -7,10 +7,12 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mig_inference.errors import MigError
-from mig_inference.gpus.catalog import GpuModel, resolve_gpu
+
+if TYPE_CHECKING:
+    from mig_inference.gpus.catalog import GpuModel
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -45,6 +47,8 @@ def write(path: Path, text: str) -> None:
 
 def mig_gpu(name: str) -> GpuModel:
     """The GPU named by `--gpu`, refused when it has no MIG (for the verbs about MIG slices)."""
+    from mig_inference.gpus.catalog import resolve_gpu
+
     gpu = resolve_gpu(name)
     if not gpu.mig_capable:
         raise MigError(

@@ -64,13 +64,14 @@ def simulated_change(args: argparse.Namespace, current: Any) -> Any:
     from mig_inference.changes.record import plan_record
     from mig_inference.changes.transition import load_version, simulate_transition
     from mig_inference.changes.upgrade import deployed_basis
+    from mig_inference.render import run_program
 
     exported = read_deployed(Path(args.deployed))
     deployed = load_version(exported, current)
     records = [plan_record(v.plan, v.values, v.secret_keys) for v in (deployed, current)]
     _same_cloud(records[0], records[1], args.deployed)
     basis = deployed_basis(records[0], exported)
-    outcome = simulate_transition(deployed, current, basis=basis)
+    outcome = simulate_transition(deployed, current, basis=basis, render=run_program)
     return change_plan(basis.record, records[1], outcome, basis)
 
 
@@ -81,7 +82,7 @@ GATE_BREACHED = 3
 
 def _diff(args: argparse.Namespace) -> int:
     from mig_inference.changes.change_plan import change_plan_json, change_plan_text
-    from mig_inference.changes.gate import breaches, min_serving
+    from mig_inference.changes.gate import breaches, min_serving, wanted_replicas
 
     serving = min_serving(args.min_serving) if args.min_serving is not None else None
     if args.max_extra_gpus is not None and args.max_extra_gpus < 0:
@@ -89,7 +90,8 @@ def _diff(args: argparse.Namespace) -> int:
     current = current_version(args)
     changes = simulated_change(args, current)
     budgets = {s.name: s.disruption_budget for s in current.plan.services}
-    breached = breaches(changes, serving, args.max_extra_gpus, budgets)
+    wanted = wanted_replicas(current.plan)
+    breached = breaches(changes, serving, args.max_extra_gpus, wanted, budgets)
     if args.json:
         print_json({**change_plan_json(changes), "gate_breaches": breached})
     else:

@@ -4,11 +4,13 @@ holds it, and how many share it)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from mig_inference.cli.common import Verb, print_json
 from mig_inference.errors import MigError
-from mig_inference.gpus.catalog import GpuModel, resolve_gpu
-from mig_inference.gpus.sizing import ModelShape, gib_to_mib, parse_params, smallest_profile
+
+if TYPE_CHECKING:
+    from mig_inference.gpus.catalog import GpuModel
 
 
 def register(verb: Verb) -> None:
@@ -29,6 +31,9 @@ def register(verb: Verb) -> None:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    from mig_inference.gpus.catalog import resolve_gpu
+    from mig_inference.gpus.sizing import ModelShape, gib_to_mib, parse_params, smallest_profile
+
     gpu = resolve_gpu(args.gpu)
     understood = None
     if args.memory_gib is not None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from mig_inference.cli.common import Verb, command, mig_gpu, print_json
-from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError
+
+if TYPE_CHECKING:
+    from mig_inference.clouds.capacity import Capacity
 
 
 def register(verb: Verb) -> None:
@@ -73,6 +76,8 @@ def _pack(args: argparse.Namespace) -> int:
 
 
 def _capacity_flag(given: str | None, spot: bool) -> Capacity | None:
+    from mig_inference.clouds.capacity import Capacity
+
     if given is None:
         return None
     allowed = [str(c) for c in Capacity]

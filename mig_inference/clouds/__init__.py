@@ -72,9 +72,20 @@ GKE_PARTITION_SIZES: dict[str, tuple[str, ...]] = {
     # (shared/reference/dra/nvidia/blackwell-mig-profiles.md, "GKE").
     "B200-180GB": ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
 }
-"""`gpu_partition_size` values GKE accepts per GPU: the GPUs GKE documents native MIG for
-("Running multi-instance GPUs": A100, H100, H200, B200). GKE's partitioner code also lists
-GB200 and RTX PRO 6000 sizes, which GKE does not document: those GPUs take the GPU Operator."""
+"""`gpu_partition_size` values GKE accepts per GPU: the GPUs GKE documents native MIG node pools
+for ("Running multi-instance GPUs": A100, H100, H200, B200). GKE's partitioner code also lists
+GB200 and RTX PRO 6000 sizes, which GKE does not document for node pools: those GPUs take the
+GPU Operator (see GKE_COMPUTECLASS_ONLY_PARTITIONS)."""
+GKE_COMPUTECLASS_ONLY_PARTITIONS: dict[str, tuple[str, ...]] = {
+    "RTX-PRO-6000-96GB": ("1g.24gb", "2g.48gb", "4g.96gb"),
+}
+"""MIG partition sizes GKE documents only for ComputeClasses: the ComputeClass reference
+(https://cloud.google.com/kubernetes-engine/docs/reference/crds/computeclass,
+`spec.priorities[].gpu.gpuSharing.gpuPartitionSize`, GKE 1.35.2-gke.1485000 and later; its
+example values for nvidia-rtx-pro-6000, as transcribed by kcl-lang/modules#358, 2026-04-26).
+The stack creates node pools, whose `gpu_partition_size` GKE documents for the GPUs of
+GKE_PARTITION_SIZES only ("Running multi-instance GPUs", the copy of 2026 listing A100, H100,
+H200 and B200), and no ComputeClass: these GPUs stay with the GPU Operator."""
 
 
 def _gke_row(

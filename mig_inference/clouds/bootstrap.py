@@ -1,4 +1,5 @@
-"""Node bootstrap user data: EKS AL2023 nodeadm NodeConfig and OKE cloud-init.
+"""Node bootstrap user data: EKS AL2023 nodeadm NodeConfig and OKE cloud-init, and MIG mode
+switched on before the kubelet starts.
 
 Which max pods an EKS node's kubelet gets (read from awslabs/amazon-eks-ami at 81fec2e8):
 nodeadm merges every `application/node.eks.aws` part of the user data in document order, a
@@ -14,6 +15,32 @@ cloud-init has run (`After=cloud-final.service`). The user data therefore also c
 cloud-config part that writes the same NodeConfig there: the plan's number is the one nodeadm
 writes into the kubelet's configuration drop-in (`40-nodeadm.conf`, which the kubelet reads over
 nodeadm's generated defaults).
+
+MIG mode before the kubelet (NVIDIA/gpu-operator#2415, NVIDIA/mig-parted#368). With the host's
+driver (the AL2023 NVIDIA AMI's, and OKE's GPU images') the GPU Operator runs the MIG manager
+with `WITH_SHUTDOWN_HOST_GPU_CLIENTS=$IS_HOST_DRIVER` (gpu-operator v26.7.0
+`assets/state-mig-manager/0420_configmap.yaml`), and mig-parted v0.15.0 adds the host's
+`kubelet.service` to the services it stops and restarts only when `assert --mode-only` says the
+MIG *mode* must change (`pkg/mig/reconfigure/reconfigure.go` `checkMigModeChangeRequired`). That
+stop and start leaves containerd's state corrupt on AL2023 (cgroup v2): the node stays NotReady
+until the instance is replaced. So a MIG pool's nodes switch MIG mode on for the GPUs its layout
+partitions from the user data, before the kubelet first starts; the MIG manager's first run then
+only creates the instances (and its CDI and host-client steps, which it skips for a layout it
+finds applied: the instances are left to it). Where the kubelet starts: on EKS,
+`nodeadm-run.service` (`nodeadm init`, which starts the kubelet) is ordered
+`After=nodeadm-config.service cloud-final.service` (awslabs/amazon-eks-ami
+`templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service` at 81fec2e8), and
+cloud-init runs the user data's shell parts in `cloud-final`; on OKE the user data itself runs
+OKE's init script, which installs and starts the kubelet, so the MIG step goes before it. The
+driver is not ordered before cloud-init on the AL2023 NVIDIA AMI (`nvidia-kmod-load.service` is
+only `After=network-online.target`, `templates/al2023/runtime/gpu/`), so the step waits for
+`nvidia-smi` to answer. A GPU whose mode change needs a reset (A100 and A30; H100 and newer switch
+without one) reports the new mode pending: the node reboots once, before it ever joined, and
+comes up with MIG mode on. On EKS nodeadm runs on the next boot by itself (cloud-init runs user
+scripts once per instance); on OKE the join goes into a cloud-init per-boot script that runs on
+that boot and removes itself. If the driver never answers or `nvidia-smi` refuses, the node joins
+as before and the MIG manager switches the mode (the path this avoids): the step never keeps a
+node from joining.
 """
 
 from __future__ import annotations
@@ -30,6 +57,14 @@ NODEADM_CONTENT_TYPE = "application/node.eks.aws"
 NODEADM_DROP_IN = "/etc/eks/nodeadm.d/50-mig-inference-max-pods.yaml"
 """nodeadm merges this file over every NodeConfig of the user data, EKS's own included."""
 OKE_INIT_SCRIPT_URL = "http://169.254.169.254/opc/v2/instance/metadata/oke_init_script"
+DRIVER_WAIT_SECONDS = 300
+"""How long the MIG step waits for the NVIDIA driver to answer before it leaves the mode to the
+MIG manager."""
+REBOOT_MARKER = "/var/lib/mig-inference/mig-mode-reboot"
+"""Written before the one reboot a pending MIG mode takes: never a second one."""
+PER_BOOT_JOIN = "/var/lib/cloud/scripts/per-boot/50-mig-inference-join.sh"
+"""cloud-init runs the scripts of this folder on every boot (`scripts_per_boot`): the OKE join
+after the reboot, removing itself first."""
 
 
 def nodeadm_node_config(max_pods: int) -> str:
@@ -59,11 +94,72 @@ def nodeadm_drop_in(max_pods: int) -> str:
     return "#cloud-config\n" + yaml.safe_dump(document, sort_keys=False)
 
 
-def eks_user_data(max_pods: int, extra: str | None = None) -> str:
+def mig_mode_step(gpus: Sequence[int]) -> list[str]:
+    """Shell lines defining `mig_mode`: wait for the driver, switch MIG mode on for `gpus`
+    (nvidia-smi indexes, the order mig-parted's `devices` use), and return 0 when it took, 2
+    when a GPU reports it pending (a reset is needed), 1 when it could not be done."""
+    indexes = " ".join(str(gpu) for gpu in gpus)
+    return [
+        "# MIG mode on before the kubelet starts: the GPU Operator's MIG manager then changes no",
+        "# mode, and never stops and restarts the host's kubelet (NVIDIA/gpu-operator#2415).",
+        "mig_mode() {",
+        "  waited=0",
+        "  until nvidia-smi -L >/dev/null 2>&1; do",
+        f'    if [ "$waited" -ge {DRIVER_WAIT_SECONDS} ]; then',
+        f'      echo "mig-inference: no NVIDIA driver after {DRIVER_WAIT_SECONDS} s; the MIG'
+        ' manager will switch MIG mode on" >&2',
+        "      return 1",
+        "    fi",
+        "    sleep 5",
+        "    waited=$((waited + 5))",
+        "  done",
+        "  pending=''",
+        f"  for gpu in {indexes}; do",
+        '    if ! nvidia-smi -i "$gpu" -mig 1; then',
+        '      echo "mig-inference: nvidia-smi could not switch MIG mode on for GPU $gpu; the MIG'
+        ' manager will" >&2',
+        "      return 1",
+        "    fi",
+        '    modes=$(nvidia-smi -i "$gpu" --query-gpu=mig.mode.current,mig.mode.pending'
+        " --format=csv,noheader) || return 1",
+        '    [ "${modes%%,*}" = "Enabled" ] || pending="$pending $gpu"',
+        "  done",
+        '  [ -z "$pending" ] || {',
+        '    echo "mig-inference: MIG mode pending (a GPU reset) on GPU$pending"',
+        "    return 2",
+        "  }",
+        "  return 0",
+        "}",
+    ]
+
+
+def _reboot_once(prepare: Sequence[str]) -> list[str]:
+    """Lines that reboot once for a pending MIG mode (after `prepare`), and carry on otherwise."""
+    return [
+        "mig_status=0; mig_mode || mig_status=$?",
+        f'if [ "$mig_status" -eq 2 ] && [ ! -e {REBOOT_MARKER} ]; then',
+        *prepare,  # not indented: it may hold a here-document
+        f'  mkdir -p "$(dirname {REBOOT_MARKER})" && touch {REBOOT_MARKER}',
+        '  echo "mig-inference: rebooting once so MIG mode takes effect before the node joins"',
+        "  systemctl reboot",
+        "  exit 0",
+        "fi",
+    ]
+
+
+def eks_mig_mode_script(gpus: Sequence[int]) -> str:
+    """The EKS user data's shell part: MIG mode on for `gpus`, a reboot when a GPU needs one
+    (nodeadm joins the node on the next boot)."""
+    lines = ["#!/bin/sh", *mig_mode_step(gpus), *_reboot_once(()), "exit 0"]
+    return "\n".join(lines) + "\n"
+
+
+def eks_user_data(max_pods: int, extra: str | None = None, mig_gpus: Sequence[int] = ()) -> str:
     """Base64 MIME multipart user data for an EKS launch template (AL2023 + nodeadm): the
     max-pods NodeConfig, and the cloud-config that writes it as a nodeadm drop-in (see the
-    module's docstring for why both); then the stack's own part (`userData`), a shell script or
-    cloud-config, which cloud-init runs after them."""
+    module's docstring for why both); for a pool with MIG, the shell part that switches MIG mode
+    on for `mig_gpus` before nodeadm starts the kubelet; then the stack's own part
+    (`userData`), a shell script or cloud-config, which cloud-init runs after them."""
     message = MIMEMultipart(boundary="MIGINFERENCE")
     # 7-bit text parts: plain to read in the launch template, and what nodeadm and cloud-init
     # both take.
@@ -71,18 +167,16 @@ def eks_user_data(max_pods: int, extra: str | None = None) -> str:
     part.replace_header("Content-Type", f'{NODEADM_CONTENT_TYPE}; charset="us-ascii"')
     message.attach(part)
     message.attach(MIMEText(nodeadm_drop_in(max_pods), "cloud-config", "us-ascii"))
+    if mig_gpus:
+        message.attach(MIMEText(eks_mig_mode_script(mig_gpus), "x-shellscript", "us-ascii"))
     if extra is not None:
         kind = "cloud-config" if extra.startswith("#cloud-config") else "x-shellscript"
         message.attach(MIMEText(extra, kind, "utf-8"))
     return base64.b64encode(message.as_bytes()).decode("ascii")
 
 
-def oke_cloud_init(taints: Sequence[tuple[str, str, str]]) -> str:
-    """cloud-init for OKE nodes: run OKE's own init script, registering the taints (Kubernetes
-    spelling) through kubelet, since OKE node pools have no taint field."""
+def _oke_join(taints: Sequence[tuple[str, str, str]]) -> list[str]:
     lines = [
-        "#!/bin/bash",
-        "set -euo pipefail",
         f'curl --fail -H "Authorization: Bearer Oracle" -L0 {OKE_INIT_SCRIPT_URL} '
         "| base64 --decode > /var/run/oke-init.sh",
     ]
@@ -92,8 +186,30 @@ def oke_cloud_init(taints: Sequence[tuple[str, str, str]]) -> str:
         lines.append(f"bash /var/run/oke-init.sh --kubelet-extra-args {extra}")
     else:
         lines.append("bash /var/run/oke-init.sh")
+    return lines
+
+
+def oke_cloud_init(taints: Sequence[tuple[str, str, str]], mig_gpus: Sequence[int] = ()) -> str:
+    """cloud-init for OKE nodes: run OKE's own init script, registering the taints (Kubernetes
+    spelling) through kubelet, since OKE node pools have no taint field; for a pool with MIG,
+    MIG mode on for `mig_gpus` first (OKE's init script starts the kubelet), and when a GPU
+    needs a reboot for it, the join moved to a per-boot script that runs once after it."""
+    join = _oke_join(taints)
+    lines = ["#!/bin/bash", "set -euo pipefail"]
+    if mig_gpus:
+        script = ["#!/bin/bash", "set -euo pipefail", f"rm -f {PER_BOOT_JOIN}", *join]
+        heredoc = "MIG_INFERENCE_JOIN"
+        prepare = [
+            f'mkdir -p "$(dirname {PER_BOOT_JOIN})"',
+            f"cat > {PER_BOOT_JOIN} <<'{heredoc}'",
+            *script,
+            heredoc,
+            f"chmod 0755 {PER_BOOT_JOIN}",
+        ]
+        lines += [*mig_mode_step(mig_gpus), *_reboot_once(prepare)]
+    lines += join
     return "\n".join(lines) + "\n"
 
 
-def oke_user_data(taints: Sequence[tuple[str, str, str]]) -> str:
-    return base64.b64encode(oke_cloud_init(taints).encode()).decode("ascii")
+def oke_user_data(taints: Sequence[tuple[str, str, str]], mig_gpus: Sequence[int] = ()) -> str:
+    return base64.b64encode(oke_cloud_init(taints, mig_gpus).encode()).decode("ascii")

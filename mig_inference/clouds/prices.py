@@ -24,6 +24,7 @@ from mig_inference.clouds import MACHINES, Cloud, MachineShape
 from mig_inference.clouds.addons import STORAGE_FEATURES
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError, MigErrors
+from mig_inference.gpus.catalog import SAFE_LOADER
 from mig_inference.stackfile.yamlfile import load_yaml
 
 T = TypeVar("T")
@@ -268,9 +269,10 @@ def parse_prices(
 
 @cache
 def _shipped() -> Any:
-    """The table shipped with the package (read once per process)."""
-    return yaml.safe_load(
-        resources.files("mig_inference").joinpath(SHIPPED).read_text(encoding="utf-8")
+    """The table shipped with the package (read once per process), by libyaml's loader."""
+    return yaml.load(
+        resources.files("mig_inference").joinpath(SHIPPED).read_text(encoding="utf-8"),
+        Loader=SAFE_LOADER,
     )
 
 

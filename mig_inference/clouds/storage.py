@@ -17,6 +17,7 @@ import yaml
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.addons import Feature, addon
 from mig_inference.clouds.prices import StoragePrice, shipped_storage_prices
+from mig_inference.gpus.catalog import SAFE_LOADER
 
 NO_SOURCE = "no document: this project's choice"
 FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
@@ -50,7 +51,7 @@ class StorageFact:
 def load_bandwidth() -> dict[str, Any]:
     """`data/load_bandwidth.yaml`: the read rates (and sizes) of each storage, with sources."""
     text = resources.files("mig_inference").joinpath("data/load_bandwidth.yaml").read_text()
-    data: dict[str, Any] = yaml.safe_load(text)
+    data: dict[str, Any] = yaml.load(text, Loader=SAFE_LOADER)
     return data
 
 

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mig_inference.kube.vllm_batch import batch_budget
 from mig_inference.plan import ServicePlan
+from mig_inference.plan.model import WHOLE_GPU
 from mig_inference.plan.model_cache import ModelCachePlan
 from mig_inference.spec import Engine
 from mig_inference.versions import ENGINE_IMAGES, TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
 
 HOME = "/home/inference"
 """Writable HOME (an emptyDir): model downloads and compile caches land here."""
+
+
+MIG_ALLOCATOR = ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
+"""PyTorch's caching allocator without expandable segments on a MIG slice: their path queries
+NVML for the parent GPU, which a MIG container is refused (`NVML_SUCCESS == r INTERNAL ASSERT
+FAILED` in CUDACachingAllocator.cpp); what vLLM's own CI sets on its MIG runners
+(vllm-project/ci-infra#355, vllm-project/vllm#42514, closed unmerged: vLLM v0.33.0's
+`vllm/env_override.py` sets no allocator option)."""
 
 
 @dataclass(frozen=True)
@@ -37,8 +47,15 @@ def _vllm(service: ServicePlan, weights: str | None, streamed: bool) -> tuple[st
     ]  # fmt: skip
     if service.sizing.max_model_len:
         args += ["--max-model-len", str(service.sizing.max_model_len)]
-    if service.sizing.max_num_seqs:
-        args += ["--max-num-seqs", str(service.sizing.max_num_seqs)]
+    budget = batch_budget(
+        service.pool.gpu,
+        service.sizing.max_num_seqs,
+        service.sizing.max_model_len,
+        spec.max_num_batched_tokens,
+    )
+    # Never left to vLLM's NVML probe, which a MIG container fails (kube/vllm_batch.py).
+    args += ["--max-num-seqs", str(budget.max_num_seqs)]
+    args += ["--max-num-batched-tokens", str(budget.max_num_batched_tokens)]
     if weights:
         # Clients keep asking for the hub's model id, whatever path the weights come from.
         args += ["--served-model-name", spec.model]
@@ -102,6 +119,8 @@ def engine_container(service: ServicePlan, cache: ModelCachePlan | None = None) 
         env += (("HF_HUB_OFFLINE", "1"),)
     streamed = cache is not None and cache.streamed(service)
     if spec.engine is Engine.VLLM:
+        if service.profile != WHOLE_GPU:
+            env += (MIG_ALLOCATOR,)
         return EngineContainer(
             spec.image or VLLM_IMAGE, spec.command, _vllm(service, weights, streamed), "/health",
             env, () if weights else ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"), "VLLM_API_KEY",

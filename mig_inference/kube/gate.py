@@ -8,8 +8,10 @@ by a run that applied an earlier value, never counts alone). It fails at once, n
 when one carrying the intended config reports `failed` (a `failed` under an older config is
 waited out), and when the deadline passes. A node carrying the intended config that stays
 `pending` for `PENDING_LIMIT_SECONDS` gets its MIG manager pod restarted once (the recovery of
-docs/troubleshooting.md for NVIDIA/gpu-operator#2833), said in the output. API errors count as
-"not ready yet".
+docs/troubleshooting.md for NVIDIA/gpu-operator#2833), said in the output, and so does one that
+reports `success` with its operands left paused on two polls (a MIG manager process that
+completed a reconfigure never restores them after a later failure: v0.15.0's globals). API errors
+count as "not ready yet".
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ SCRAPED_ENGINES = frozenset(QUEUE_METRIC)
 SLICE_MEMORY_FULL = 0.97
 """vLLM takes its share (0.9 by default) of a slice at start; beyond this the slice is full."""
 QUEUE_ALERT_MINUTES = 10
+DCGM_HOST_LABEL = "hostname"
+"""The exporter's label naming the node (its `NODE_NAME`, the pod's `spec.nodeName`): lowercase
+since dcgm-exporter 4.6.0 (PR NVIDIA/dcgm-exporter#655), the release GPU Operator v26.7.0 runs."""
+UNREPORTED = "memory-not-reported"
+"""The `reason` of the slice-memory alert when a MIG node reports no slice memory at all."""
 KSM_NODE_LABELS = (MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL)
 """Node labels kube-state-metrics must be allowed to export for the MIG alerts."""
 
@@ -73,6 +78,25 @@ def _state(state: str) -> str:
     )
 
 
+def slice_memory_unreported(plan: StackPlan) -> str | None:
+    """Nodes of the pools whose slices the GPU Operator's exporter watches, their layout applied
+    (`success`), that report no slice's frame-buffer memory: the DCGM exporter can leave it out
+    for MIG instances (NVIDIA/dcgm-exporter#512), and the slice-memory ratio then has nothing
+    to exceed its threshold. None when no pool has such slices."""
+    pools = sorted(p.name for p in plan.pools if p.mig_manager_applies and p.mig_enabled)
+    if not pools:
+        return None
+    nodes = (
+        f'max by (node) (kube_node_labels{{{prometheus_label(POOL_LABEL)}=~"{"|".join(pools)}", '
+        f'{prometheus_label(MIG_STATE_LABEL)}="success"}})'
+    )
+    reported = (
+        f'label_replace(max by ({DCGM_HOST_LABEL}) (DCGM_FI_DEV_FB_USED{{GPU_I_PROFILE!=""}}), '
+        f'"node", "$1", "{DCGM_HOST_LABEL}", "(.*)")'
+    )
+    return f"{nodes} unless on (node) {reported}"
+
+
 def alert_rules(plan: StackPlan) -> list[dict[str, Any]]:
     """PrometheusRule groups: MIG config failed or stuck pending, a slice's memory full, an
     engine's queue growing."""
@@ -116,6 +140,23 @@ def alert_rules(plan: StackPlan) -> list[dict[str, Any]]:
             },
         },
     ]
+    unreported = slice_memory_unreported(plan)
+    if unreported is not None:
+        rules.append(
+            {
+                "alert": "MigSliceMemoryFull",
+                "expr": unreported,
+                "for": "10m",
+                "labels": {"severity": "warning", "reason": UNREPORTED},
+                "annotations": {
+                    "summary": "MIG slice memory on node {{ $labels.node }} is not reported",
+                    "description": "The DCGM exporter reports no frame-buffer metric for this "
+                    "node's MIG slices (NVIDIA/dcgm-exporter#512, open: seen on H100), so a "
+                    "full slice would not be noticed; check the slices with nvidia-smi on the "
+                    "node.",
+                },
+            }
+        )
     for engine, metric in QUEUE_METRIC.items():
         total = f"sum by (namespace, {SERVICE_LABEL}) ({metric})"
         rules.append(

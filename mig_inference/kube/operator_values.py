@@ -169,12 +169,9 @@ def gpu_operator_values(plan: StackPlan) -> dict[str, Any]:
         "node-feature-discovery": {"worker": {"tolerations": tolerations}},
         "dcgmExporter": _dcgm_exporter(plan),
     }
-    if all_dra(plan):
-        # NVIDIA documents DRA with the operator's device plugin off; it also drops the
-        # validator's plugin step, which waits for nvidia.com/* resources a DRA node never
-        # advertises. Only cluster-wide: nothing per node skips that step (spec.dra
-        # VALIDATOR_ON_DRA_NODES), so a stack with device-plugin pools keeps it.
-        values["devicePlugin"] = {"enabled": False}
+    # `devicePlugin.enabled` stays the chart's default (on): the stack's own patch of the
+    # ClusterPolicy turns the device plugin off for all-DRA stacks, after the re-partitioning
+    # Jobs switched their nodes (`kube.device_plugin_switch`).
     if device_plugin_configs(plan):
         values["devicePlugin"] = {
             "config": {

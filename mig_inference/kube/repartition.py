@@ -16,10 +16,19 @@ NVIDIA's MIG manager does not evict user pods, and it applies a layout only when
 - cordons the nodes, marking its own cordons (`mig-inference.io/cordoned-for=<config>`), so a
   later run resumes a node an interrupted one left cordoned; a node someone else cordoned is
   re-partitioned and left cordoned;
-- relaxes the PodDisruptionBudgets of the stack's services on the pool (one replica at a time
-  otherwise) to `maxUnavailable: 100%` while it runs, marking each with the value to restore
-  (`mig-inference.io/relaxed-from`), and restores them on every way out (an EXIT trap; a run
-  killed before it could is adopted and restored by the next run);
+- restores, first, the PodDisruptionBudgets of the pool's services an earlier run left relaxed
+  (marked `mig-inference.io/relaxed-from`: its restore failed, or it was killed), whether or not
+  it has a node to switch;
+- takes the emptiest nodes first (fewest pods holding GPU devices), so that nodes with room are
+  switched early;
+- relaxes the budgets of the stack's services on the pool (one replica at a time otherwise) to
+  `maxUnavailable: 100%` only for a batch's drain and only for the services whose replicas there
+  outnumber the free devices of what they hold on the nodes already switched, marking each with
+  the value to restore, and restores them once the drain is over and on every way out (an EXIT
+  trap); the other services' replicas leave one at a time onto the switched nodes' free devices
+  (a strict budget still refusing at the drain's deadline is relaxed then, once, for one more
+  drain timeout), unless a replica of the pool's services is Pending, waiting for the Job to end
+  (every budget of the batch relaxed then: the Job takes no longer than it must);
 - evicts the pods that hold GPU or MIG devices through the Eviction API (PodDisruptionBudgets
   decide) until the drain deadline; a drain that cannot finish uncordons the nodes it never
   relabelled and names the pods and the refusals;
@@ -149,10 +158,11 @@ class RepartitionTarget:
         }
 
     def budget_seconds(self, timeout_seconds: int) -> int:
-        """The whole Job's time: per batch, its drain, its reconfiguration, the wait for the
-        devices to be advertised and the services' settling before the next batch."""
+        """The whole Job's time: per batch, its drain (twice: a strict budget still refusing at
+        the drain's deadline gets one more), its reconfiguration, the wait for the devices to be
+        advertised and the services' settling before the next batch."""
         batches = -(-max(self.max_nodes, 1) // self.max_unavailable)
-        return batches * (3 * timeout_seconds + ADVERTISE_TIMEOUT_SECONDS)
+        return batches * (4 * timeout_seconds + ADVERTISE_TIMEOUT_SECONDS)
 
 
 def repartition_targets(plan: StackPlan) -> list[RepartitionTarget]:

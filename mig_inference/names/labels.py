@@ -7,6 +7,15 @@ GKE_PARTITION_LABEL = "cloud.google.com/gke-gpu-partition-size"
 GKE_NO_DEVICE_PLUGIN_LABEL = "gke-no-default-nvidia-gpu-device-plugin"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TAINT_KEY = "nvidia.com/gpu"
+STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
+"""Taints the Cluster Autoscaler treats as startup taints (kubernetes/autoscaler
+`cluster-autoscaler/utils/taints/taints.go` `StartupTaintPrefix`, FAQ "How does Cluster Autoscaler
+treat nodes with status/startup/ignore taints?"): the node counts as starting, not ready, so pods
+waiting for it trigger no further scale-up, and the taint is left out of node templates."""
+STARTUP_TAINT_KEY = STARTUP_TAINT_PREFIX + "mig-slices"
+STARTUP_TAINT = (STARTUP_TAINT_KEY, "pending", "NoSchedule")
+"""On a new node of an autoscaled MIG pool until it advertises its planned slices (Kubernetes
+spelling); the startup-taint agent removes it."""
 OPERATOR_OPERANDS_LABEL = "nvidia.com/gpu.deploy.operands"
 """`false` on a node keeps every GPU Operator operand off it (GKE-native MIG pools)."""
 GENERATION_LABEL = "mig-inference.io/generation"

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from mig_inference.errors import MigError
 from mig_inference.plan.model import Offer, PoolPlan, ServicePlan
-from mig_inference.solving.milp import Milp
 from mig_inference.spec import ServiceSpec, key_path
 
 
@@ -64,6 +63,8 @@ def demand_replicas(
                     replicas[assignment.profile] = replicas.get(assignment.profile, 0) + 1
             chosen[index] = replicas
         return chosen
+    from mig_inference.solving.milp import Milp  # the solver, only when a service is sized
+
     milp = Milp()
     counts: dict[tuple[int, str], int] = {}
     for index, service in services:

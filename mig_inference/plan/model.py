@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout
 from mig_inference.gpus.migparted import config_entries
-from mig_inference.solving.packing import PackPlan
+from mig_inference.names.labels import STARTUP_TAINT
 from mig_inference.spec import (
     MigManager,
     PoolSpec,
@@ -17,6 +18,9 @@ from mig_inference.spec import (
     Rollout,
     ServiceSpec,
 )
+
+if TYPE_CHECKING:  # the planner is imported when a pool is packed, not to read a plan
+    from mig_inference.solving.packing import PackPlan
 
 WHOLE_GPU = "gpu"
 """The profile name services use for a whole GPU on a pool with MIG disabled."""
@@ -107,6 +111,9 @@ class PoolPlan:
     """GKE: the boot disk type the machine boots from (per-machine facts); None elsewhere."""
     dynamic_mig: bool = False
     """A DRA pool under the driver's DynamicMIG (`dra.dynamicMig`)."""
+    boot_mig_gpus: tuple[int, ...] = ()
+    """The GPUs a node's user data switches MIG mode on for before the kubelet starts (EKS,
+    OKE; `plan.pools.boot_mig_gpus`)."""
     """The planner's answer for `mig: auto` pools."""
 
     @property
@@ -117,6 +124,20 @@ class PoolPlan:
     @property
     def autoscaled(self) -> bool:
         return self.min_nodes != self.max_nodes
+
+    @property
+    def startup_taint(self) -> tuple[str, str, str] | None:
+        """The Cluster Autoscaler's startup taint its new nodes carry until they advertise the
+        planned slices: autoscaled pools whose layout the MIG manager applies (a node is Ready
+        minutes before that, and would pass for one without room for the pending pods)."""
+        if self.autoscaled and self.mig_manager_applies and self.mig_enabled:
+            return STARTUP_TAINT
+        return None
+
+    @property
+    def cloud_taints(self) -> tuple[tuple[str, str, str], ...]:
+        """The taints the cloud puts on a new node: the stack's, and the startup taint."""
+        return self.taints + ((self.startup_taint,) if self.startup_taint else ())
 
     @property
     def mig_enabled(self) -> bool:

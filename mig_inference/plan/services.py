@@ -176,6 +176,20 @@ def engine_sizing(
     return EngineSizing(length, seqs, tokens)
 
 
+def check_batch_budget(service: ServiceSpec, sizing: EngineSizing, path: str) -> None:
+    """vLLM refuses to start with fewer batched tokens than sequences in flight
+    (vllm/config/scheduler.py `verify_max_model_len`, v0.33.0): say so at the key."""
+    tokens, seqs = service.max_num_batched_tokens, sizing.max_num_seqs
+    if tokens is not None and seqs is not None and tokens < seqs:
+        raise MigError(
+            f"{tokens:,} batched tokens for {seqs:,} sequences in flight: vLLM refuses a step "
+            "budget below its sequences (each running one needs a token per step); give at "
+            f"least {seqs:,}",
+            f"{path}.maxNumBatchedTokens",
+            value=tokens,
+        )
+
+
 def replica_requests(pool: PoolPlan, offer: Offer) -> tuple[int, int, int]:
     """CPU (millicores), memory (MiB) and /dev/shm (MiB) for one replica: the slice's share of
     the node's compute (divided among the pods sharing the slice), applied to the node's
@@ -294,6 +308,7 @@ def plan_services(spec: StackSpec, pools: Sequence[PoolPlan]) -> list[ServicePla
         try:
             fraction = utilization(offer, service.gpu_memory_utilization, path)
             sizing = engine_sizing(service, offer, fraction, path)
+            check_batch_budget(service, sizing, path)
         except MigError as error:
             problems.append(error)
             continue

@@ -10,6 +10,7 @@ from mig_inference.gpus.layout import place
 from mig_inference.names.labels import GKE_NO_DEVICE_PLUGIN_LABEL
 from mig_inference.plan.addons import addon_warnings
 from mig_inference.plan.arch import check_arm_images
+from mig_inference.plan.gated import gated_without_token
 from mig_inference.plan.gateway import gateway_warnings, plan_gateway
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan
 from mig_inference.plan.model_cache import ModelCachePlan, plan_model_cache
@@ -56,6 +57,7 @@ def _warnings(pools: Sequence[PoolPlan], services: Sequence[ServicePlan]) -> lis
                 "--gpu-memory-utilization) can make the others fail"
             )
     warnings.extend(waiting_for_scale_up(list(services)))
+    warnings.extend(gated_without_token(services))
     managed = [pool for pool in pools if pool.operator_managed]
     dra = [pool.name for pool in managed if pool.dra]
     if dra and len(dra) < len(managed):

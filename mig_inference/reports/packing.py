@@ -46,6 +46,7 @@ def pack_json(plan: PackPlan) -> dict[str, Any]:
         "baselines": plan.baselines,
         "mig_parted": plan.mig_parted_config(),
         "seconds": round(plan.seconds, 4),
+        "cpu_seconds": round(plan.cpu_seconds, 4),
         "demand": [
             {
                 "workload": met.workload,
@@ -112,5 +113,5 @@ def pack_text(plan: PackPlan) -> str:
                 f"  {m.workload}: {m.requests_per_second:g} requests/s, served {m.served:g}/s "
                 f"by {parts}"
             )
-    lines.append(f"\nplanned in {plan.seconds:.2f} s")
+    lines.append(f"\nplanned in {plan.seconds:.2f} s ({plan.cpu_seconds:.2f} s of CPU)")
     return "\n".join(lines)

@@ -15,10 +15,10 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from mig_inference.names.labels import MIG_STATE_LABEL, POOL_LABEL
+from mig_inference.names.labels import MIG_STATE_LABEL, POOL_LABEL, STARTUP_TAINT_PREFIX
 from mig_inference.rollout.cluster import Cluster, Timings
 from mig_inference.rollout.facts import PoolFacts
-from mig_inference.rollout.model import Node
+from mig_inference.rollout.model import Node, Taint
 from mig_inference.rollout.node_pools import EKS_GROUP, GKE_POOL, OKE_POOL, PoolShape
 from mig_inference.rollout.outcome import PoolOutcome
 from mig_inference.rollout.resources import Resource
@@ -85,7 +85,8 @@ class CloudPools:
             node = Node(
                 f"{shape.physical}-{index}",
                 dict(shape.labels),
-                list(shape.taints),
+                # A running node's startup taint came off when it advertised its slices.
+                [t for t in shape.taints if not (running and _startup(t))],
                 zone=shape.zones[index % len(shape.zones)] if shape.zones else "",
                 source=shape.physical,
                 gpus=facts.gpus_per_node if facts else 0,
@@ -290,7 +291,9 @@ class CloudPools:
             # Autoscaler's `FilterOutNodesWithUnreadyResources`): no second node meanwhile.
             if any(not n.ready(self.cluster.now) or not n.devices for n in nodes):
                 continue
-            template = Node("template", dict(shape.labels), list(shape.taints))
+            # The autoscaler leaves startup taints out of its templates (`SanitizeTaints`).
+            template = Node("template", dict(shape.labels), [t for t in shape.taints
+                                                              if not _startup(t)])  # fmt: skip
             facts = self.facts.get(template.pool or "")
             offered = facts.devices_with(template.config or "", template.labels) if facts else {}
             if any(
@@ -299,3 +302,8 @@ class CloudPools:
             ):
                 self.create(shape, 1)
                 self.cluster.log(f"autoscaler: pool {shape.physical} grows for pending replicas")
+
+
+def _startup(taint: Taint) -> bool:
+    """A Cluster Autoscaler startup taint (`STARTUP_TAINT_PREFIX`)."""
+    return taint.key.startswith(STARTUP_TAINT_PREFIX)

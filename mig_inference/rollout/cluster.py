@@ -17,6 +17,7 @@ from mig_inference.names.labels import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     MIG_CONFIG_LABEL,
     MIG_STATE_LABEL,
+    STARTUP_TAINT_KEY,
 )
 from mig_inference.rollout.mig_manager import Durations, MigManager, NodeLayout, Reboot, Write
 from mig_inference.rollout.model import Deployment, Node, Pod, Taint, device_counts
@@ -102,7 +103,17 @@ class Cluster:
     _stuck_plugins: set[str] = field(default_factory=set)
     device_plugin: bool = True
     """The GPU Operator runs its device plugin (`devicePlugin.enabled`); per node, only where
-    `nvidia.com/gpu.deploy.device-plugin` is not `false` (the MIG manager model reads that)."""
+    `nvidia.com/gpu.deploy.device-plugin` is not `false` (the MIG manager model reads that).
+    Changed through `set_device_plugin`."""
+    mig_config_missing: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Nodes whose `nvidia.com/mig.config` named a config the operator's mig-parted config did
+    not hold: node -> (that config, seconds it was so). Its MIG manager, restarted then (a
+    reboot, a pod restart), records `failed` and applies nothing: after a reboot the GPUs come
+    back without their MIG instances."""
+    without_plugin: dict[str, float] = field(default_factory=dict)
+    """Nodes whose labels run the device plugin, with replicas holding its devices, while the
+    operator ran no device plugin at all (their replicas go on running, a replica recreated
+    there stays Pending), with the first time it happened."""
     dra_client_selector: bool = False
     """The DRA driver's kubelet plugin is scheduled only where `nvidia.com/gpu.deploy.client=true`
     (GPU Operator v26.7.0+, which sets that label on its GPU nodes): the MIG manager's pause of
@@ -160,7 +171,7 @@ class Cluster:
         self.managers[node.name] = MigManager(
             configs=configs, hardware=hardware, labels=node.labels, now=max(self.now, node.up_at),
             durations=self.timings.mig_manager, with_reboot=self.with_reboot,
-            running=applied is not None,
+            running=applied is not None, plugin_daemonset=self.device_plugin,
         )  # fmt: skip
         node.devices = self.devices_of(node, applied or "")
         if node.dra:
@@ -197,6 +208,19 @@ class Cluster:
         if on:
             for name in self.managers:
                 self.nodes[name].labels.setdefault(CLIENT_DEPLOY_LABEL, "true")
+
+    def set_device_plugin(self, on: bool, why: str) -> None:
+        """The GPU Operator's ClusterPolicy turns its device plugin on or off for every node
+        (gpu-operator v26.7.0 `controllers/object_controls.go` `DaemonSet`: a disabled state's
+        DaemonSet is deleted, so its pods leave every node whatever their labels say)."""
+        if on == self.device_plugin:
+            return
+        self.device_plugin = on
+        for manager in self.managers.values():
+            manager.set_plugin_daemonset(on)
+        self.log(
+            f"GPU Operator: its device plugin turned {'on' if on else 'off'} for every node ({why})"
+        )
 
     def restart_dra_plugin(self, name: str) -> None:
         """The node's DRA kubelet plugin restarts and publishes the layout the GPUs have now."""
@@ -245,6 +269,7 @@ class Cluster:
         self.now += TICK
         self._mig_managers()
         self._device_plugins()
+        self._startup_taints()
         self._no_execute()
         self._pods()
         self._drains()
@@ -261,6 +286,10 @@ class Cluster:
             if node.gone or self.now < node.up_at:
                 continue
             manager.configs = self.configs_of(node)
+            named = node.labels.get(MIG_CONFIG_LABEL)
+            if named and named not in manager.configs:
+                _, seconds = self.mig_config_missing.get(name, (named, 0.0))
+                self.mig_config_missing[name] = (named, seconds + TICK)
             manager.observe(node.labels)
             for event in manager.advance(self.now, self._busy_gpus(node, manager.hardware)):
                 if isinstance(event, Write):
@@ -273,11 +302,9 @@ class Cluster:
                     for pod in [p for p in self.pods if p.node == name and p.active]:
                         self.terminate(pod, f"node {name} rebooted", evicted=True)
             node.applied = self.config_of(node, manager.hardware)
-            advertised = (
-                self.devices_of(node, node.applied or "")
-                if self.device_plugin and manager.advertised()
-                else {}
-            )
+            advertised = self.devices_of(node, node.applied or "") if manager.advertised() else {}
+            if not self.device_plugin and not node.dra and manager.plugin_selected:
+                self._note_without_plugin(node)
             paused = self.dra_client_selector and node.labels.get(CLIENT_DEPLOY_LABEL) != "true"
             if node.dra and paused:
                 # The MIG manager paused the plugin's label: its DaemonSet stopped the plugin.
@@ -306,6 +333,34 @@ class Cluster:
                 # kubelet withdraws its slices.
                 node.published = None
                 node.devices = advertised
+
+    def _startup_taints(self) -> None:
+        """The startup-taint agent (`kube/scripts/startup_taint.sh`): a node's Cluster
+        Autoscaler startup taint goes once it carries its config, reports success and advertises
+        what that config gives."""
+        for node in self.live_nodes():
+            tainted = [t for t in node.taints if t.key == STARTUP_TAINT_KEY]
+            config = node.labels.get(MIG_CONFIG_LABEL)
+            if not tainted or config is None or node.labels.get(MIG_STATE_LABEL) != "success":
+                continue
+            if (
+                node.applied == config
+                and node.devices
+                and node.devices == self.devices_of(node, config)
+            ):
+                node.taints = [t for t in node.taints if t.key != STARTUP_TAINT_KEY]
+                self.log(f"node {node.name}: its startup taint removed (its slices advertised)")
+
+    def _note_without_plugin(self, node: Node) -> None:
+        """The node's labels run the device plugin and the operator runs none: a problem once
+        replicas hold devices there (a node no replica uses any more needs no plugin)."""
+        if node.name in self.without_plugin or not device_counts(self.pods, node.name):
+            return
+        self.without_plugin[node.name] = self.now
+        self.log(
+            f"node {node.name}: its replicas run with no device plugin (the GPU Operator runs none "
+            "and the node is not switched to DRA): a replica recreated there stays Pending"
+        )
 
     def _device_plugins(self) -> None:
         """A device plugin starting while its node's sharing label names a key the ConfigMap
@@ -391,8 +446,12 @@ class Cluster:
                     del self.drains[name]
 
     def _deployments(self) -> None:
+        # Each Deployment's pods, in one pass over the pods (a round touches only its own).
+        pods_by_deployment: dict[tuple[str, str], list[Pod]] = {}
+        for pod in self.pods:
+            pods_by_deployment.setdefault((pod.namespace, pod.deployment), []).append(pod)
         for deployment in self.deployments.values():
-            pods = self.pods_of(deployment)
+            pods = pods_by_deployment.get((deployment.namespace, deployment.name), [])
             active = [p for p in pods if p.active]
             if deployment.deleted:
                 for pod in active:
@@ -446,6 +505,18 @@ class Cluster:
         return node.devices.get(resource, 0) - device_counts(self.pods, node.name).get(resource, 0)
 
     def _schedule(self) -> None:
+        # What binding decides on, counted once per round and kept as pods are bound: the
+        # devices held on each node (as `free` counts them) and the pods of each Deployment name
+        # on each node (the topology spread's peers). Nodes do not change within a round.
+        held: dict[tuple[str, str], int] = {}
+        peers: dict[tuple[str, str], int] = {}
+        for pod in self.pods:
+            if pod.node is not None:
+                if pod.template.resource:
+                    where = (pod.node, pod.template.resource)
+                    held[where] = held.get(where, 0) + 1
+                peers[(pod.node, pod.deployment)] = peers.get((pod.node, pod.deployment), 0) + 1
+        open_nodes = [n for n in self.live_nodes() if n.ready(self.now) and not n.unschedulable]
         for pod in self.pods:
             if pod.node is not None or not pod.active:
                 continue
@@ -453,26 +524,25 @@ class Cluster:
                 self._make_claims(pod)
                 if not pod.claims_made:
                     continue
+            resource = pod.template.resource
             fits = [
                 n
-                for n in self.live_nodes()
-                if n.ready(self.now)
-                and not n.unschedulable
-                and pod.template.admits(n)
-                and (pod.template.resource is None or self.free(n, pod.template.resource) > 0)
+                for n in open_nodes
+                if pod.template.admits(n)
+                and (
+                    resource is None
+                    or n.devices.get(resource, 0) - held.get((n.name, resource), 0) > 0
+                )
             ]
             if not fits:
                 continue
             deployment = self.deployments[(pod.namespace, pod.deployment)]
-            peers = {
-                n.name: sum(
-                    1 for p in self.pods if p.node == n.name and p.deployment == pod.deployment
-                )
-                for n in fits
-            }
             # Topology spread by hostname (ScheduleAnyway): the node with fewest peers.
-            chosen = min(fits, key=lambda n: (peers[n.name], n.name))
+            chosen = min(fits, key=lambda n: (peers.get((n.name, pod.deployment), 0), n.name))
             pod.node = chosen.name
+            if resource:
+                held[(chosen.name, resource)] = held.get((chosen.name, resource), 0) + 1
+            peers[(chosen.name, pod.deployment)] = peers.get((chosen.name, pod.deployment), 0) + 1
             pod.ready_at = self.now + deployment.start_seconds
             self.started[deployment.key] = self.started.get(deployment.key, 0) + 1
 

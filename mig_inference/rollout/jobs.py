@@ -157,9 +157,13 @@ class RepartitionRun(JobRun):
     removed, uncordoned)."""
     watch: PendingWatch = field(default_factory=PendingWatch)
     budget_selector: str = ""
-    """The pool's services' PodDisruptionBudgets (strict otherwise): relaxed to every replica
-    while the Job runs, restored when it ends, however it ends."""
+    """The pool's services' PodDisruptionBudgets (strict otherwise): those whose replicas on a
+    batch have no room on the switched nodes relaxed to every replica for that batch's drain,
+    restored after it and when the Job ends, however it ends."""
     relaxed: dict[tuple[str, str], int] = field(default_factory=dict)
+    """The budgets relaxed for the drain in progress, with the value each gets back after it."""
+    widened: bool = False
+    """The drain's budgets that still refused were relaxed at its deadline (once per drain)."""
     held: list[str] = field(default_factory=list)
     """Nodes still to be switched that the Job cordoned until their own batch, so evicted
     replicas land only on switched nodes (the script's `hold_rest`)."""
@@ -210,18 +214,52 @@ class RepartitionRun(JobRun):
                 if name not in self.batch and name not in self.done:
                     self._uncordon(cluster, name)
 
-    def _relax(self, cluster: Cluster) -> None:
-        if self.relaxed or not self.budget_selector:
-            return
+    def _ours(self, cluster: Cluster) -> dict[tuple[str, str], Any]:
+        """The pool's services' Deployments whose budgets the Job may relax."""
         pairs = [p.split("=", 1) for p in self.budget_selector.split(",") if p]
-        for deployment in cluster.deployments.values():
-            if deployment.budget is not None and all(
-                deployment.labels.get(k) == v for k, v in pairs
-            ):
-                self.relaxed[deployment.key] = deployment.budget
-                deployment.budget = max(deployment.replicas, 1)
-        if self.relaxed:
-            cluster.log(f"re-partitioning Job: {len(self.relaxed)} budgets relaxed")
+        return {
+            d.key: d
+            for d in cluster.deployments.values()
+            if pairs and d.budget is not None and all(d.labels.get(k) == v for k, v in pairs)
+        }
+
+    def _relax(self, cluster: Cluster, keys: set[tuple[str, str]]) -> None:
+        ours = self._ours(cluster)
+        fresh = [key for key in sorted(keys) if key in ours and key not in self.relaxed]
+        for key in fresh:
+            self.relaxed[key] = ours[key].budget
+            ours[key].budget = max(ours[key].replicas, 1)
+        if fresh:
+            cluster.log(
+                f"re-partitioning Job: {len(fresh)} budgets relaxed for the drain of "
+                + ", ".join(self.batch)
+            )
+
+    def _loosen(self, cluster: Cluster) -> None:
+        """As the script's `loosen`: per device the batch's replicas hold, when the switched
+        schedulable nodes have fewer free ones than the batch has replicas holding it, the
+        budgets of those replicas' services are relaxed for this drain; the others stay strict
+        (their replicas leave one at a time onto the free devices). While a replica of the
+        pool's services is Pending (it waits for the Job to end), every one is relaxed."""
+        pods = [p for name in self.batch for p in self._holders(cluster, name) if p.active]
+        ours = set(self._ours(cluster))
+        # A replica Pending for want of room waits for the Job to end: no budget held strict.
+        hurry = any(
+            p.node is None and p.active and (p.namespace, p.deployment) in ours
+            for p in cluster.pods
+        )
+        switched = [
+            n
+            for n in self._pool(cluster)
+            if (n.name in self.done or self._on_target(cluster, n)) and not n.unschedulable
+        ]
+        loose: set[tuple[str, str]] = set()
+        for resource in sorted({p.template.resource for p in pods if p.template.resource}):
+            holding = [p for p in pods if p.template.resource == resource]
+            room = 0 if hurry else sum(max(cluster.free(n, resource), 0) for n in switched)
+            if len(holding) > room:
+                loose |= {(p.namespace, p.deployment) for p in holding}
+        self._relax(cluster, loose)
 
     def _restore(self, cluster: Cluster) -> None:
         for key, budget in self.relaxed.items():
@@ -257,19 +295,30 @@ class RepartitionRun(JobRun):
                     return
                 self.batch, self.phase = leaving, "release"
             else:
+                # The emptiest first (as the script's `emptiest_first`): a node switched early
+                # with room takes the next batch's replicas at once.
+                todo.sort(key=lambda n: len(self._holders(cluster, n.name)))
                 self.batch = [n.name for n in todo[: self.max_unavailable]]
                 self.phase = "drain"
-            self._relax(cluster)
             self._cordon(cluster)
             if self.phase == "drain":
                 self._hold(cluster, [n.name for n in todo[self.max_unavailable :]])
+            self._loosen(cluster)
             self.deadline = cluster.now + self.drain_timeout
+            self.widened = False
         if self.phase in ("drain", "release"):
             held = [p for name in self.batch for p in self._holders(cluster, name)]
             for pod in held:
                 if pod.active and cluster.eviction_allowed(pod):
                     cluster.terminate(pod, "evicted by the re-partitioning Job", evicted=True)
             if any(self._holders(cluster, name) for name in self.batch):
+                if cluster.now >= self.deadline and not self.widened:
+                    # As the script's `widen`: the pool's budgets that still refuse are relaxed
+                    # once, for one more drain timeout.
+                    self.widened = True
+                    self._relax(cluster, {(p.namespace, p.deployment) for p in held})
+                    self.deadline = cluster.now + self.drain_timeout
+                    return
                 if cluster.now >= self.deadline:
                     for name in self.batch:
                         self._uncordon(cluster, name)
@@ -279,6 +328,7 @@ class RepartitionRun(JobRun):
                         + ("released" if self.phase == "release" else "relabelled")
                     )
                 return
+            self._restore(cluster)
             if self.phase == "release":
                 for name in self.batch:
                     cluster.set_labels(name, {POOL_LABEL: None})

@@ -27,6 +27,17 @@ is inferred from the code rather than read in it says so.
   L550; inferred); and when operand pods do not stop within 5 minutes the run returns without a
   state write: `pending` forever, operands paused (gpu-operator #2833, fixed after v0.15.0 by
   mig-parted PR #484). Both end with a pod restart, which re-applies the label's value.
+- With the host's driver (`WITH_SHUTDOWN_HOST_GPU_CLIENTS`, which the operator sets from the
+  validator's `IS_HOST_DRIVER`), a run that changes a MIG mode also stops the host's kubelet
+  before the change and starts it after the apply (`checkMigModeChangeRequired` adds
+  `HOST_KUBELET_SYSTEMD_SERVICE` only then, L332-349; L166-174, L223-228), or in `setState` when
+  the run fails (L540-548) unless this process restarted host services before (a global never
+  reset, L504: the kubelet then stays stopped); a reboot for the mode starts it fresh instead. On
+  AL2023 that restart leaves containerd's state corrupt (gpu-operator#2415, mig-parted#368,
+  open): the node is NotReady for good, the labels written as the run goes on, nothing
+  advertised; only a new instance clears it. A node whose user data
+  switched MIG mode on before the kubelet started (`clouds/bootstrap.py`) starts with `()` per
+  such GPU, and its first run changes no mode.
 
 The rollout simulator (`rollout/cluster.py`) runs this model on every node, and the Jobs' tests run
 it behind a fake API server: one model of the MIG manager.
@@ -152,9 +163,18 @@ class MigManager:
     mode_change_needs_reboot: bool = False
     """The GPUs cannot change their MIG mode without a reboot (cloud VMs, per NVIDIA's docs)."""
     running: bool = True
+    host_gpu_clients: bool = False
+    """`WITH_SHUTDOWN_HOST_GPU_CLIENTS`: the host's driver, so a mode change restarts the host's
+    kubelet (main.go L208-215; the operator's entrypoint sets it from `IS_HOST_DRIVER`)."""
+    kubelet_restart_breaks: bool = False
+    """Fault: that restart leaves the node NotReady for good (gpu-operator#2415 on AL2023)."""
     operands_stuck: bool = False
     """Fault: operand pods do not terminate (gpu-operator #2833): a run waits 5 minutes, then
     returns without a state write. The caller may clear it (the stuck pod finally goes)."""
+    plugin_daemonset: bool = True
+    """The GPU Operator runs its device plugin's DaemonSet (the ClusterPolicy's
+    `devicePlugin.enabled`): without it no plugin pod runs on the node, whatever its label says
+    (`set_plugin_daemonset`)."""
 
     _pod_up_at: float | None = None
     _node_up_at: float | None = None
@@ -166,6 +186,10 @@ class MigManager:
     _no_restore: bool = False
     """`NoRestartK8sDaemonsetsOnExit`: set by a full reconfigure, never reset in a process."""
     _plugin_since: float = float("-inf")
+    _kubelet_lost: bool = False
+    _kubelet_stopped: bool = False
+    _no_host_restart: bool = False
+    """`NoRestartHostSystemdServicesOnExit`: set once host services were restarted, never reset."""
     _events: list[Event] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -185,7 +209,12 @@ class MigManager:
 
     @property
     def node_ready(self) -> bool:
-        return self._node_up_at is None
+        return self._node_up_at is None and not self._kubelet_lost
+
+    @property
+    def kubelet_lost(self) -> bool:
+        """The host's kubelet restart around a mode change broke the node (#2415)."""
+        return self._kubelet_lost
 
     @property
     def running_config(self) -> str | None:
@@ -202,18 +231,30 @@ class MigManager:
 
     @property
     def plugin_starting(self) -> bool:
-        """Its device plugin started again after a MIG change (or the node's boot) and is not
-        serving yet."""
+        """Its device plugin started again after a MIG change (or the node's boot, or the
+        operator's DaemonSet coming back) and is not serving yet."""
         value = self.labels.get(DEVICE_PLUGIN_LABEL, "true")
         started = self._plugin_since + self.durations.plugin_start
-        return self.node_ready and value not in (PAUSED, "false") and self.now < started
+        return (
+            self.node_ready
+            and self.plugin_daemonset
+            and value not in (PAUSED, "false")
+            and self.now < started
+        )
+
+    @property
+    def plugin_selected(self) -> bool:
+        """The node's label runs the device plugin (neither `false` nor paused), whether or not
+        the operator runs its DaemonSet."""
+        return self.labels.get(DEVICE_PLUGIN_LABEL, "true") not in (PAUSED, "false")
 
     def advertised(self) -> dict[str, int]:
-        """What the device plugin advertises now: nothing while the node is down, its label is
-        paused or `false`, or it is still starting; else the GPUs' current layout."""
+        """What the device plugin advertises now: nothing while the node is down, the operator
+        runs no plugin DaemonSet, the node's label is paused or `false`, or the plugin is still
+        starting; else the GPUs' current layout."""
         value = self.labels.get(DEVICE_PLUGIN_LABEL, "true")
-        if not self.node_ready or value in (PAUSED, "false"):
-            return {}
+        if not self.node_ready or not self.plugin_daemonset or value in (PAUSED, "false"):
+            return {}  # a NotReady node's kubelet registers no device plugin
         if self.now < self._plugin_since + self.durations.plugin_start:
             return {}
         return devices_of(self.hardware)
@@ -229,6 +270,14 @@ class MigManager:
         if value != self._informer:
             self._informer = value
             self._set(value)
+
+    def set_plugin_daemonset(self, on: bool) -> None:
+        """The operator deletes its device plugin's DaemonSet (its pod leaves the node at once:
+        the kubelet withdraws the devices) or creates it again (a pod starts where the label is
+        `true`, serving once it has registered)."""
+        if on and not self.plugin_daemonset:
+            self._plugin_since = self.now
+        self.plugin_daemonset = on
 
     def restart(self) -> None:
         """Its pod deleted: the process ends wherever it was (labels stay as written), the
@@ -274,6 +323,7 @@ class MigManager:
     def _start_process(self) -> None:
         self._pod_up_at = None
         self._no_restore = False
+        self._no_host_restart = False
         self._last_read = ""
         self._waiting = True
         value = self.labels.get(MIG_CONFIG_LABEL, "")
@@ -339,6 +389,7 @@ class MigManager:
             return self._end_run()
         target = self.configs[run.value]
         if run.mode_change:
+            self._kubelet_stopped = self._kubelet_stopped or self.host_gpu_clients
             changing = {i for i, gpu in enumerate(target) if _mode(gpu) != _mode(self.hardware[i])}
             if self.mode_change_needs_reboot or changing & busy:
                 if self.with_reboot:
@@ -370,13 +421,25 @@ class MigManager:
                 return self._end_run()
             layout[index] = gpu  # "already set to desired value" leaves its pods running
         self.hardware = tuple(layout)
+        self._restart_host_kubelet()  # restartHostGPUClients
+        self._no_host_restart = self._no_host_restart or self.host_gpu_clients
         # restartKubernetesGPUClients restores the labels and sets the process-wide flag.
         self._write({k: "true" for k, v in self.labels.items() if v == PAUSED})
         self._no_restore = True
         self._write({MIG_STATE_LABEL: SUCCESS})
         return self._end_run()
 
+    def _restart_host_kubelet(self) -> None:
+        """The host's kubelet, stopped for a mode change, started again: on a corrupt containerd
+        with #2415's fault; left stopped where the process restarted host services before."""
+        if not self._kubelet_stopped:
+            return
+        if self._no_host_restart or self.kubelet_restart_breaks:
+            self._kubelet_lost = True
+        self._kubelet_stopped = False
+
     def _reboot(self, target: NodeLayout) -> None:
+        self._kubelet_stopped = False  # the boot starts it afresh
         until = self.now + self.durations.reboot
         self._events.append(Reboot(self.now, until))
         self._run = None
@@ -388,6 +451,7 @@ class MigManager:
     def _set_state(self, state: str) -> None:
         """`setState`: the paused labels back to `true` unless this process completed a full
         reconfigure before (L550-570), then the state (L572-577)."""
+        self._restart_host_kubelet()
         if not self._no_restore:
             self._write({k: "true" for k, v in self.labels.items() if v == PAUSED})
         self._write({MIG_STATE_LABEL: state})

@@ -48,6 +48,12 @@ class PoolOutcome:
     """Nodes moved between the device plugin and NVIDIA's DRA driver, `name (allocation now)`."""
     offered_twice: list[str] = field(default_factory=list)
     """Nodes whose devices the device plugin and the DRA driver offered at one moment."""
+    mig_config_missing: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Nodes whose MIG config label named a config the operator's mig-parted config lacked for a
+    while: node -> (the config, how long)."""
+    without_plugin: list[str] = field(default_factory=list)
+    """Nodes whose replicas held the device plugin's devices while the GPU Operator ran no device
+    plugin at all, the node not yet switched to DRA."""
     node_update: str = ""
     """What the cloud does to the pool's nodes on an in-place update of the pool (GKE, OKE:
     `node_updates`); empty when the pool resource is not updated."""

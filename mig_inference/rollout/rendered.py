@@ -1,8 +1,9 @@
-"""A program's resources from a rendering (`mig_inference.render`: the program run under mocks)."""
+"""A program's resources from a rendering (`mig_inference.rendering`: what the program registered
+under mocks)."""
 
 from __future__ import annotations
 
-from mig_inference.render import Rendering
+from mig_inference.rendering import Rendering
 from mig_inference.rollout.resources import Program, Resource
 
 

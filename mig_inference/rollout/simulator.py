@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from mig_inference.names.labels import (
     CLIENT_DEPLOY_LABEL,
@@ -38,6 +39,7 @@ from mig_inference.rollout.node_updates import node_update
 from mig_inference.rollout.outcome import Outcome, PoolOutcome, Served
 from mig_inference.rollout.plugin_configs import PluginConfigs
 from mig_inference.rollout.resources import Key, Program, Resource
+from mig_inference.rollout.selectors import LabelIndex, SelectorIndex
 from mig_inference.rollout.steps import Op, Step, plan_steps
 from mig_inference.versions import DRA_DRIVER_CHART
 
@@ -47,6 +49,9 @@ JOB = "kubernetes:batch/v1:Job"
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+CLUSTER_POLICY_PATCH = "kubernetes:nvidia.com/v1:ClusterPolicyPatch"
+"""The stack's patch of the GPU Operator's ClusterPolicy: its device plugin on or off for every
+node (`kube.device_plugin_switch`)."""
 SERVICE_LABEL = "app.kubernetes.io/instance"
 HORIZON = 6 * 3600.0 * 4
 """No transition runs longer than this (a guard against a step that never ends)."""
@@ -113,6 +118,10 @@ class Rollout:
         """The PodDisruptionBudgets in the cluster, by (namespace, name): a Deployment created
         after its budget is still held to it (Pulumi registers, and creates, the two in no fixed
         order; a budget selects pods by their labels whenever they come)."""
+        self._budget_selectors: SelectorIndex[tuple[str, str]] = SelectorIndex()
+        """`budgets` by the labels they select, in `budgets`' order."""
+        self._deployment_labels: LabelIndex[tuple[str, str]] = LabelIndex()
+        """The cluster's Deployments by their pods' labels."""
 
     # -- facts -------------------------------------------------------------------------------
     def _devices(self, node: Node, config: str) -> dict[str, int]:
@@ -142,6 +151,7 @@ class Rollout:
         for resource in self.before:
             self.plugin_configs.apply(resource)
         self.cluster.plugin_configs = self.plugin_configs.known()
+        self.cluster.device_plugin = _deployed_device_plugin(self.before)
         for resource in self.before:
             if resource.type in POOL_TYPES:
                 shape = pool_shape(resource)
@@ -238,17 +248,22 @@ class Rollout:
             labels=dict(labels),
         )  # fmt: skip
         self.cluster.deployments[key] = deployment
+        self._deployment_labels.put(key, key[0], deployment.labels)
         self.served.setdefault(service, Served(0, 0, 0))
         return deployment
 
     def _apply_budget(self, resource: Resource, *, remove: bool = False) -> None:
         spec = resource.inputs.get("spec", {})
         key = self._object_key(resource)
+        namespace, selector = _selector(resource)
         if not remove:
             self.budgets[key] = resource
+            self._budget_selectors.put(key, namespace, selector)
         elif self.budgets.get(key) is resource:
             del self.budgets[key]
-        for deployment in self.cluster.deployments.values():
+            self._budget_selectors.discard(key)
+        for candidate in self._deployment_labels.candidates(namespace, selector):
+            deployment = self.cluster.deployments[candidate]
             if _selects(resource, deployment.namespace, deployment.labels):
                 deployment.budget = None if remove else int(spec.get("maxUnavailable", 1))
 
@@ -258,8 +273,8 @@ class Rollout:
         return next(
             (
                 int(budget.inputs.get("spec", {}).get("maxUnavailable", 1))
-                for budget in self.budgets.values()
-                if _selects(budget, namespace, labels)
+                for key in self._budget_selectors.selecting(namespace, labels)
+                if _selects(budget := self.budgets[key], namespace, labels)
             ),
             None,
         )
@@ -337,10 +352,11 @@ class Rollout:
             # The chart's ConfigMaps (the mig-parted config among them) hold the new version's.
             self.known = self.configs[1]
             finish = cluster.now + t.helm_release
-            values = resource.inputs.get("values") or {}
-            # The GPU Operator's device plugin goes (or comes back) on every node with the
-            # release: its ClusterPolicy's `devicePlugin.enabled`.
-            plugin = (values.get("devicePlugin") or {}).get("enabled", True) is not False
+            # The release's upgrade patches its ClusterPolicy with what changed between the two
+            # manifests (helm's JSON merge patch of a custom resource): `devicePlugin.enabled`
+            # only when the rendered value changes, on every node then.
+            plugin = _release_device_plugin(resource)
+            was = _release_device_plugin(step.old) if step.old is not None else None
             operator = resource.inputs.get("chart") == "gpu-operator"
             dra_driver = resource.inputs.get("chart") == DRA_DRIVER_CHART
             client = _client_selected(resource)
@@ -348,13 +364,18 @@ class Rollout:
             def released() -> str | None:
                 if cluster.now < finish:
                     return None
-                if operator:
-                    cluster.device_plugin = plugin
+                if operator and plugin != was:
+                    cluster.set_device_plugin(plugin, "the GPU Operator's release")
                 if dra_driver:
                     cluster.select_client_label(client)
                 return ""
 
             task.check = released
+        elif resource.type == CLUSTER_POLICY_PATCH:
+            on = _patched_device_plugin(resource)
+            if on is not None:
+                cluster.set_device_plugin(on, "the stack's ClusterPolicy patch")
+            task.done = True
         elif resource.type == JOB:
             env = job_env(resource.inputs)
             run: JobRun
@@ -566,22 +587,28 @@ class Rollout:
         self.clouds.advance()
         self.clouds.autoscale()
         self.cluster.tick()
+        targets = self._targets()
         for service, count in self.cluster.serving().items():
             served = self.served.setdefault(service, Served(0, 0, count))
             if count < served.least:
                 served.least, served.least_at = count, self.cluster.now
-            if served.before and count < min(served.before, self._target(service) or served.before):
+            target = targets.get(service, 0)
+            if served.before and count < min(served.before, target or served.before):
                 served.below_seconds += TICK
             if served.before and count == 0:
                 served.down_seconds += TICK
         self._track_gpus()
 
+    def _targets(self) -> dict[str, int]:
+        """The replicas each service's Deployments ask for now (in one pass over them)."""
+        targets: dict[str, int] = {}
+        for d in self.cluster.deployments.values():
+            if not d.deleted:
+                targets[d.service] = targets.get(d.service, 0) + d.replicas
+        return targets
+
     def _target(self, service: str) -> int:
-        return sum(
-            d.replicas
-            for d in self.cluster.deployments.values()
-            if d.service == service and not d.deleted
-        )
+        return self._targets().get(service, 0)
 
     def _gpus(self) -> dict[str, int]:
         totals: dict[str, int] = {}
@@ -648,6 +675,10 @@ class Rollout:
             self._outcome(node.labels).switched.append(f"{name} ({cluster.switched[name]})")
         for name in sorted(cluster.offered_twice):
             self._outcome(cluster.nodes[name].labels).offered_twice.append(name)
+        for name, missing in sorted(cluster.mig_config_missing.items()):
+            self._outcome(cluster.nodes[name].labels).mig_config_missing[name] = missing
+        for name in sorted(cluster.without_plugin):
+            self._outcome(cluster.nodes[name].labels).without_plugin.append(name)
         return Outcome(
             self.plan, self.served, self.pools, failure, cluster.now,
             [(e.time, e.text) for e in cluster.events], dict(cluster.started),
@@ -677,6 +708,29 @@ def simulate(
     ).run()
 
 
+def _release_device_plugin(release: Resource) -> bool:
+    """The GPU Operator's device plugin as a release renders its ClusterPolicy (the chart's
+    default: on)."""
+    values = release.inputs.get("values") or {}
+    return (values.get("devicePlugin") or {}).get("enabled", True) is not False
+
+
+def _patched_device_plugin(patch: Resource) -> bool | None:
+    enabled = ((patch.inputs.get("spec") or {}).get("devicePlugin") or {}).get("enabled")
+    return enabled if isinstance(enabled, bool) else None
+
+
+def _deployed_device_plugin(program: Program) -> bool:
+    """Whether the deployed version left the operator's device plugin on: its ClusterPolicy
+    patch's value, else its release's."""
+    for patch in program.of_type(CLUSTER_POLICY_PATCH):
+        on = _patched_device_plugin(patch)
+        if on is not None:
+            return on
+    releases = [r for r in program.of_type(RELEASE) if r.inputs.get("chart") == "gpu-operator"]
+    return all(_release_device_plugin(release) for release in releases)
+
+
 def _client_selected(release: Resource) -> bool:
     """The DRA driver's release schedules its kubelet plugin by `nvidia.com/gpu.deploy.client`."""
     if release.inputs.get("chart") != DRA_DRIVER_CHART:
@@ -685,10 +739,13 @@ def _client_selected(release: Resource) -> bool:
     return (plugin.get("nodeSelector") or {}).get(CLIENT_DEPLOY_LABEL) == "true"
 
 
+def _selector(budget: Resource) -> tuple[Any, Mapping[str, Any]]:
+    """A PodDisruptionBudget's namespace and matchLabels."""
+    metadata, spec = budget.inputs.get("metadata", {}), budget.inputs.get("spec", {})
+    return metadata.get("namespace"), spec.get("selector", {}).get("matchLabels", {})
+
+
 def _selects(budget: Resource, namespace: str, labels: Mapping[str, str]) -> bool:
     """Whether a PodDisruptionBudget selects the pods of a Deployment with these labels."""
-    metadata, spec = budget.inputs.get("metadata", {}), budget.inputs.get("spec", {})
-    selector = spec.get("selector", {}).get("matchLabels", {})
-    return metadata.get("namespace") == namespace and all(
-        labels.get(k) == v for k, v in selector.items()
-    )
+    budget_namespace, selector = _selector(budget)
+    return budget_namespace == namespace and all(labels.get(k) == v for k, v in selector.items())

@@ -1,5 +1,8 @@
-"""`python -m mig bench`: GPUs vs lower bound vs baselines, and wall time, on reference fleets,
-each packed twice on nodes of 8 GPUs: freely, and with every node identical (`--uniform-nodes`).
+"""The planner's benchmark: GPUs vs lower bound vs baselines, and time, on reference fleets,
+each packed twice on nodes of 8 GPUs: freely, and with every node identical (`--uniform-nodes`);
+ParvaGPU's scenarios beside its own built scheduler; the planner's and the stack program's
+growth (the program run by the `Renderer` the caller hands in). What times whole commands is
+`mig_inference.cli.bench_processes`.
 
 Timings are measurements on whatever machine runs them, reported, never asserted.
 """
@@ -25,6 +28,7 @@ import yaml
 from mig_inference.clouds.prices import load_prices
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
 from mig_inference.gpus.sizing import ModelShape
+from mig_inference.rendering import Renderer
 from mig_inference.solving.cheapest import cheapest_machine
 from mig_inference.solving.packing import PackPlan, Workload, pack
 from mig_inference.solving.throughput import parvagpu_scenarios
@@ -388,10 +392,9 @@ def services_stack(services: int) -> dict[str, object]:
     }  # fmt: skip
 
 
-def stack_growth(quick: bool = False) -> list[GrowthRow]:
-    """The whole program under Pulumi's mocks (what `render` runs) for 1 to 1,000 services."""
-    from mig_inference.render import run_program
-
+def stack_growth(run_program: Renderer, quick: bool = False) -> list[GrowthRow]:
+    """The whole program under Pulumi's mocks (`run_program`: what `render` runs) for 1 to 1,000
+    services."""
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         warm = Path(directory) / "Pulumi.warm.yaml"
@@ -450,10 +453,14 @@ class BenchResult:
 
 
 def measure(
-    seed: int = 7, quick: bool = False, parvagpu: dict[str, Path | None] | None = None
+    run_program: Renderer,
+    seed: int = 7,
+    quick: bool = False,
+    parvagpu: dict[str, Path | None] | None = None,
 ) -> BenchResult:
     """Every scenario; with `quick`, only the smallest of each section (a smoke run of the same
-    code, for tests: its numbers are not the benchmark's). `parvagpu` gives ParvaGPU's built
+    code, for tests: its numbers are not the benchmark's). `run_program` renders the growth
+    section's stacks (the command line passes `render`'s). `parvagpu` gives ParvaGPU's built
     scheduler per sharing mode ("single", "mps") for the side by side."""
     gpu = resolve_gpu("H100-80GB")
     base = llm_fleet()
@@ -465,7 +472,7 @@ def measure(
             cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
             demand,
             [_cost_row("LLM fleet, EKS on-demand", base, "eks", spot=False)],
-            fleet_growth(seed, quick=True) + stack_growth(quick=True),
+            fleet_growth(seed, quick=True) + stack_growth(run_program, quick=True),
             parvagpu_side_by_side(parvagpu or {}, demand),
         )
     rows = [
@@ -490,7 +497,7 @@ def measure(
         cli_wall_time(gpu, random_fleet(gpu, 5000, seed)),
         demand,
         cost,
-        fleet_growth(seed) + stack_growth(),
+        fleet_growth(seed) + stack_growth(run_program),
         parvagpu_side_by_side(parvagpu or {}, demand),
     )
 
@@ -536,8 +543,8 @@ def bench_text(result: BenchResult) -> str:
             f"{d.cpu_seconds:>7.3f} {'yes' if d.preferences_proven else 'no':>5}"
         )
     lines.append(
-        "ParvaGPU: the GPUs its own planner used (Lee et al., SC'24); prefs: the preferences "
-        "among the fewest GPUs proven too"
+        "ParvaGPU: the GPUs its paper deployed, with MPS (Lee et al., SC'24; none published for "
+        "one process per instance); prefs: the preferences among the fewest GPUs proven too"
     )
     for d in result.demand:
         if d.preferences:

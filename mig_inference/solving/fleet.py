@@ -83,3 +83,25 @@ def load_fleet(path: str | Path) -> list[Workload]:
         workload_from_mapping(raw, f"workloads[{index}]")
         for index, raw in enumerate(data["workloads"])
     ]
+
+
+def fleet_document(workloads: list[Workload]) -> dict[str, Any]:
+    """The fleet file `load_fleet` reads back as `workloads`: what the benchmark and tests hand
+    to `pack` on the command line."""
+    rows: list[dict[str, Any]] = []
+    for w in workloads:
+        row: dict[str, Any] = {"name": w.name}
+        if w.demand_driven:
+            row["requests_per_second"] = w.requests_per_second
+            row["throughput"] = dict(w.throughput)
+        else:
+            row["replicas"] = w.replicas
+            if w.profile is not None:
+                row["profile"] = w.profile
+                if w.exact:
+                    row["exact"] = True
+            else:
+                assert w.memory_mib is not None
+                row["memory_gib"] = w.memory_mib / 1024
+        rows.append(row)
+    return {"workloads": rows}

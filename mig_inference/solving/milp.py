@@ -1,4 +1,5 @@
-"""A small adapter over the HiGHS MILP solver (highspy): variables, linear rows, solve.
+"""A small adapter over the HiGHS MILP solver (highspy's compiled core): variables, linear rows,
+solve.
 
 The planner states its model in these terms; HiGHS proves optimality (or reports the gap).
 
@@ -19,8 +20,10 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
 
-import highspy
+from mig_inference.solving.highs_core import highs_core
 
 _STDOUT_LOCK = threading.Lock()
 
@@ -117,37 +120,28 @@ class Milp:
         feasible point HiGHS begins from (a warm start); with one, `heuristics=False` spares
         the primal heuristics (sub-MIPs, feasibility jump) that would look for another: on
         ParvaGPU's SLO6 fleet they were most of the fewest-layouts stage's work."""
-        lp = highspy.HighsLp()
-        lp.num_col_ = len(self.cost)
-        lp.num_row_ = len(self.rows)
-        lp.col_cost_ = self.cost
-        lp.col_lower_ = self.lower
-        lp.col_upper_ = [highspy.kHighsInf if math.isinf(u) else u for u in self.upper]
-        lp.row_lower_ = [-highspy.kHighsInf if math.isinf(lo) else lo for _, lo, _ in self.rows]
-        lp.row_upper_ = [highspy.kHighsInf if math.isinf(hi) else hi for _, _, hi in self.rows]
-        columns: list[list[tuple[int, float]]] = [[] for _ in self.cost]
-        for row_index, (terms, _, _) in enumerate(self.rows):
-            for col, coef in terms.items():
-                if coef:
-                    columns[col].append((row_index, coef))
-        starts, indexes, values = [0], [], []
-        for column in columns:
-            for row_index, coef in column:
-                indexes.append(row_index)
-                values.append(coef)
-            starts.append(len(indexes))
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        lp.a_matrix_.start_ = starts
-        lp.a_matrix_.index_ = indexes
-        lp.a_matrix_.value_ = values
-        if not relax:
-            lp.integrality_ = [
-                highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                for i in self.integer
-            ]
+        core = highs_core()
+        inf = core.kHighsInf
         with _native_stdout_silenced():
-            solver = highspy.Highs()  # type: ignore[no-untyped-call]
-            solver.silent()
+            lp = _lp_of_columns(len(self.cost))
+            lp.num_row_ = len(self.rows)
+            lp.col_lower_ = self.lower
+            lp.col_upper_ = [inf if math.isinf(u) else u for u in self.upper]
+            lp.row_lower_ = [-inf if math.isinf(lo) else lo for _, lo, _ in self.rows]
+            lp.row_upper_ = [inf if math.isinf(hi) else hi for _, _, hi in self.rows]
+            starts, indexes, values = self._columnwise()
+            matrix = lp.a_matrix_
+            matrix.format_ = core.MatrixFormat.kColwise
+            matrix.num_col_, matrix.num_row_ = len(self.cost), len(self.rows)
+            matrix.start_ = starts
+            matrix.index_ = indexes
+            matrix.value_ = values
+            kinds = core.HighsVarType
+            lp.integrality_ = (
+                [] if relax else [kinds.kInteger if i else kinds.kContinuous for i in self.integer]
+            )
+            solver = core._Highs()
+            solver.setOptionValue("output_flag", False)
             solver.setOptionValue("threads", 1)
             solver.setOptionValue("mip_max_nodes", int(node_limit))
             solver.setOptionValue("mip_rel_gap", 0.0)
@@ -158,8 +152,12 @@ class Milp:
                 for heuristic in ("rins", "rens", "feasibility_jump", "root_reduced_cost"):
                     solver.setOptionValue(f"mip_heuristic_run_{heuristic}", False)
             solver.passModel(lp)
+            # Costs one by one: the core's `HighsLp.col_cost_` converts through numpy.
+            for col, cost in enumerate(self.cost):
+                if cost:
+                    solver.changeColCost(col, cost)
             if start is not None:
-                initial = highspy.HighsSolution()
+                initial = core.HighsSolution()
                 initial.col_value = list(start)
                 initial.value_valid = True
                 solver.setSolution(initial)
@@ -172,20 +170,51 @@ class Milp:
         objective = float(info.objective_function_value) if has_solution else math.inf
         bound = objective if relax else float(info.mip_dual_bound)
         return Solution(
-            optimal=status == highspy.HighsModelStatus.kOptimal,
+            optimal=status == core.HighsModelStatus.kOptimal,
             values=values,
             objective=objective,
             bound=bound,
             infeasible=self._proves_infeasible(status),
         )
 
-    def _proves_infeasible(self, status: highspy.HighsModelStatus) -> bool:
+    def _columnwise(self) -> tuple[list[int], list[int], list[float]]:
+        """The rows' nonzero coefficients column by column (HiGHS's column-wise matrix): each
+        column's start, then the row index and value of each entry."""
+        columns: list[list[tuple[int, float]]] = [[] for _ in self.cost]
+        for row_index, (terms, _, _) in enumerate(self.rows):
+            for col, coef in terms.items():
+                if coef:
+                    columns[col].append((row_index, coef))
+        starts, indexes, values = [0], [], []
+        for column in columns:
+            for row_index, coef in column:
+                indexes.append(row_index)
+                values.append(coef)
+            starts.append(len(indexes))
+        return starts, indexes, values
+
+    def _proves_infeasible(self, status: Any) -> bool:
         """kInfeasible is a proof. HiGHS's presolve may say "unbounded or infeasible" instead;
         with every cost >= 0 and every lower bound finite the objective is bounded below, so
         that too proves infeasibility. A work limit, interrupt or any other stop proves nothing."""
-        if status == highspy.HighsModelStatus.kInfeasible:
+        core = highs_core()
+        if status == core.HighsModelStatus.kInfeasible:
             return True
         bounded_below = all(
             c >= 0 and not math.isinf(lo) for c, lo in zip(self.cost, self.lower, strict=True)
         )
-        return bounded_below and status == highspy.HighsModelStatus.kUnboundedOrInfeasible
+        return bounded_below and status == core.HighsModelStatus.kUnboundedOrInfeasible
+
+
+@cache
+def _lp_of_columns(columns: int) -> Any:
+    """A HiGHS LP of `columns` columns at zero cost, to fill in and pass: the one field the core
+    cannot take from a list without numpy is the cost vector, and the model's own `getLp` gives
+    it zeros of the right length (each solve sets every other field it uses, and passes a copy;
+    the costs follow one call each). Cached per width: building one takes a call per column."""
+    core = highs_core()
+    scratch = core._Highs()
+    scratch.setOptionValue("output_flag", False)
+    for _ in range(columns):
+        scratch.addVar(0.0, core.kHighsInf)
+    return scratch.getLp()

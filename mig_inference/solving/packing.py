@@ -87,6 +87,10 @@ class PackPlan:
     uniform_nodes: bool = False
     baselines: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    """Wall-clock time of the solve (moves with the machine's load)."""
+    cpu_seconds: float = 0.0
+    """CPU time the process spent on the solve (what the solve costs, however loaded the
+    machine; no stage's result depends on either)."""
     refined_optimal: bool = False
     """The preferences among minimal plans (fewest GPUs re-partitioned, fewest distinct
     layouts, least memory beyond need) were each proven best within their work limit."""
@@ -187,7 +191,7 @@ def pack(
             "`sharing` instead",
             value=gpu.name,
         )
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if not workloads:
         raise MigError("no workloads to place")
     if gpus_per_node is not None and gpus_per_node <= 0:
@@ -223,6 +227,7 @@ def pack(
         # The baselines serve replica counts; a demand has none until the plan chose them.
         plan.baselines = compute_baselines(problem, gpus_per_node if uniform_nodes else None)
     plan.seconds = time.perf_counter() - started
+    plan.cpu_seconds = time.process_time() - cpu_started
     return plan
 
 

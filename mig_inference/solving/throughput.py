@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from mig_inference.gpus.catalog import SAFE_LOADER
 from mig_inference.solving.packing import Workload
 
 PARVAGPU = "data/throughput-parvagpu-a100-80gb.yaml"
@@ -23,13 +24,13 @@ class Scenario:
     gpu: str
     workloads: tuple[Workload, ...]
     published_gpus: int | None
-    """GPUs the source's own planner used for it, when it says."""
+    """GPUs the source's own planner deployed it on, when it says for this sharing mode."""
 
 
 @cache
 def _parvagpu() -> dict[str, Any]:
     text = resources.files("mig_inference").joinpath(PARVAGPU).read_text(encoding="utf-8")
-    data: dict[str, Any] = yaml.safe_load(text)
+    data: dict[str, Any] = yaml.load(text, Loader=SAFE_LOADER)
     return data
 
 
@@ -49,7 +50,8 @@ def parvagpu_scenarios(sharing: str = "single") -> list[Scenario]:
             )
             for model, row in models.items()
         )
-        scenarios.append(
-            Scenario(f"{name} ({sharing})", data["gpu"], workloads, data["published_gpus"][name])
-        )
+        # ParvaGPU's paper deployed every scenario with MPS: no count was published for one
+        # process per instance (its built code's single-process counts are the bench's own).
+        published = data["published_gpus"][name] if sharing == "mps" else None
+        scenarios.append(Scenario(f"{name} ({sharing})", data["gpu"], workloads, published))
     return scenarios

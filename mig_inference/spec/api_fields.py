@@ -98,6 +98,7 @@ FIELD_RULES: dict[str, dict[str, Format]] = {
         "privateClusterConfig.masterIpv4CidrBlock": formats.IPV4_CIDR,
         "masterAuthorizedNetworksConfig.cidrBlocks[].cidrBlock": formats.IPV4_CIDR,
         "releaseChannel.channel": formats.GKE_RELEASE_CHANNEL,
+        "minMasterVersion": formats.GKE_MINOR_VERSION,
         **_under("resourceLabels", _GCP_LABELS),
     },
     GKE_NODE_POOL: {

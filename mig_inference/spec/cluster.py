@@ -7,6 +7,7 @@ import ipaddress
 from typing import Any
 
 from mig_inference.clouds import Cloud
+from mig_inference.clouds.kubernetes_versions import offered_versions, version_problem
 from mig_inference.names.digest import short_hash
 from mig_inference.spec import formats
 from mig_inference.spec.formats import Format
@@ -138,11 +139,14 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
         elif key in INTEGER_KEYS:
             default, bound = INTEGER_KEYS[key]
             settings[key] = child.integer(default, bound=bound)
+        elif key in ("version", "kubernetesVersion") and child.unquoted_version():
+            settings[key] = None
         elif key == "kubeconfig":
             # The name of a secret config key holding the kubeconfig, never the kubeconfig itself.
             settings[key] = child.secret_key_name(secrets)
         else:
             settings[key] = child.text(key_formats[key])
+    _offered_version(node, cloud, settings)
     cidr = settings.get("masterIpv4CidrBlock")
     if cloud is Cloud.GKE and cidr and not cidr.endswith("/28"):
         node.child("masterIpv4CidrBlock").problem(
@@ -171,6 +175,16 @@ def cluster_spec(node: ConfigNode, cloud: Cloud, secrets: SecretNames) -> Cluste
         protect=node.child("protect").boolean(True),
         settings=settings,
     )
+
+
+def _offered_version(node: ConfigNode, cloud: Cloud, settings: dict[str, Any]) -> None:
+    """The cluster's Kubernetes version (EKS `version`, OKE `kubernetesVersion`, its node pools'
+    too) must be one the cloud offers (mig_inference.clouds.kubernetes_versions)."""
+    key = {Cloud.EKS: "version", Cloud.OKE: "kubernetesVersion"}.get(cloud)
+    version = settings.get(key) if key else None
+    problem = version_problem(cloud, version) if isinstance(version, str) else None
+    if key is not None and problem is not None:
+        node.child(key).problem(problem, None, offered_versions(cloud))
 
 
 def _network_rules(node: ConfigNode, cloud: Cloud, settings: dict[str, Any]) -> None:

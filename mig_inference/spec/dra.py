@@ -79,6 +79,8 @@ def joined_version_problem(settings: DraSpec, served: str | None) -> str | None:
 
 
 def _minor(node: ConfigNode) -> int | None:
+    if node.unquoted_version():
+        return None
     value = node.string()
     if value is None:
         return None

@@ -16,7 +16,7 @@ ENGINE_OPTIONS: dict[Engine, dict[str, str | None]] = {
         "--model": "model", "--port": "port", "--host": None, "--tensor-parallel-size": TP_KEY,
         "-tp": TP_KEY, "--pipeline-parallel-size": TP_KEY, "-pp": TP_KEY,
         "--gpu-memory-utilization": "gpuMemoryUtilization", "--max-model-len": "maxModelLen",
-        "--max-num-seqs": "maxNumSeqs",
+        "--max-num-seqs": "maxNumSeqs", "--max-num-batched-tokens": "maxNumBatchedTokens",
     },
     Engine.TGI: {
         "--model-id": "model", "--port": "port", "--hostname": None, "--num-shard": TP_KEY,

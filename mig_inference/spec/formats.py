@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from mig_inference.errors import shown
 
@@ -62,11 +63,15 @@ class Format:
     max_length: int
     example: str
 
+    @cached_property
+    def compiled(self) -> re.Pattern[str]:
+        return re.compile(self.pattern)
+
     def problem(self, value: str) -> str | None:
         """Why `value` is not of this format, or None."""
         if len(value) > self.max_length:
             return f"{shown(value)} is longer than {self.max_length} characters ({self.name})"
-        if not re.fullmatch(self.pattern, value):
+        if not self.compiled.fullmatch(value):
             return f"{shown(value)} is not {self.name}, like {self.example}"
         return None
 
@@ -286,8 +291,11 @@ AWS_VPC = Format(
     21,
     "vpc-0a1b2c3d4e5f60718",
 )
-EKS_VERSION = Format("an EKS Kubernetes version", r"1\.[0-9]{1,2}", 5, "1.33")
-OKE_VERSION = Format("an OKE Kubernetes version", r"v1\.[0-9]{1,2}\.[0-9]{1,3}", 10, "v1.33.1")
+EKS_VERSION = Format("an EKS Kubernetes version", r"1\.[0-9]{1,2}", 5, "1.35")
+GKE_MINOR_VERSION = Format("a GKE Kubernetes minor version", r"1\.[0-9]{1,2}", 5, "1.35")
+"""`min_master_version` as the stack writes it: a minor, which GKE resolves to the latest patch of
+it the cluster's release channel offers (GKE, "Versioning": versions may be given as `1.X`)."""
+OKE_VERSION = Format("an OKE Kubernetes version", r"v1\.[0-9]{1,2}\.[0-9]{1,3}", 10, "v1.34.2")
 AVAILABILITY_DOMAIN = Format(
     "an OCI availability domain",
     r"[A-Za-z0-9]{1,8}:[A-Z0-9-]+-AD-[1-3]",

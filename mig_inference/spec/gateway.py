@@ -291,11 +291,14 @@ def gateway_service_problems(
     gateway: GatewaySpec,
     services: Sequence[tuple[int, ServiceSpec]],
     services_path: str,
+    every_service_read: bool = True,
 ) -> list[MigError]:
     """What the gateway cannot front: no service it routes, routed services that name their
     own clients (only the gateway and the endpoint picker reach the model servers), and, behind
     an external gateway, a routed service without an API key (every route is authenticated by
-    the model server's `--api-key`: vLLM checks it on each `/v1` request the gateway forwards)."""
+    the model server's `--api-key`: vLLM checks it on each `/v1` request the gateway forwards).
+    Whether any service is routed is said only when `every_service_read`: an entry refused at its
+    own key may be the one the gateway fronts."""
     problems = [
         MigError(
             "the gateway fronts only the model servers, whose clients call it: remove clients, "
@@ -317,7 +320,7 @@ def gateway_service_problems(
             for index, service in services
             if routed(service) and service.api_key_secret is None
         ]
-    if services and not any(routed(service) for _, service in services):
+    if every_service_read and services and not any(routed(s) for _, s in services):
         engines = ", ".join(sorted(engine.value for engine in ROUTED_ENGINES))
         problems.append(
             MigError(

@@ -430,6 +430,9 @@ class ServiceSpec:
     """vLLM/TGI share of the device's memory; None: 0.9, or derived on a shared device."""
     max_model_len: int | None = None
     max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    """vLLM's tokens per engine step; None: the tier vLLM picks for the slice's parent GPU
+    (`mig_inference.kube.vllm_batch`)."""
     port: int = 8000
     namespace: str = "inference"
     clients: tuple[NetworkClient, ...] = ()

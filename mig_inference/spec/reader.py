@@ -131,6 +131,19 @@ class ConfigNode:
             )
         return self.value.strip()
 
+    def unquoted_version(self) -> bool:
+        """Record (or raise) that a version was written as a number: YAML reads `1.30` unquoted
+        as the number 1.3 (yaml.v3, as PyYAML), so what reaches the program is not what the file
+        shows. True when it was."""
+        if isinstance(self.value, bool) or not isinstance(self.value, int | float):
+            return False
+        self.problem(
+            f"is the number {shown(self.value)}: YAML reads an unquoted version as a number "
+            '(1.30 becomes 1.3); quote it, like "1.35"',
+            None,
+        )
+        return True
+
     def req_string(self) -> str:
         return self.string(required=True) or ""
 
@@ -218,14 +231,13 @@ class ConfigNode:
             )
         result = {}
         for key, value in self.value.items():
-            where = self.child(str(key))
             key_problem = label_key_problem(key) if isinstance(key, str) else "not a string"
             if key_problem is not None:
-                where.problem(
+                self.child(str(key)).problem(
                     f"{shown(key)} is not a valid Kubernetes label key: {key_problem}", None
                 )
             elif not isinstance(value, str) or LABEL_VALUE.problem(value) is not None:
-                where.problem(
+                self.child(str(key)).problem(
                     f"{shown(value)} is not a valid label value (a string of at most 63 letters, "
                     "digits, '-', '_' or '.', starting and ending alphanumeric)",
                     None,

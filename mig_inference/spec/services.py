@@ -26,7 +26,8 @@ MODEL_FORMATS = {Engine.TRITON: formats.MODEL_REPOSITORY}
 SERVICE_KEYS = ("name", "model", "engine", "image", "memoryGiB", "params", "dtype", "layers",
                 "kvHeads", "headDim", "context", "concurrency", "overhead", "profile", "replicas",
                 "pool", "hfTokenSecret", "apiKeySecret", "tensorParallelSize",
-                "gpuMemoryUtilization", "maxModelLen", "maxNumSeqs", "port", "namespace",
+                "gpuMemoryUtilization", "maxModelLen", "maxNumSeqs", "maxNumBatchedTokens", "port",
+                "namespace",
                 "clients", "hpaMaxReplicas", "command", "args", "startupSeconds",
                 "healthPath", "queueAutoscaling", "revision", "weightsGiB", "verify",
                 *DEMAND_KEYS)  # fmt: skip
@@ -204,6 +205,13 @@ def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
             f"must be >= replicas ({replicas}), got {hpa}", None
         )
     max_num_seqs = node.child("maxNumSeqs").integer(bound=formats.CONCURRENCY)
+    batched_tokens = node.child("maxNumBatchedTokens").integer(bound=formats.TOKENS)
+    if batched_tokens is not None and engine is not Engine.VLLM:
+        batched_tokens = node.child("maxNumBatchedTokens").problem(
+            f"is vLLM's step budget (--max-num-batched-tokens); engine {engine.value} has none "
+            "here",
+            None,
+        )
     if (
         queue is not None
         and max_num_seqs is None
@@ -223,6 +231,7 @@ def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
         "gpuMemoryUtilization": _utilization,
         "maxModelLen": lambda value: value.integer(bound=formats.TOKENS),
         "maxNumSeqs": lambda value: value.integer(bound=formats.CONCURRENCY),
+        "maxNumBatchedTokens": lambda value: value.integer(bound=formats.TOKENS),
     }
 
     def key_check(key: str, value: ConfigNode) -> object:
@@ -247,6 +256,7 @@ def service_spec(node: ConfigNode, secrets: SecretNames) -> ServiceSpec:
         gpu_memory_utilization=utilization,
         max_model_len=_max_model_len(node.child("maxModelLen"), shape),
         max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=batched_tokens,
         port=node.child("port").integer(8000, bound=formats.PORT) or 8000,
         namespace=namespace,
         clients=_clients(node.child("clients")),

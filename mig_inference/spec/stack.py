@@ -11,6 +11,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.errors import AlreadyReported, MigError, MigErrors, shown
 from mig_inference.spec.cloud_tags import TAG_KEYS, CloudTags, cloud_tags_spec
 from mig_inference.spec.cluster import cluster_spec
+from mig_inference.spec.cross_keys import Sections, cross_key_problems, version_warnings
 from mig_inference.spec.dra import dra_spec
 from mig_inference.spec.gateway import gateway_service_problems, gateway_spec
 from mig_inference.spec.model import (
@@ -87,13 +88,16 @@ class StackErrors(MigErrors):
         self.partial = partial
 
 
-def _under(problems: Sequence[MigError], path: str) -> bool:
-    """Whether an error names `path` or a key inside it."""
-    return any(
-        p.path == path or (p.path or "").startswith((f"{path}.", f"{path}["))
-        for p in problems
-        for p in p.errors
-    )
+def _refused_paths(problems: Sequence[MigError]) -> frozenset[str]:
+    """Every key path an error names, and each key holding one (`pools[0].mig` gives
+    `pools[0]` and `pools`): whether a key or one inside it is refused, in one look-up."""
+    found: set[str] = set()
+    for problem in problems:
+        for error in problem.errors:
+            path = error.path or ""
+            found.add(path)
+            found.update(path[:at] for at, char in enumerate(path) if char in ".[")
+    return frozenset(found)
 
 
 def secret_references(values: Mapping[str, Any]) -> dict[str, str]:
@@ -283,9 +287,18 @@ def parse_stack(
     if gateway is not None:
         problems.extend(
             gateway_service_problems(
-                key_path("gateway"), gateway, parsed_services, services_node.path
+                key_path("gateway"),
+                gateway,
+                parsed_services,
+                services_node.path,
+                every_service_read=len(parsed_services) == len(services_node.value or []),
             )
         )
+    between = Sections(
+        cloud, values, cluster, pools, parsed_services, operator, dra, gateway, monitoring, cache,
+        frozenset(filter(None, (error.path for problem in problems for error in problem.errors))),
+    )  # fmt: skip
+    problems.extend(cross_key_problems(between))
     if verify is not None:
         for index, service in parsed_services:
             problems.extend(
@@ -316,7 +329,8 @@ def parse_stack(
     assert verify is not None
     return StackSpec(stack, cloud, cluster, pools, operator, services, secret_keys, monitoring,
                      model_cache=cache, verify=verify, ephemeral=ephemeral,
-                     cloud_tags=tags or CloudTags(), dra=dra, gateway=gateway)  # fmt: skip
+                     cloud_tags=tags or CloudTags(), dra=dra, gateway=gateway,
+                     warnings=tuple(version_warnings(between)))  # fmt: skip
 
 
 def _partial(
@@ -332,8 +346,10 @@ def _partial(
     pools and services without an error, each section as read or, with an error, as if it
     were left out."""
 
+    refused_paths = _refused_paths(problems)
+
     def refused(key: str) -> bool:
-        return _under(problems, key_path(key))
+        return key_path(key) in refused_paths
 
     def section(key: str, left_out: Callable[[ConfigNode], Any]) -> Any:
         value = sections[key]

@@ -67,19 +67,38 @@ def _is_secret(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(SECRET_MARKER), str)
 
 
+_GO_ESCAPES = {char: f"\\u{ord(char):04x}" for char in "<>&\u2028\u2029"}
+"""What Go's encoding/json escapes that Python's json does not (only strings hold them)."""
+
+
+def _go_escaped(text: str) -> str:
+    for char, escape in _GO_ESCAPES.items():
+        text = text.replace(char, escape)
+    return text
+
+
+def _holds_float(value: Any) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float):
+            return True
+        if isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+    return False
+
+
 def go_json(value: Any) -> str:
-    """`value` as Go's encoding/json writes it (keys sorted, `<`, `>`, `&` escaped)."""
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, int):
-        return str(value)
+    """`value` as Go's encoding/json writes it (keys sorted, `<`, `>`, `&` escaped). Python's
+    json writes everything but floats as Go does, in one call; floats as Go's shortest form."""
+    if not _holds_float(value):
+        return _go_escaped(
+            json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        )
     if isinstance(value, float):
         return go_json_float(value)
-    if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
-        for char in "<>&\u2028\u2029":
-            text = text.replace(char, f"\\u{ord(char):04x}")
-        return text
     if isinstance(value, list):
         return "[" + ",".join(go_json(item) for item in value) + "]"
     assert isinstance(value, dict)
@@ -106,10 +125,17 @@ def _engine_value(value: Any, key: str, path: str, state: _Conversion) -> Any:
     if _is_secret(value):
         state.nested_secret = True
         return f"[secret {value[SECRET_MARKER][:12]}...]"
+    # Strings leave as they are: only other values need a look (and a path to name).
     if isinstance(value, list):
-        return [_engine_value(item, key, f"{path}[{i}]", state) for i, item in enumerate(value)]
+        return [
+            item if type(item) is str else _engine_value(item, key, f"{path}[{i}]", state)
+            for i, item in enumerate(value)
+        ]
     if isinstance(value, dict):
-        return {k: _engine_value(v, key, f"{path}.{k}", state) for k, v in value.items()}
+        return {
+            k: v if type(v) is str else _engine_value(v, key, f"{path}.{k}", state)
+            for k, v in value.items()
+        }
     return value
 
 
@@ -243,6 +269,8 @@ _CUT = "\x00nested too deep"
 def _too_deep_span(text: str) -> tuple[int, int] | None:
     """Where the first list or object of JSON `text` nested deeper than CONFIG_VALUE_DEPTH
     starts and ends, found without recursing (Python's json recurses once per level)."""
+    if text.count("[") + text.count("{") <= CONFIG_VALUE_DEPTH:
+        return None  # too few brackets to nest that deep (most values: one pass in C)
     depth, start = 0, None
     for token in _JSON_NESTING.finditer(text):
         bracket = token.group()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gc
 import math
 import re
 from collections.abc import Callable
@@ -35,18 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.composer import Composer
-from yaml.events import MappingStartEvent, SequenceStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-from yaml.parser import Parser
-from yaml.reader import Reader
-from yaml.resolver import BaseResolver
-from yaml.scanner import Scanner
 
 from mig_inference.errors import MigError
+from mig_inference.stackfile.composer import PLAIN, Composer, TooDeep
 
-_PLAIN = "!mig-inference/plain"
-"""The tag this reader gives an untagged plain scalar, resolved afterwards as yaml.v3 does."""
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT, _FLOAT, _BOOL, _NULL = (f"{_TAG}{t}" for t in ("str", "int", "float", "bool", "null"))
 _TIMESTAMP, _BINARY, _MERGE = (f"{_TAG}{t}" for t in ("timestamp", "binary", "merge"))
@@ -106,43 +100,6 @@ class Document:
     value: Any
     readings: list[Reading] = field(default_factory=list)
     more_documents: bool = False
-
-
-class _Resolver(BaseResolver):
-    """Leaves untagged plain scalars for yaml.v3's rules; quoted ones are strings."""
-
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
-        del value  # decided later, by resolve_plain
-        if kind is ScalarNode:
-            return _PLAIN if implicit[0] else _STR
-        return f"{_TAG}seq" if kind is SequenceNode else f"{_TAG}map"
-
-
-class _Composer(Reader, Scanner, Parser, Composer, _Resolver):
-    def __init__(self, stream: str) -> None:
-        Reader.__init__(self, stream)
-        Scanner.__init__(self)
-        Parser.__init__(self)
-        Composer.__init__(self)
-        _Resolver.__init__(self)
-        self.path: list[str | int | None] = []
-        """Where the node being composed is: a key's text, an index, or None for the root and
-        for keys (which the decoder refuses when they are lists or mappings)."""
-
-    # PyYAML's composer recurses once per level: the path is kept here so that a value nested
-    # too deep is refused, at its key, before the recursion runs out.
-    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
-        del current_node  # the index says where
-        part = current_index.value if isinstance(current_index, ScalarNode) else current_index
-        self.path.append(part if isinstance(part, str | int) else None)
-        event = self.peek_event()  # type: ignore[no-untyped-call]
-        if len(self.path) > MAX_DEPTH and isinstance(event, SequenceStartEvent | MappingStartEvent):
-            where = tuple(p for p in self.path[1:] if p is not None)
-            mark = event.start_mark
-            raise YamlError(too_deep(), line=mark.line + 1 if mark else None, path=where)
-
-    def ascend_resolver(self) -> None:
-        self.path.pop()
 
 
 def too_deep() -> str:
@@ -327,12 +284,14 @@ class _Decoder:
         self.active: set[int] = set()
 
     def value(self, node: Node, path: YamlPath) -> Any:
-        if len(path) >= MAX_DEPTH and not isinstance(node, ScalarNode):
-            raise YamlError(too_deep(), node, path=path)  # deeper through aliases
         self.decoded += 1
+        if isinstance(node, ScalarNode):
+            return self.scalar(node, path)  # only lists and mappings count as aliased
+        if len(path) >= MAX_DEPTH:
+            raise YamlError(too_deep(), node, path=path)  # deeper through aliases
         times = self.seen.get(id(node), 0)
         self.seen[id(node)] = times + 1
-        if times and not isinstance(node, ScalarNode):
+        if times:
             self.aliased += 1
             if id(node) in self.active:
                 raise YamlError("anchor value contains itself", node)
@@ -342,8 +301,6 @@ class _Decoder:
                 and (self.aliased / self.decoded > _allowed_alias_ratio(self.decoded))
             ):
                 raise YamlError("document contains excessive aliasing", node)
-        if isinstance(node, ScalarNode):
-            return self.scalar(node, path)
         self.active.add(id(node))
         try:
             if isinstance(node, SequenceNode):
@@ -356,7 +313,7 @@ class _Decoder:
     def scalar(self, node: ScalarNode, path: YamlPath) -> Any:
         text = str(node.value)
         tag = node.tag
-        if tag == _PLAIN:
+        if tag == PLAIN:
             kind, value = resolve_plain(text)
             if kind == _TIMESTAMP:
                 if not self.go_times:
@@ -393,18 +350,11 @@ class _Decoder:
 
     def mapping(self, node: MappingNode, path: YamlPath) -> dict[str, Any]:
         pairs = list(node.value)
-        for i, (key_i, _value) in enumerate(pairs):
-            for key_j, _other in pairs[i + 1 :]:
-                if (
-                    type(key_i) is type(key_j)
-                    and isinstance(key_i, ScalarNode)
-                    and (key_i.value == key_j.value)
-                ):
-                    raise YamlError(
-                        f"key {key_j.value!r} is given twice",
-                        key_j,
-                        path=(*path, key_j.value),
-                    )
+        repeated = first_repeated_key(pairs)
+        if repeated is not None:
+            raise YamlError(
+                f"key {repeated.value!r} is given twice", repeated, path=(*path, repeated.value)
+            )
         result: dict[str, Any] = {}
         merges: list[Node] = []
         for key_node, value_node in pairs:
@@ -429,8 +379,32 @@ class _Decoder:
         return result
 
 
+def first_repeated_key(pairs: list[tuple[Node, Node]]) -> ScalarNode | None:
+    """The key yaml.v3 names first as given twice in a mapping's pairs, in one pass.
+
+    yaml.v3 (decode.go, `mapping`, uniqueKeys) compares every key with every later one, by node
+    kind and text alone (so `1` and `"1"` repeat each other), and lists each pair it finds by
+    the earlier key, then the later: its first error is the earliest key written again, at the
+    nearest place it is. Only scalar keys are compared here (a key that is a list or a mapping
+    is refused when it is decoded)."""
+    first_at: dict[str, int] = {}
+    second: dict[str, ScalarNode] = {}
+    for position, (key, _value) in enumerate(pairs):
+        if not isinstance(key, ScalarNode):
+            continue
+        text = str(key.value)
+        if text not in first_at:
+            first_at[text] = position
+        elif text not in second:
+            second[text] = key
+    if not second:
+        return None
+    earliest = min(second, key=first_at.__getitem__)
+    return second[earliest]
+
+
 def _is_merge(node: Node) -> bool:
-    return isinstance(node, ScalarNode) and node.value == "<<" and node.tag in (_PLAIN, _MERGE)
+    return isinstance(node, ScalarNode) and node.value == "<<" and node.tag in (PLAIN, _MERGE)
 
 
 def _allowed_alias_ratio(decoded: int) -> float:
@@ -461,9 +435,17 @@ def parse_yaml(text: str, *, go_times: bool = False) -> Document:
     them when `go_times` (a stack file's values reach the program so), else as written. Raises
     YamlError or yaml.YAMLError."""
     text = text.removeprefix("\ufeff")  # Pulumi strips a UTF-8 byte-order mark
-    loader = _Composer(text)
+    loader = Composer(text, MAX_DEPTH)
+    collecting = gc.isenabled()
+    # Nothing read is garbage before the document is whole, and the collector's passes over
+    # the growing graph of nodes would take as long as reading it (a third of a second for
+    # 50,000 keys).
+    gc.disable()
     try:
-        node = loader.get_node() if loader.check_node() else None
+        try:
+            node = loader.get_node()
+        except TooDeep as error:
+            raise YamlError(too_deep(), line=error.line, path=error.path) from None
         document = Document(None)
         if node is not None:
             decoder = _Decoder(go_times)
@@ -475,6 +457,8 @@ def parse_yaml(text: str, *, go_times: bool = False) -> Document:
         return document
     finally:
         loader.dispose()
+        if collecting:
+            gc.enable()
 
 
 def read_text(path: Path, what: str) -> str:
@@ -512,7 +496,9 @@ def parse_text(
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        # libyaml puts the end of a text without a last line break on a line of its own.
+        last_line = text.count("\n") + (not text.endswith("\n"))
+        where = f" at line {min(mark.line + 1, max(last_line, 1))}" if mark is not None else ""
         detail = f": {problem}" if problem else ""
         raise MigError(f"not valid YAML{where}{detail}", source) from None
 

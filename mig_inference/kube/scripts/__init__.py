@@ -20,6 +20,7 @@ from mig_inference.names.labels import (
     PAUSED_FOR_MIG_CHANGE,
     POOL_LABEL,
     RELAXED_FROM_ANNOTATION,
+    STARTUP_TAINT_KEY,
 )
 from mig_inference.spec.dra import EXTENDED_RESOURCE_MINOR
 
@@ -51,6 +52,7 @@ PLACEHOLDERS = {
     "ALLOCATION_LABEL": DRA_NODE_LABEL,
     "DEVICE_PLUGIN_LABEL": DEVICE_PLUGIN_DEPLOY_LABEL,
     "BRIDGE_KUBERNETES_VERSION": f"1.{EXTENDED_RESOURCE_MINOR}",
+    "STARTUP_TAINT_NAME": STARTUP_TAINT_KEY,
 }
 """Words in the scripts that stand for the node labels (and the Kubernetes version the
 extended-resource bridge needs), so each is named in one place."""

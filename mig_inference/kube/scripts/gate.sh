@@ -6,8 +6,9 @@
 # publishes, and a node whose kubelet plugin started before its layout was applied gets the plugin
 # restarted once (with DRA_PLUGIN_BOUNCED, only one Ready with them). A node `pending` for
 # PENDING_LIMIT_SECONDS on the pool's config (the MIG manager's known wedge,
-# NVIDIA/gpu-operator#2833) gets its MIG manager pod restarted once, said in the output. API
-# errors count as "not ready yet".
+# NVIDIA/gpu-operator#2833) gets its MIG manager pod restarted once, said in the output, and so
+# does a node reporting success with its operands left paused on two polls (the same wedge's
+# other face). API errors count as "not ready yet".
 set -euf
 POLL=${GATE_POLL_SECONDS:-10}
 PENDING_LIMIT_SECONDS=${GATE_PENDING_LIMIT_SECONDS:-600}
@@ -88,6 +89,24 @@ while :; do
                 continue
               fi
             fi
+          fi
+          if [ -n "$paused" ]; then
+            # `success` with operands still paused on two polls: a MIG manager process that
+            # completed a reconfigure before never restores them after a later failure
+            # (v0.15.0's globals; its run writes `pending` before it pauses them, and restores
+            # them before `success` otherwise). A new process, on the same layout, restores them.
+            polls=$(($(cat "$kube_tmp/paused.$node" 2>/dev/null || echo 0) + 1))
+            echo "$polls" >"$kube_tmp/paused.$node"
+            if [ "$polls" -ge 2 ] && [ ! -f "$kube_tmp/unpause.$node" ]; then
+              touch "$kube_tmp/unpause.$node"
+              if restart_mig_manager_pods "$node"; then
+                echo "node $node (pool $pool): STATE_LABEL=success with its operands left paused ($paused): the MIG manager's wedge of NVIDIA/gpu-operator#2833; restarted its MIG manager pod ($managers), which restores them"
+              else
+                echo "node $node (pool $pool): STATE_LABEL=success with its operands left paused ($paused); restarting its MIG manager failed: $err"
+              fi
+            fi
+          else
+            rm -f "$kube_tmp/paused.$node"
           fi
           if [ -z "$paused" ] && [ "$devices" = "$planned" ]; then
             count=$((count + 1))

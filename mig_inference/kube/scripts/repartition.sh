@@ -11,9 +11,11 @@
 # and the slices published), uncordon, and, before the next batch, wait until every replica of
 # the pool's services is Ready. Then, on existing pools, release the nodes the pool no longer
 # names.
-# The pool's own PodDisruptionBudgets (one replica at a time otherwise) are relaxed while it runs
-# and restored on every way out. Before all that, a switch between the device plugin and DRA that
-# the replicas of the pool's services cannot follow is refused (no_stranded_replicas).
+# The emptiest nodes go first. The pool's own PodDisruptionBudgets (one replica at a time
+# otherwise) are relaxed only for a drain whose replicas have no room on the nodes already
+# switched, and restored after it and on every way out; budgets an earlier run left relaxed are
+# restored first. Before any node is touched, a switch between the device plugin and DRA that the
+# replicas of the pool's services cannot follow is refused (no_stranded_replicas).
 set -euf
 POLL=${REPARTITION_POLL_SECONDS:-10}
 TARGET_ALLOCATION="device-plugin"
@@ -23,7 +25,7 @@ TARGET_ALLOCATION="device-plugin"
 
 NODE_FIELDS='{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.annotations.CORDON_PATH}{"|"}{.spec.unschedulable}{"|"}{.metadata.resourceVersion}{"|"}{.metadata.labels}{"|"}{.status.allocatable}'
 # A pod's controller, as `kubectl drain` finds it (metav1.GetControllerOf): none for a bare pod.
-POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[?(@.controller==true)].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"\n"}{end}'
+POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[?(@.controller==true)].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"|"}{.metadata.labels.app\.kubernetes\.io/name}{"\n"}{end}'
 CORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":"'$TARGET_CONFIG'"}},"spec":{"unschedulable":true}}'
 UNCORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":null}},"spec":{"unschedulable":null}}'
 CLEAR_STATE='{"metadata":{"labels":{"STATE_LABEL":null}}}'
@@ -82,36 +84,115 @@ EOF
   fi
 }
 
-# relax_budgets: the PodDisruptionBudgets of the stack's services on the pool (BUDGET_SELECTOR)
-# let every replica go while the Job runs (the Job evicts every replica of a node, and replicas
-# whose slice the new layout lacks wait until the pool is done), each marked with the value to
-# restore; one an earlier run left relaxed (killed before it could restore it) is taken over.
-# Recorded in $kube_tmp/relaxed for restore_budgets.
-relax_budgets() {
-  [ -n "${BUDGET_SELECTOR:-}" ] && [ ! -f "$kube_tmp/relaxed" ] || return 0
-  : >"$kube_tmp/relaxed"
+# list_budgets: the PodDisruptionBudgets of the stack's services on the pool (BUDGET_SELECTOR), in
+# $budgets: "NAMESPACE/NAME|MAX_UNAVAILABLE|RELAXED_FROM" a line. A listing that fails stops the Job.
+list_budgets() {
   kc get pdb --all-namespaces -l "$BUDGET_SELECTOR" -o "jsonpath=$BUDGETS_FIELDS" \
     || stop "the pool's PodDisruptionBudgets" "listing them ($BUDGET_SELECTOR) failed after $KUBE_TRIES tries: $err"
-  while IFS='|' read -r budget strict relaxed_from; do
-    [ -n "$budget" ] || continue
-    if [ -n "$relaxed_from" ]; then
-      strict=$relaxed_from
-    elif [ -n "$strict" ]; then
-      kc patch pdb -n "${budget%%/*}" "${budget#*/}" --type merge -o name \
-        -p '{"metadata":{"annotations":{"RELAXED_ANNOTATION":"'"$strict"'"}},"spec":{"maxUnavailable":"100%"}}' \
-        || stop "PodDisruptionBudget $budget" "relaxing it failed after $KUBE_TRIES tries: $err"
-    else
-      continue # minAvailable: set by someone else, left alone
-    fi
-    echo "$budget $strict" >>"$kube_tmp/relaxed"
-    echo "PodDisruptionBudget $budget: maxUnavailable 100% while the Job runs (was $strict)"
-  done <<EOF
-$out
-EOF
+  budgets=$out
 }
 
-# restore_budgets: every budget relax_budgets relaxed gets its value back; 1 when one could not be
-# restored (named, with the command to do it by hand). Never stops: the EXIT trap calls it.
+# relax_budget NAMESPACE/NAME WHY: one of the pool's budgets (as list_budgets last listed them) lets
+# every replica go, marked with the value to restore (RELAXED_ANNOTATION), recorded in
+# $kube_tmp/relaxed for restore_budgets. A budget that is not the pool's, one with minAvailable (set
+# by someone else) and one relaxed already are left as they are.
+relax_budget() {
+  if [ -f "$kube_tmp/relaxed" ]; then
+    while read -r relaxed _; do
+      [ "$relaxed" != "$1" ] || return 0
+    done <"$kube_tmp/relaxed"
+  fi
+  while IFS='|' read -r budget strict relaxed_from; do
+    [ "$budget" = "$1" ] || continue
+    [ -z "$relaxed_from" ] || strict=$relaxed_from
+    [ -n "$strict" ] || return 0 # minAvailable: set by someone else, left alone
+    kc patch pdb -n "${budget%%/*}" "${budget#*/}" --type merge -o name \
+      -p '{"metadata":{"annotations":{"RELAXED_ANNOTATION":"'"$strict"'"}},"spec":{"maxUnavailable":"100%"}}' \
+      || stop "PodDisruptionBudget $budget" "relaxing it failed after $KUBE_TRIES tries: $err"
+    echo "$budget $strict" >>"$kube_tmp/relaxed"
+    echo "PodDisruptionBudget $budget: maxUnavailable 100% for the drain of$batch (was $strict): $2"
+    return 0
+  done <<BUDGETS
+$budgets
+BUDGETS
+}
+
+# take_over_budgets: the pool's budgets an earlier run left relaxed (marked: its restore failed, or
+# it was killed before it could restore them, after its last node too) get their value back now,
+# whether or not this run has a node to switch. A restore that fails stops the Job before any node
+# is touched (the command to do it by hand is printed).
+take_over_budgets() {
+  [ -n "${BUDGET_SELECTOR:-}" ] || return 0
+  list_budgets
+  while IFS='|' read -r budget strict relaxed_from; do
+    [ -n "$budget" ] && [ -n "$relaxed_from" ] || continue
+    echo "$budget $relaxed_from" >>"$kube_tmp/relaxed"
+    echo "PodDisruptionBudget $budget: left at maxUnavailable $strict by an earlier run; taken over"
+  done <<BUDGETS
+$budgets
+BUDGETS
+  restore_budgets || stop "the pool's PodDisruptionBudgets" "an earlier run left them relaxed, and restoring them failed (above)"
+}
+
+# loosen: before the batch is drained, the budgets of the pool's services whose replicas on the
+# batch could not all land at once on the nodes already switched: per GPU resource the batch's
+# replicas hold, when the switched schedulable nodes have fewer free devices of it than the batch
+# has replicas holding it (or the resource cannot be counted: a resource claim), those services'
+# budgets are relaxed for this drain. The others stay strict: each evicted replica lands on a
+# free device and turns Ready before its budget lets the next one go, so such a service keeps all
+# but one replica serving, and the drain takes a model load per replica. Not while a replica of
+# the pool's services is Pending (pace let none through that could land on a switched node: it
+# waits for the Job to end, a slice the new layout lacks): the Job then takes no longer than it
+# must, and every budget of the batch is relaxed. restore_budgets gives the relaxed ones back
+# once the drain is over.
+loosen() {
+  [ -n "${BUDGET_SELECTOR:-}" ] || return 0
+  kc get pods --all-namespaces -l "$BUDGET_SELECTOR" -o "jsonpath=$SERVICE_POD_FIELDS" \
+    || stop "the pool's services" "listing their pods failed after $KUBE_TRIES tries: $err"
+  job_waiters=""
+  while IFS='|' read -r pod pod_node deleting _ _; do
+    [ -z "$pod" ] || [ -n "$deleting" ] || [ -n "$pod_node" ] || job_waiters="$job_waiters $pod"
+  done <<PODS
+$out
+PODS
+  list_budgets
+  wanted="" # "RESOURCE NAMESPACE/BUDGET POD" per replica of the pool's services on the batch
+  for node in $batch; do
+    is_in "$node" "$gone" && continue
+    gpu_pods "$node"
+    wanted="$wanted$holding"
+  done
+  [ -n "$wanted" ] || return 0
+  printf '%s' "$wanted" | while read -r wanted_resource _ _; do echo "$wanted_resource"; done \
+    | LC_ALL=C sort -u >"$kube_tmp/resources"
+  while read -r resource; do
+    need=$(printf '%s' "$wanted" | grep -c "^$resource " || true)
+    room=0
+    if [ "$resource" != - ] && [ -z "$job_waiters" ]; then
+      for node in $done_nodes; do
+        free_on "$node" "$resource"
+        [ "$node_cordoned" = true ] || room=$((room + free_count))
+      done
+    fi
+    if [ "$need" -le "$room" ]; then
+      echo "  $need replica(s) holding $resource leave$batch as their budgets allow: $room free for them on the nodes already switched"
+      continue
+    fi
+    why="$need replica(s) holding $resource on$batch, $room free for them on the nodes already switched"
+    [ "$resource" != - ] || why="$need replica(s) holding a resource claim on$batch"
+    [ -z "$job_waiters" ] || why="replicas of the pool's services wait for the Job to end (Pending:$job_waiters), so it takes no longer than it must"
+    printf '%s' "$wanted" | while read -r wanted_resource budget _; do
+      [ "$wanted_resource" != "$resource" ] || echo "$budget"
+    done | LC_ALL=C sort -u >"$kube_tmp/loosen"
+    while read -r budget; do
+      relax_budget "$budget" "$why"
+    done <"$kube_tmp/loosen"
+  done <"$kube_tmp/resources"
+}
+
+# restore_budgets: every budget relaxed (or taken over) since the last restore gets its value back;
+# 1 when one could not be restored (named, with the command to do it by hand: its mark stays, so the
+# next run takes it over). Never stops: the EXIT trap calls it.
 restore_budgets() {
   [ -s "$kube_tmp/relaxed" ] || return 0
   restore_status=0
@@ -165,8 +246,10 @@ on_target() {
 # gpu_pods NODE: holders (pods on NODE holding GPU or MIG devices, or on a DRA pool any device
 # claim, to evict), leaving (those already terminating), pinned (those a DaemonSet controls:
 # DaemonSets ignore cordons and recreate an evicted pod, so no eviction frees their GPUs) and
-# unmanaged (no controller: evicted, they are gone for good; holders too with EVICT_UNMANAGED).
-# A listing that fails stops the Job.
+# unmanaged (no controller: evicted, they are gone for good; holders too with EVICT_UNMANAGED),
+# and holding: "RESOURCE NAMESPACE/BUDGET POD" a line per holder (the GPU resource it holds, `-` for
+# a resource claim; the budget the program gives its Deployment, named as it: the pod's
+# app.kubernetes.io/name). A listing that fails stops the Job.
 gpu_pods() {
   kc get pods --all-namespaces \
     --field-selector "spec.nodeName=$1,status.phase!=Succeeded,status.phase!=Failed" \
@@ -176,7 +259,8 @@ gpu_pods() {
   leaving=""
   pinned=""
   unmanaged=""
-  while IFS='|' read -r pod controller deleting limits claims; do
+  holding=""
+  while IFS='|' read -r pod controller deleting limits claims app; do
     case $limits in
       *'"nvidia.com/gpu'* | *'"nvidia.com/mig-'*) ;;
       *) [ -n "${DRA_POOL:-}" ] && [ -n "$claims" ] || continue ;;
@@ -189,6 +273,9 @@ gpu_pods() {
       leaving="$leaving $pod"
     else
       holders="$holders $pod"
+      holder_resource=$(gpu_resource "$limits")
+      [ -z "$app" ] || holding="$holding${holder_resource:--} ${pod%%/*}/$app $pod
+"
     fi
   done <<EOF
 $out
@@ -303,8 +390,42 @@ list_pool() {
   fi
 }
 
+# emptiest_first NODES: NODES in $emptiest by how many pods hold GPU devices there (on a DRA pool,
+# a resource claim too), fewest first, ties in the order given: a node switched early with room
+# gives the replicas of the next batch somewhere to go at once (`loosen` keeps their budgets
+# then). One listing of every pod; a listing that fails stops the Job.
+emptiest_first() {
+  emptiest=$1
+  # shellcheck disable=SC2086 # the node names, split (globbing is off: set -f)
+  set -- $1
+  [ "$#" -gt 1 ] || return 0
+  emptiest=""
+  kc get pods --all-namespaces --field-selector "status.phase!=Succeeded,status.phase!=Failed" \
+    -o 'jsonpath={range .items[*]}{.spec.nodeName}{"|"}{.spec.containers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"\n"}{end}' \
+    || stop "the pool" "listing the pods on its nodes failed after $KUBE_TRIES tries: $err"
+  printf '%s\n' "$out" | while IFS='|' read -r pod_node limits claims; do
+    [ -n "$pod_node" ] || continue
+    case $limits in
+      *'"nvidia.com/gpu'* | *'"nvidia.com/mig-'*) echo "$pod_node" ;;
+      *) [ -z "${DRA_POOL:-}" ] || [ -z "$claims" ] || echo "$pod_node" ;;
+    esac
+  done | LC_ALL=C sort | uniq -c >"$kube_tmp/holders"
+  position=0
+  for node in "$@"; do
+    position=$((position + 1))
+    count=0
+    while read -r holders_there holders_node; do
+      [ "$holders_node" != "$node" ] || count=$holders_there
+    done <"$kube_tmp/holders"
+    printf '%06d %06d %s\n' "$count" "$position" "$node"
+  done | LC_ALL=C sort >"$kube_tmp/emptiest"
+  while read -r _ _ node; do
+    emptiest="$emptiest $node"
+  done <"$kube_tmp/emptiest"
+}
+
 # pick: list the pool afresh; finish nodes already on the target; batch = up to MAX_UNAVAILABLE
-# of the others, those an earlier run cordoned first.
+# of the others, those an earlier run cordoned first, then the emptiest.
 pick() {
   batch=""
   list_pool
@@ -331,7 +452,8 @@ pick() {
       fresh="$fresh $node"
     fi
   done
-  todo="$resumed $fresh"
+  emptiest_first "$fresh"
+  todo="$resumed $emptiest"
   batch=""
   ours=""
   foreign=""
@@ -494,35 +616,70 @@ EOF
   done
 }
 
-# drain_batch: evict the GPU pods of the batch until none is left or the drain deadline.
+# drain_batch: evict the GPU pods of the batch until none is left or the drain deadline; the
+# pool's budgets are relaxed only as `loosen` finds they must be, and given back once the drain
+# is over. At the deadline, budgets of the pool that still refused (their replicas land on the
+# switched nodes' free devices more slowly than the drain may take) are relaxed once, for one
+# more DRAIN_TIMEOUT_SECONDS; any other refusal stops the Job.
 drain_batch() {
   deadline=$(($(date +%s) + DRAIN_TIMEOUT_SECONDS))
+  widened=""
+  loosen
   while :; do
     left=""
     refused=""
+    refused_pods=""
+    holding_all=""
     for node in $batch; do
       is_in "$node" "$gone" && continue
       gpu_pods "$node"
       [ -z "$pinned" ] || stop "node $node" "pods owned by a DaemonSet appeared on it and hold its GPUs:$pinned (no eviction can free them)"
       no_unmanaged_pods "$node"
+      holding_all="$holding_all$holding"
       for pod in $holders; do
         if evict "$pod"; then
           echo "  evicted $pod"
         else
           refused="$refused
   $pod: $err"
+          refused_pods="$refused_pods $pod"
         fi
       done
       left="$left$holders$leaving"
     done
-    [ -n "$left" ] || return 0
+    if [ -z "$left" ]; then
+      restore_budgets || stop "the pool's PodDisruptionBudgets" "restoring them after the drain of$batch failed (above)"
+      return 0
+    fi
     if [ "$(date +%s)" -ge "$deadline" ]; then
+      if [ -z "$widened" ] && widen; then
+        widened=1
+        deadline=$(($(date +%s) + DRAIN_TIMEOUT_SECONDS))
+        continue
+      fi
       stop "the drain of$batch" "after ${DRAIN_TIMEOUT_SECONDS}s these pods still hold GPU or MIG devices:$left${refused:+
 their evictions were refused (a PodDisruptionBudget decides):$refused}"
     fi
     [ -z "$refused" ] || echo "  evictions refused, retried until the drain deadline:$refused"
     sleep "$POLL"
   done
+}
+
+# widen: relax the pool's budgets of the refused pods of the drain's last round ($refused_pods,
+# $holding_all); 0 when it relaxed one.
+widen() {
+  [ -n "${BUDGET_SELECTOR:-}" ] && [ -n "$refused_pods" ] || return 1
+  list_budgets
+  widened_one=1
+  printf '%s' "$holding_all" | while read -r _ budget pod; do
+    is_in "$pod" "$refused_pods" && echo "$budget"
+  done | LC_ALL=C sort -u >"$kube_tmp/widen"
+  while read -r budget; do
+    before=$(cat "$kube_tmp/relaxed" 2>/dev/null || true)
+    relax_budget "$budget" "its replicas did not all leave$batch within ${DRAIN_TIMEOUT_SECONDS}s one at a time"
+    [ "$before" = "$(cat "$kube_tmp/relaxed")" ] || widened_one=0
+  done <"$kube_tmp/widen"
+  return "$widened_one"
 }
 
 # relabel NODE: one patch that sets the target and clears the state, so a terminal state seen
@@ -742,7 +899,6 @@ release() {
   [ -n "$outgoing" ] || return 0
   echo "released from the pool (no longer in $REPARTITION_NODES_KEY):$outgoing"
   no_pinned_pods "$outgoing"
-  relax_budgets
   batch=$outgoing
   ours=""
   foreign=""
@@ -844,6 +1000,7 @@ if [ -z "$REPARTITION_SELECTOR" ]; then
   fi
 fi
 
+take_over_budgets
 no_stranded_replicas
 drained=""  # a batch of this run is done: the replicas it moved settle before the next drain
 while :; do
@@ -851,7 +1008,6 @@ while :; do
   [ -n "$batch" ] || break
   [ -z "$drained" ] || pace
   no_pinned_pods "$todo"
-  relax_budgets
   cordon_batch
   hold_rest
   drain_batch

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from mig_inference.clouds import (
     DEFAULT_MAX_PODS,
     EKS_MANAGED_NODE_GROUP_MAX_PODS,
     GKE_ACCELERATORS,
+    GKE_COMPUTECLASS_ONLY_PARTITIONS,
     GKE_PARTITION_SIZES,
     GPU_OPERATOR_PODS_PER_NODE,
     MACHINES,
@@ -45,7 +47,6 @@ from mig_inference.plan.pools.capacity import PoolCapacity, check_capacity, chec
 from mig_inference.plan.pools.generation import generation_of, legacy_inputs, replacement_inputs
 from mig_inference.plan.pools.zones import per_zone, pool_zones
 from mig_inference.plan.sharing import device_plugin_config_key, shared_offers
-from mig_inference.solving.packing import PackPlan, Workload, pack
 from mig_inference.spec import (
     AUTO,
     FILL,
@@ -56,6 +57,9 @@ from mig_inference.spec import (
     StackSpec,
     key_path,
 )
+
+if TYPE_CHECKING:  # the planner is imported when a pool is packed (`mig: auto`)
+    from mig_inference.solving.packing import PackPlan, Workload
 
 
 def _machine(spec: StackSpec, pool: PoolSpec, path: str) -> MachineShape | None:
@@ -93,6 +97,8 @@ def _machine(spec: StackSpec, pool: PoolSpec, path: str) -> MachineShape | None:
 
 
 def _auto_workloads(spec: StackSpec, pool: PoolSpec, path: str) -> tuple[list[Workload], list[int]]:
+    from mig_inference.solving.packing import Workload
+
     workloads: list[Workload] = []
     indexes: list[int] = []
     for index, service in enumerate(spec.services):
@@ -159,6 +165,8 @@ def _layouts(
     spec: StackSpec, pool: PoolSpec, gpus_per_node: int, path: str
 ) -> tuple[str, tuple[Layout | None, ...], bool, PackPlan | None]:
     if pool.mig == AUTO:
+        from mig_inference.solving.packing import pack
+
         if pool.mig_manager is MigManager.GKE:
             raise MigError("mig: auto needs migManager operator (GKE's native MIG is one profile)",
                            f"{path}.mig")  # fmt: skip
@@ -368,7 +376,10 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
         else min_nodes
     )
     default_disk = bought.facts.boot_disks[0] if bought.facts and spec.cloud is Cloud.GKE else None
-    inputs = replacement_inputs(spec, pool, gpus_per_node, max_pods, config_name, default_disk)
+    boot_mig = boot_mig_gpus(spec.cloud, pool, layouts, dynamic_mig)
+    inputs = replacement_inputs(
+        spec, pool, gpus_per_node, max_pods, config_name, default_disk, boot_mig
+    )
     generation = generation_of(inputs)
     selector = {POOL_LABEL: pool.name}
     if generation:
@@ -414,19 +425,41 @@ def plan_pool(spec: StackSpec, index: int, problems: list[MigError] | None = Non
         pack_plan=planned,
         boot_disk=bought.boot_disk,
         dynamic_mig=dynamic_mig,
+        boot_mig_gpus=boot_mig,
     )
     record(problems, lambda: check_scale_from_zero(planned_pool, path), None)
     check_node_template_tags(planned_pool, path, problems)
     return planned_pool
 
 
+def boot_mig_gpus(
+    cloud: Cloud, pool: PoolSpec, layouts: Sequence[Layout | None], dynamic_mig: bool
+) -> tuple[int, ...]:
+    """The GPUs whose MIG mode a node switches on at boot, from its user data, so the MIG
+    manager's first run changes no mode (NVIDIA/gpu-operator#2415; `clouds/bootstrap.py`): on
+    EKS and OKE, whose user data runs before the kubelet, for the GPUs the layout partitions."""
+    applies = pool.mig_manager is MigManager.OPERATOR and pool.gpu.mig_capable and not dynamic_mig
+    if cloud not in (Cloud.EKS, Cloud.OKE) or not applies:
+        return ()
+    return tuple(index for index, layout in enumerate(layouts) if layout is not None)
+
+
 def _gke_partition(pool: PoolSpec, layouts: Sequence[Layout | None], path: str) -> str:
     allowed = GKE_PARTITION_SIZES.get(pool.gpu.name, ())
     if not allowed:
         documented = ", ".join(GKE_PARTITION_SIZES)
+        class_only = GKE_COMPUTECLASS_ONLY_PARTITIONS.get(pool.gpu.name)
+        also = (
+            f"; its ComputeClass reference lists {', '.join(class_only)} for {pool.gpu.name} "
+            "only as a ComputeClass's gpuSharing.gpuPartitionSize (GKE 1.35.2-gke.1485000+), "
+            "and the stack creates node pools, not ComputeClasses"
+            if class_only
+            else ""
+        )
         raise MigError(
-            f"GKE documents its native MIG for {documented} only, not {pool.gpu.name} "
-            f"({GKE_NATIVE_MIG}); use migManager: operator (the GPU Operator partitions it)",
+            f"GKE documents native MIG node pools for {documented} only, not {pool.gpu.name} "
+            f"({GKE_NATIVE_MIG}){also}; use migManager: operator (the GPU Operator partitions "
+            "it)",
             f"{path}.migManager",
             value=MigManager.GKE.value,
             allowed=[MigManager.OPERATOR.value],

@@ -19,7 +19,7 @@ from mig_inference.clouds.capacity import (
     Capacity,
     MachineFacts,
 )
-from mig_inference.errors import MigError
+from mig_inference.errors import MigError, MigErrors
 from mig_inference.spec import PoolSpec, StackSpec
 
 OKE_SINGLE_DOMAIN_SOURCE = (
@@ -47,6 +47,24 @@ def check_capacity(
     if cloud is Cloud.EXISTING or machine is None:
         given = pool.boot_disk_type if cloud is Cloud.GKE else None
         return PoolCapacity(pool.capacity, None, given, None)
+    facts = machine.facts
+    # The boot disk is checked apart from the capacity: a file wrong on both hears of both.
+    problems = [*_boot_disk_problems(pool, machine, path)]
+    try:
+        _check_bought(spec, pool, machine, path)
+    except MigError as error:
+        problems.insert(0, error)
+    if problems:
+        raise problems[0] if len(problems) == 1 else MigErrors(problems)
+    boot_disk = facts.boot_disks[0] if facts and cloud is Cloud.GKE else None
+    if pool.boot_disk_type is not None:
+        boot_disk = pool.boot_disk_type
+    return PoolCapacity(pool.capacity, pool.reservation, boot_disk, facts)
+
+
+def _check_bought(spec: StackSpec, pool: PoolSpec, machine: MachineShape, path: str) -> None:
+    """The pool's capacity choice against what the machine is sold as."""
+    cloud = spec.cloud
     facts = machine.facts
     choices = facts.capacity if facts else CLOUD_CAPACITY[cloud.value]
     if pool.capacity not in choices:
@@ -78,18 +96,21 @@ def check_capacity(
                 f"{path}.zones",
                 allowed=list(domains),
             )
-    boot_disk = facts.boot_disks[0] if facts and cloud is Cloud.GKE else None
-    if pool.boot_disk_type is not None:
-        if facts and pool.boot_disk_type not in facts.boot_disks:
-            raise MigError(
-                f"{machine.name} boots only from {', '.join(facts.boot_disks)} "
-                f"({facts.boot_disk_source})",
-                f"{path}.bootDiskType",
-                value=pool.boot_disk_type,
-                allowed=list(facts.boot_disks),
-            )
-        boot_disk = pool.boot_disk_type
-    return PoolCapacity(pool.capacity, pool.reservation, boot_disk, facts)
+
+
+def _boot_disk_problems(pool: PoolSpec, machine: MachineShape, path: str) -> list[MigError]:
+    facts = machine.facts
+    if pool.boot_disk_type is None or not facts or pool.boot_disk_type in facts.boot_disks:
+        return []
+    return [
+        MigError(
+            f"{machine.name} boots only from {', '.join(facts.boot_disks)} "
+            f"({facts.boot_disk_source})",
+            f"{path}.bootDiskType",
+            value=pool.boot_disk_type,
+            allowed=list(facts.boot_disks),
+        )
+    ]
 
 
 def check_oke_domains(

@@ -73,12 +73,14 @@ def replacement_inputs(
     max_pods: int,
     config_name: str,
     default_boot_disk: str | None = None,
+    boot_mig_gpus: tuple[int, ...] = (),
 ) -> dict[str, str]:
     """Stack keys of `pool` whose change needs new nodes on its cloud, with their values.
 
     The layout (`mig`) is one of them unless the pool re-partitions in place; GKE's native MIG
     always partitions at node creation. `default_boot_disk`: the disk GKE pools of the machine
-    boot from when `bootDiskType` is not given (writing it changes nothing the cloud gets)."""
+    boot from when `bootDiskType` is not given (writing it changes nothing the cloud gets).
+    `boot_mig_gpus`: the GPUs a node's user data switches MIG mode on for."""
     values: dict[str, object] = {
         "gpu": pool.gpu.name,
         "machineType": pool.machine_type,
@@ -111,6 +113,11 @@ def replacement_inputs(
     if spec.cloud is Cloud.EKS and pool.user_data is not None:
         keys.append("userData")
         values["userData"] = short_hash(pool.user_data, 12)
+    if spec.cloud is Cloud.EKS and boot_mig_gpus:
+        # The user data switches MIG mode on for these GPUs at boot (clouds/bootstrap.py): in
+        # the launch template too, so a new value comes with new nodes, as `userData` does.
+        keys.append("migModeAtBoot")
+        values["migModeAtBoot"] = ",".join(str(gpu) for gpu in boot_mig_gpus)
     if keys and pool.dra and not allocation_moves_in_place(spec, pool):
         # A node moves from the device plugin to the DRA driver (or back) as it starts: the
         # replicas already there hold devices of the other kind. Only when given, so pools
