@@ -34,7 +34,7 @@ CREATED_EKS = {"create": True, "vpcId": "vpc-0000000a", "version": "1.34",
                "publicAccessCidrs": ["203.0.113.0/24"]}  # fmt: skip
 CREATED_OKE = {"create": True, "vcnId": "ocid1.vcn.oc1..v",
                "endpointSubnetId": "ocid1.subnet.oc1..api", "podSubnetIds": ["ocid1.subnet.oc1..p"],
-               "kubernetesVersion": "v1.34.1", "systemImageId": "ocid1.image.oc1..sys"}  # fmt: skip
+               "kubernetesVersion": "v1.34.2", "systemImageId": "ocid1.image.oc1..sys"}  # fmt: skip
 
 
 def config_of(stack: str, **changes: Any) -> dict[str, Any]:
