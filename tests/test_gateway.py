@@ -424,6 +424,25 @@ def test_the_body_based_router_survives_an_eviction(stack: str) -> None:
         assert "GCPRoutingExtension" not in kinds
 
 
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_body_router_streams_request_bodies_as_its_chart_does(stack: str) -> None:
+    """The router reads request bodies streamed, as its chart v1.5.0 configures it: the mode in
+    which Envoy 1.35 and later can repeat a large body's last chunk
+    (kubernetes-sigs/gateway-api-inference-extension#2988, `versions.KNOWN_ISSUES`). A change of
+    mode is a change of that row: buffering would refuse every body over Envoy's 1 MiB buffer."""
+    [router] = [d for d in objects(stack, "Deployment") if d["metadata"]["name"] == BODY_ROUTER]
+    [container] = router["spec"]["template"]["spec"]["containers"]
+    assert "--streaming" in container["args"]
+    if stack == GKE:
+        [extension] = objects(stack, "GCPRoutingExtension")
+        [hook] = extension["spec"]["extensionChains"][0]["extensions"]
+        assert hook["requestBodySendMode"] == "FullDuplexStreamed"
+    else:
+        [hook] = objects(stack, "EnvoyFilter")
+        mode = hook["spec"]["configPatches"][0]["patch"]["value"]["typed_config"]
+        assert mode["processing_mode"]["request_body_mode"] == "FULL_DUPLEX_STREAMED"
+
+
 # --- Istio's gateway pods, their Service and load balancer --------------------------------------
 
 
@@ -520,6 +539,10 @@ def test_a_created_eks_cluster_gets_the_aws_load_balancer_controller_for_an_exte
         "demand-fleet", "us-east-1", "vpc-0a1b2c3d4e5f60718",
     )  # fmt: skip
     assert (values["replicaCount"], values["podDisruptionBudget"]) == (2, {"maxUnavailable": 1})
+    # No Service mutator webhook (kubernetes-sigs/aws-load-balancer-controller#4140): until the
+    # controller's pods answer, it would refuse every Service the stack creates beside it; the
+    # gateway's Service names the controller by its annotations instead.
+    assert values["enableServiceMutatorWebhook"] is False
     [association] = [r for r in rendering.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
                      if r.inputs["serviceAccount"] == "aws-load-balancer-controller"]  # fmt: skip
     assert association.inputs["namespace"] == "kube-system"

@@ -36,7 +36,15 @@ def controller_values(
 ) -> dict[str, object]:
     """Region and VPC given, so the controller need not ask the instance metadata service, which
     a pod reaches only where the node's hop limit is 2 or more (the controller's
-    `docs/deploy/installation.md@v3.5.0`); two replicas under a budget of one unavailable."""
+    `docs/deploy/installation.md@v3.5.0`); two replicas under a budget of one unavailable.
+    No Service mutator webhook: the chart's (`enableServiceMutatorWebhook`, on by default,
+    failure policy `Fail`) refuses every Service created in the cluster until the controller's
+    pods answer it (kubernetes-sigs/aws-load-balancer-controller#4140, open): here, the charts
+    and Services the stack creates beside the controller on the cluster it creates;
+    the gateway's Service hands itself to the controller by its annotations
+    (`kube.gateway.AWS_NLB_ANNOTATIONS`, `aws-load-balancer-type: external`), not by the
+    `loadBalancerClass` the webhook would set, and other LoadBalancer Services in the cluster
+    stay with the cloud provider's controller."""
     return {
         "clusterName": cluster_name,
         "region": region,
@@ -44,6 +52,7 @@ def controller_values(
         "serviceAccount": {"create": True, "name": SERVICE_ACCOUNT},
         "replicaCount": 2,
         "podDisruptionBudget": {"maxUnavailable": 1},
+        "enableServiceMutatorWebhook": False,
     }
 
 
