@@ -424,6 +424,20 @@ def test_the_body_based_router_survives_an_eviction(stack: str) -> None:
         assert "GCPRoutingExtension" not in kinds
 
 
+def test_istio_speaks_tls_to_the_body_router() -> None:
+    """The router serves its ext_proc over TLS only (`--secure-serving`, on by default, with a
+    self-signed certificate): Istio's gateway reaches it through a DestinationRule that
+    originates TLS to its Service; a plaintext rule would fail every request closed."""
+    [router] = [d for d in objects(EKS, "Deployment") if d["metadata"]["name"] == BODY_ROUTER]
+    [container] = router["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in container["args"] if a.startswith("--secure-serving")]
+    namespace = router["metadata"]["namespace"]
+    [rule] = objects(EKS, "DestinationRule")
+    assert rule["spec"]["host"] == f"{BODY_ROUTER}.{namespace}.svc.cluster.local"
+    assert rule["spec"]["trafficPolicy"]["tls"]["mode"] == "SIMPLE"
+    assert not objects(GKE, "DestinationRule")
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_body_router_streams_request_bodies_as_its_chart_does(stack: str) -> None:
     """The router reads request bodies streamed, as its chart v1.5.0 configures it: the mode in
