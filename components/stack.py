@@ -24,6 +24,7 @@ from .clouds.cloud import (
     cluster_autoscaler,
     given_provider,
     gpu_pools,
+    load_balancer_controller,
     program_children,
 )
 from .clouds.cluster_access import kubernetes_provider
@@ -185,6 +186,7 @@ class MigInference(pulumi.ComponentResource):
                 pool_after[target.pool].append(repartition)
         pools = gpu_pools(args, plan, joined, children, kubernetes, pool_after)
         cluster_autoscaler(plan, joined, children, kubernetes, pools)
+        load_balancers = load_balancer_controller(plan, joined, children, kubernetes)
 
         if operator is not None and tainted_pools(plan):
             # Takes the autoscaler's startup taint off new nodes once they advertise their slices.
@@ -273,7 +275,7 @@ class MigInference(pulumi.ComponentResource):
                 InferenceGateway(
                     children.name("gateway"),
                     InferenceGatewayArgs(stack=args),
-                    in_cluster(*implementation, *namespaces.values()),
+                    in_cluster(*implementation, *load_balancers, *namespaces.values()),
                 )
             )
         # Each verified Service is checked once all of its Deployments are available (and,

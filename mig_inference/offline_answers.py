@@ -6,6 +6,7 @@ tests change an entry to play a cluster that differs."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +23,10 @@ FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
         "identities": [
             {"oidcs": [{"issuer": "https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE"}]}
         ],
-        "vpcConfig": {"clusterSecurityGroupId": "sg-0123456789abcdef0"},
+        "vpcConfig": {
+            "clusterSecurityGroupId": "sg-0123456789abcdef0",
+            "vpcId": "vpc-0a1b2c3d4e5f60718",
+        },
     },
     "oci:ContainerEngine/cluster:Cluster": {
         "endpoints": [{"publicEndpoint": "203.0.113.40:6443", "privateEndpoint": "10.0.0.4:6443"}]
@@ -41,6 +45,9 @@ FAKE_OUTPUTS: dict[str, dict[str, Any]] = {
 _CA = "Y2EtY2VydGlmaWNhdGU="
 CAPACITY_BLOCK_LOOKUP = "aws:ec2/getCapacityBlockReservation:getCapacityBlockReservation"
 SUBNETS_LOOKUP = "aws:ec2/getSubnets:getSubnets"
+GCP_SUBNETWORKS_LOOKUP = "gcp:compute/getSubnetworks:getSubnetworks"
+OFFLINE_GCP_NETWORK = "default"
+"""The VPC network a GKE region's subnets are on offline (the shipped GKE stacks' network)."""
 FAKE_BLOCK_END = "2030-01-07T11:30:00Z"
 # Data sources the program calls to find the cluster a stack joins (its arguments are echoed).
 FAKE_CALLS: dict[str, dict[str, Any]] = {
@@ -56,6 +63,9 @@ FAKE_CALLS: dict[str, dict[str, Any]] = {
             }
         ],
         "datapathProvider": "ADVANCED_DATAPATH",
+        # A joined cluster runs the Gateway API, on a GKE new enough for the InferencePool.
+        "gatewayApiConfigs": [{"channel": "CHANNEL_STANDARD"}],
+        "masterVersion": "1.35.2-gke.1842000",
     },
     "aws:eks/getAddon:getAddon": {
         "configurationValues": json.dumps({"enableNetworkPolicy": "true"})
@@ -78,6 +88,7 @@ FAKE_CALLS: dict[str, dict[str, Any]] = {
     },
     CAPACITY_BLOCK_LOOKUP: {"availabilityZone": "us-east-1a", "endDate": FAKE_BLOCK_END},
     SUBNETS_LOOKUP: {},
+    GCP_SUBNETWORKS_LOOKUP: {},
 }
 # The version each cloud's lookup reports for a joined cluster, in its own form. Offline, the
 # cluster a DRA stack joins runs the Kubernetes minor the stack names.
@@ -108,11 +119,27 @@ def offline_answer(
     (a joined cluster's endpoint, CA, version ...); with `kubernetes_minor`, the version the
     cluster reports is that minor."""
     derived = _subnets_in_zone(args) if token == SUBNETS_LOOKUP else {}
+    if token == GCP_SUBNETWORKS_LOOKUP:
+        derived = _subnetworks_filtered(args)
     answer = {**args, **derived, **FAKE_CALLS.get(token, {})}
     version = CLUSTER_VERSIONS.get(token)
     if kubernetes_minor is not None and version is not None:
         answer[version[0]] = version[1].format(minor=kubernetes_minor)
     return answer
+
+
+def _subnetworks_filtered(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Offline, the region has the subnet an `ipCidrRange eq <range>` filter asks for, on
+    `OFFLINE_GCP_NETWORK` (a GKE gateway's proxy-only subnet)."""
+    found = re.fullmatch(r"ipCidrRange eq (\S+)", str(args.get("filter") or ""))
+    if found is None:
+        return {"subnetworks": []}
+    network = (
+        f"https://www.googleapis.com/compute/v1/projects/p/global/networks/{OFFLINE_GCP_NETWORK}"
+    )
+    return {
+        "subnetworks": [{"name": "proxy-only", "ipCidrRange": found.group(1), "network": network}]
+    }
 
 
 def answers_offline(token: str) -> bool:

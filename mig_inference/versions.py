@@ -89,21 +89,31 @@ AMD64_ONLY_IMAGES: dict[str, str] = {
 }
 """Pinned images without a linux/arm64 build, and where that is stated."""
 
-INFERENCE_POOL_CHART = "oci://registry.k8s.io/gateway-api-inference-extension/charts/inferencepool"
-INFERENCE_POOL_VERSION = "v1.5.0"
-"""The Gateway API Inference Extension's `inferencepool` chart: an InferencePool
-(`inference.networking.k8s.io/v1`) and its endpoint picker (EPP, image
-`registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0`). v1.5.0 is the extension's last
-release that ships the chart and the EPP; they moved to llm-d's router afterwards
-(`llm-d-router-gateway` v0.10.0, image `ghcr.io/llm-d/llm-d-router-endpoint-picker`). Chosen
-over that successor because the body-based router this project routes by model with belongs
-to the same release (v1.5.0, `bbr` below), the Istio conformance report Istio's gateway is
-trusted on is the extension's v1.5.0 suite (Istio 1.30.1, 13 of 13 passed), and the GKE
-guides name v1.5.0; the successor renames every value (`router.*`) and refuses the old ones,
-for an EPP with the same flags, ports and vLLM metrics."""
+INFERENCE_POOL_CHART = "oci://ghcr.io/llm-d/charts/llm-d-router-gateway"
+INFERENCE_POOL_VERSION = "v0.10.0"
+"""llm-d's `llm-d-router-gateway` chart: an InferencePool (`inference.networking.k8s.io/v1`) and
+its endpoint picker (EPP). The project follows llm-d's router for the EPP, not the Gateway API
+Inference Extension: the extension's v1.6 releases (v1.6.2 the newest) ship only the
+InferencePool API, a "lightweight" reference EPP "not recommended for production" and the
+conformance tests, and moved the EPP, its chart and the InferenceObjective API to
+llm-d/llm-d-router (the extension's README and `site-src/guides/implementers.md` at v1.6.0).
+v0.10.0 is llm-d-router's newest release (chart version = tag, `hack/push-chart.sh`); its EPP
+reads the v1 InferencePool, and skips the InferenceObjective reconciler when that CRD is absent
+(`pkg/epp/server/controller_manager.go@v0.10.0`), which this project does not install. Its
+values live under `router.*` (the extension's v1.5.0 keys are refused)."""
+PICKER_IMAGE = {
+    "registry": "ghcr.io/llm-d",
+    "repository": "llm-d-router-endpoint-picker",
+    "tag": INFERENCE_POOL_VERSION,
+}
+"""The EPP image of the chart's release: the repository's values name the tag `main` with
+`pullPolicy: Always`, which the release rewrites (`hack/push-chart.sh@v0.10.0`); the stack names
+the release tag itself, so the chart's repository copy and the published one render alike."""
 BODY_ROUTER_IMAGE = "registry.k8s.io/gateway-api-inference-extension/bbr:v1.5.0"
-"""The extension's body-based router (BBR, v1.5.0 like the EPP): it copies an OpenAI request's
-`model` into the `X-Gateway-Model-Name` header the routes match on."""
+"""The extension's body-based router (BBR): it copies an OpenAI request's `model` into the
+`X-Gateway-Model-Name` header the routes match on. v1.5.0 is the last release of the extension
+that ships it (v1.6.0 moved it to llm-d/llm-d-inference-payload-processor, of which no release
+or chart could be read here), so it stays at v1.5.0."""
 BODY_ROUTER_FOLLOWS = (
     "kubernetes-sigs/gateway-api-inference-extension@v1.5.0:config/charts/body-based-routing"
 )
@@ -117,20 +127,44 @@ GATEWAY_API_CRDS = (
 )
 """Gateway API's standard channel (Gateway, HTTPRoute ...), installed where the cloud does not
 manage it (EKS, OKE, existing clusters; GKE manages its own)."""
-INFERENCE_POOL_CRD_VERSION = "v1.6.0"
+INFERENCE_POOL_CRD_VERSION = "v1.6.2"
 INFERENCE_POOL_CRD = (
     "https://raw.githubusercontent.com/kubernetes-sigs/gateway-api-inference-extension/"
     f"{INFERENCE_POOL_CRD_VERSION}/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml"
 )
-"""The InferencePool CRD (API v1, the extension's newest release; the v1.5.0 EPP reads the same
-v1 API, and v1.6.0 only stopped requiring `endpointPickerRef`). GKE 1.34.0-gke.1626000 and later
-install it themselves."""
+"""The InferencePool CRD (API v1) of the extension's newest release. Its schema was read here at
+v1.6.0 and on the extension's main branch of 2026-08-18, identical but for the bundle-version
+annotation; the v1.6.1 and v1.6.2 tags themselves could not be read here. GKE
+1.34.0-gke.1626000 and later install it themselves."""
 
 ISTIO_REPO = "https://istio-release.storage.googleapis.com/charts"
-ISTIO_VERSION = "1.30.3"
+ISTIO_VERSION = "1.30.5"
 ISTIO_HUB = "docker.io/istio"
 """Istio's `base` and `istiod` charts and images: the Gateway implementation on EKS, OKE and
-existing clusters, with `ENABLE_GATEWAY_API_INFERENCE_EXTENSION` on."""
+existing clusters, with `ENABLE_GATEWAY_API_INFERENCE_EXTENSION` on. 1.30.5 is the newest patch
+of the newest release line (1.30.4 carries Envoy's fixes of ISTIO-SECURITY-2026-006, HTTP/2 and
+ext_authz among them). The fix of istio/istio#61594 (one endpoint picker per HTTPRoute rule,
+PR #61601) is on master and, as #61842, on release-1.31, whose only tags read here are
+pre-releases (1.31.0-rc.0 predates the cherry-pick); 1.30.4's and 1.30.5's notes do not list it.
+The project does not depend on it (one InferencePool per model: `KNOWN_ISSUES`). The charts
+rendered here are the 1.30.3 copies (the newest offline); the values given are the same keys."""
+ISTIO_MIN_INSTALLED = (1, 28, 5)
+"""The oldest Istio a cluster that runs its own (`gateway.install: false`) may run when the
+stack routes from more than one namespace: before 1.28.5 (and 1.29.0) istiod kept the endpoint
+picker of the first HTTPRoute only when it merged the routes of one Gateway (istio/istio#58393,
+`pilot/pkg/config/kube/gateway/route_collections.go`, read at 1.28.4 and 1.28.5)."""
+
+AWS_LOAD_BALANCER_CONTROLLER_CHART = "aws-load-balancer-controller"
+AWS_LOAD_BALANCER_CONTROLLER_REPO = "https://aws.github.io/eks-charts"
+AWS_LOAD_BALANCER_CONTROLLER_VERSION = "3.5.0"
+"""The AWS Load Balancer Controller's chart (app v3.5.0, its newest release, 2026-08-03): an
+external gateway's Service on EKS becomes an internet-facing Network Load Balancer. The IAM
+policy its role carries is the release's `docs/install/iam_policy.json`, kept verbatim in
+`data/aws-load-balancer-controller-iam-policy.json` (its sha256 below)."""
+AWS_LOAD_BALANCER_CONTROLLER_POLICY_SHA256 = (
+    "16f232c9d9f79366fe949c4550ad517a202380058a9e48d45a4e215044a20a6a"
+)
+"""sha256 of kubernetes-sigs/aws-load-balancer-controller@v3.5.0:docs/install/iam_policy.json."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +199,70 @@ SEARCHED_ON = "2026-12-01"
 ISSUES = "the stored GitHub issues corpus"
 
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (
+    # The gateway's pins.
+    KnownIssue(
+        "ISTIO_VERSION",
+        "istio/istio#61594",
+        "Istio 1.30 attaches one endpoint picker per HTTPRoute rule, the last InferencePool "
+        "backend's (`conversion.go@1.30.3` keeps one inference-pool config per rule; the notes "
+        "of 1.30.4 and 1.30.5 list no fix): a "
+        "rule weighting two pools sends most requests past their picker, and all of them get "
+        "a 503 when that pool has no ready replica.",
+        "One InferencePool per model, selecting the model's pods across slice sizes: every rule "
+        "has one InferencePool backend and no weight; two services serving one model are refused "
+        "at the second's `model` (the fix, PR #61601, is on release-1.31, which has no release).",
+        "tests/test_gateway.py::test_one_gateway_one_route_per_namespace_one_pool_per_rule",
+    ),
+    KnownIssue(
+        "ISTIO_MIN_INSTALLED",
+        "istio/istio#58393",
+        "Before Istio 1.28.5 and 1.29.0 istiod kept the endpoint picker of the first HTTPRoute "
+        "only when it merged the routes of one Gateway: a cluster's own Istio (`install: false`) "
+        "would route the models of a second namespace past their picker.",
+        "The stack installs Istio 1.30.5; with `install: false` and routes in more than one "
+        "namespace the preview warns that the cluster's Istio must be 1.28.5 or later (its "
+        "version is not looked up).",
+        "tests/test_gateway_plan.py::test_warnings_say_what_the_preview_cannot_check",
+    ),
+    KnownIssue(
+        "INFERENCE_POOL_VERSION",
+        "llm-d/llm-d-router#2603",
+        "llm-d-router-gateway v0.10.0 runs more than one picker only with leader election (one "
+        "Ready leader, which no disruption budget can protect without blocking its node's "
+        "drain) and with the Deployment strategy Recreate (an upgrade of its pod template stops "
+        "both pickers at once); #2603, after v0.10.0, makes the strategy a value.",
+        "Two active pickers (`--ha-enable-leader-election=false` after the chart's own flag), a "
+        "budget of one unavailable, and the InferencePool failing open: while no picker is "
+        "ready the gateway sends the model's requests to its ready replicas without picking.",
+        "tests/test_gateway.py::"
+        "test_the_picker_chart_renders_one_inference_pool_per_model_wired_to_its_pods",
+    ),
+    KnownIssue(
+        "AWS_LOAD_BALANCER_CONTROLLER_VERSION",
+        "kubernetes-sigs/aws-load-balancer-controller#4140",
+        "The chart's Service mutator webhook (on by default, failure policy Fail) refuses every "
+        "Service created in the cluster until the controller's pods answer it, so on an EKS "
+        "cluster the stack creates, the charts and Services created beside the controller fail "
+        'with `no endpoints available for service "aws-load-balancer-webhook-service"`.',
+        "The stack installs the controller with `enableServiceMutatorWebhook: false`: the "
+        "gateway's Service hands itself to the controller by its annotations "
+        "(`aws-load-balancer-type: external`), and other LoadBalancer Services stay with the "
+        "cloud provider's controller.",
+        "tests/test_gateway.py::"
+        "test_a_created_eks_cluster_gets_the_aws_load_balancer_controller_for_an_external_gateway",
+    ),
+    KnownIssue(
+        "BODY_ROUTER_IMAGE",
+        "kubernetes-sigs/gateway-api-inference-extension#2988",
+        "With `FULL_DUPLEX_STREAMED` request bodies, Envoy 1.35 and later (Istio 1.30's among "
+        "them) can send the last chunk of a large body (about 1 MB and more) twice "
+        "(envoyproxy/envoy#46237, open); the router v1.5.0 appends it and parses again, so such "
+        "a request gets `400 BadRequest - failed to parse request body` now and then.",
+        "None in the stack: the router streams bodies as its chart does (buffering them instead "
+        "would refuse every body over Envoy's 1 MiB buffer); docs/troubleshooting.md names the "
+        "symptom, and the test holds the mode this row is about.",
+        "tests/test_gateway.py::test_the_body_router_streams_request_bodies_as_its_chart_does",
+    ),
     KnownIssue(
         "GPU_OPERATOR_VERSION",
         "NVIDIA/gpu-operator#2415",
@@ -281,8 +379,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     ),
 )
 """The known upstream issues of the pins above, each with the project's mitigation and its test
-(docs/troubleshooting.md lists them for users). The gateway's pins (Istio, the Inference
-Extension, Gateway API) get theirs with the gateway work."""
+(docs/troubleshooting.md lists them for users)."""
 
 SEARCHED: tuple[SearchedPin, ...] = (
     SearchedPin("TGI_IMAGE", SEARCHED_ON, f"{ISSUES}, huggingface/text-generation-inference: MIG, "
@@ -304,5 +401,12 @@ SEARCHED: tuple[SearchedPin, ...] = (
                 "GKE_DRIVER_INSTALLER_MANIFEST (the same installer for A4X, #469)"),
     SearchedPin("GKE_A4X_PAUSE_IMAGE", SEARCHED_ON, "with GKE_A4X_DRIVER_INSTALLER_MANIFEST, "
                 "whose container it is"),
+    SearchedPin("GATEWAY_API_VERSION", "2026-12-02", f"{ISSUES}, kubernetes-sigs/gateway-api: "
+                "v1.6 standard-install, HTTPRoute and the safe-upgrades ValidatingAdmissionPolicy "
+                "(its faults fixed before v1.6.0: #4557, #4603; v1.6.1 changes conformance tests "
+                "only, no CRD)"),
+    SearchedPin("INFERENCE_POOL_CRD_VERSION", "2026-12-02", f"{ISSUES}, kubernetes-sigs/gateway-"
+                "api-inference-extension: the v1 InferencePool CRD at v1.6, its endpointPickerRef "
+                "and failureMode (faults found are in gateways' use of it, not the CRD)"),
 )  # fmt: skip
 """Pins searched for open issues on the project's path, none found: when and where."""

@@ -10,7 +10,7 @@ import pytest
 
 from mig_inference.spec.cluster import ACCESS_KEYS, CLUSTER_KEYS
 from mig_inference.spec.demand import DEMAND_KEYS, POINT_KEYS, PROFILING_KEYS
-from mig_inference.spec.gateway import GATEWAY_KEYS, PICKER_KEYS
+from mig_inference.spec.gateway import CERT_MANAGER_KEYS, GATEWAY_KEYS, PICKER_KEYS, TLS_KEYS
 from mig_inference.spec.model_cache import MODEL_CACHE_KEYS
 from mig_inference.spec.monitoring import MONITORING_KEYS
 from mig_inference.spec.operator import OPERATOR_KEYS
@@ -39,6 +39,8 @@ SECTIONS = {
     "ephemeral": EPHEMERAL_KEYS,
     "gateway": GATEWAY_KEYS,
     "gateway.endpointPicker": PICKER_KEYS,
+    "gateway.tls": TLS_KEYS,
+    "gateway.tls.certManager": CERT_MANAGER_KEYS,
 }  # fmt: skip
 
 

@@ -59,4 +59,4 @@ def test_the_served_model_is_what_vllm_reports(
     assert any(w.startswith("/models/") for w in started) == cached
     assert served_model(service, plan.model_cache) == vllm_reports(started) == reported
     assert plan.gateway is not None
-    assert [route.model for route in plan.gateway.routes] == [reported]
+    assert [pool.model for pool in plan.gateway.pools] == [reported]

@@ -16,6 +16,7 @@ from mig_inference.clouds.addons import Feature, Joined
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import StackPlan
 from mig_inference.plan.addons import Need, needed_addons
+from mig_inference.plan.gateway import gateway_apis, needs_load_balancer_controller
 from mig_inference.spec import key_path
 from mig_inference.spec.dra import joined_version_problem
 
@@ -166,6 +167,7 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             gcs_fuse_csi_driver=Feature.GCS_FUSE in features,
             pd_csi_driver=Feature.HYPERDISK_ML in features,
             gateway_api=spec.gateway is not None,
+            services=list(gateway_apis(plan.gateway)),
         )
         if spec.dra is not None:
             # The DRA objects are written for this minor: the cluster starts at it.
@@ -175,8 +177,19 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
             gke_args,
             children.opts([provider]),
         )
+        created_name: pulumi.Input[str] = gke.cluster_name
+        if plan.gateway is not None:
+            from .gke_gateway import created_gateway_checked
+
+            created_name = created_gateway_checked(
+                gke.cluster_name,
+                plan,
+                given("network", settings.get("network")),
+                given("project", settings.get("project")),
+                pulumi.InvokeOutputOptions(parent=children.parent, provider=provider),
+            )
         return JoinedCluster(
-            provider, gke.cluster_name, gke.kubeconfig, created=[gke], outputs=gke.cluster_outputs
+            provider, created_name, gke.kubeconfig, created=[gke], outputs=gke.cluster_outputs
         )
     if settings.create and spec.cloud is Cloud.EKS:
         from .eks import EksCluster, EksClusterArgs
@@ -260,21 +273,58 @@ def cluster(stack: Stack, plan: StackPlan, children: Children) -> JoinedCluster:
     if spec.cloud is Cloud.EKS:
         checked = _eks_cluster_for_dra(plan, name, provider, children)
         return JoinedCluster(provider, _eks_addons_checked(checked, needs, provider, children))
-    if spec.cloud is Cloud.GKE and (spec.dra is not None or _looked_up(needs)):
+    if spec.cloud is Cloud.GKE and (
+        spec.dra is not None or _looked_up(needs) or plan.gateway is not None
+    ):
         import pulumi_gcp as gcp
 
+        lookup = pulumi.InvokeOutputOptions(parent=children.parent, provider=provider)
         joined_gke = gcp.container.get_cluster_output(
             name=name,
             location=settings.get("location"),
             project=given("project", settings.get("project")),
-            opts=pulumi.InvokeOutputOptions(parent=children.parent, provider=provider),
+            opts=lookup,
         )
         running = _running_dra_version(plan, name, joined_gke.master_version)
-        return JoinedCluster(provider, _gke_addons_checked(running, needs, joined_gke))
+        checked = _gke_addons_checked(running, needs, joined_gke)
+        if plan.gateway is not None:
+            from .gke_gateway import joined_gateway_checked
+
+            checked = joined_gateway_checked(
+                checked, plan, joined_gke, given("project", settings.get("project")), lookup
+            )
+        return JoinedCluster(provider, checked)
     return JoinedCluster(provider, name)
 
 
 AUTOSCALER = "cluster-autoscaler"
+LOAD_BALANCER_CONTROLLER = "aws-load-balancer-controller"
+
+
+def load_balancer_controller(
+    plan: StackPlan, joined: JoinedCluster, children: Children, kubernetes: pulumi.ProviderResource
+) -> list[pulumi.Resource]:
+    """The AWS Load Balancer Controller when an external gateway runs on an EKS cluster the
+    stack creates (what its Service needs to become an internet-facing load balancer)."""
+    spec = plan.spec
+    if not needs_load_balancer_controller(plan.gateway, spec.cloud, spec.cluster.create):
+        return []
+    from .eks_load_balancer import AwsLoadBalancerController, AwsLoadBalancerControllerArgs
+
+    assert joined.outputs is not None
+    return [
+        AwsLoadBalancerController(
+            children.name(LOAD_BALANCER_CONTROLLER),
+            AwsLoadBalancerControllerArgs(
+                cluster_name=joined.ref,
+                region=spec.cluster.get("region"),
+                vpc_id=joined.outputs.apply(lambda made: made["vpcId"]),
+                tags=dict(spec.cloud_tags.tags),
+                permissions_boundary=spec.cluster.get("permissionsBoundary"),
+            ),
+            children.opts([joined.cloud_provider, kubernetes], joined.created),
+        )
+    ]
 
 
 def _autoscaler_agent_urn(children: Children) -> pulumi.Output[str]:

@@ -7,7 +7,7 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 import pulumi_aws as aws
 
-from mig_inference.clouds import cloud_taint_effect
+from mig_inference.clouds import Cloud, cloud_taint_effect
 from mig_inference.clouds.addons import (
     FSX_CSI_ACCOUNT,
     FSX_CSI_ADDON,
@@ -18,6 +18,7 @@ from mig_inference.clouds.addons import (
 )
 from mig_inference.clouds.bootstrap import eks_user_data
 from mig_inference.clouds.capacity import AWS_BLOCKS_USING, EKS_BLOCKS, RESERVED, Capacity
+from mig_inference.clouds.system_pool import SYSTEM_POOLS
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import PoolPlan
 from mig_inference.plan.pools.autoscaling import node_template_tags
@@ -29,7 +30,7 @@ from ..stack_args import Stack, cluster_input
 
 GPU_AMI = "AL2023_x86_64_NVIDIA"
 SYSTEM_AMI = "AL2023_x86_64_STANDARD"
-SYSTEM_INSTANCE = "m6i.large"
+SYSTEM_INSTANCE = SYSTEM_POOLS[Cloud.EKS].machine
 NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
     "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
@@ -280,7 +281,7 @@ class EksCluster(pulumi.ComponentResource):
     cluster_outputs: pulumi.Output[dict[str, Any]]
     """What the rest of a team's program wires to: `name`, `arn`, `endpoint`,
     `certificateAuthority` (base64), `oidcIssuer` (for IRSA), `clusterSecurityGroupId` (the
-    security group EKS made, which managed nodes without their own carry)."""
+    security group EKS made, which managed nodes without their own carry), `vpcId`."""
 
     def __init__(
         self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -345,6 +346,7 @@ class EksCluster(pulumi.ComponentResource):
             certificateAuthority=cluster.certificate_authority.data,
             oidcIssuer=cluster.identities.apply(_oidc_issuer),
             clusterSecurityGroupId=cluster.vpc_config.cluster_security_group_id,
+            vpcId=cluster.vpc_config.vpc_id,
         )
         self.register_outputs(
             {

@@ -6,10 +6,11 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 import pulumi_gcp as gcp
 
-from mig_inference.clouds import cloud_taint_effect
+from mig_inference.clouds import Cloud, cloud_taint_effect
 from mig_inference.clouds.addons import Feature
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.clouds.kubernetes_versions import GKE_DEFAULT_CHANNEL
+from mig_inference.clouds.system_pool import SYSTEM_POOLS
 from mig_inference.plan.pools.zones import gke_region
 from mig_inference.spec import MigManager, SharingStrategy
 from mig_inference.spec.cluster import gke_master_cidr
@@ -18,7 +19,7 @@ from ..clouds.kubeconfig import gke_kubeconfig
 from ..planning import planned, planned_pool
 from ..stack_args import Stack
 
-SYSTEM_MACHINE = "e2-standard-4"
+SYSTEM_MACHINE = SYSTEM_POOLS[Cloud.GKE].machine
 GKE_MANAGED_DRIVER = "LATEST"
 DRIVER_LEFT_TO_OPERATOR = "INSTALLATION_DISABLED"
 GKE_RELEASE_CHANNEL = GKE_DEFAULT_CHANNEL
@@ -78,6 +79,9 @@ class GkeClusterArgs(TypedDict):
     gateway_api: NotRequired[bool]
     """Enable GKE's Gateway API (standard channel), for the stack's inference gateway
     (false)."""
+    services: NotRequired[list[str]]
+    """Google APIs to enable in the project (the gateway's Network Services API, ...); left
+    enabled when the stack is destroyed, as other stacks of the project may use them."""
 
 
 ADVANCED_DATAPATH = "ADVANCED_DATAPATH"
@@ -240,6 +244,14 @@ class GkeCluster(pulumi.ComponentResource):
             ),
             opts=protect,
         )
+        for api in args.get("services") or []:
+            gcp.projects.Service(
+                f"{name}-{api.split('.')[0]}",
+                project=project,
+                service=api,
+                disable_on_destroy=False,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         if args.get("cloud_nat", True):
             self._cloud_nat(name, args, protect)
         self.cluster_name = cluster.name

@@ -7,7 +7,9 @@ from typing import Any, NotRequired, TypedDict
 import pulumi
 import pulumi_oci as oci
 
+from mig_inference.clouds import Cloud
 from mig_inference.clouds.bootstrap import oke_user_data
+from mig_inference.clouds.system_pool import OKE_SYSTEM_OCPUS, SYSTEM_POOLS
 
 from ..clouds.kubeconfig import oke_endpoint_type, oke_kubeconfig
 from ..planning import planned, planned_pool
@@ -16,7 +18,7 @@ from ..stack_args import Stack, cluster_input, nth
 VCN_NATIVE_CNI = "OCI_VCN_IP_NATIVE"
 EVICTION_GRACE = "PT60M"
 """The longest drain OKE allows before it terminates a node."""
-SYSTEM_SHAPE = "VM.Standard.E5.Flex"
+SYSTEM_SHAPE = SYSTEM_POOLS[Cloud.OKE].machine
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class OkeCluster(pulumi.ComponentResource):
             kubernetes_version=args["kubernetes_version"],
             node_shape=SYSTEM_SHAPE,
             node_shape_config=oci.containerengine.NodePoolNodeShapeConfigArgs(
-                ocpus=2, memory_in_gbs=16
+                ocpus=OKE_SYSTEM_OCPUS, memory_in_gbs=SYSTEM_POOLS[Cloud.OKE].memory_gib
             ),
             node_source_details=oci.containerengine.NodePoolNodeSourceDetailsArgs(
                 image_id=args["system_image_id"], source_type="IMAGE"

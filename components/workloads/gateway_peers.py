@@ -1,10 +1,10 @@
 """Who may connect to what behind the gateway: its proxies (Istio's gateway pods, or on GKE the
-load balancer's proxy-only subnet and Google's health checks) and each pool's endpoint picker."""
+load balancer's proxy-only subnet and Google's health checks) and each model's endpoint picker."""
 
 import pulumi_kubernetes as k8s
 
 from mig_inference.kube.gateway import GATEWAY_POD_LABEL, NAMESPACE_NAME_LABEL, PICKER_POD_LABEL
-from mig_inference.plan.gateway import GKE_HEALTH_CHECK_RANGES, GatewayPlan, PoolRoute
+from mig_inference.plan.gateway import GKE_HEALTH_CHECK_RANGES, GatewayPlan, ModelPool
 
 
 def proxy_peers(plan: GatewayPlan) -> list[k8s.networking.v1.NetworkPolicyPeerArgs]:
@@ -27,8 +27,8 @@ def proxy_peers(plan: GatewayPlan) -> list[k8s.networking.v1.NetworkPolicyPeerAr
     ]
 
 
-def picker_peer(pool: PoolRoute) -> k8s.networking.v1.NetworkPolicyPeerArgs:
-    """The pool's endpoint picker, which reads each replica's /metrics on the serving port."""
+def picker_peer(pool: ModelPool) -> k8s.networking.v1.NetworkPolicyPeerArgs:
+    """The model's endpoint picker, which reads each replica's /metrics on the serving port."""
     return k8s.networking.v1.NetworkPolicyPeerArgs(
         pod_selector=k8s.meta.v1.LabelSelectorArgs(match_labels={PICKER_POD_LABEL: pool.picker})
     )

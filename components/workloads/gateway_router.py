@@ -1,7 +1,12 @@
 """The body-based router: it copies an OpenAI request's `model` into the header the gateway's
 routes match, so one address serves every model. Its objects follow the extension's v1.5.0
-chart (`BODY_ROUTER_FOLLOWS`), with a restricted pod and a NetworkPolicy added; the chart itself
-is not installed because its pod declares no security context."""
+chart (`BODY_ROUTER_FOLLOWS`), with what the chart lacks added: a restricted pod, two replicas
+on different nodes under a disruption budget, a liveness probe beside the readiness one, and a
+NetworkPolicy; the chart itself is not installed because it has values for none of them.
+
+Every request of every model passes it, so it must survive an eviction and a rollout: two
+replicas, a budget of one unavailable, and rolling updates that start the new pod before
+stopping an old one."""
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -10,6 +15,7 @@ from mig_inference.kube.gateway import (
     BODY_ROUTER,
     BODY_ROUTER_HEALTH_PORT,
     BODY_ROUTER_PORT,
+    BODY_ROUTER_REPLICAS,
     body_router_args,
     envoy_filter_spec,
     router_health_check_spec,
@@ -26,6 +32,23 @@ NONROOT = 65532
 """The distroless `nonroot` user the extension's images run as."""
 
 
+def _spread(selector: dict[str, str]) -> k8s.core.v1.AffinityArgs:
+    """Prefer the replicas on different nodes (as `kube.gateway.spread` for charts)."""
+    return k8s.core.v1.AffinityArgs(
+        pod_anti_affinity=k8s.core.v1.PodAntiAffinityArgs(
+            preferred_during_scheduling_ignored_during_execution=[
+                k8s.core.v1.WeightedPodAffinityTermArgs(
+                    weight=100,
+                    pod_affinity_term=k8s.core.v1.PodAffinityTermArgs(
+                        topology_key="kubernetes.io/hostname",
+                        label_selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+                    ),
+                )
+            ]
+        )
+    )
+
+
 def body_router(
     name: str, plan: GatewayPlan, parent: pulumi.Resource, depends_on: list[pulumi.Resource]
 ) -> list[pulumi.Resource]:
@@ -36,6 +59,9 @@ def body_router(
     labels = {**selector, **MANAGED_BY}
     meta = k8s.meta.v1.ObjectMetaArgs(name=BODY_ROUTER, namespace=namespace, labels=labels)
     child = pulumi.ResourceOptions(parent=parent, depends_on=depends_on)
+    # Its token stays mounted: the v1.5.0 binary builds a Kubernetes client before it serves
+    # (`cmd/bbr/runner/runner.go`: ctrl.GetConfig, then a manager) and exits without one. The
+    # account is bound to no Role, so the token reads nothing beyond API discovery.
     account = k8s.core.v1.ServiceAccount(
         f"{name}-sa", metadata=meta, automount_service_account_token=True, opts=child
     )
@@ -48,12 +74,19 @@ def body_router(
             annotations={"mig-inference.io/follows": BODY_ROUTER_FOLLOWS},
         ),
         spec=k8s.apps.v1.DeploymentSpecArgs(
-            replicas=1,
+            replicas=BODY_ROUTER_REPLICAS,
             selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+            strategy=k8s.apps.v1.DeploymentStrategyArgs(
+                type="RollingUpdate",
+                rolling_update=k8s.apps.v1.RollingUpdateDeploymentArgs(
+                    max_unavailable=0, max_surge=1
+                ),
+            ),
             template=k8s.core.v1.PodTemplateSpecArgs(
                 metadata=k8s.meta.v1.ObjectMetaArgs(labels=labels),
                 spec=k8s.core.v1.PodSpecArgs(
                     service_account_name=account.metadata.name,
+                    affinity=_spread(selector),
                     security_context=k8s.core.v1.PodSecurityContextArgs(
                         run_as_non_root=True,
                         run_as_user=NONROOT,
@@ -87,6 +120,14 @@ def body_router(
                             readiness_probe=k8s.core.v1.ProbeArgs(
                                 grpc=k8s.core.v1.GRPCActionArgs(port=BODY_ROUTER_HEALTH_PORT),
                                 period_seconds=5,
+                            ),
+                            # A router whose health server stops answering is restarted
+                            # (its readiness alone would only take it out of the Service).
+                            liveness_probe=k8s.core.v1.ProbeArgs(
+                                grpc=k8s.core.v1.GRPCActionArgs(port=BODY_ROUTER_HEALTH_PORT),
+                                initial_delay_seconds=10,
+                                period_seconds=10,
+                                failure_threshold=3,
                             ),
                             resources=k8s.core.v1.ResourceRequirementsArgs(
                                 requests={"cpu": "100m", "memory": "128Mi"},
@@ -128,6 +169,16 @@ def body_router(
                     app_protocol="HTTP2",
                 )
             ],
+        ),
+        opts=child,
+    )
+    k8s.policy.v1.PodDisruptionBudget(
+        f"{name}-budget",
+        metadata=meta,
+        spec=k8s.policy.v1.PodDisruptionBudgetSpecArgs(
+            max_unavailable=BODY_ROUTER_REPLICAS - 1,
+            selector=k8s.meta.v1.LabelSelectorArgs(match_labels=selector),
+            unhealthy_pod_eviction_policy="AlwaysAllow",
         ),
         opts=child,
     )

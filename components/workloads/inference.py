@@ -104,6 +104,18 @@ def slice_check(plan: ServicePlan, request: DeviceRequest) -> k8s.core.v1.Contai
     )
 
 
+def verify_peer(service: str) -> k8s.networking.v1.NetworkPolicyPeerArgs:
+    """The service's serving check (its Job runs in the service's namespace)."""
+    return k8s.networking.v1.NetworkPolicyPeerArgs(
+        pod_selector=k8s.meta.v1.LabelSelectorArgs(
+            match_labels={
+                "app.kubernetes.io/name": VERIFY_APP,
+                "app.kubernetes.io/instance": service,
+            }
+        )
+    )
+
+
 def engine_pod(
     plan: ServicePlan,
     container: k8s.core.v1.ContainerArgs,
@@ -411,20 +423,14 @@ class InferenceService(pulumi.ComponentResource):
             k8s.networking.v1.NetworkPolicyPeerArgs(pod_selector=k8s.meta.v1.LabelSelectorArgs())
         ]
         if stack_plan.gateway is not None and route is not None:
-            # Behind the gateway: only its proxies and the pool's endpoint picker.
+            # Behind the gateway: only its proxies and the model's endpoint picker (and, behind
+            # an HTTPS gateway, the serving check, which asks the service itself).
             peers = [*proxy_peers(stack_plan.gateway), picker_peer(route)]
+            if verified and stack_plan.gateway.spec.tls is not None:
+                peers.append(verify_peer(plan.service_name))
         elif verified and spec.clients:
             # The serving check runs in the service's namespace.
-            peers.append(
-                k8s.networking.v1.NetworkPolicyPeerArgs(
-                    pod_selector=k8s.meta.v1.LabelSelectorArgs(
-                        match_labels={
-                            "app.kubernetes.io/name": VERIFY_APP,
-                            "app.kubernetes.io/instance": plan.service_name,
-                        }
-                    )
-                )
-            )
+            peers.append(verify_peer(plan.service_name))
         ports = [k8s.networking.v1.NetworkPolicyPortArgs(port=spec.port, protocol="TCP")]
         ingress_from = [peers]
         if monitoring.scraped and scraped:

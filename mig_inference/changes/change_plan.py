@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mig_inference.changes.allocation_move import bridge_way
-from mig_inference.changes.gateway import gateway_fields
+from mig_inference.changes.gateway import caller_changes, gateway_fields
 from mig_inference.changes.record import plan_record
 from mig_inference.changes.upgrade import DeployedBasis, UpgradedPool
 from mig_inference.rollout.outcome import Outcome
@@ -45,6 +45,8 @@ class PoolChange(StrEnum):
 
 class ServiceChange(StrEnum):
     UNAFFECTED = "unaffected"
+    CALLERS = "callers change"
+    """No replica moves, but who may call the service does (the gateway turned on or off)."""
     SCALED = "scaled"
     RESCHEDULED = "rescheduled"
     MOVED = "moved"
@@ -334,6 +336,15 @@ def diff_records(deployed: dict[str, Any], current: dict[str, Any]) -> ChangePla
     gateway = _field_changes(
         gateway_fields(deployed.get("gateway")), gateway_fields(current.get("gateway"))
     )
+    callers = caller_changes(deployed, current)
+    for service in services:
+        note = callers.get(service.name)
+        if note is None:
+            continue
+        if service.change is ServiceChange.UNAFFECTED:
+            service.change, service.reason = ServiceChange.CALLERS, note
+        else:
+            service.reason = f"{service.reason}; {note}" if service.reason else note
     return ChangePlan(list(pools.values()), services, gateway=gateway)
 
 

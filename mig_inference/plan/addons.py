@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.addons import Addon, Feature, Joined, addon
+from mig_inference.plan.gateway import needs_load_balancer_controller
 from mig_inference.plan.stack_plan import StackPlan
 from mig_inference.spec import key_path
 
@@ -48,6 +49,8 @@ def _pod_identity_keys(plan: StackPlan) -> list[str]:
     cache = plan.model_cache
     if _streamed(plan):
         keys.append(f"{key_path('modelCache')}.stream")
+    if needs_load_balancer_controller(plan.gateway, plan.spec.cloud, plan.spec.cluster.create):
+        keys.append(f"{key_path('gateway')}.address")
     if plan.spec.cluster.create and cache is not None:
         driver = addon(Cloud.EKS, Feature(cache.storage.value))
         if driver is not None and driver.identity:

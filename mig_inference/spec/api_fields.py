@@ -120,6 +120,7 @@ FIELD_RULES: dict[str, dict[str, Format]] = {
     "gcp:compute/router:Router": {"network": formats.GCP_RESOURCE, "region": formats.GCP_REGION},
     "gcp:compute/routerNat:RouterNat": {"region": formats.GCP_REGION},
     "gcp:projects/iAMMember:IAMMember": {"project": formats.GCP_PROJECT},
+    "gcp:projects/service:Service": {"project": formats.GCP_PROJECT},
     "gcp:serviceaccount/account:Account": {
         "accountId": formats.GCP_SERVICE_ACCOUNT_ID,
         "project": formats.GCP_PROJECT,
@@ -227,6 +228,7 @@ WITHOUT_RULE: dict[str, dict[str, str]] = {
         "subnetworks[].sourceIpRangesToNats[]": _LITERAL,
     },
     "gcp:serviceaccount/account:Account": {"displayName": _FIXED},
+    "gcp:projects/service:Service": {"service": _LITERAL},
     "gcp:projects/iAMMember:IAMMember": {
         "member": "serviceAccount:<email> of the account the program created",
         "role": _LITERAL,

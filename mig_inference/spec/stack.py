@@ -288,6 +288,7 @@ def parse_stack(
         problems.extend(
             gateway_service_problems(
                 key_path("gateway"),
+                gateway,
                 parsed_services,
                 services_node.path,
                 every_service_read=len(parsed_services) == len(services_node.value or []),

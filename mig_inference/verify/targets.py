@@ -142,8 +142,14 @@ def verify_targets(plan: StackPlan) -> list[VerifyTarget]:
         spec = lead.spec
         keyed = spec.api_key_secret is not None and engine_container(lead).api_key_env is not None
         # Behind the gateway the check asks through it: Istio's in-cluster Service, or (GKE) the
-        # address the Job gets once the load balancer has one.
-        gateway = plan.gateway if plan.gateway and plan.gateway.route_of(name) else None
+        # address the Job gets once the load balancer has one. Behind an HTTPS gateway it asks
+        # the service itself: the certificate names the public hostname, which the Job cannot
+        # verify from inside the cluster (the model servers admit the Job: workloads.inference).
+        gateway = (
+            plan.gateway
+            if plan.gateway and plan.gateway.route_of(name) and plan.gateway.spec.tls is None
+            else None
+        )
         target = VerifyTarget(
             service=name,
             namespace=spec.namespace,
