@@ -291,7 +291,7 @@ def parse_stack(
                 gateway,
                 parsed_services,
                 services_node.path,
-                every_service_read=len(parsed_services) == len(services_node.value or []),
+                every_service_read=_every_item_read(parsed_services, services_node.value),
             )
         )
     between = Sections(
@@ -412,3 +412,9 @@ def _unverifiable(stack_enabled: bool, service: ServiceSpec, path: str) -> list[
             f"{path}.verify",
         )]  # fmt: skip
     return []
+
+
+def _every_item_read(parsed: Sequence[object], given: object) -> bool:
+    """Whether every entry of a list the stack file gives was read (a value that is no list
+    has no entries: it is refused at its own key)."""
+    return not isinstance(given, list) or len(parsed) == len(given)
