@@ -197,6 +197,19 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     ),
     KnownIssue(
         "GPU_OPERATOR_VERSION",
+        "NVIDIA/gpu-operator#2415",
+        "A node that still meets it (a MIG mode change on a running node: an in-place "
+        "re-partitioning on an existing cluster, a node whose user data did not switch the "
+        "mode) reports `success` but stays NotReady with nothing advertised; no pod restart "
+        "clears it, only a new instance.",
+        "The gate and the re-partitioning Job restart nothing on a node NotReady with its run "
+        "ended and report it with the cure (a new instance, which EKS node auto repair brings); "
+        "the Job stops there with the node cordoned, the gate keeps waiting for a replacement.",
+        "tests/test_repartition.py::"
+        "test_a_node_its_mode_change_left_notready_stops_the_job_with_the_way_forward",
+    ),
+    KnownIssue(
+        "GPU_OPERATOR_VERSION",
         "NVIDIA/gpu-operator#2833",
         "An operand that outlives the MIG manager's 5-minute wait leaves the node `pending` "
         "for good with its operands paused (fixed in mig-parted by PR #484 after v0.15.0, "
