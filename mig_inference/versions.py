@@ -5,13 +5,25 @@ from dataclasses import dataclass
 GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
 GPU_OPERATOR_VERSION = "v26.7.0"
-"""NVIDIA's GPU Operator chart. Patch releases exist after it: Chainguard's OSV advisories for
-its `gpu-operator-26.7` package name fixes in 26.7.1 (2026-10-09) and 26.7.2 (2026-10-21). Neither
-could be read here: the mirror of NVIDIA/gpu-operator ends at tag v26.7.0 (its `release-26.7`
-branch too), no corpus holds their release notes, and the chart repository is out of reach; the
-project checks every operator value against the pinned chart's own `values.yaml`
-(`shared/reference/nvidia/charts/gpu-operator-v26.7.0`), so the pin stays until that chart can
-be had (searched 2026-12-01: `fetch` NVIDIA/gpu-operator, the issues, docs and pages corpora)."""
+"""NVIDIA's GPU Operator chart. Patch releases exist after it, and the pin stays until their chart
+can be had: the tests render the pinned chart
+(`shared/reference/nvidia/charts/gpu-operator-v26.7.0`, the only GPU Operator chart there) and
+check every operator value against its own `values.yaml`;
+CI requires that reference (`MIG_REQUIRE_REFERENCE=1`), and the Helm repositories are out of
+reach here. What could be read of them (searched again 2026-12-02):
+- 26.7.2: the release notes of NVIDIA's docs preview (cloud-native-docs review build `pr-525`,
+  `gpu-operator/latest/release-notes.html`, only its opening): DRA driver v0.5.1; an
+  `app.kubernetes.io/component` label on the DCGM and DCGM exporter DaemonSets, pods and
+  Services (GPU Operator PR #3017: additive, the project's DCGM scrape is the operator's own
+  ServiceMonitor); an OpenShift fix for MPS with the DRA driver under the `GPUCluster` resource
+  (the project installs the DRA driver's own chart, not through `GPUCluster`). Nothing read
+  there touches the MIG manager, so #2833 and #2415 (`KNOWN_ISSUES`) stay open for it.
+- 26.7.1: only Chainguard's OSV advisories for its `gpu-operator-26.7` package (2026-10-09; Go
+  standard-library fixes, go1.27.1; 26.7.2's build has go1.27.2, 2026-10-21): no notes.
+- The mirror of NVIDIA/gpu-operator ends at tag v26.7.0 (2026-08-21; `release-26.7` and
+  `gh-pages` too), NVIDIA/cloud-native-docs at 2026-08-22; the issues corpus has no release PR
+  of 26.7.1 or 26.7.2.
+Meanwhile the project carries the v26.7.0 mitigations in `KNOWN_ISSUES` below."""
 
 VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"
 """vLLM's newest release (PyPI lists 0.33.0 last, 2026-12-01); its source read in the sdist."""
@@ -54,10 +66,15 @@ DRA_DRIVER_VERSION = "0.4.1"
 """NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu): the newest release whose
 chart could be sourced (v0.4.1, 2026-06-30; the chart moved from NVIDIA's calendar-versioned
 v25.12.0 to this registry). v0.5.0 was released since (release issue #1365, PR #1367 merged
-2026-08-19; GPU Operator v26.7.0 pins its image), but neither its tag nor its chart could be
-read here (shared/reference/dra/NOTES-0.5.md section 0; no v0.5.1 was found: searched again
-2026-12-01, the issues corpus for its release issue and the mirror, whose tags stop at v25.12.0
-and v0.4.1), so the pin stays.
+2026-08-19; GPU Operator v26.7.0 pins its image) and v0.5.1 after it (GPU Operator 26.7.2's
+release notes, NVIDIA's docs preview `pr-525`), but neither tag nor chart could be read here:
+`shared/reference/dra/charts` holds 0.4.1, 25.12.0 and `0.5.0-dev` from `main@95932046`
+(2026-08-07, not a release; NOTES-0.5.md section 0), the mirrors of kubernetes-sigs/
+dra-driver-nvidia-gpu and NVIDIA/k8s-dra-driver-gpu stop at v0.4.1 and v0.4.0, and no v0.5.1
+release issue or notes were found (searched again 2026-12-02: the issues, docs and code corpora).
+Rendering a dev chart as a release would fake the check, so the pin stays; v0.5's static-MIG
+changes for this project are in NOTES-0.5.md (values only added, CRDs and DeviceClasses
+unchanged).
 Its image follows the chart (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1`)."""
 
 GKE_A4X_DRIVER_INSTALLER_MANIFEST = (
@@ -275,6 +292,19 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "replaces a node NotReady for 30 minutes.",
         "tests/test_mig_mode_at_boot.py::"
         "test_the_first_apply_changes_no_mode_on_gpus_the_user_data_prepared",
+    ),
+    KnownIssue(
+        "GPU_OPERATOR_VERSION",
+        "NVIDIA/gpu-operator#2415",
+        "A node that still meets it (a MIG mode change on a running node: an in-place "
+        "re-partitioning on an existing cluster, a node whose user data did not switch the "
+        "mode) reports `success` but stays NotReady with nothing advertised; no pod restart "
+        "clears it, only a new instance.",
+        "The gate and the re-partitioning Job restart nothing on a node NotReady with its run "
+        "ended and report it with the cure (a new instance, which EKS node auto repair brings); "
+        "the Job stops there with the node cordoned, the gate keeps waiting for a replacement.",
+        "tests/test_repartition.py::"
+        "test_a_node_its_mode_change_left_notready_stops_the_job_with_the_way_forward",
     ),
     KnownIssue(
         "GPU_OPERATOR_VERSION",

@@ -17,7 +17,7 @@ from tests.fake_apiserver import AGENTS, FakeCluster, run_script
 
 SEVEN = ("1g.10gb",) * 7
 TWO = ("3g.40gb", "3g.40gb")
-CONFIGS = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN)}
+CONFIGS = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN), "all-disabled": (None, None)}
 DEVICES = {"all-3g.40gb": {"nvidia.com/mig-3g.40gb": 4},
            "all-1g.10gb": {"nvidia.com/mig-1g.10gb": 14}}  # fmt: skip
 
@@ -42,12 +42,14 @@ def target(pool: str, config: str, count: int, generation: str = "g1") -> GateTa
 
 def run_gate(
     cluster: FakeCluster, tmp_path: Path, targets: list[GateTarget], timeout: int = 30,
-    pending: int = 600,
+    pending: int = 600, notready: int | None = None,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     env = {"GATE_TARGETS": gate_targets_value(targets), "GATE_TIMEOUT_SECONDS": str(timeout),
            "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "GATE_PENDING_LIMIT_SECONDS": str(pending), "OPERATOR_NAMESPACE": "gpu-operator",
            "KUBECTL_RETRY_SECONDS": "0"}  # fmt: skip
+    if notready is not None:
+        env["GATE_NOTREADY_LIMIT_SECONDS"] = str(notready)
     return run_script(cluster, tmp_path, gate_script(), env)
 
 
@@ -255,3 +257,31 @@ def test_a_node_wedged_in_pending_gets_its_mig_manager_restarted_once(tmp_path: 
     assert [c for c in cluster.changes if c.startswith("delete")] == [
         "delete gpu-operator/nvidia-mig-manager-00001"
     ]
+
+
+def test_a_node_its_mode_change_left_notready_is_reported_with_the_way_forward(
+    tmp_path: Path,
+) -> None:
+    # NVIDIA/gpu-operator#2415: the MIG manager, with the host's driver, stops and restarts the
+    # host's kubelet around a MIG mode change; on AL2023 the node stays NotReady with `success`
+    # written and nothing advertised. No restart of a pod cures it: the gate restarts nothing,
+    # says what cures it (a new instance, which EKS's node auto repair brings) and keeps waiting.
+    cluster = FakeCluster(CONFIGS)
+    node(cluster, "n1", "a", "all-disabled", host_gpu_clients=True, kubelet_restart_breaks=True)
+    cluster.relabel("n1", {MIG_CONFIG_LABEL: "all-3g.40gb"})
+    cluster.settle(200)
+    assert cluster.node_labels("n1")["nvidia.com/mig.config.state"] == "success"
+    result = run_gate(cluster, tmp_path, [target("a", "all-3g.40gb", 1)], timeout=0, notready=0)
+    assert result.returncode == 1
+    assert (
+        "node n1 is NotReady since its MIG manager ended its run: the known fault of a MIG mode "
+        "change with the host's driver, whose kubelet restart leaves containerd's state corrupt "
+        "(NVIDIA/gpu-operator#2415; docs/troubleshooting.md). Only a new instance clears it: EKS "
+        "node auto repair replaces a node NotReady for 30 minutes" in result.stdout
+    ), result.stdout
+    assert result.stdout.count("(NVIDIA/gpu-operator#2415;") == 1
+    assert (
+        "node n1 (pool a): nvidia.com/mig.config.state=success, but the node is NotReady "
+        "(NVIDIA/gpu-operator#2415: waiting for its replacement)" in result.stdout
+    )
+    assert not [c for c in cluster.changes if c.startswith("delete")]

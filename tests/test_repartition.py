@@ -77,6 +77,7 @@ def run(
     capacity: dict[str, int] | None = None,
     poll: int = 0,
     evict_unmanaged: bool = False,
+    notready: int | None = None,
 ) -> subprocess.CompletedProcess[str]:
     selector = None if named else f"{POOL_LABEL}=p"
     key = "pools[2].nodeNames" if named else ""
@@ -88,6 +89,8 @@ def run(
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "DRAIN_TIMEOUT_SECONDS": str(drain), "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure),
            "PENDING_LIMIT_SECONDS": str(pending), "ADVERTISE_TIMEOUT_SECONDS": str(advertise)}  # fmt: skip
+    if notready is not None:
+        env["NOTREADY_LIMIT_SECONDS"] = str(notready)
     return run_script(cluster, tmp_path, repartition_script(), env)
 
 
@@ -612,6 +615,29 @@ def test_the_mig_manager_s_pending_wedge_is_recovered_by_restarting_it(tmp_path:
         "known wedge (NVIDIA/gpu-operator#2833); restarting its MIG manager pod" in result.stdout
     )
     assert on_target(cluster, "n1")
+
+
+def test_a_node_its_mode_change_left_notready_stops_the_job_with_the_way_forward(
+    tmp_path: Path,
+) -> None:
+    # NVIDIA/gpu-operator#2415: with the host's driver the MIG manager stops and restarts the
+    # host's kubelet around a MIG mode change; on AL2023 the node stays NotReady, its labels
+    # written (`success`) and nothing advertised. No pod restart cures it: the Job says so at
+    # once, names the cure (a new instance) and leaves the node cordoned.
+    cluster = FakeCluster(CONFIGS)
+    cluster.add_node("n1", "all-disabled", labels={POOL_LABEL: "p"}, host_gpu_clients=True,
+                     kubelet_restart_breaks=True)  # fmt: skip
+    result = run(cluster, tmp_path, advertise=2, notready=0)
+    assert result.returncode == 1
+    assert (
+        f"STOPPED at node n1: {MIG_STATE_LABEL}=success with {MIG_CONFIG_LABEL}={TARGET}, but "
+        "node n1 is NotReady since its MIG manager ended its run: the known fault of a MIG mode "
+        "change with the host's driver" in result.stdout
+    ), output(result)
+    assert "(NVIDIA/gpu-operator#2415;" in result.stdout
+    assert "EKS node auto repair replaces a node NotReady for 30 minutes" in result.stdout
+    assert not [c for c in cluster.changes if c.startswith("delete gpu-operator/nvidia-mig")]
+    assert cluster.cordoned("n1")
 
 
 def test_a_reboot_is_waited_for(tmp_path: Path) -> None:

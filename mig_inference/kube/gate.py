@@ -10,7 +10,10 @@ waited out), and when the deadline passes. A node carrying the intended config t
 `pending` for `PENDING_LIMIT_SECONDS` gets its MIG manager pod restarted once (the recovery of
 docs/troubleshooting.md for NVIDIA/gpu-operator#2833), said in the output, and so does one that
 reports `success` with its operands left paused on two polls (a MIG manager process that
-completed a reconfigure never restores them after a later failure: v0.15.0's globals). API errors
+completed a reconfigure never restores them after a later failure: v0.15.0's globals). A node
+that reports `success` but has been NotReady for as long (NVIDIA/gpu-operator#2415: the MIG
+manager's kubelet restart around a mode change broke it) gets nothing restarted: it is reported
+once with the cure, a new instance, and the gate keeps waiting (a replacement counts). API errors
 count as "not ready yet".
 """
 

@@ -61,7 +61,9 @@ labels) at the end of the update, once no pod holds their GPUs.
 
 A node `pending` for `PENDING_LIMIT_SECONDS` (the MIG manager's known wedge, NVIDIA/gpu-operator
 #2833) gets its MIG manager pod restarted once, said in the output; a second such wait stops it.
-It stops at `failed`, a `pending` that does not move after that restart, or a deadline, naming
+A node NotReady with its run ended for as long (NVIDIA/gpu-operator#2415) stops it with the cure
+(a new instance; nothing on the node can be restarted). It stops at `failed` (naming #2415 when
+the node is NotReady too), a `pending` that does not move after that restart, or a deadline, naming
 the node (which stays cordoned, with the way back) and the nodes left untouched. Every API read
 fails closed: a read that fails after its retries stops the Job before any change to that node.
 """

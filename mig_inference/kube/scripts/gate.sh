@@ -8,15 +8,19 @@
 # PENDING_LIMIT_SECONDS on the pool's config (the MIG manager's known wedge,
 # NVIDIA/gpu-operator#2833) gets its MIG manager pod restarted once, said in the output, and so
 # does a node reporting success with its operands left paused on two polls (the same wedge's
-# other face). API errors count as "not ready yet".
+# other face). A node NotReady with its run ended in success for as long is reported
+# once with the way forward (NVIDIA/gpu-operator#2415: only a new instance clears it, which EKS's
+# node auto repair brings, and the gate counts); nothing on it is restarted. API errors count as
+# "not ready yet".
 set -euf
 POLL=${GATE_POLL_SECONDS:-10}
 PENDING_LIMIT_SECONDS=${GATE_PENDING_LIMIT_SECONDS:-600}
+NOTREADY_LIMIT_SECONDS=${GATE_NOTREADY_LIMIT_SECONDS:-$PENDING_LIMIT_SECONDS}
 KUBECTL_TRIES=1
 # shellcheck source=mig_inference/kube/scripts/kube.sh
 . ./kube.sh
 
-FIELDS='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.labels}{"|"}{.status.allocatable}{"\n"}{end}'
+FIELDS='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.labels}{"|"}{.status.allocatable}{"|"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}'
 deadline=$(($(date +%s) + GATE_TIMEOUT_SECONDS))
 while :; do
   ready=1
@@ -33,16 +37,31 @@ while :; do
       continue
     fi
     count=0
-    while IFS='|' read -r node node_config node_state node_labels node_alloc; do
+    while IFS='|' read -r node node_config node_state node_labels node_alloc node_ready; do
       [ -n "$node" ] || continue
       if [ "$node_config" != "$config" ]; then
         details="$details
   node $node (pool $pool): CONFIG_LABEL=${node_config:-unset}${node_state:+ (STATE_LABEL=$node_state: about that config)}, not yet $config"
         continue
       fi
+      if [ "$node_state" = success ] && not_ready "$node_ready"; then
+        # Its run ended and the node is down: nothing on it can run, no restart is due.
+        now=$(date +%s)
+        [ -f "$kube_tmp/notready.$node" ] || echo "$now" >"$kube_tmp/notready.$node"
+        if [ $((now - $(cat "$kube_tmp/notready.$node"))) -ge "$NOTREADY_LIMIT_SECONDS" ] \
+          && [ ! -f "$kube_tmp/lost.$node" ]; then
+          touch "$kube_tmp/lost.$node"
+          echo "$(lost_node_reason "$node") (pool $pool)"
+        fi
+        details="$details
+  node $node (pool $pool): STATE_LABEL=$node_state, but the node is NotReady$([ ! -f "$kube_tmp/lost.$node" ] || echo ' (NVIDIA/gpu-operator#2415: waiting for its replacement)')"
+        continue
+      fi
+      rm -f "$kube_tmp/notready.$node"
       case $node_state in
         failed)
           echo "MIG config $config failed on node $node (pool $pool): STATE_LABEL=failed with CONFIG_LABEL=$config"
+          ! not_ready "$node_ready" || lost_node_reason "$node"
           echo "see: kubectl logs -n <gpu-operator namespace> \$(kubectl get pod -n <gpu-operator namespace> -l MIG_MANAGER_SELECTOR --field-selector spec.nodeName=$node -o name)"
           exit 1
           ;;

@@ -70,6 +70,20 @@ paused_labels() {
   printf '%s' "${paused_found# }"
 }
 
+# not_ready READY: whether a node's Ready condition status (as read with its labels) says
+# NotReady (False, or Unknown once its kubelet stopped posting); none read counts as Ready.
+not_ready() {
+  [ "$1" = False ] || [ "$1" = Unknown ]
+}
+
+# lost_node_reason NODE: why a node whose MIG manager ended its run is NotReady for good, and the
+# way forward. With the host's driver, a MIG mode change stops and restarts the host's kubelet;
+# on AL2023 (cgroup v2) that leaves containerd's state corrupt (NVIDIA/gpu-operator#2415,
+# NVIDIA/mig-parted#368): no restart of a pod or service clears it, only a new instance does.
+lost_node_reason() {
+  printf '%s\n' "node $1 is NotReady since its MIG manager ended its run: the known fault of a MIG mode change with the host's driver, whose kubelet restart leaves containerd's state corrupt (NVIDIA/gpu-operator#2415; docs/troubleshooting.md). Only a new instance clears it: EKS node auto repair replaces a node NotReady for 30 minutes; elsewhere replace the instance (kubectl describe node $1 shows the kubelet's condition). The replacement's user data switches MIG mode on before its kubelet starts, so its first apply changes no mode"
+}
+
 # is_in WORD LIST: whether WORD is one of LIST's words.
 is_in() {
   case " $2 " in

@@ -18,12 +18,13 @@
 # replicas of the pool's services cannot follow is refused (no_stranded_replicas).
 set -euf
 POLL=${REPARTITION_POLL_SECONDS:-10}
+NOTREADY_LIMIT_SECONDS=${NOTREADY_LIMIT_SECONDS:-$PENDING_LIMIT_SECONDS}
 TARGET_ALLOCATION="device-plugin"
 [ -z "${DRA_POOL:-}" ] || TARGET_ALLOCATION=dra
 # shellcheck source=mig_inference/kube/scripts/kube.sh
 . ./kube.sh
 
-NODE_FIELDS='{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.annotations.CORDON_PATH}{"|"}{.spec.unschedulable}{"|"}{.metadata.resourceVersion}{"|"}{.metadata.labels}{"|"}{.status.allocatable}'
+NODE_FIELDS='{.metadata.name}{"|"}{.metadata.labels.CONFIG_PATH}{"|"}{.metadata.labels.STATE_PATH}{"|"}{.metadata.annotations.CORDON_PATH}{"|"}{.spec.unschedulable}{"|"}{.metadata.resourceVersion}{"|"}{.metadata.labels}{"|"}{.status.allocatable}{"|"}{.status.conditions[?(@.type=="Ready")].status}'
 # A pod's controller, as `kubectl drain` finds it (metav1.GetControllerOf): none for a bare pod.
 POD_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.metadata.ownerReferences[?(@.controller==true)].kind}{"|"}{.metadata.deletionTimestamp}{"|"}{.spec.containers[*].resources.limits}{.spec.initContainers[*].resources.limits}{"|"}{.spec.resourceClaims[*].name}{"|"}{.metadata.labels.app\.kubernetes\.io/name}{"\n"}{end}'
 CORDON='{"metadata":{"annotations":{"CORDON_ANNOTATION":"'$TARGET_CONFIG'"}},"spec":{"unschedulable":true}}'
@@ -48,12 +49,13 @@ BUDGETS_FIELDS='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"|"}{.sp
 # read_node NODE: node_found (empty when the node does not exist), node_config, node_state,
 # node_mark (CORDON_ANNOTATION), node_cordoned, node_version (resourceVersion), node_paused,
 # node_devices, node_allocation (dra or device-plugin: which plugin its labels run), node_switched
-# (its labels run the pool's plugin, and only it). A read that fails stops the Job.
+# (its labels run the pool's plugin, and only it), node_ready (its Ready condition's status). A
+# read that fails stops the Job.
 read_node() {
   kc get node "$1" --ignore-not-found -o "jsonpath=$NODE_FIELDS" \
     || stop "node $1" "reading it failed after $KUBE_TRIES tries: $err"
   IFS='|' read -r node_found node_config node_state node_mark node_cordoned node_version \
-    node_labels node_alloc <<EOF
+    node_labels node_alloc node_ready <<EOF
 $out
 EOF
   node_paused=$(paused_labels "$node_labels")
@@ -827,6 +829,7 @@ wait_batch() {
       now=$(date +%s)
       case $node_state in
         failed)
+          ! not_ready "$node_ready" || stop "node $node" "STATE_LABEL=failed with CONFIG_LABEL=$TARGET_CONFIG, and $(lost_node_reason "$node")"
           stop "node $node" "STATE_LABEL=failed with CONFIG_LABEL=$TARGET_CONFIG: its MIG manager could not apply the layout"
           ;;
         pending)
@@ -846,6 +849,19 @@ wait_batch() {
           ;;
         success)
           rm -f "$kube_tmp/pending.$node"
+          if not_ready "$node_ready"; then
+            # The run ended, the node went down with it and nothing on it can be restarted: a
+            # node NotReady for NOTREADY_LIMIT_SECONDS stops the Job with the way forward
+            # (NVIDIA/gpu-operator#2415); the instance that replaces it is no node of this batch.
+            rm -f "$kube_tmp/success.$node"
+            [ -f "$kube_tmp/notready.$node" ] || echo "$now" >"$kube_tmp/notready.$node"
+            if [ $((now - $(cat "$kube_tmp/notready.$node"))) -ge "$NOTREADY_LIMIT_SECONDS" ]; then
+              stop "node $node" "STATE_LABEL=success with CONFIG_LABEL=$TARGET_CONFIG, but $(lost_node_reason "$node"); run pulumi up again once it is replaced (the Job skips a node that is gone)"
+            fi
+            still="$still $node"
+            continue
+          fi
+          rm -f "$kube_tmp/notready.$node"
           if on_target; then
             finish "$node"
             continue
