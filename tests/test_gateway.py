@@ -529,7 +529,7 @@ def test_a_created_eks_cluster_gets_the_aws_load_balancer_controller_for_an_exte
     )
 
     created = {**EKS_EXTERNAL, "cluster": {**EKS_EXTERNAL["cluster"], **CREATED_EKS},
-               "gateway": {**EKS_EXTERNAL["gateway"], "endpointPicker": {"cpu": 1}}}  # fmt: skip
+               "gateway": {**EKS_EXTERNAL["gateway"], "endpointPicker": {"cpu": 0.7}}}  # fmt: skip
     rendering = rendered(created)
     [controller] = [r for r in rendering.of_type(RELEASE)
                     if r.inputs["chart"] == "aws-load-balancer-controller"]  # fmt: skip

@@ -87,6 +87,21 @@ ASSUMED_REQUEST_SECONDS = 1.0
 in this long (an assumption, generous: it sizes the picker, not the fleet)."""
 ASSUMED_CONCURRENCY = 16
 
+BODY_ROUTER_REPLICAS = 2
+BODY_ROUTER_CPU = 0.1
+BODY_ROUTER_MEMORY_GIB = 0.125
+"""The body-based router's replicas and what each requests (`components.workloads
+.gateway_router` gives its container these)."""
+ISTIO_GATEWAY_REPLICAS = 2
+ISTIO_PROXY_CPU = 0.1
+ISTIO_PROXY_MEMORY_GIB = 0.125
+"""Each of Istio's gateway pods: istiod's `global.proxy.resources` requests (istiod chart
+`values.yaml`@1.30.3, 100m and 128Mi), which its `kube-gateway.yaml` template gives the proxy."""
+ISTIOD_CPU = 0.5
+ISTIOD_MEMORY_GIB = 2.0
+"""istiod's requests (istiod chart `values.yaml`@1.30.3, 500m and 2048Mi; its autoscaler's
+minimum, `autoscaleMin`, is one replica)."""
+
 
 @dataclass(frozen=True)
 class SliceShare:
@@ -319,6 +334,80 @@ def _pool_problems(pools: Sequence[ModelPool], system: SystemPool) -> list[MigEr
     return problems
 
 
+def system_pods(spec: GatewaySpec) -> tuple[tuple[str, int, float, float], ...]:
+    """(what, replicas, CPU, GiB each) of the gateway's pods other than the endpoint pickers
+    that run on a created cluster's system pool (they tolerate no GPU taint)."""
+    pods = [("body-based router", BODY_ROUTER_REPLICAS, BODY_ROUTER_CPU, BODY_ROUTER_MEMORY_GIB)]
+    if not spec.managed:
+        pods.append(
+            ("Istio gateway", ISTIO_GATEWAY_REPLICAS, ISTIO_PROXY_CPU, ISTIO_PROXY_MEMORY_GIB)
+        )
+        if spec.install:
+            pods.append(("istiod", 1, ISTIOD_CPU, ISTIOD_MEMORY_GIB))
+    return tuple(pods)
+
+
+def system_pool_nodes(system: SystemPool, cloud: Cloud, autoscaler: bool) -> int:
+    """The most nodes the created system pool reaches: GKE's autoscales to its maximum, EKS's
+    node group runs its desired 2 unless the stack's Cluster Autoscaler (installed when a GPU
+    pool autoscales) discovers it too (EKS tags every managed node group for it), OKE's is
+    fixed."""
+    if cloud is Cloud.GKE or (cloud is Cloud.EKS and autoscaler):
+        return system.max_nodes
+    return EKS_SYSTEM_DESIRED if cloud is Cloud.EKS else system.min_nodes
+
+
+EKS_SYSTEM_DESIRED = 2
+"""The EKS system node group's desired size (`components.clouds.eks`)."""
+
+
+def _system_total_problems(
+    spec: GatewaySpec, pools: Sequence[ModelPool], system: SystemPool, nodes: int
+) -> list[MigError]:
+    """Every pod the gateway puts on the created system pool must fit its nodes together: the
+    endpoint pickers (two per model), the body-based router's, Istio's gateway pods and istiod.
+    The AWS Load Balancer Controller's pods (the stack sets them no requests) and the cluster's
+    own system pods are not counted, so fitting is necessary, not sufficient."""
+    if not pools:
+        return []
+    problems = []
+    picker = key_path("gateway") + ".endpointPicker"
+    others = system_pods(spec)
+    count = PICKER_REPLICAS * len(pools)
+    for key, unit, room_each, size_of, other_of in (
+        ("cpu", "CPUs", system.allocatable_cpu, lambda s: s.cpu, lambda o: o[2]),
+        ("memoryGiB", "GiB", system.allocatable_memory_gib, lambda s: s.memory_gib,
+         lambda o: o[3]),
+    ):  # fmt: skip
+        room = round(nodes * room_each, 3)
+        asked_pickers = sum(PICKER_REPLICAS * size_of(p.picker_size) for p in pools)
+        asked_others = sum(o[1] * other_of(o) for o in others)
+        if asked_pickers + asked_others <= room + 1e-9:
+            continue
+        most = math.floor((room - asked_others) / count * 100) / 100
+        counted = ", ".join(f"{o[1]} x {o[0]} {other_of(o):g}" for o in others)
+        way = (
+            f"Set {picker}.{key} to at most {most:g} (every picker then asks that much and "
+            "keeps up with fewer requests), or join a cluster with more or larger CPU nodes"
+            if most > 0
+            else "Join a cluster with more or larger CPU nodes"
+        )
+        problems.append(
+            MigError(
+                f"the gateway's pods would ask {asked_pickers + asked_others:g} {unit} of the "
+                f"created system pool together: {count} endpoint pickers ({PICKER_REPLICAS} per "
+                f"model) {asked_pickers:g}, and {counted} {unit} each; its {nodes} x "
+                f"{system.machine} give pods {room:g} {unit} in all ({system.source}). The "
+                "cluster's own system pods and the AWS Load Balancer Controller's (the stack "
+                "sets it no requests) are not counted. Some would stay Pending and `pulumi up` "
+                "fail. " + way,
+                f"{picker}.{key}",
+                value=max(size_of(p.picker_size) for p in pools),
+            )
+        )
+    return problems
+
+
 def _installed_istio_warning(spec: GatewaySpec, pools: Sequence[ModelPool]) -> list[str]:
     if spec.managed or spec.install:
         return []
@@ -360,8 +449,11 @@ def _exposure_warnings(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
     return warnings
 
 
-def plan_gateway(spec: StackSpec, services: Sequence[ServicePlan]) -> GatewayPlan | None:
-    """The gateway's InferencePools, or None without a gateway. Two services serving one model
+def plan_gateway(
+    spec: StackSpec, services: Sequence[ServicePlan], autoscaler: bool = False
+) -> GatewayPlan | None:
+    """The gateway's InferencePools, or None without a gateway (`autoscaler`: a GPU pool
+    autoscales, so the stack runs a Cluster Autoscaler). Two services serving one model
     are refused: an InferencePool selects the pods of one service, and two pools behind one
     route rule would get one endpoint picker between them (istio/istio#61594)."""
     gateway = spec.gateway
@@ -416,7 +508,13 @@ def plan_gateway(spec: StackSpec, services: Sequence[ServicePlan]) -> GatewayPla
         )
     created = spec.cluster.create and spec.cloud in SYSTEM_POOLS
     if created:
-        problems += _pool_problems(pools, SYSTEM_POOLS[spec.cloud])
+        system = SYSTEM_POOLS[spec.cloud]
+        problems += _pool_problems(pools, system) or _system_total_problems(
+            gateway,
+            pools,
+            system,
+            system_pool_nodes(system, spec.cloud, autoscaler),
+        )
     if (
         spec.cloud is Cloud.OKE
         and created
