@@ -374,18 +374,21 @@ def _system_total_problems(
     picker = key_path("gateway") + ".endpointPicker"
     others = system_pods(spec)
     count = PICKER_REPLICAS * len(pools)
-    for key, unit, room_each, size_of, other_of in (
-        ("cpu", "CPUs", system.allocatable_cpu, lambda s: s.cpu, lambda o: o[2]),
-        ("memoryGiB", "GiB", system.allocatable_memory_gib, lambda s: s.memory_gib,
-         lambda o: o[3]),
+    for key, unit, room_each, sizes, each in (
+        ("cpu", "CPUs", system.allocatable_cpu, [p.picker_size.cpu for p in pools],
+         [o[2] for o in others]),
+        ("memoryGiB", "GiB", system.allocatable_memory_gib,
+         [p.picker_size.memory_gib for p in pools], [o[3] for o in others]),
     ):  # fmt: skip
         room = round(nodes * room_each, 3)
-        asked_pickers = sum(PICKER_REPLICAS * size_of(p.picker_size) for p in pools)
-        asked_others = sum(o[1] * other_of(o) for o in others)
+        asked_pickers = sum(PICKER_REPLICAS * size for size in sizes)
+        asked_others = sum(o[1] * asked for o, asked in zip(others, each, strict=True))
         if asked_pickers + asked_others <= room + 1e-9:
             continue
         most = math.floor((room - asked_others) / count * 100) / 100
-        counted = ", ".join(f"{o[1]} x {o[0]} {other_of(o):g}" for o in others)
+        counted = ", ".join(
+            f"{o[1]} x {o[0]} {asked:g}" for o, asked in zip(others, each, strict=True)
+        )
         way = (
             f"Set {picker}.{key} to at most {most:g} (every picker then asks that much and "
             "keeps up with fewer requests), or join a cluster with more or larger CPU nodes"
@@ -402,7 +405,7 @@ def _system_total_problems(
                 "sets it no requests) are not counted. Some would stay Pending and `pulumi up` "
                 "fail. " + way,
                 f"{picker}.{key}",
-                value=max(size_of(p.picker_size) for p in pools),
+                value=max(sizes),
             )
         )
     return problems
