@@ -37,8 +37,6 @@ def test_the_pickers_of_every_model_must_fit_the_created_system_pool_together() 
     assert plan_of(fitting).gateway is not None
 
 
-@pytest.mark.xfail(strict=True, reason="rt-gw D3: diff reports no caller change when the gateway "
-                   "goes internal -> external (new URL, port 443, hostname-only routes, API keys)")  # fmt: skip
 def test_diff_says_callers_change_when_the_gateway_is_published() -> None:
     from mig_inference.changes.gateway import caller_changes
     from mig_inference.changes.record import plan_record
@@ -49,4 +47,11 @@ def test_diff_says_callers_change_when_the_gateway_is_published() -> None:
     )
     assert deployed["gateway"]["endpoint"] != published["gateway"]["endpoint"]
     notes = caller_changes(copy.deepcopy(deployed), published)
-    assert "summarize-2g-20gb" in notes  # today: {}
+    note = notes["summarize-2g-20gb"]
+    assert published["gateway"]["endpoint"] in note and deployed["gateway"]["endpoint"] in note
+    assert f"host {TLS['hostname']} only" in note and "Authorization: Bearer" in note
+    assert set(notes) == set(published["services"]) - {"embedder"}  # tgi: not routed
+    from mig_inference.changes.change_plan import ServiceChange, diff_records
+
+    changed = {s.name: s for s in diff_records(deployed, published).services}
+    assert changed["summarize-2g-20gb"].change is ServiceChange.CALLERS

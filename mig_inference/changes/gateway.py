@@ -61,6 +61,7 @@ def gateway_record(plan: GatewayPlan | None) -> dict[str, Any] | None:
                     "cpu": pool.picker_size.cpu,
                     "memory_gib": pool.picker_size.memory_gib,
                 },
+                "api_key": pool.api_key,
             }
             for pool in plan.pools
         },
@@ -134,7 +135,36 @@ def caller_changes(deployed: dict[str, Any], current: dict[str, Any]) -> dict[st
                 f"{before[service]!r} to it"
             )
         elif service in before and service in after and old_gateway and new_gateway:
-            old, new = old_gateway.get("proxies"), new_gateway.get("proxies")
-            if old and old != new:
-                changes[deployment] = f"callers: {old} -> {new} (and the model's endpoint picker)"
+            notes = _gateway_caller_notes(old_gateway, new_gateway, service)
+            if notes:
+                changes[deployment] = "callers: " + "; ".join(notes)
     return changes
+
+
+def _pool_of(record: dict[str, Any], service: str) -> dict[str, Any]:
+    pools = (record.get("pools") or {}).values()
+    return next((pool for pool in pools if pool.get("service") == service), {})
+
+
+def _gateway_caller_notes(old: dict[str, Any], new: dict[str, Any], service: str) -> list[str]:
+    """What the callers of a service behind both gateways must change: who the proxies are, the
+    address they call (internal -> external: the in-cluster URL on port 80 goes), the hostname
+    the routes answer (only it, once the listener has one), and the API key each /v1 request
+    must carry (a service newly keyed, as an external gateway requires)."""
+    notes = []
+    if old.get("proxies") and old.get("proxies") != new.get("proxies"):
+        notes.append(f"{old['proxies']} -> {new['proxies']} (and the model's endpoint picker)")
+    if old.get("endpoint") and old.get("endpoint") != new.get("endpoint"):
+        notes.append(
+            f"call the gateway at {new['endpoint']}, no longer at {old['endpoint']}"
+            + (" (an address outside the cluster)" if new.get("address") == "external" else "")
+        )
+    hostname = new.get("hostname")
+    if hostname and hostname != old.get("hostname"):
+        notes.append(f"the routes answer requests for host {hostname} only")
+    if _pool_of(new, service).get("api_key") and not _pool_of(old, service).get("api_key"):
+        notes.append(
+            "every /v1 request must carry `Authorization: Bearer <the service's API key>` "
+            "(vLLM's --api-key)"
+        )
+    return notes
