@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mig_inference.plan.gateway import GKE_HEALTH_CHECK_RANGES, GatewayPlan
+from mig_inference.plan.gateway import GKE_HEALTH_CHECK_RANGES, KEPT_CRDS, GatewayPlan
 
 OWN_CALLERS = "the pods of its namespace (or the clients it names)"
 """Who may call a service the gateway does not front (`workloads.inference`)."""
@@ -34,6 +34,28 @@ def _endpoint(plan: GatewayPlan) -> str:
     return f"the address of Gateway {plan.namespace}/{plan.name}"
 
 
+def _kept_crds(plan: GatewayPlan) -> str | None:
+    """The CRDs Pulumi keeps in the cluster when the gateway goes (a joined cluster's)."""
+    if plan.spec.managed or not plan.spec.install or plan.created_cluster:
+        return None
+    return KEPT_CRDS
+
+
+def kept_crds_change(
+    old: dict[str, Any] | None, new: dict[str, Any] | None
+) -> tuple[str, str] | None:
+    """(what, what becomes of it) when the CRDs a joined cluster's gateway applied are no
+    longer the stack's (the gateway off, or no longer installed): they stay."""
+    kept = (old or {}).get("kept_crds")
+    if not kept or (new or {}).get("kept_crds"):
+        return None
+    return (
+        f"{kept} (kept on delete)",
+        "stay in the cluster with every object of them (retainOnDelete; Istio's own CRDs Helm "
+        "keeps); delete them by hand once no Gateway, HTTPRoute or InferencePool uses them",
+    )
+
+
 def gateway_record(plan: GatewayPlan | None) -> dict[str, Any] | None:
     if plan is None:
         return None
@@ -48,6 +70,7 @@ def gateway_record(plan: GatewayPlan | None) -> dict[str, Any] | None:
         "certificate": tls.source.value if tls is not None else None,
         "endpoint": _endpoint(plan),
         "proxies": _proxies(plan),
+        "kept_crds": _kept_crds(plan),
         "pools": {
             pool.model: {
                 "pool": pool.name,

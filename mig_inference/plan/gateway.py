@@ -430,6 +430,22 @@ def _installed_istio_warning(spec: GatewaySpec, pools: Sequence[ModelPool]) -> l
     ]
 
 
+KEPT_CRDS = "the Gateway API and InferencePool CustomResourceDefinitions"
+
+
+def _kept_crds_warning(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
+    """On a joined cluster the CRDs the stack applies are cluster-wide and kept on delete."""
+    if gateway.managed or not gateway.install or spec.cluster.create:
+        return []
+    return [
+        f"{key_path('gateway')}.install: true on a joined cluster: the stack applies {KEPT_CRDS} "
+        "(cluster-wide: other teams' Gateways, HTTPRoutes and InferencePools are objects of "
+        "them) and Istio's base and istiod charts. The CRDs are kept when the gateway is turned "
+        "off or the stack destroyed (retainOnDelete; Istio's own CRDs Helm keeps), istiod is "
+        "removed; delete the CRDs by hand once nothing uses them"
+    ]
+
+
 def _exposure_warnings(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
     warnings = []
     path = key_path("gateway")
@@ -534,7 +550,11 @@ def plan_gateway(
         )
     if problems:
         raise MigErrors(problems)
-    warnings = (*_installed_istio_warning(gateway, pools), *_exposure_warnings(spec, gateway))
+    warnings = (
+        *_installed_istio_warning(gateway, pools),
+        *_kept_crds_warning(spec, gateway),
+        *_exposure_warnings(spec, gateway),
+    )
     return GatewayPlan(gateway, tuple(pools), tuple(unrouted), warnings, created)
 
 

@@ -1,0 +1,37 @@
+"""rt-gw D2: on a cluster the stack joins, the Gateway API and InferencePool CRDs it applies are
+kept on delete (other teams' Gateways, HTTPRoutes and InferencePools live in them); the plan
+warns, and `diff` turning the gateway off says they stay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mig_inference.changes.change_plan import diff_records
+from mig_inference.changes.record import plan_record
+from tests.mocked import render_config
+from tests.test_gateway_plan import CREATED_EKS, DEMAND, config_of, plan_of
+
+CONFIG_FILE = "kubernetes:yaml/v2:ConfigFile"
+
+
+def _crd_options(tmp_path: Path, config: dict[str, object]) -> list[bool]:
+    rendering = render_config(tmp_path, config, apiKey="k", hfToken="t")
+    assert rendering.error is None, rendering.error
+    return [o.retain_on_delete for (kind, _), o in rendering.options.items() if kind == CONFIG_FILE]
+
+
+def test_a_joined_cluster_keeps_the_crds_the_gateway_applied(tmp_path: Path) -> None:
+    assert _crd_options(tmp_path, config_of(DEMAND, gateway={})) == [True, True]
+    created = config_of(DEMAND, gateway={"endpointPicker": {"cpu": 0.5}},
+                        cluster={**config_of(DEMAND)["cluster"], **CREATED_EKS})  # fmt: skip
+    assert _crd_options(tmp_path, created) == [False, False]
+
+
+def test_the_plan_warns_a_joined_cluster_keeps_the_crds_and_diff_says_they_stay() -> None:
+    plan = plan_of(config_of(DEMAND, gateway={}))
+    assert plan.gateway is not None
+    assert any("CustomResourceDefinitions" in w and "kept" in w for w in plan.gateway.warnings)
+    deployed = plan_record(plan)
+    off = plan_record(plan_of(config_of(DEMAND, gateway={"enabled": False})))
+    fields = {f.key: f for f in diff_records(deployed, off).gateway}
+    assert "stay in the cluster" in str(fields["gateway CRDs"])
