@@ -1,6 +1,7 @@
-"""rt-gw D2: on a cluster the stack joins, the Gateway API and InferencePool CRDs it applies are
-kept on delete (other teams' Gateways, HTTPRoutes and InferencePools live in them); the plan
-warns, and `diff` turning the gateway off says they stay."""
+"""rt-gw fixes beyond the red team's two reproductions. D2: on a cluster the stack joins, the
+Gateway API and InferencePool CRDs it applies are kept on delete (other teams' Gateways,
+HTTPRoutes and InferencePools live in them); the plan warns, and `diff` turning the gateway off
+says they stay. D6: Istio's own ports refused as the listener's."""
 
 from __future__ import annotations
 
@@ -35,3 +36,19 @@ def test_the_plan_warns_a_joined_cluster_keeps_the_crds_and_diff_says_they_stay(
     off = plan_record(plan_of(config_of(DEMAND, gateway={"enabled": False})))
     fields = {f.key: f for f in diff_records(deployed, off).gateway}
     assert "stay in the cluster" in str(fields["gateway CRDs"])
+
+
+def test_istio_s_reserved_ports_are_refused_at_gateway_port() -> None:
+    """rt-gw D6: Istio's gateway pods listen on these themselves (Istio, "Ports used by
+    Istio"): a listener on one of them collides with the proxy's own."""
+    import pytest
+
+    from mig_inference.errors import MigErrors
+
+    for port in (15000, 15001, 15006, 15008, 15020, 15021, 15090):
+        with pytest.raises(MigErrors) as raised:
+            plan_of(config_of(DEMAND, gateway={"port": port}))
+        [error] = raised.value.errors
+        assert error.path == "mig-inference:gateway.port" and str(port) in str(error)
+        assert "Ports used by Istio" in str(error)
+    assert plan_of(config_of(DEMAND, gateway={"port": 8080})).gateway is not None
