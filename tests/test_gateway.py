@@ -618,7 +618,10 @@ def test_a_gke_cluster_the_stack_creates_runs_the_gateway_api_and_its_network_se
     )  # fmt: skip
     [lookup] = [args for token, args in rendering.calls
                 if token == "gcp:compute/getSubnetworks:getSubnetworks"]  # fmt: skip
-    assert lookup["filter"] == "ipCidrRange eq 10.129.0.0/23" and lookup["region"] == "us-central1"
+    assert (
+        lookup["filter"] == '(ipCidrRange = "10.129.0.0/23") (purpose = "REGIONAL_MANAGED_PROXY")'
+    )
+    assert lookup["region"] == "us-central1"
 
 
 def _joined_gke(**gateway: Any) -> dict[str, Any]:

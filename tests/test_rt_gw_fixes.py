@@ -52,3 +52,21 @@ def test_istio_s_reserved_ports_are_refused_at_gateway_port() -> None:
         assert error.path == "mig-inference:gateway.port" and str(port) in str(error)
         assert "Ports used by Istio" in str(error)
     assert plan_of(config_of(DEMAND, gateway={"port": 8080})).gateway is not None
+
+
+def test_a_gke_node_subnet_is_not_taken_for_the_proxy_only_subnet(tmp_path: Path) -> None:
+    """rt-gw D4: the lookup asks for a proxy-only subnet (purpose REGIONAL_MANAGED_PROXY) of
+    the range, not any subnet of it: offline, the region's node subnet 10.128.0.0/20 (the
+    default network's us-central1 range) is refused."""
+    from tests.test_gateway import _joined_gke
+
+    config = _joined_gke(proxySubnet="10.128.0.0/20")
+    refused = render_config(tmp_path, config, apiKey="k", hfToken="t")
+    assert refused.error is not None and "has no subnet 10.128.0.0/20" in refused.error
+    assert "REGIONAL_MANAGED_PROXY" in refused.error
+    accepted = render_config(tmp_path, _joined_gke(), apiKey="k", hfToken="t")
+    assert accepted.error is None, accepted.error
+    [lookup] = [a for t, a in accepted.calls if t == "gcp:compute/getSubnetworks:getSubnetworks"]
+    assert (
+        lookup["filter"] == '(ipCidrRange = "10.129.0.0/23") (purpose = "REGIONAL_MANAGED_PROXY")'
+    )

@@ -599,12 +599,24 @@ def joined_gke_problem(cluster: str, master_version: str | None, channel: str | 
     return None
 
 
+PROXY_SUBNET_PURPOSE = "REGIONAL_MANAGED_PROXY"
+
+
+def proxy_subnet_filter(cidr: str) -> str:
+    """The Compute API's list filter for the region's proxy-only subnet of `cidr`: its range
+    and its purpose (a node subnet of the range is no proxy-only subnet; the lookup's answer
+    holds no purpose to check afterwards). Parenthesized expressions are ANDed (Compute API,
+    `subnetworks.list` `filter`)."""
+    return f'(ipCidrRange = "{cidr}") (purpose = "{PROXY_SUBNET_PURPOSE}")'
+
+
 def proxy_subnet_problem(
     cidr: str, region: str, network: str | None, subnetworks: Sequence[object]
 ) -> str | None:
     """Why the region has no proxy-only subnet of the stack's range on the cluster's VPC (None:
-    it has one). `subnetworks` are what `gcp.compute.get_subnetworks` found with that range;
-    Google's answer holds no subnet's purpose, so the range and the network are checked."""
+    it has one). `subnetworks` are what `gcp.compute.get_subnetworks` found with that range and
+    purpose (`proxy_subnet_filter`); its answer holds no purpose, so the range and the network
+    are checked here."""
     wanted = network.rsplit("/", 1)[-1] if network else None
 
     def field_of(subnet: object, name: str, camel: str) -> str:
@@ -620,7 +632,8 @@ def proxy_subnet_problem(
             return None
     on = f" on network {wanted}" if wanted else ""
     return (
-        f"{key_path('gateway')}.proxySubnet: region {region} has no subnet {cidr}{on}: the "
+        f"{key_path('gateway')}.proxySubnet: region {region} has no subnet {cidr}{on} of purpose "
+        f"{PROXY_SUBNET_PURPOSE}: the "
         "regional load balancer needs its proxy-only subnet, which the stack does not create. "
         f"Create it: `gcloud compute networks subnets create <name> --purpose "
         f"REGIONAL_MANAGED_PROXY --role ACTIVE --region {region} --network "
