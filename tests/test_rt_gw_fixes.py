@@ -70,3 +70,26 @@ def test_a_gke_node_subnet_is_not_taken_for_the_proxy_only_subnet(tmp_path: Path
     assert (
         lookup["filter"] == '(ipCidrRange = "10.129.0.0/23") (purpose = "REGIONAL_MANAGED_PROXY")'
     )
+
+
+def test_cert_manager_and_a_joined_gke_cluster_s_apis_are_warned() -> None:
+    """rt-gw D5: the listener is HTTPS only, so an ACME issuer's HTTP-01 challenge is never
+    answered: the issuer must solve DNS-01. D7: cert-manager must already run (the stack does
+    not install it), and a joined GKE cluster's project must have the APIs the gateway uses
+    enabled (the stack enables them on a cluster it creates only)."""
+    from tests.test_gateway import _joined_gke
+    from tests.test_gateway_plan import TLS
+
+    issued = {"hostname": TLS["hostname"], "certManager": {"issuer": "letsencrypt"}}
+    plan = plan_of(config_of(DEMAND, gateway={"tls": issued}))
+    assert plan.gateway is not None
+    [warning] = [w for w in plan.gateway.warnings if "certManager" in w]
+    assert (
+        "DNS-01" in warning and "HTTP-01" in warning and "cert-manager must already run" in warning
+    )
+    joined = plan_of(_joined_gke()).gateway
+    assert joined is not None
+    assert any("networkservices.googleapis.com" in w and "enabled" in w for w in joined.warnings)
+    created = plan_of(config_of("ephemeral-gke")).gateway
+    assert created is not None
+    assert not any("networkservices.googleapis.com" in w for w in created.warnings)

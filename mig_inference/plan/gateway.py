@@ -446,6 +446,39 @@ def _kept_crds_warning(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
     ]
 
 
+def _certificate_warnings(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
+    """cert-manager: it must already run (the stack never installs it), and the listener serves
+    HTTPS only, so an ACME HTTP-01 challenge (plain HTTP on port 80) never reaches a solver
+    through this gateway. A joined GKE cluster: the APIs the gateway uses must be enabled in its
+    project (the stack enables them on a cluster it creates only)."""
+    warnings = []
+    path = key_path("gateway")
+    tls = gateway.tls
+    if tls is not None and tls.source is CertificateSource.CERT_MANAGER:
+        warnings.append(
+            f"{path}.tls.certManager: cert-manager must already run in the cluster (the stack "
+            f"creates only its Certificate, from {tls.issuer_kind.value} {tls.issuer}), and the "
+            f"listener serves HTTPS only (port {gateway.port}): an ACME issuer's HTTP-01 "
+            "challenge, plain HTTP on port 80, would never be answered and the certificate "
+            "never issued. The issuer must solve DNS-01 (or be a CA, Vault or self-signed one); "
+            "nothing about it is looked up"
+        )
+    if gateway.managed and not spec.cluster.create:
+        apis = ", ".join(
+            (GKE_NETWORK_SERVICES_API, *(
+                (GKE_CERTIFICATE_MANAGER_API,)
+                if tls is not None and tls.source is CertificateSource.GCP
+                else ()
+            ))
+        )  # fmt: skip
+        warnings.append(
+            f"{path}: the joined cluster's project must have {apis} enabled (`gcloud services "
+            f"enable {apis.replace(', ', ' ')}`): the stack enables them only on a cluster it "
+            "creates; they are not looked up"
+        )
+    return warnings
+
+
 def _exposure_warnings(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
     warnings = []
     path = key_path("gateway")
@@ -553,6 +586,7 @@ def plan_gateway(
     warnings = (
         *_installed_istio_warning(gateway, pools),
         *_kept_crds_warning(spec, gateway),
+        *_certificate_warnings(spec, gateway),
         *_exposure_warnings(spec, gateway),
     )
     return GatewayPlan(gateway, tuple(pools), tuple(unrouted), warnings, created)
