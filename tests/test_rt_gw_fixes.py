@@ -93,3 +93,17 @@ def test_cert_manager_and_a_joined_gke_cluster_s_apis_are_warned() -> None:
     created = plan_of(config_of("ephemeral-gke")).gateway
     assert created is not None
     assert not any("networkservices.googleapis.com" in w for w in created.warnings)
+
+
+def test_istio_s_own_crds_are_kept_by_helm(tmp_path: Path) -> None:
+    """rt-gw D2: the `base` release's CRDs carry `helm.sh/resource-policy: keep`, so removing
+    the release (the gateway off on a joined cluster) leaves them and their objects."""
+    from mig_inference.kube.gateway import ISTIO_NAMESPACE
+    from tests.reference import reference_dir
+    from tests.test_gateway import ISTIO_CHARTS, helm_template
+
+    base = helm_template(reference_dir(f"{ISTIO_CHARTS}/base"), "istio-base", ISTIO_NAMESPACE,
+                         {}, tmp_path)  # fmt: skip
+    crds = [d for d in base if d["kind"] == "CustomResourceDefinition"]
+    assert crds
+    assert all(d["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for d in crds)
