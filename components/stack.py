@@ -264,7 +264,9 @@ class MigInference(pulumi.ComponentResource):
                 [
                     IstioGateway(
                         children.name("istio"),
-                        IstioGatewayArgs(namespace=ISTIO_NAMESPACE),
+                        IstioGatewayArgs(
+                            namespace=ISTIO_NAMESPACE, keep_crds=not plan.gateway.created_cluster
+                        ),
                         in_cluster(),
                     )
                 ]

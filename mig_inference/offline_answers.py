@@ -47,6 +47,9 @@ CAPACITY_BLOCK_LOOKUP = "aws:ec2/getCapacityBlockReservation:getCapacityBlockRes
 SUBNETS_LOOKUP = "aws:ec2/getSubnets:getSubnets"
 GCP_SUBNETWORKS_LOOKUP = "gcp:compute/getSubnetworks:getSubnetworks"
 OFFLINE_GCP_NETWORK = "default"
+OFFLINE_GCP_NODE_SUBNETS = frozenset({"10.128.0.0/20"})
+"""Offline, the ranges of the region's node subnets (purpose PRIVATE; the default network's
+us-central1 range): no proxy-only subnet has them."""
 """The VPC network a GKE region's subnets are on offline (the shipped GKE stacks' network)."""
 FAKE_BLOCK_END = "2030-01-07T11:30:00Z"
 # Data sources the program calls to find the cluster a stack joins (its arguments are echoed).
@@ -129,10 +132,19 @@ def offline_answer(
 
 
 def _subnetworks_filtered(args: Mapping[str, Any]) -> dict[str, Any]:
-    """Offline, the region has the subnet an `ipCidrRange eq <range>` filter asks for, on
-    `OFFLINE_GCP_NETWORK` (a GKE gateway's proxy-only subnet)."""
-    found = re.fullmatch(r"ipCidrRange eq (\S+)", str(args.get("filter") or ""))
+    """Offline, the region has the subnet an `ipCidrRange eq <range>` or `(ipCidrRange =
+    "<range>") (purpose = "<purpose>")` filter asks for, on `OFFLINE_GCP_NETWORK`: a node subnet
+    for a range of `OFFLINE_GCP_NODE_SUBNETS` (which a purpose other than PRIVATE excludes),
+    else a proxy-only subnet (REGIONAL_MANAGED_PROXY)."""
+    text = str(args.get("filter") or "")
+    found = re.fullmatch(r"ipCidrRange eq (\S+)", text) or re.fullmatch(
+        r'\(ipCidrRange = "([^"]+)"\)(?: \(purpose = "([A-Z_]+)"\))?', text
+    )
     if found is None:
+        return {"subnetworks": []}
+    purpose = "PRIVATE" if found.group(1) in OFFLINE_GCP_NODE_SUBNETS else "REGIONAL_MANAGED_PROXY"
+    asked = found.group(2) if found.re.groups > 1 else None
+    if asked is not None and asked != purpose:
         return {"subnetworks": []}
     network = (
         f"https://www.googleapis.com/compute/v1/projects/p/global/networks/{OFFLINE_GCP_NETWORK}"

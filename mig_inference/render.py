@@ -189,6 +189,7 @@ def run_program(
                 ignore_changes=tuple(opts.ignore_changes or ()) if opts else (),
                 replace_on_changes=tuple(opts.replace_on_changes or ()) if opts else (),
                 delete_before_replace=opts.delete_before_replace if opts else None,
+                retain_on_delete=bool(opts and opts.retain_on_delete),
                 aliases_to_stack_root=len(
                     [
                         alias

@@ -54,6 +54,8 @@ class Options:
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool | None = None
     """The option as the program set it: None leaves the choice to the provider."""
+    retain_on_delete: bool = False
+    """Pulumi keeps the object in the cluster when it deletes the resource."""
     aliases_to_stack_root: int = 0
     """Aliases naming the stack itself as the resource's earlier parent."""
 

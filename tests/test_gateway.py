@@ -543,7 +543,7 @@ def test_a_created_eks_cluster_gets_the_aws_load_balancer_controller_for_an_exte
     )
 
     created = {**EKS_EXTERNAL, "cluster": {**EKS_EXTERNAL["cluster"], **CREATED_EKS},
-               "gateway": {**EKS_EXTERNAL["gateway"], "endpointPicker": {"cpu": 1}}}  # fmt: skip
+               "gateway": {**EKS_EXTERNAL["gateway"], "endpointPicker": {"cpu": 0.7}}}  # fmt: skip
     rendering = rendered(created)
     [controller] = [r for r in rendering.of_type(RELEASE)
                     if r.inputs["chart"] == "aws-load-balancer-controller"]  # fmt: skip
@@ -632,7 +632,10 @@ def test_a_gke_cluster_the_stack_creates_runs_the_gateway_api_and_its_network_se
     )  # fmt: skip
     [lookup] = [args for token, args in rendering.calls
                 if token == "gcp:compute/getSubnetworks:getSubnetworks"]  # fmt: skip
-    assert lookup["filter"] == "ipCidrRange eq 10.129.0.0/23" and lookup["region"] == "us-central1"
+    assert (
+        lookup["filter"] == '(ipCidrRange = "10.129.0.0/23") (purpose = "REGIONAL_MANAGED_PROXY")'
+    )
+    assert lookup["region"] == "us-central1"
 
 
 def _joined_gke(**gateway: Any) -> dict[str, Any]:

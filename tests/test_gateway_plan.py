@@ -285,7 +285,8 @@ def test_a_created_cluster_s_system_nodes_must_have_room_for_the_picker(cloud: C
     assert "mig-inference:gateway.endpointPicker.cpu:" in message
     assert system.machine in message and f"give pods {system.allocatable_cpu:g} CPUs" in message
     config["gateway"] = {"endpointPicker": {"cpu": system.allocatable_cpu}}
-    assert plan_of(config).gateway is not None
+    together = refusal(config)  # each fits a node, not all of them and the gateway's others
+    assert "CPUs each (" not in together and "CPUs in all" in together
     config["gateway"] = {"endpointPicker": {"memoryGiB": system.allocatable_memory_gib + 1}}
     assert "mig-inference:gateway.endpointPicker.memoryGiB:" in refusal(config)
 

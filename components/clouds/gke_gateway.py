@@ -9,7 +9,11 @@ import pulumi
 import pulumi_gcp as gcp
 
 from mig_inference.plan import StackPlan
-from mig_inference.plan.gateway import joined_gke_problem, proxy_subnet_problem
+from mig_inference.plan.gateway import (
+    joined_gke_problem,
+    proxy_subnet_filter,
+    proxy_subnet_problem,
+)
 from mig_inference.plan.pools.zones import gke_region
 
 
@@ -19,7 +23,7 @@ def _subnetworks(
     gateway = plan.gateway
     assert gateway is not None and gateway.spec.proxy_subnet is not None
     return gcp.compute.get_subnetworks_output(
-        filter=f"ipCidrRange eq {gateway.spec.proxy_subnet}",
+        filter=proxy_subnet_filter(str(gateway.spec.proxy_subnet)),
         region=gke_region(plan.spec.cluster.get("location")),
         project=project,
         opts=opts,

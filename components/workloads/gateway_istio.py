@@ -2,7 +2,7 @@
 Gateway API's standard CRDs, the InferencePool CRD, and Istio (its `base` and `istiod` charts)
 with the inference extension switched on."""
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -21,6 +21,9 @@ from .node_job import MANAGED_BY
 class IstioGatewayArgs(TypedDict):
     namespace: str
     """Istio's namespace (istio-system)."""
+    keep_crds: NotRequired[bool]
+    """Keep the Gateway API and InferencePool CRDs in the cluster when the gateway goes (a joined
+    cluster: deleting a CRD deletes every object of it, other teams' too)."""
 
 
 class IstioGateway(pulumi.ComponentResource):
@@ -38,9 +41,12 @@ class IstioGateway(pulumi.ComponentResource):
     ) -> None:
         super().__init__("mig-inference:index:IstioGateway", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        # Kept on delete on a joined cluster: the component passes the option to every CRD it
+        # applies. Istio's own CRDs (its `base` chart) carry `helm.sh/resource-policy: keep`.
+        kept = pulumi.ResourceOptions(parent=self, retain_on_delete=args.get("keep_crds", False))
         crds = [
-            k8s.yaml.v2.ConfigFile(f"{name}-gateway-api", file=GATEWAY_API_CRDS, opts=child),
-            k8s.yaml.v2.ConfigFile(f"{name}-inference-pool", file=INFERENCE_POOL_CRD, opts=child),
+            k8s.yaml.v2.ConfigFile(f"{name}-gateway-api", file=GATEWAY_API_CRDS, opts=kept),
+            k8s.yaml.v2.ConfigFile(f"{name}-inference-pool", file=INFERENCE_POOL_CRD, opts=kept),
         ]
         namespace = k8s.core.v1.Namespace(
             f"{name}-ns",

@@ -15,14 +15,18 @@ from mig_inference.kube.gateway import (
     BODY_ROUTER,
     BODY_ROUTER_HEALTH_PORT,
     BODY_ROUTER_PORT,
-    BODY_ROUTER_REPLICAS,
     body_router_args,
     envoy_filter_spec,
     router_health_check_spec,
     routing_extension_spec,
     tls_destination_rule,
 )
-from mig_inference.plan.gateway import GatewayPlan
+from mig_inference.plan.gateway import (
+    BODY_ROUTER_CPU,
+    BODY_ROUTER_MEMORY_GIB,
+    BODY_ROUTER_REPLICAS,
+    GatewayPlan,
+)
 from mig_inference.versions import BODY_ROUTER_FOLLOWS, BODY_ROUTER_IMAGE
 
 from .gateway_peers import proxy_peers
@@ -130,7 +134,10 @@ def body_router(
                                 failure_threshold=3,
                             ),
                             resources=k8s.core.v1.ResourceRequirementsArgs(
-                                requests={"cpu": "100m", "memory": "128Mi"},
+                                requests={
+                                    "cpu": f"{round(BODY_ROUTER_CPU * 1000)}m",
+                                    "memory": f"{round(BODY_ROUTER_MEMORY_GIB * 1024)}Mi",
+                                },
                                 limits={"memory": "512Mi"},
                             ),
                             security_context=k8s.core.v1.SecurityContextArgs(

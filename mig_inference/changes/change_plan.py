@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mig_inference.changes.allocation_move import bridge_way
-from mig_inference.changes.gateway import caller_changes, gateway_fields
+from mig_inference.changes.gateway import caller_changes, gateway_fields, kept_crds_change
 from mig_inference.changes.record import plan_record
 from mig_inference.changes.upgrade import DeployedBasis, UpgradedPool
 from mig_inference.rollout.outcome import Outcome
@@ -336,6 +336,9 @@ def diff_records(deployed: dict[str, Any], current: dict[str, Any]) -> ChangePla
     gateway = _field_changes(
         gateway_fields(deployed.get("gateway")), gateway_fields(current.get("gateway"))
     )
+    kept = kept_crds_change(deployed.get("gateway"), current.get("gateway"))
+    if kept is not None:
+        gateway.append(FieldChange("gateway CRDs", *kept))
     callers = caller_changes(deployed, current)
     for service in services:
         note = callers.get(service.name)

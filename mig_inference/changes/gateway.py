@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mig_inference.plan.gateway import GKE_HEALTH_CHECK_RANGES, GatewayPlan
+from mig_inference.plan.gateway import GKE_HEALTH_CHECK_RANGES, KEPT_CRDS, GatewayPlan
 
 OWN_CALLERS = "the pods of its namespace (or the clients it names)"
 """Who may call a service the gateway does not front (`workloads.inference`)."""
@@ -34,6 +34,28 @@ def _endpoint(plan: GatewayPlan) -> str:
     return f"the address of Gateway {plan.namespace}/{plan.name}"
 
 
+def _kept_crds(plan: GatewayPlan) -> str | None:
+    """The CRDs Pulumi keeps in the cluster when the gateway goes (a joined cluster's)."""
+    if plan.spec.managed or not plan.spec.install or plan.created_cluster:
+        return None
+    return KEPT_CRDS
+
+
+def kept_crds_change(
+    old: dict[str, Any] | None, new: dict[str, Any] | None
+) -> tuple[str, str] | None:
+    """(what, what becomes of it) when the CRDs a joined cluster's gateway applied are no
+    longer the stack's (the gateway off, or no longer installed): they stay."""
+    kept = (old or {}).get("kept_crds")
+    if not kept or (new or {}).get("kept_crds"):
+        return None
+    return (
+        f"{kept} (kept on delete)",
+        "stay in the cluster with every object of them (retainOnDelete; Istio's own CRDs Helm "
+        "keeps); delete them by hand once no Gateway, HTTPRoute or InferencePool uses them",
+    )
+
+
 def gateway_record(plan: GatewayPlan | None) -> dict[str, Any] | None:
     if plan is None:
         return None
@@ -48,6 +70,7 @@ def gateway_record(plan: GatewayPlan | None) -> dict[str, Any] | None:
         "certificate": tls.source.value if tls is not None else None,
         "endpoint": _endpoint(plan),
         "proxies": _proxies(plan),
+        "kept_crds": _kept_crds(plan),
         "pools": {
             pool.model: {
                 "pool": pool.name,
@@ -61,6 +84,7 @@ def gateway_record(plan: GatewayPlan | None) -> dict[str, Any] | None:
                     "cpu": pool.picker_size.cpu,
                     "memory_gib": pool.picker_size.memory_gib,
                 },
+                "api_key": pool.api_key,
             }
             for pool in plan.pools
         },
@@ -134,7 +158,36 @@ def caller_changes(deployed: dict[str, Any], current: dict[str, Any]) -> dict[st
                 f"{before[service]!r} to it"
             )
         elif service in before and service in after and old_gateway and new_gateway:
-            old, new = old_gateway.get("proxies"), new_gateway.get("proxies")
-            if old and old != new:
-                changes[deployment] = f"callers: {old} -> {new} (and the model's endpoint picker)"
+            notes = _gateway_caller_notes(old_gateway, new_gateway, service)
+            if notes:
+                changes[deployment] = "callers: " + "; ".join(notes)
     return changes
+
+
+def _pool_of(record: dict[str, Any], service: str) -> dict[str, Any]:
+    pools = (record.get("pools") or {}).values()
+    return next((pool for pool in pools if pool.get("service") == service), {})
+
+
+def _gateway_caller_notes(old: dict[str, Any], new: dict[str, Any], service: str) -> list[str]:
+    """What the callers of a service behind both gateways must change: who the proxies are, the
+    address they call (internal -> external: the in-cluster URL on port 80 goes), the hostname
+    the routes answer (only it, once the listener has one), and the API key each /v1 request
+    must carry (a service newly keyed, as an external gateway requires)."""
+    notes = []
+    if old.get("proxies") and old.get("proxies") != new.get("proxies"):
+        notes.append(f"{old['proxies']} -> {new['proxies']} (and the model's endpoint picker)")
+    if old.get("endpoint") and old.get("endpoint") != new.get("endpoint"):
+        notes.append(
+            f"call the gateway at {new['endpoint']}, no longer at {old['endpoint']}"
+            + (" (an address outside the cluster)" if new.get("address") == "external" else "")
+        )
+    hostname = new.get("hostname")
+    if hostname and hostname != old.get("hostname"):
+        notes.append(f"the routes answer requests for host {hostname} only")
+    if _pool_of(new, service).get("api_key") and not _pool_of(old, service).get("api_key"):
+        notes.append(
+            "every /v1 request must carry `Authorization: Bearer <the service's API key>` "
+            "(vLLM's --api-key)"
+        )
+    return notes

@@ -1,7 +1,7 @@
 """The CPU system pool of a cluster this project creates, per cloud: its machine, how many nodes
 it has, and what one node can give pods (its allocatable CPU and memory). The components create
 the pools from it; the planner checks that every pod the stack runs there (the gateway's) fits
-one node, before anything is created.
+one node, and all of them the pool's nodes together, before anything is created.
 
 Allocatable is the machine's capacity less what the kubelet reserves (kube-reserved,
 system-reserved) and the hard eviction threshold. The cluster's own DaemonSets and system pods

@@ -12,6 +12,7 @@ import yaml
 
 from mig_inference.clouds import Cloud
 from mig_inference.plan.gateway import (
+    ISTIO_GATEWAY_REPLICAS,
     MODEL_HEADER,
     PICKER_REPLICAS,
     ROUTED_PATH,
@@ -40,14 +41,12 @@ WAIT_FOR = "pulumi.com/waitFor"
 BODY_ROUTER = "body-based-router"
 BODY_ROUTER_PORT = 9004
 BODY_ROUTER_HEALTH_PORT = 9005
-BODY_ROUTER_REPLICAS = 2
 ISTIO_NAMESPACE = "istio-system"
 ISTIO_PARAMETERS = "inference-gateway-istio"
 """The ConfigMap Istio's deployment controller overlays the gateway's generated Deployment,
 Service and PodDisruptionBudget with (`spec.infrastructure.parametersRef`; keys `deployment`,
 `service`, `podDisruptionBudget`: `pilot/pkg/config/kube/gatewaycommon/deploymentcontroller.go`
 @1.30.3, `applyOverlay`). A PodDisruptionBudget is rendered only when its overlay is given."""
-ISTIO_GATEWAY_REPLICAS = 2
 GKE_CERT_MANAGER_CERTS = "networking.gke.io/cert-manager-certs"
 """GKE's listener TLS option naming Certificate Manager certificates (regional classes)."""
 CERT_MANAGER_API = "cert-manager.io/v1"

@@ -87,6 +87,21 @@ ASSUMED_REQUEST_SECONDS = 1.0
 in this long (an assumption, generous: it sizes the picker, not the fleet)."""
 ASSUMED_CONCURRENCY = 16
 
+BODY_ROUTER_REPLICAS = 2
+BODY_ROUTER_CPU = 0.1
+BODY_ROUTER_MEMORY_GIB = 0.125
+"""The body-based router's replicas and what each requests (`components.workloads
+.gateway_router` gives its container these)."""
+ISTIO_GATEWAY_REPLICAS = 2
+ISTIO_PROXY_CPU = 0.1
+ISTIO_PROXY_MEMORY_GIB = 0.125
+"""Each of Istio's gateway pods: istiod's `global.proxy.resources` requests (istiod chart
+`values.yaml`@1.30.3, 100m and 128Mi), which its `kube-gateway.yaml` template gives the proxy."""
+ISTIOD_CPU = 0.5
+ISTIOD_MEMORY_GIB = 2.0
+"""istiod's requests (istiod chart `values.yaml`@1.30.3, 500m and 2048Mi; its autoscaler's
+minimum, `autoscaleMin`, is one replica)."""
+
 
 @dataclass(frozen=True)
 class SliceShare:
@@ -319,6 +334,83 @@ def _pool_problems(pools: Sequence[ModelPool], system: SystemPool) -> list[MigEr
     return problems
 
 
+def system_pods(spec: GatewaySpec) -> tuple[tuple[str, int, float, float], ...]:
+    """(what, replicas, CPU, GiB each) of the gateway's pods other than the endpoint pickers
+    that run on a created cluster's system pool (they tolerate no GPU taint)."""
+    pods = [("body-based router", BODY_ROUTER_REPLICAS, BODY_ROUTER_CPU, BODY_ROUTER_MEMORY_GIB)]
+    if not spec.managed:
+        pods.append(
+            ("Istio gateway", ISTIO_GATEWAY_REPLICAS, ISTIO_PROXY_CPU, ISTIO_PROXY_MEMORY_GIB)
+        )
+        if spec.install:
+            pods.append(("istiod", 1, ISTIOD_CPU, ISTIOD_MEMORY_GIB))
+    return tuple(pods)
+
+
+def system_pool_nodes(system: SystemPool, cloud: Cloud, autoscaler: bool) -> int:
+    """The most nodes the created system pool reaches: GKE's autoscales to its maximum, EKS's
+    node group runs its desired 2 unless the stack's Cluster Autoscaler (installed when a GPU
+    pool autoscales) discovers it too (EKS tags every managed node group for it), OKE's is
+    fixed."""
+    if cloud is Cloud.GKE or (cloud is Cloud.EKS and autoscaler):
+        return system.max_nodes
+    return EKS_SYSTEM_DESIRED if cloud is Cloud.EKS else system.min_nodes
+
+
+EKS_SYSTEM_DESIRED = 2
+"""The EKS system node group's desired size (`components.clouds.eks`)."""
+
+
+def _system_total_problems(
+    spec: GatewaySpec, pools: Sequence[ModelPool], system: SystemPool, nodes: int
+) -> list[MigError]:
+    """Every pod the gateway puts on the created system pool must fit its nodes together: the
+    endpoint pickers (two per model), the body-based router's, Istio's gateway pods and istiod.
+    The AWS Load Balancer Controller's pods (the stack sets them no requests) and the cluster's
+    own system pods are not counted, so fitting is necessary, not sufficient."""
+    if not pools:
+        return []
+    problems = []
+    picker = key_path("gateway") + ".endpointPicker"
+    others = system_pods(spec)
+    count = PICKER_REPLICAS * len(pools)
+    for key, unit, room_each, sizes, each in (
+        ("cpu", "CPUs", system.allocatable_cpu, [p.picker_size.cpu for p in pools],
+         [o[2] for o in others]),
+        ("memoryGiB", "GiB", system.allocatable_memory_gib,
+         [p.picker_size.memory_gib for p in pools], [o[3] for o in others]),
+    ):  # fmt: skip
+        room = round(nodes * room_each, 3)
+        asked_pickers = sum(PICKER_REPLICAS * size for size in sizes)
+        asked_others = sum(o[1] * asked for o, asked in zip(others, each, strict=True))
+        if asked_pickers + asked_others <= room + 1e-9:
+            continue
+        most = math.floor((room - asked_others) / count * 100) / 100
+        counted = ", ".join(
+            f"{o[1]} x {o[0]} {asked:g}" for o, asked in zip(others, each, strict=True)
+        )
+        way = (
+            f"Set {picker}.{key} to at most {most:g} (every picker then asks that much and "
+            "keeps up with fewer requests), or join a cluster with more or larger CPU nodes"
+            if most > 0
+            else "Join a cluster with more or larger CPU nodes"
+        )
+        problems.append(
+            MigError(
+                f"the gateway's pods would ask {asked_pickers + asked_others:g} {unit} of the "
+                f"created system pool together: {count} endpoint pickers ({PICKER_REPLICAS} per "
+                f"model) {asked_pickers:g}, and {counted} {unit} each; its {nodes} x "
+                f"{system.machine} give pods {room:g} {unit} in all ({system.source}). The "
+                "cluster's own system pods and the AWS Load Balancer Controller's (the stack "
+                "sets it no requests) are not counted. Some would stay Pending and `pulumi up` "
+                "fail. " + way,
+                f"{picker}.{key}",
+                value=max(sizes),
+            )
+        )
+    return problems
+
+
 def _installed_istio_warning(spec: GatewaySpec, pools: Sequence[ModelPool]) -> list[str]:
     if spec.managed or spec.install:
         return []
@@ -336,6 +428,55 @@ def _installed_istio_warning(spec: GatewaySpec, pools: Sequence[ModelPool]) -> l
         )
         + "; nothing about it is looked up"
     ]
+
+
+KEPT_CRDS = "the Gateway API and InferencePool CustomResourceDefinitions"
+
+
+def _kept_crds_warning(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
+    """On a joined cluster the CRDs the stack applies are cluster-wide and kept on delete."""
+    if gateway.managed or not gateway.install or spec.cluster.create:
+        return []
+    return [
+        f"{key_path('gateway')}.install: true on a joined cluster: the stack applies {KEPT_CRDS} "
+        "(cluster-wide: other teams' Gateways, HTTPRoutes and InferencePools are objects of "
+        "them) and Istio's base and istiod charts. The CRDs are kept when the gateway is turned "
+        "off or the stack destroyed (retainOnDelete; Istio's own CRDs Helm keeps), istiod is "
+        "removed; delete the CRDs by hand once nothing uses them"
+    ]
+
+
+def _certificate_warnings(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
+    """cert-manager: it must already run (the stack never installs it), and the listener serves
+    HTTPS only, so an ACME HTTP-01 challenge (plain HTTP on port 80) never reaches a solver
+    through this gateway. A joined GKE cluster: the APIs the gateway uses must be enabled in its
+    project (the stack enables them on a cluster it creates only)."""
+    warnings = []
+    path = key_path("gateway")
+    tls = gateway.tls
+    if tls is not None and tls.source is CertificateSource.CERT_MANAGER:
+        warnings.append(
+            f"{path}.tls.certManager: cert-manager must already run in the cluster (the stack "
+            f"creates only its Certificate, from {tls.issuer_kind.value} {tls.issuer}), and the "
+            f"listener serves HTTPS only (port {gateway.port}): an ACME issuer's HTTP-01 "
+            "challenge, plain HTTP on port 80, would never be answered and the certificate "
+            "never issued. The issuer must solve DNS-01 (or be a CA, Vault or self-signed one); "
+            "nothing about it is looked up"
+        )
+    if gateway.managed and not spec.cluster.create:
+        apis = ", ".join(
+            (GKE_NETWORK_SERVICES_API, *(
+                (GKE_CERTIFICATE_MANAGER_API,)
+                if tls is not None and tls.source is CertificateSource.GCP
+                else ()
+            ))
+        )  # fmt: skip
+        warnings.append(
+            f"{path}: the joined cluster's project must have {apis} enabled (`gcloud services "
+            f"enable {apis.replace(', ', ' ')}`): the stack enables them only on a cluster it "
+            "creates; they are not looked up"
+        )
+    return warnings
 
 
 def _exposure_warnings(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
@@ -360,8 +501,11 @@ def _exposure_warnings(spec: StackSpec, gateway: GatewaySpec) -> list[str]:
     return warnings
 
 
-def plan_gateway(spec: StackSpec, services: Sequence[ServicePlan]) -> GatewayPlan | None:
-    """The gateway's InferencePools, or None without a gateway. Two services serving one model
+def plan_gateway(
+    spec: StackSpec, services: Sequence[ServicePlan], autoscaler: bool = False
+) -> GatewayPlan | None:
+    """The gateway's InferencePools, or None without a gateway (`autoscaler`: a GPU pool
+    autoscales, so the stack runs a Cluster Autoscaler). Two services serving one model
     are refused: an InferencePool selects the pods of one service, and two pools behind one
     route rule would get one endpoint picker between them (istio/istio#61594)."""
     gateway = spec.gateway
@@ -416,7 +560,13 @@ def plan_gateway(spec: StackSpec, services: Sequence[ServicePlan]) -> GatewayPla
         )
     created = spec.cluster.create and spec.cloud in SYSTEM_POOLS
     if created:
-        problems += _pool_problems(pools, SYSTEM_POOLS[spec.cloud])
+        system = SYSTEM_POOLS[spec.cloud]
+        problems += _pool_problems(pools, system) or _system_total_problems(
+            gateway,
+            pools,
+            system,
+            system_pool_nodes(system, spec.cloud, autoscaler),
+        )
     if (
         spec.cloud is Cloud.OKE
         and created
@@ -433,7 +583,12 @@ def plan_gateway(spec: StackSpec, services: Sequence[ServicePlan]) -> GatewayPla
         )
     if problems:
         raise MigErrors(problems)
-    warnings = (*_installed_istio_warning(gateway, pools), *_exposure_warnings(spec, gateway))
+    warnings = (
+        *_installed_istio_warning(gateway, pools),
+        *_kept_crds_warning(spec, gateway),
+        *_certificate_warnings(spec, gateway),
+        *_exposure_warnings(spec, gateway),
+    )
     return GatewayPlan(gateway, tuple(pools), tuple(unrouted), warnings, created)
 
 
@@ -478,12 +633,24 @@ def joined_gke_problem(cluster: str, master_version: str | None, channel: str | 
     return None
 
 
+PROXY_SUBNET_PURPOSE = "REGIONAL_MANAGED_PROXY"
+
+
+def proxy_subnet_filter(cidr: str) -> str:
+    """The Compute API's list filter for the region's proxy-only subnet of `cidr`: its range
+    and its purpose (a node subnet of the range is no proxy-only subnet; the lookup's answer
+    holds no purpose to check afterwards). Parenthesized expressions are ANDed (Compute API,
+    `subnetworks.list` `filter`)."""
+    return f'(ipCidrRange = "{cidr}") (purpose = "{PROXY_SUBNET_PURPOSE}")'
+
+
 def proxy_subnet_problem(
     cidr: str, region: str, network: str | None, subnetworks: Sequence[object]
 ) -> str | None:
     """Why the region has no proxy-only subnet of the stack's range on the cluster's VPC (None:
-    it has one). `subnetworks` are what `gcp.compute.get_subnetworks` found with that range;
-    Google's answer holds no subnet's purpose, so the range and the network are checked."""
+    it has one). `subnetworks` are what `gcp.compute.get_subnetworks` found with that range and
+    purpose (`proxy_subnet_filter`); its answer holds no purpose, so the range and the network
+    are checked here."""
     wanted = network.rsplit("/", 1)[-1] if network else None
 
     def field_of(subnet: object, name: str, camel: str) -> str:
@@ -499,7 +666,8 @@ def proxy_subnet_problem(
             return None
     on = f" on network {wanted}" if wanted else ""
     return (
-        f"{key_path('gateway')}.proxySubnet: region {region} has no subnet {cidr}{on}: the "
+        f"{key_path('gateway')}.proxySubnet: region {region} has no subnet {cidr}{on} of purpose "
+        f"{PROXY_SUBNET_PURPOSE}: the "
         "regional load balancer needs its proxy-only subnet, which the stack does not create. "
         f"Create it: `gcloud compute networks subnets create <name> --purpose "
         f"REGIONAL_MANAGED_PROXY --role ACTIVE --region {region} --network "

@@ -134,7 +134,7 @@ def plan_stack(spec: StackSpec) -> StackPlan:
     image_problems, image_warnings = check_arm_images(spec, services)
     if image_problems:
         raise MigErrors(image_problems)
-    gateway = plan_gateway(spec, services)
+    gateway = plan_gateway(spec, services, autoscaler=any(p.autoscaled for p in pools))
     runs = profiling_runs(spec, services)
     cache = plan_model_cache(spec, services)
     hub = spec.model_cache.hub_mb_per_s if spec.model_cache else None

@@ -29,6 +29,9 @@ PICKER_MEMORY_GIB = formats.Bound(0, 256, "sanity: the guide's largest is 20+ Gi
                                   exclusive_minimum=True)  # fmt: skip
 DEFAULT_NAMESPACE = "inference-gateway"
 HTTP_PORT = 80
+ISTIO_RESERVED_PORTS = (15000, 15001, 15006, 15008, 15020, 15021, 15090)
+"""Ports Istio's proxies listen on themselves (istio.io, "Ports used by Istio": Envoy admin,
+outbound and inbound capture, HBONE, merged metrics, health checks, Envoy's Prometheus)."""
 HTTPS_PORT = 443
 PROXY_SUBNET_PREFIX = (16, 26)
 """The prefix lengths a GKE proxy-only subnet may have here: Google requires at least a /26
@@ -253,6 +256,13 @@ def gateway_spec(node: ConfigNode, cloud: Cloud) -> GatewaySpec | None:
     port = node.child("port").integer(
         HTTPS_PORT if node.child("tls").value is not None else HTTP_PORT, bound=LISTENER_PORT
     )
+    if not gke and port in ISTIO_RESERVED_PORTS:
+        port = node.child("port").problem(
+            f"{port} is one of the ports Istio's gateway pods listen on themselves (istio.io, "
+            f'"Ports used by Istio": {", ".join(str(p) for p in ISTIO_RESERVED_PORTS)}); give the '
+            "listener another port (80 or 443 by default)",
+            HTTP_PORT,
+        )
     lb_subnet_node = node.child("loadBalancerSubnetId")
     lb_subnet = lb_subnet_node.text(formats.ocid("subnet"))
     if lb_subnet_node.value is not None and cloud is not Cloud.OKE:
