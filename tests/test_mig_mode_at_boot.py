@@ -40,6 +40,7 @@ case "$*" in
   -L) [ "$GPU" != nodriver ] || exit 9; echo "GPU 0: NVIDIA fake" ;;
   *--query-gpu=mig.mode.current,mig.mode.pending*)
     if [ "$GPU" = pending ]; then echo "Disabled, Enabled"; else echo "Enabled, Enabled"; fi ;;
+  "-i ${REFUSE:-none} -mig 1") echo "GPU $REFUSE: refused" >&2; exit 6 ;;
   *"-mig 1") ;;
   *) echo "unexpected: $*" >&2; exit 3 ;;
 esac
@@ -65,7 +66,9 @@ def _fake_bin(tmp_path: Path, join_log: Path) -> Path:
     return bin_dir
 
 
-def run_user_data(tmp_path: Path, script: str, gpu: str, shell: str = "sh") -> list[str]:
+def run_user_data(
+    tmp_path: Path, script: str, gpu: str, shell: str = "sh", refuse: str = ""
+) -> list[str]:
     """Run a user-data script as cloud-init would, on a node whose GPUs answer as `gpu` (`on`,
     `pending` or `nodriver`); the node's paths moved under `tmp_path`. Returns what it did."""
     log = tmp_path / "log"
@@ -76,7 +79,13 @@ def run_user_data(tmp_path: Path, script: str, gpu: str, shell: str = "sh") -> l
     # Nothing of this machine's own may be written: every path the script writes is moved.
     assert re.search(r"(?<![\w.-])/(var|etc)/", script) is None, script
     (tmp_path / "var/run").mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(log), "GPU": gpu}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "LOG": str(log),
+        "GPU": gpu,
+        "REFUSE": refuse,
+    }
     subprocess.run([shell, "-c", script], env=env, check=True, capture_output=True, timeout=60)
     return log.read_text().splitlines() if log.exists() else []
 
@@ -117,6 +126,14 @@ def test_a_gpu_that_needs_a_reset_reboots_the_node_once_before_it_joins(tmp_path
     (tmp_path / "log").unlink()
     again = run_user_data(tmp_path, script, "pending")
     assert "systemctl reboot" not in again  # never a second reboot
+
+
+def test_a_gpu_that_refuses_leaves_the_others_switched(tmp_path: Path) -> None:
+    # GPU 2 refuses MIG mode: the other seven are still switched, and the failure is said.
+    script = mig_part("eks-p5-from-zero")
+    done = run_user_data(tmp_path, script, "on", refuse="2")
+    assert enabled(done) == list(range(8))
+    assert "systemctl reboot" not in done
 
 
 def test_without_a_driver_the_node_joins_as_before(tmp_path: Path) -> None:

@@ -96,8 +96,9 @@ def nodeadm_drop_in(max_pods: int) -> str:
 
 def mig_mode_step(gpus: Sequence[int]) -> list[str]:
     """Shell lines defining `mig_mode`: wait for the driver, switch MIG mode on for `gpus`
-    (nvidia-smi indexes, the order mig-parted's `devices` use), and return 0 when it took, 2
-    when a GPU reports it pending (a reset is needed), 1 when it could not be done."""
+    (nvidia-smi indexes, the order mig-parted's `devices` use), every one of them even when one
+    refuses (each failure is said), and return 0 when it took, 2 when a GPU reports it pending
+    (a reset is needed), 1 when it could not be done on some GPU (and none is pending)."""
     indexes = " ".join(str(gpu) for gpu in gpus)
     return [
         "# MIG mode on before the kubelet starts: the GPU Operator's MIG manager then changes no",
@@ -114,20 +115,29 @@ def mig_mode_step(gpus: Sequence[int]) -> list[str]:
         "    waited=$((waited + 5))",
         "  done",
         "  pending=''",
+        "  failed=''",
+        "  # Every GPU is tried: one that refuses leaves the others switched.",
         f"  for gpu in {indexes}; do",
         '    if ! nvidia-smi -i "$gpu" -mig 1; then',
         '      echo "mig-inference: nvidia-smi could not switch MIG mode on for GPU $gpu; the MIG'
         ' manager will" >&2',
-        "      return 1",
+        '      failed="$failed $gpu"',
+        "      continue",
         "    fi",
-        '    modes=$(nvidia-smi -i "$gpu" --query-gpu=mig.mode.current,mig.mode.pending'
-        " --format=csv,noheader) || return 1",
+        '    if ! modes=$(nvidia-smi -i "$gpu" --query-gpu=mig.mode.current,mig.mode.pending'
+        " --format=csv,noheader); then",
+        '      echo "mig-inference: nvidia-smi could not read GPU $gpu\'s MIG mode" >&2',
+        '      failed="$failed $gpu"',
+        "      continue",
+        "    fi",
         '    [ "${modes%%,*}" = "Enabled" ] || pending="$pending $gpu"',
         "  done",
+        '  [ -z "$failed" ] || echo "mig-inference: MIG mode not switched on GPU$failed" >&2',
         '  [ -z "$pending" ] || {',
         '    echo "mig-inference: MIG mode pending (a GPU reset) on GPU$pending"',
         "    return 2",
         "  }",
+        '  [ -z "$failed" ] || return 1',
         "  return 0",
         "}",
     ]
