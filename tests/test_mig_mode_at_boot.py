@@ -17,6 +17,7 @@ import pytest
 
 from mig_inference.clouds.bootstrap import (
     DRIVER_WAIT_SECONDS,
+    JOIN_MARKER,
     PER_BOOT_JOIN,
     REBOOT_MARKER,
     oke_cloud_init,
@@ -73,7 +74,7 @@ def run_user_data(
     `pending` or `nodriver`); the node's paths moved under `tmp_path`. Returns what it did."""
     log = tmp_path / "log"
     bin_dir = _fake_bin(tmp_path, log) if not (tmp_path / "bin").exists() else tmp_path / "bin"
-    for path in (REBOOT_MARKER, PER_BOOT_JOIN, OKE_INIT):
+    for path in (REBOOT_MARKER, PER_BOOT_JOIN, OKE_INIT, JOIN_MARKER):
         moved = str(tmp_path / path.lstrip("/"))
         script = re.sub(rf"(?<![\w.-]){re.escape(path)}", moved.replace("\\", "\\\\"), script)
     # Nothing of this machine's own may be written: every path the script writes is moved.
@@ -182,6 +183,24 @@ def test_oke_joins_after_the_reboot_a_reset_needs(tmp_path: Path) -> None:
         "oke-init --kubelet-extra-args --register-with-taints=nvidia.com/gpu=present:NoSchedule"
     ]
     assert not per_boot.exists()
+
+
+def test_a_rerun_after_the_reboot_does_not_join_the_node_twice(tmp_path: Path) -> None:
+    # The reboot happens inside cloud-final: cloud-init never records the user script as done
+    # and runs it again on the next boot, after the per-boot join (scripts_per_boot runs before
+    # scripts_user). The node joins once.
+    script = oke_cloud_init([("nvidia.com/gpu", "present", "NoSchedule")], [0, 1])
+    run_user_data(tmp_path, script, "pending", shell="bash")
+    per_boot = tmp_path / PER_BOOT_JOIN.lstrip("/")
+    run_user_data(tmp_path, per_boot.read_text(), "on", shell="bash")
+    run_user_data(tmp_path, script, "on", shell="bash")
+    after = (tmp_path / "log").read_text().splitlines()
+    assert len([x for x in after if x.startswith("oke-init")]) == 1
+    # And a user script re-run before anything joined still joins.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    done = run_user_data(fresh, script, "on", shell="bash")
+    assert len([x for x in done if x.startswith("oke-init")]) == 1
 
 
 FAST = Durations(pod_start=1, checks=1, operands_stop=1, operands_timeout=5, apply=1, reboot=5,

@@ -62,6 +62,9 @@ DRIVER_WAIT_SECONDS = 300
 MIG manager."""
 REBOOT_MARKER = "/var/lib/mig-inference/mig-mode-reboot"
 """Written before the one reboot a pending MIG mode takes: never a second one."""
+JOIN_MARKER = "/var/lib/mig-inference/oke-joined"
+"""Written once OKE's init script has joined the node: a user script cloud-init runs again (the
+reboot inside cloud-final leaves it unrecorded) does not join it a second time."""
 PER_BOOT_JOIN = "/var/lib/cloud/scripts/per-boot/50-mig-inference-join.sh"
 """cloud-init runs the scripts of this folder on every boot (`scripts_per_boot`): the OKE join
 after the reboot, removing itself first."""
@@ -203,10 +206,19 @@ def oke_cloud_init(taints: Sequence[tuple[str, str, str]], mig_gpus: Sequence[in
     """cloud-init for OKE nodes: run OKE's own init script, registering the taints (Kubernetes
     spelling) through kubelet, since OKE node pools have no taint field; for a pool with MIG,
     MIG mode on for `mig_gpus` first (OKE's init script starts the kubelet), and when a GPU
-    needs a reboot for it, the join moved to a per-boot script that runs once after it."""
+    needs a reboot for it, the join moved to a per-boot script that runs once after it; the
+    join of a MIG pool runs once, whichever script gets there first (JOIN_MARKER)."""
     join = _oke_join(taints)
     lines = ["#!/bin/bash", "set -euo pipefail"]
     if mig_gpus:
+        join = [
+            f"if [ -e {JOIN_MARKER} ]; then",
+            '  echo "mig-inference: the node has joined already"',
+            "  exit 0",
+            "fi",
+            *join,
+            f'mkdir -p "$(dirname {JOIN_MARKER})" && touch {JOIN_MARKER}',
+        ]
         script = ["#!/bin/bash", "set -euo pipefail", f"rm -f {PER_BOOT_JOIN}", *join]
         heredoc = "MIG_INFERENCE_JOIN"
         prepare = [
