@@ -18,6 +18,8 @@ import pytest
 from mig_inference.clouds.bootstrap import (
     DRIVER_WAIT_SECONDS,
     JOIN_MARKER,
+    MODE_SCRIPT,
+    MODE_UNIT,
     PER_BOOT_JOIN,
     REBOOT_MARKER,
     oke_cloud_init,
@@ -74,7 +76,7 @@ def run_user_data(
     `pending` or `nodriver`); the node's paths moved under `tmp_path`. Returns what it did."""
     log = tmp_path / "log"
     bin_dir = _fake_bin(tmp_path, log) if not (tmp_path / "bin").exists() else tmp_path / "bin"
-    for path in (REBOOT_MARKER, PER_BOOT_JOIN, OKE_INIT, JOIN_MARKER):
+    for path in (REBOOT_MARKER, PER_BOOT_JOIN, OKE_INIT, JOIN_MARKER, MODE_SCRIPT, MODE_UNIT):
         moved = str(tmp_path / path.lstrip("/"))
         script = re.sub(rf"(?<![\w.-]){re.escape(path)}", moved.replace("\\", "\\\\"), script)
     # Nothing of this machine's own may be written: every path the script writes is moved.
@@ -116,7 +118,7 @@ def test_eks_switches_mig_mode_on_in_the_user_data_before_nodeadm(tmp_path: Path
     ]  # fmt: skip
     done = run_user_data(tmp_path, mig_part("eks-p5-from-zero"), "on")
     assert enabled(done) == list(range(8))
-    assert not any(line.startswith("systemctl") for line in done)
+    assert "systemctl reboot" not in done
 
 
 def test_a_gpu_that_needs_a_reset_reboots_the_node_once_before_it_joins(tmp_path: Path) -> None:
@@ -135,6 +137,27 @@ def test_a_gpu_that_refuses_leaves_the_others_switched(tmp_path: Path) -> None:
     done = run_user_data(tmp_path, script, "on", refuse="2")
     assert enabled(done) == list(range(8))
     assert "systemctl reboot" not in done
+
+
+@pytest.mark.parametrize("cloud", ["eks", "oke"])
+def test_every_later_boot_switches_mig_mode_on_before_the_kubelet(
+    tmp_path: Path, cloud: str
+) -> None:
+    # A stop and start may land on other GPUs: cloud-init's user script does not run again, a
+    # oneshot unit ordered before the kubelet's unit does, on every boot.
+    script = mig_part("eks-p5-from-zero") if cloud == "eks" else oke_script("oke-h100")
+    done = run_user_data(tmp_path, script, "on", shell="sh" if cloud == "eks" else "bash")
+    assert "systemctl enable mig-inference-mig-mode.service" in done
+    unit = (tmp_path / MODE_UNIT.lstrip("/")).read_text()
+    assert "Before=nodeadm-run.service kubelet.service" in unit
+    assert "Type=oneshot" in unit and "WantedBy=multi-user.target" in unit
+    mode = (tmp_path / MODE_SCRIPT.lstrip("/")).read_text()
+    assert f"ExecStart=/bin/sh {tmp_path / MODE_SCRIPT.lstrip('/')}" in unit
+    for gpu, refuse in (("on", ""), ("on", "3"), ("pending", ""), ("on", "")):
+        (tmp_path / "log").unlink()
+        again = run_user_data(tmp_path, mode, gpu, refuse=refuse)  # exits 0 every time
+        assert enabled(again) == list(range(8))
+        assert not any(line.startswith(("systemctl", "oke-init", "curl")) for line in again)
 
 
 def test_without_a_driver_the_node_joins_as_before(tmp_path: Path) -> None:
@@ -267,6 +290,12 @@ def test_the_mig_part_comes_with_new_eks_nodes_as_user_data_does() -> None:
     assert "migModeAtBoot" not in plan_stack(load_stack("oke-h100")).pools[0].replacement_inputs
 
 
+def _here_document(script: str, delimiter: str) -> str:
+    body = script.split(f"<<'{delimiter}'\n", 1)[1].split(f"\n{delimiter}\n", 1)[0]
+    assert body.startswith("#!/bin/sh\n")
+    return body + "\n"
+
+
 def test_the_scripts_pass_shellcheck(tmp_path: Path) -> None:
     import shutil
     import sys
@@ -277,6 +306,8 @@ def test_the_scripts_pass_shellcheck(tmp_path: Path) -> None:
         "eks.sh": mig_part("eks-p4d"),
         "oke.sh": oke_script("oke-h100"),
         "oke-reboot.sh": oke_cloud_init([("k", "v", "NoSchedule")], [0, 1]),
+        # The per-boot unit's script, a here-document in the scripts above.
+        "mode.sh": _here_document(mig_part("eks-p4d"), "MIG_INFERENCE_MODE"),
     }.items():
         path = tmp_path / name
         path.write_text(script)

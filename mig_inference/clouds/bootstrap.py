@@ -62,6 +62,12 @@ DRIVER_WAIT_SECONDS = 300
 MIG manager."""
 REBOOT_MARKER = "/var/lib/mig-inference/mig-mode-reboot"
 """Written before the one reboot a pending MIG mode takes: never a second one."""
+MODE_SCRIPT = "/var/lib/mig-inference/mig-mode.sh"
+MODE_UNIT = "/etc/systemd/system/mig-inference-mig-mode.service"
+"""Every later boot (a stop and start may land on other hardware) switches MIG mode on again
+before the kubelet: a oneshot unit ordered before nodeadm-run.service (EKS, AL2023) and
+kubelet.service (OKE), running MODE_SCRIPT; idempotent, it never reboots and never fails the
+boot (a GPU it cannot switch is left to the MIG manager)."""
 JOIN_MARKER = "/var/lib/mig-inference/oke-joined"
 """Written once OKE's init script has joined the node: a user script cloud-init runs again (the
 reboot inside cloud-final leaves it unrecorded) does not join it a second time."""
@@ -146,6 +152,33 @@ def mig_mode_step(gpus: Sequence[int]) -> list[str]:
     ]
 
 
+def _every_boot(gpus: Sequence[int]) -> list[str]:
+    """Lines installing MODE_UNIT and MODE_SCRIPT, enabled for the boots after this one."""
+    script = ["#!/bin/sh", *mig_mode_step(gpus), "mig_mode || true", "exit 0"]
+    unit = [
+        "[Unit]",
+        "Description=mig-inference: MIG mode on before the kubelet starts",
+        "Before=nodeadm-run.service kubelet.service",
+        "[Service]",
+        "Type=oneshot",
+        f"ExecStart=/bin/sh {MODE_SCRIPT}",
+        f"TimeoutStartSec={DRIVER_WAIT_SECONDS + 120}",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return [
+        f'mkdir -p "$(dirname {MODE_SCRIPT})" "$(dirname {MODE_UNIT})"',
+        f"cat > {MODE_SCRIPT} <<'MIG_INFERENCE_MODE'",
+        *script,
+        "MIG_INFERENCE_MODE",
+        f"cat > {MODE_UNIT} <<'MIG_INFERENCE_UNIT'",
+        *unit,
+        "MIG_INFERENCE_UNIT",
+        "systemctl daemon-reload && systemctl enable mig-inference-mig-mode.service ||",
+        '  echo "mig-inference: could not enable the per-boot MIG mode unit" >&2',
+    ]
+
+
 def _reboot_once(prepare: Sequence[str]) -> list[str]:
     """Lines that reboot once for a pending MIG mode (after `prepare`), and carry on otherwise."""
     return [
@@ -163,7 +196,7 @@ def _reboot_once(prepare: Sequence[str]) -> list[str]:
 def eks_mig_mode_script(gpus: Sequence[int]) -> str:
     """The EKS user data's shell part: MIG mode on for `gpus`, a reboot when a GPU needs one
     (nodeadm joins the node on the next boot)."""
-    lines = ["#!/bin/sh", *mig_mode_step(gpus), *_reboot_once(()), "exit 0"]
+    lines = ["#!/bin/sh", *mig_mode_step(gpus), *_every_boot(gpus), *_reboot_once(()), "exit 0"]
     return "\n".join(lines) + "\n"
 
 
@@ -228,7 +261,7 @@ def oke_cloud_init(taints: Sequence[tuple[str, str, str]], mig_gpus: Sequence[in
             heredoc,
             f"chmod 0755 {PER_BOOT_JOIN}",
         ]
-        lines += [*mig_mode_step(mig_gpus), *_reboot_once(prepare)]
+        lines += [*mig_mode_step(mig_gpus), *_every_boot(mig_gpus), *_reboot_once(prepare)]
     lines += join
     return "\n".join(lines) + "\n"
 
