@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from mig_inference.kube.vllm_batch import (
 )
 from mig_inference.plan import plan_stack
 from mig_inference.spec import parse_stack
-from mig_inference.spec.files import load_stack
+from mig_inference.spec.files import load_stack, load_stack_file, stack_path
 from mig_inference.versions import GPU_OPERATOR_VERSION
 from tests.mocked import stack_rendering
 
@@ -140,3 +141,51 @@ def test_mig_slices_run_the_allocator_without_expandable_segments() -> None:
     ]
     [(_, whole)] = vllm_containers("eks-g6e-timeslice")
     assert all(e["name"] != "PYTORCH_CUDA_ALLOC_CONF" for e in whole["env"])
+
+
+@pytest.mark.parametrize(
+    "off", ["--no-enable-chunked-prefill", "--enable-chunked-prefill=false",
+            "--enable_chunked_prefill=False", "--no_enable_chunked_prefill"],
+)  # fmt: skip
+def test_a_budget_below_the_context_without_chunked_prefill_is_refused_at_its_key(
+    off: str,
+) -> None:
+    # vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (v0.33.0): with chunked
+    # prefill off, fewer batched tokens than max_model_len is refused at engine start.
+    with pytest.raises(MigError, match=r"services\[0\]\.maxNumBatchedTokens: 2,048 batched tokens "
+                       r"with chunked prefill off .* max_model_len \(8,192\)"):  # fmt: skip
+        _h100(memoryGiB=4, maxModelLen=8192, maxNumSeqs=8, maxNumBatchedTokens=2048,
+              args=[off])  # fmt: skip
+
+
+def test_chunked_prefill_turned_back_on_keeps_the_smaller_budget() -> None:
+    args = _args(_h100(memoryGiB=4, maxModelLen=8192, maxNumSeqs=8, maxNumBatchedTokens=2048,
+                       args=["--no-enable-chunked-prefill", "--enable-chunked-prefill"]))  # fmt: skip
+    assert option(args, "--max-num-batched-tokens") == "2048"
+
+
+def test_the_pinned_budget_covers_the_context_without_chunked_prefill() -> None:
+    # The tier's 8192 on an H100, below a 16384 context: vLLM would refuse it.
+    args = _args(_h100(memoryGiB=4, maxModelLen=16384, maxNumSeqs=8,
+                       args=["--no-enable-chunked-prefill"]))  # fmt: skip
+    assert option(args, "--max-num-batched-tokens") == "16384"
+    args = _args(_h100(memoryGiB=4, maxModelLen=16384, maxNumSeqs=8))
+    assert option(args, "--max-num-batched-tokens") == "8192"
+
+
+def test_chunked_prefill_off_needs_a_known_context() -> None:
+    with pytest.raises(MigError, match=r"services\[0\]\.maxModelLen: .*chunked prefill off"):
+        _h100(memoryGiB=4, maxNumSeqs=8, args=["--no-enable-chunked-prefill"])
+
+
+def test_the_repro_stack_with_chunked_prefill_off_is_refused(tmp_path: Path) -> None:
+    text = stack_path("eks-p5-from-zero").read_text()
+    chat = "      maxNumSeqs: 8\n"
+    assert text.count(chat) == 1
+    text = text.replace(
+        chat, chat + "      maxNumBatchedTokens: 2048\n      args: [--no-enable-chunked-prefill]\n"
+    )
+    path = tmp_path / "Pulumi.eks-p5-from-zero.yaml"
+    path.write_text(text)
+    with pytest.raises(MigError, match=r"services\[0\]\.maxNumBatchedTokens: 2,048 batched"):
+        plan_stack(load_stack_file(path))

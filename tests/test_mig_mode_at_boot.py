@@ -17,6 +17,9 @@ import pytest
 
 from mig_inference.clouds.bootstrap import (
     DRIVER_WAIT_SECONDS,
+    JOIN_MARKER,
+    MODE_SCRIPT,
+    MODE_UNIT,
     PER_BOOT_JOIN,
     REBOOT_MARKER,
     oke_cloud_init,
@@ -40,6 +43,7 @@ case "$*" in
   -L) [ "$GPU" != nodriver ] || exit 9; echo "GPU 0: NVIDIA fake" ;;
   *--query-gpu=mig.mode.current,mig.mode.pending*)
     if [ "$GPU" = pending ]; then echo "Disabled, Enabled"; else echo "Enabled, Enabled"; fi ;;
+  "-i ${REFUSE:-none} -mig 1") echo "GPU $REFUSE: refused" >&2; exit 6 ;;
   *"-mig 1") ;;
   *) echo "unexpected: $*" >&2; exit 3 ;;
 esac
@@ -65,18 +69,26 @@ def _fake_bin(tmp_path: Path, join_log: Path) -> Path:
     return bin_dir
 
 
-def run_user_data(tmp_path: Path, script: str, gpu: str, shell: str = "sh") -> list[str]:
+def run_user_data(
+    tmp_path: Path, script: str, gpu: str, shell: str = "sh", refuse: str = ""
+) -> list[str]:
     """Run a user-data script as cloud-init would, on a node whose GPUs answer as `gpu` (`on`,
     `pending` or `nodriver`); the node's paths moved under `tmp_path`. Returns what it did."""
     log = tmp_path / "log"
     bin_dir = _fake_bin(tmp_path, log) if not (tmp_path / "bin").exists() else tmp_path / "bin"
-    for path in (REBOOT_MARKER, PER_BOOT_JOIN, OKE_INIT):
+    for path in (REBOOT_MARKER, PER_BOOT_JOIN, OKE_INIT, JOIN_MARKER, MODE_SCRIPT, MODE_UNIT):
         moved = str(tmp_path / path.lstrip("/"))
         script = re.sub(rf"(?<![\w.-]){re.escape(path)}", moved.replace("\\", "\\\\"), script)
     # Nothing of this machine's own may be written: every path the script writes is moved.
     assert re.search(r"(?<![\w.-])/(var|etc)/", script) is None, script
     (tmp_path / "var/run").mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(log), "GPU": gpu}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "LOG": str(log),
+        "GPU": gpu,
+        "REFUSE": refuse,
+    }
     subprocess.run([shell, "-c", script], env=env, check=True, capture_output=True, timeout=60)
     return log.read_text().splitlines() if log.exists() else []
 
@@ -106,7 +118,7 @@ def test_eks_switches_mig_mode_on_in_the_user_data_before_nodeadm(tmp_path: Path
     ]  # fmt: skip
     done = run_user_data(tmp_path, mig_part("eks-p5-from-zero"), "on")
     assert enabled(done) == list(range(8))
-    assert not any(line.startswith("systemctl") for line in done)
+    assert "systemctl reboot" not in done
 
 
 def test_a_gpu_that_needs_a_reset_reboots_the_node_once_before_it_joins(tmp_path: Path) -> None:
@@ -117,6 +129,35 @@ def test_a_gpu_that_needs_a_reset_reboots_the_node_once_before_it_joins(tmp_path
     (tmp_path / "log").unlink()
     again = run_user_data(tmp_path, script, "pending")
     assert "systemctl reboot" not in again  # never a second reboot
+
+
+def test_a_gpu_that_refuses_leaves_the_others_switched(tmp_path: Path) -> None:
+    # GPU 2 refuses MIG mode: the other seven are still switched, and the failure is said.
+    script = mig_part("eks-p5-from-zero")
+    done = run_user_data(tmp_path, script, "on", refuse="2")
+    assert enabled(done) == list(range(8))
+    assert "systemctl reboot" not in done
+
+
+@pytest.mark.parametrize("cloud", ["eks", "oke"])
+def test_every_later_boot_switches_mig_mode_on_before_the_kubelet(
+    tmp_path: Path, cloud: str
+) -> None:
+    # A stop and start may land on other GPUs: cloud-init's user script does not run again, a
+    # oneshot unit ordered before the kubelet's unit does, on every boot.
+    script = mig_part("eks-p5-from-zero") if cloud == "eks" else oke_script("oke-h100")
+    done = run_user_data(tmp_path, script, "on", shell="sh" if cloud == "eks" else "bash")
+    assert "systemctl enable mig-inference-mig-mode.service" in done
+    unit = (tmp_path / MODE_UNIT.lstrip("/")).read_text()
+    assert "Before=nodeadm-run.service kubelet.service" in unit
+    assert "Type=oneshot" in unit and "WantedBy=multi-user.target" in unit
+    mode = (tmp_path / MODE_SCRIPT.lstrip("/")).read_text()
+    assert f"ExecStart=/bin/sh {tmp_path / MODE_SCRIPT.lstrip('/')}" in unit
+    for gpu, refuse in (("on", ""), ("on", "3"), ("pending", ""), ("on", "")):
+        (tmp_path / "log").unlink()
+        again = run_user_data(tmp_path, mode, gpu, refuse=refuse)  # exits 0 every time
+        assert enabled(again) == list(range(8))
+        assert not any(line.startswith(("systemctl", "oke-init", "curl")) for line in again)
 
 
 def test_without_a_driver_the_node_joins_as_before(tmp_path: Path) -> None:
@@ -165,6 +206,24 @@ def test_oke_joins_after_the_reboot_a_reset_needs(tmp_path: Path) -> None:
         "oke-init --kubelet-extra-args --register-with-taints=nvidia.com/gpu=present:NoSchedule"
     ]
     assert not per_boot.exists()
+
+
+def test_a_rerun_after_the_reboot_does_not_join_the_node_twice(tmp_path: Path) -> None:
+    # The reboot happens inside cloud-final: cloud-init never records the user script as done
+    # and runs it again on the next boot, after the per-boot join (scripts_per_boot runs before
+    # scripts_user). The node joins once.
+    script = oke_cloud_init([("nvidia.com/gpu", "present", "NoSchedule")], [0, 1])
+    run_user_data(tmp_path, script, "pending", shell="bash")
+    per_boot = tmp_path / PER_BOOT_JOIN.lstrip("/")
+    run_user_data(tmp_path, per_boot.read_text(), "on", shell="bash")
+    run_user_data(tmp_path, script, "on", shell="bash")
+    after = (tmp_path / "log").read_text().splitlines()
+    assert len([x for x in after if x.startswith("oke-init")]) == 1
+    # And a user script re-run before anything joined still joins.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    done = run_user_data(fresh, script, "on", shell="bash")
+    assert len([x for x in done if x.startswith("oke-init")]) == 1
 
 
 FAST = Durations(pod_start=1, checks=1, operands_stop=1, operands_timeout=5, apply=1, reboot=5,
@@ -231,6 +290,12 @@ def test_the_mig_part_comes_with_new_eks_nodes_as_user_data_does() -> None:
     assert "migModeAtBoot" not in plan_stack(load_stack("oke-h100")).pools[0].replacement_inputs
 
 
+def _here_document(script: str, delimiter: str) -> str:
+    body = script.split(f"<<'{delimiter}'\n", 1)[1].split(f"\n{delimiter}\n", 1)[0]
+    assert body.startswith("#!/bin/sh\n")
+    return body + "\n"
+
+
 def test_the_scripts_pass_shellcheck(tmp_path: Path) -> None:
     import shutil
     import sys
@@ -241,6 +306,8 @@ def test_the_scripts_pass_shellcheck(tmp_path: Path) -> None:
         "eks.sh": mig_part("eks-p4d"),
         "oke.sh": oke_script("oke-h100"),
         "oke-reboot.sh": oke_cloud_init([("k", "v", "NoSchedule")], [0, 1]),
+        # The per-boot unit's script, a here-document in the scripts above.
+        "mode.sh": _here_document(mig_part("eks-p4d"), "MIG_INFERENCE_MODE"),
     }.items():
         path = tmp_path / name
         path.write_text(script)

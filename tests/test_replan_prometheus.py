@@ -450,6 +450,11 @@ def test_no_vllm_series_at_all_is_one_error(fleet: Server) -> None:
      (["--end", "2026-05-28T20:30:00"], ["--end: must be unix seconds or an RFC 3339 time with its zone"]),
      (["--selector", 'cluster="a"} or vector(1'], ["--selector: must be PromQL label matchers"]),
      (["--basic-auth-password-env", "HOME"], ["--basic-auth-password: needs --basic-auth-user"]),
+     (["--basic-auth-user", "u"], ["--basic-auth-user: needs its password",
+                                   "--basic-auth-password-file or --basic-auth-password-env"]),
+     (["--window", "100y"], ["--window: is 3,153,600,000 s", "at most 90 days",
+                             "Prometheus keeps 15 days by default"]),
+     (["--window", "91d"], ["--window: is 7,862,400 s", "at most 90 days"]),
      (["--bearer-token-file", "/nonexistent/token"], ["--bearer-token-file: cannot read: No such file"])],
 )  # fmt: skip
 def test_bad_options_are_one_error_naming_the_option(argv: list[str], fragments: list[str]) -> None:
@@ -499,3 +504,26 @@ def test_without_prometheus_a_clone_skips_and_ci_fails(tmp_path: Path) -> None:
     ci = subprocess.run(argv, cwd=ROOT, env={**os.environ, **bare, "MIG_REQUIRE_PROMETHEUS": "1"},
                         capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert ci.returncode == 1 and "may not skip" in ci.stdout, ci.stdout
+
+
+def test_write_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
+    from mig_inference.cli.replan import _target, _write_atomically
+
+    real = tmp_path / "real" / "Pulumi.x.yaml"
+    real.parent.mkdir()
+    real.write_text("as it was\n")
+    link = tmp_path / "Pulumi.x.yaml"
+    link.symlink_to(real)
+    target = _target(str(link))
+    _write_atomically(target, "replanned\n")
+    assert link.is_symlink() and link.resolve() == real
+    assert real.read_text() == "replanned\n"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["Pulumi.x.yaml"]
+
+
+def test_a_long_window_warns_of_prometheus_default_retention() -> None:
+    from mig_inference.cli.replan import _window_warnings
+
+    assert _window_warnings(15 * 86400) == []
+    [warning] = _window_warnings(30 * 86400)
+    assert "--window is 30 days" in warning and "15 days" in warning

@@ -43,6 +43,7 @@ STEP = "1m"
 scrape intervals."""
 FIRST_TOKEN_QUANTILE = 0.95
 MIN_WINDOW_SECONDS = 600
+MAX_WINDOW_SECONDS = 90 * 86400
 """Ten one-minute rate samples at the least: a shorter window says little about a fleet."""
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
@@ -55,7 +56,7 @@ Key = tuple[str, str]
 
 def window_seconds(text: str) -> int:
     """A Prometheus duration (`1h`, `90m`, `1h30m`, `2d`) in seconds, at least
-    MIN_WINDOW_SECONDS."""
+    MIN_WINDOW_SECONDS and at most MAX_WINDOW_SECONDS."""
     parts = _DURATION.findall(text)
     if not text or "".join(n + u for n, u in parts) != text:
         raise MigError(
@@ -69,6 +70,13 @@ def window_seconds(text: str) -> int:
         raise MigError(
             f"is {seconds:g} s; a window of at least {MIN_WINDOW_SECONDS // 60} minutes is needed "
             "to trust a service's figure",
+            "--window",
+            value=text,
+        )
+    if seconds > MAX_WINDOW_SECONDS:
+        raise MigError(
+            f"is {seconds:,.0f} s; a window of at most {MAX_WINDOW_SECONDS // 86400} days is "
+            "read (Prometheus keeps 15 days by default, --storage.tsdb.retention.time)",
             "--window",
             value=text,
         )

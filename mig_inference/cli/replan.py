@@ -17,6 +17,9 @@ from mig_inference.cli.diff import change_from, current_version
 from mig_inference.errors import MigError
 
 DEFAULT_WINDOW = "1h"
+DAY = 86400
+RETENTION_DAYS = 15
+"""Prometheus' default `--storage.tsdb.retention.time`: older samples are gone unless raised."""
 DEFAULT_QUANTILE = 0.95
 
 
@@ -137,6 +140,12 @@ def _credentials(args: argparse.Namespace) -> Any:
     )
     if password is not None and args.basic_auth_user is None:
         raise MigError("needs --basic-auth-user", "--basic-auth-password")
+    if password is None and args.basic_auth_user is not None:
+        raise MigError(
+            "needs its password: give --basic-auth-password-file or --basic-auth-password-env",
+            "--basic-auth-user",
+            value=args.basic_auth_user,
+        )
     return Credentials(
         bearer_token=_secret(args.bearer_token_file, args.bearer_token_env, "--bearer-token"),
         user=args.basic_auth_user,
@@ -159,6 +168,23 @@ def _rules(args: argparse.Namespace) -> Any:
     if not args.timeout > 0:
         raise MigError("must be above 0", "--timeout", value=args.timeout)
     return ReplanRules(args.min_samples, args.tolerance / 100, args.saturated_queue_seconds)
+
+
+def _target(text: str) -> Path:
+    """The file `--write` names, through a symlink: the link stays, its target gets the text."""
+    path = Path(text)
+    return path.resolve() if path.is_symlink() else path
+
+
+def _window_warnings(seconds: int) -> list[str]:
+    days = seconds / DAY
+    if days <= RETENTION_DAYS:
+        return []
+    return [
+        f"--window is {days:g} days; Prometheus keeps {RETENTION_DAYS} days by default "
+        "(--storage.tsdb.retention.time): a window older than its retention reads only what is "
+        "left"
+    ]
 
 
 def _writable(path: Path) -> None:
@@ -274,7 +300,7 @@ def _replan(args: argparse.Namespace) -> int:
     query = Query(window_seconds(args.window), args.quantile, label_selector(args.selector))
     rules = _rules(args)
     end = _end(args.end)
-    target = Path(args.write) if args.write else None
+    target = _target(args.write) if args.write else None
     if target is not None:
         _writable(target)
     prometheus = Prometheus(args.prometheus, _credentials(args), args.ca_file, args.timeout)
@@ -293,7 +319,7 @@ def _replan(args: argparse.Namespace) -> int:
             str(path),
         ) from None
     changes = change_from(path, replanned.version)
-    warnings = [*current.plan.warnings, *proposal.warnings]
+    warnings = [*current.plan.warnings, *proposal.warnings, *_window_warnings(query.seconds)]
     if replanned.reformatted:
         warnings.append(
             f"{path}: ruamel.yaml writes {replanned.reformatted} line(s) besides the changed "

@@ -62,6 +62,15 @@ DRIVER_WAIT_SECONDS = 300
 MIG manager."""
 REBOOT_MARKER = "/var/lib/mig-inference/mig-mode-reboot"
 """Written before the one reboot a pending MIG mode takes: never a second one."""
+MODE_SCRIPT = "/var/lib/mig-inference/mig-mode.sh"
+MODE_UNIT = "/etc/systemd/system/mig-inference-mig-mode.service"
+"""Every later boot (a stop and start may land on other hardware) switches MIG mode on again
+before the kubelet: a oneshot unit ordered before nodeadm-run.service (EKS, AL2023) and
+kubelet.service (OKE), running MODE_SCRIPT; idempotent, it never reboots and never fails the
+boot (a GPU it cannot switch is left to the MIG manager)."""
+JOIN_MARKER = "/var/lib/mig-inference/oke-joined"
+"""Written once OKE's init script has joined the node: a user script cloud-init runs again (the
+reboot inside cloud-final leaves it unrecorded) does not join it a second time."""
 PER_BOOT_JOIN = "/var/lib/cloud/scripts/per-boot/50-mig-inference-join.sh"
 """cloud-init runs the scripts of this folder on every boot (`scripts_per_boot`): the OKE join
 after the reboot, removing itself first."""
@@ -96,8 +105,9 @@ def nodeadm_drop_in(max_pods: int) -> str:
 
 def mig_mode_step(gpus: Sequence[int]) -> list[str]:
     """Shell lines defining `mig_mode`: wait for the driver, switch MIG mode on for `gpus`
-    (nvidia-smi indexes, the order mig-parted's `devices` use), and return 0 when it took, 2
-    when a GPU reports it pending (a reset is needed), 1 when it could not be done."""
+    (nvidia-smi indexes, the order mig-parted's `devices` use), every one of them even when one
+    refuses (each failure is said), and return 0 when it took, 2 when a GPU reports it pending
+    (a reset is needed), 1 when it could not be done on some GPU (and none is pending)."""
     indexes = " ".join(str(gpu) for gpu in gpus)
     return [
         "# MIG mode on before the kubelet starts: the GPU Operator's MIG manager then changes no",
@@ -114,22 +124,58 @@ def mig_mode_step(gpus: Sequence[int]) -> list[str]:
         "    waited=$((waited + 5))",
         "  done",
         "  pending=''",
+        "  failed=''",
+        "  # Every GPU is tried: one that refuses leaves the others switched.",
         f"  for gpu in {indexes}; do",
         '    if ! nvidia-smi -i "$gpu" -mig 1; then',
         '      echo "mig-inference: nvidia-smi could not switch MIG mode on for GPU $gpu; the MIG'
         ' manager will" >&2',
-        "      return 1",
+        '      failed="$failed $gpu"',
+        "      continue",
         "    fi",
-        '    modes=$(nvidia-smi -i "$gpu" --query-gpu=mig.mode.current,mig.mode.pending'
-        " --format=csv,noheader) || return 1",
+        '    if ! modes=$(nvidia-smi -i "$gpu" --query-gpu=mig.mode.current,mig.mode.pending'
+        " --format=csv,noheader); then",
+        '      echo "mig-inference: nvidia-smi could not read GPU $gpu\'s MIG mode" >&2',
+        '      failed="$failed $gpu"',
+        "      continue",
+        "    fi",
         '    [ "${modes%%,*}" = "Enabled" ] || pending="$pending $gpu"',
         "  done",
+        '  [ -z "$failed" ] || echo "mig-inference: MIG mode not switched on GPU$failed" >&2',
         '  [ -z "$pending" ] || {',
         '    echo "mig-inference: MIG mode pending (a GPU reset) on GPU$pending"',
         "    return 2",
         "  }",
+        '  [ -z "$failed" ] || return 1',
         "  return 0",
         "}",
+    ]
+
+
+def _every_boot(gpus: Sequence[int]) -> list[str]:
+    """Lines installing MODE_UNIT and MODE_SCRIPT, enabled for the boots after this one."""
+    script = ["#!/bin/sh", *mig_mode_step(gpus), "mig_mode || true", "exit 0"]
+    unit = [
+        "[Unit]",
+        "Description=mig-inference: MIG mode on before the kubelet starts",
+        "Before=nodeadm-run.service kubelet.service",
+        "[Service]",
+        "Type=oneshot",
+        f"ExecStart=/bin/sh {MODE_SCRIPT}",
+        f"TimeoutStartSec={DRIVER_WAIT_SECONDS + 120}",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ]
+    return [
+        f'mkdir -p "$(dirname {MODE_SCRIPT})" "$(dirname {MODE_UNIT})"',
+        f"cat > {MODE_SCRIPT} <<'MIG_INFERENCE_MODE'",
+        *script,
+        "MIG_INFERENCE_MODE",
+        f"cat > {MODE_UNIT} <<'MIG_INFERENCE_UNIT'",
+        *unit,
+        "MIG_INFERENCE_UNIT",
+        "systemctl daemon-reload && systemctl enable mig-inference-mig-mode.service ||",
+        '  echo "mig-inference: could not enable the per-boot MIG mode unit" >&2',
     ]
 
 
@@ -150,7 +196,7 @@ def _reboot_once(prepare: Sequence[str]) -> list[str]:
 def eks_mig_mode_script(gpus: Sequence[int]) -> str:
     """The EKS user data's shell part: MIG mode on for `gpus`, a reboot when a GPU needs one
     (nodeadm joins the node on the next boot)."""
-    lines = ["#!/bin/sh", *mig_mode_step(gpus), *_reboot_once(()), "exit 0"]
+    lines = ["#!/bin/sh", *mig_mode_step(gpus), *_every_boot(gpus), *_reboot_once(()), "exit 0"]
     return "\n".join(lines) + "\n"
 
 
@@ -193,10 +239,19 @@ def oke_cloud_init(taints: Sequence[tuple[str, str, str]], mig_gpus: Sequence[in
     """cloud-init for OKE nodes: run OKE's own init script, registering the taints (Kubernetes
     spelling) through kubelet, since OKE node pools have no taint field; for a pool with MIG,
     MIG mode on for `mig_gpus` first (OKE's init script starts the kubelet), and when a GPU
-    needs a reboot for it, the join moved to a per-boot script that runs once after it."""
+    needs a reboot for it, the join moved to a per-boot script that runs once after it; the
+    join of a MIG pool runs once, whichever script gets there first (JOIN_MARKER)."""
     join = _oke_join(taints)
     lines = ["#!/bin/bash", "set -euo pipefail"]
     if mig_gpus:
+        join = [
+            f"if [ -e {JOIN_MARKER} ]; then",
+            '  echo "mig-inference: the node has joined already"',
+            "  exit 0",
+            "fi",
+            *join,
+            f'mkdir -p "$(dirname {JOIN_MARKER})" && touch {JOIN_MARKER}',
+        ]
         script = ["#!/bin/bash", "set -euo pipefail", f"rm -f {PER_BOOT_JOIN}", *join]
         heredoc = "MIG_INFERENCE_JOIN"
         prepare = [
@@ -206,7 +261,7 @@ def oke_cloud_init(taints: Sequence[tuple[str, str, str]], mig_gpus: Sequence[in
             heredoc,
             f"chmod 0755 {PER_BOOT_JOIN}",
         ]
-        lines += [*mig_mode_step(mig_gpus), *_reboot_once(prepare)]
+        lines += [*mig_mode_step(mig_gpus), *_every_boot(mig_gpus), *_reboot_once(prepare)]
     lines += join
     return "\n".join(lines) + "\n"
 

@@ -9,6 +9,7 @@ from mig_inference.plan import ServicePlan
 from mig_inference.plan.model import WHOLE_GPU
 from mig_inference.plan.model_cache import ModelCachePlan
 from mig_inference.spec import Engine
+from mig_inference.spec.engine_args import chunked_prefill_off
 from mig_inference.versions import ENGINE_IMAGES, TGI_IMAGE, TRITON_IMAGE, VLLM_IMAGE
 
 HOME = "/home/inference"
@@ -52,6 +53,7 @@ def _vllm(service: ServicePlan, weights: str | None, streamed: bool) -> tuple[st
         service.sizing.max_num_seqs,
         service.sizing.max_model_len,
         spec.max_num_batched_tokens,
+        chunked_prefill=not chunked_prefill_off(spec.args),
     )
     # Never left to vLLM's NVML probe, which a MIG container fails (kube/vllm_batch.py).
     args += ["--max-num-seqs", str(budget.max_num_seqs)]

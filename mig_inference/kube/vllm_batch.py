@@ -11,7 +11,9 @@ replica gets 2048/256 or 8192/1024 depending on a permission, not on the plan. T
 `_set_default_max_num_seqs_and_batched_tokens_args` (L3153-3238) caps a defaulted budget at
 `max_num_seqs * max_model_len` and a defaulted `max_num_seqs` at the budget; and
 `SchedulerConfig.verify_max_model_len` (vllm/config/scheduler.py L317-336) refuses to start
-with fewer batched tokens than sequences.
+with fewer batched tokens than sequences, or, with chunked prefill off
+(`--no-enable-chunked-prefill`), fewer than `max_model_len`: a whole prompt must then fit one
+step, so the plan's budget is raised to the context there.
 
 So every vLLM replica gets both flags: the tier vLLM picks for the slice's parent GPU when NVML
 answers (what the same engine gets on that machine outside a container, and what #55381's
@@ -63,14 +65,18 @@ def batch_budget(
     max_num_seqs: int | None,
     max_model_len: int | None,
     max_num_batched_tokens: int | None = None,
+    chunked_prefill: bool = True,
 ) -> BatchBudget:
     """The budget of a replica on a slice (or a whole GPU) of `gpu`: the plan's sequences (or
     the tier's), the service's token budget (or the tier's, capped at `sequences x context` as
-    vLLM caps its own default), and never fewer tokens than sequences."""
+    vLLM caps its own default), and never fewer tokens than sequences, nor than the context when
+    chunked prefill is off (`SchedulerConfig.verify_max_model_len` refuses either)."""
     tier_tokens, tier_seqs = TIERS[parent_tier(gpu)]
     seqs = max_num_seqs or tier_seqs
     tokens = max_num_batched_tokens
     if tokens is None:
         tokens = tier_tokens if max_model_len is None else min(tier_tokens, seqs * max_model_len)
         tokens = max(tokens, seqs)
+        if not chunked_prefill and max_model_len is not None:
+            tokens = max(tokens, max_model_len)
     return BatchBudget(tokens, seqs)

@@ -24,6 +24,7 @@ from mig_inference.plan.model import (
 )
 from mig_inference.plan.sharing import utilization
 from mig_inference.spec import AUTO, FILL, Engine, ServiceSpec, StackSpec, key_path
+from mig_inference.spec.engine_args import chunked_prefill_off
 
 MIN_CONTEXT = 512
 """Shortest max-model-len worth serving; a slice that holds less is refused."""
@@ -177,9 +178,28 @@ def engine_sizing(
 
 
 def check_batch_budget(service: ServiceSpec, sizing: EngineSizing, path: str) -> None:
-    """vLLM refuses to start with fewer batched tokens than sequences in flight
-    (vllm/config/scheduler.py `verify_max_model_len`, v0.33.0): say so at the key."""
+    """vLLM refuses to start with fewer batched tokens than sequences in flight, or, with
+    chunked prefill off, than max_model_len (vllm/config/scheduler.py `verify_max_model_len`,
+    v0.33.0): say so at the key."""
     tokens, seqs = service.max_num_batched_tokens, sizing.max_num_seqs
+    if service.engine is Engine.VLLM and chunked_prefill_off(service.args):
+        context = sizing.max_model_len
+        if context is None:
+            raise MigError(
+                "with chunked prefill off (--no-enable-chunked-prefill in args) vLLM refuses a "
+                "step budget below the context, which the plan cannot size without it: give "
+                "maxModelLen (or the model's shape)",
+                f"{path}.maxModelLen",
+            )
+        if tokens is not None and tokens < context:
+            raise MigError(
+                f"{tokens:,} batched tokens with chunked prefill off (--no-enable-chunked-prefill "
+                f"in args): vLLM refuses a step budget below max_model_len ({context:,}), a "
+                f"whole prompt must fit one step; give at least {context:,}, lower maxModelLen, "
+                "or leave chunked prefill on",
+                f"{path}.maxNumBatchedTokens",
+                value=tokens,
+            )
     if tokens is not None and seqs is not None and tokens < seqs:
         raise MigError(
             f"{tokens:,} batched tokens for {seqs:,} sequences in flight: vLLM refuses a step "

@@ -68,6 +68,26 @@ def last_value(words: tuple[str, ...], flag: str) -> str | None:
     return found
 
 
+CHUNKED_PREFILL = "--enable-chunked-prefill"
+FALSE_WORDS = ("false", "0", "no", "off")
+
+
+def chunked_prefill_off(words: tuple[str, ...]) -> bool:
+    """Whether vLLM's own arguments turn chunked prefill off: the last of
+    `--no-enable-chunked-prefill` and `--enable-chunked-prefill[=value]` wins (argparse keeps the
+    last; vLLM's parser takes `_` for `-`). Off by default in vLLM v0.33.0 only for pooling and
+    encoder-decoder models (`ModelConfig.is_chunked_prefill_supported`), which the plan cannot
+    see from a model id: those need the flag spelt out here to get the budget they need."""
+    off = False
+    for word in words:
+        flag, value = _option(word)
+        if flag == "--no-" + CHUNKED_PREFILL[2:]:
+            off = True
+        elif flag == CHUNKED_PREFILL:
+            off = value is not None and value.strip().lower() in FALSE_WORDS
+    return off
+
+
 def check_engine_args(
     node: ConfigNode,
     engine: Engine,
