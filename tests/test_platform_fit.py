@@ -165,6 +165,7 @@ NOT_TAGGABLE = {
     "gcp:storage/bucketIAMMember:BucketIAMMember": "an IAM binding",
     "gcp:serviceaccount/account:Account": "service accounts take no labels",
     "gcp:projects/iAMMember:IAMMember": "an IAM binding",
+    "gcp:projects/service:Service": "an API turned on in the project, which takes no labels",
     "oci:ContainerEngine/addon:Addon": "OKE add-ons take no tags",
 }
 """Cloud resources that take no tags or labels, and why."""
