@@ -114,8 +114,9 @@ test: lint typecheck unit
 bench: setup
 	$(VENV)/bin/mig-inference bench $(BENCH_ARGS)
 
-# Rewrite tests/golden/ (every shipped stack's `render`, compared by tests/test_golden_renders.py)
-# after a change to what the program creates; review and commit the new files with the change.
+# Rewrite tests/golden/ (every shipped stack's `render`, compared by
+# tests/render/test_golden_renders.py) after a change to what the program creates; review and commit
+# the new files with the change.
 golden: setup
 	$(PY) -m tests.golden_renders
 

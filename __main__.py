@@ -1,5 +1,5 @@
 """The Pulumi program of this repository's stacks (`stacks/Pulumi.<stack>.yaml`)."""
 
-from components.program import stack_program
+from mig_inference.components.program import stack_program
 
 stack_program()

@@ -2,7 +2,6 @@
 
 The package is grouped by concern (README "Layout of the repository"). Nothing below `components`
 imports Pulumi, so the domain runs (and is tested) without the Pulumi engine; the exceptions are
-`policy` (the policy pack's rules, on `pulumi_policy`), `render` and `ephemeral` (which load
-Pulumi only when called), and, in an installed wheel, `mig_inference.components` (the
-repository's `components/`).
+`components` (the Pulumi ComponentResources), `policy` (the policy pack's rules, on
+`pulumi_policy`), and `render` and `ephemeral` (which load Pulumi only when called).
 """

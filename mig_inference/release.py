@@ -2,7 +2,7 @@
 
 `pyproject.toml` holds it in PEP 440's spelling, as pip and the wheel use it: a release is
 `X.Y.Z`, and between releases main carries `X.Y.Z.devN` of the next one, so that no wheel
-built from main has a release's number (tests/test_release.py holds the CHANGELOG to it).
+built from main has a release's number (tests/project/test_release.py holds the CHANGELOG to it).
 Pulumi's engine reads plugin and package versions as SemVer, where a development build is a
 pre-release: `0.4.0.dev0` is `0.4.0-dev.0` there (Pulumi's own provider SDKs map their PEP 440
 versions so)."""

@@ -204,7 +204,7 @@ def run_program(
         pulumi.runtime.register_stack_transformation(record_options)
 
         def stack_program() -> None:
-            # The components install as `mig_inference.components` (see pyproject.toml).
+            # The package's own components (mig_inference/components/program.py).
             importlib.import_module("mig_inference.components.program").stack_program()
 
         try:

@@ -228,7 +228,8 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "One InferencePool per model, selecting the model's pods across slice sizes: every rule "
         "has one InferencePool backend and no weight; two services serving one model are refused "
         "at the second's `model` (the fix, PR #61601, is on release-1.31, which has no release).",
-        "tests/test_gateway.py::test_one_gateway_one_route_per_namespace_one_pool_per_rule",
+        "tests/components/test_gateway.py::"
+        "test_one_gateway_one_route_per_namespace_one_pool_per_rule",
     ),
     KnownIssue(
         "ISTIO_MIN_INSTALLED",
@@ -239,7 +240,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "The stack installs Istio 1.30.5; with `install: false` and routes in more than one "
         "namespace the preview warns that the cluster's Istio must be 1.28.5 or later (its "
         "version is not looked up).",
-        "tests/test_gateway_plan.py::test_warnings_say_what_the_preview_cannot_check",
+        "tests/plan/test_gateway_plan.py::test_warnings_say_what_the_preview_cannot_check",
     ),
     KnownIssue(
         "INFERENCE_POOL_VERSION",
@@ -251,7 +252,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "Two active pickers (`--ha-enable-leader-election=false` after the chart's own flag), a "
         "budget of one unavailable, and the InferencePool failing open: while no picker is "
         "ready the gateway sends the model's requests to its ready replicas without picking.",
-        "tests/test_gateway.py::"
+        "tests/components/test_gateway.py::"
         "test_the_picker_chart_renders_one_inference_pool_per_model_wired_to_its_pods",
     ),
     KnownIssue(
@@ -265,7 +266,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "gateway's Service hands itself to the controller by its annotations "
         "(`aws-load-balancer-type: external`), and other LoadBalancer Services stay with the "
         "cloud provider's controller.",
-        "tests/test_gateway.py::"
+        "tests/components/test_gateway.py::"
         "test_a_created_eks_cluster_gets_the_aws_load_balancer_controller_for_an_external_gateway",
     ),
     KnownIssue(
@@ -278,7 +279,8 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "None in the stack: the router streams bodies as its chart does (buffering them instead "
         "would refuse every body over Envoy's 1 MiB buffer); docs/troubleshooting.md names the "
         "symptom, and the test holds the mode this row is about.",
-        "tests/test_gateway.py::test_the_body_router_streams_request_bodies_as_its_chart_does",
+        "tests/components/test_gateway.py::"
+        "test_the_body_router_streams_request_bodies_as_its_chart_does",
     ),
     KnownIssue(
         "GPU_OPERATOR_VERSION",
@@ -290,7 +292,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "EKS and OKE nodes switch MIG mode on from their user data before the kubelet starts, "
         "so the first apply changes no mode; EKS node groups turn node auto repair on, which "
         "replaces a node NotReady for 30 minutes.",
-        "tests/test_mig_mode_at_boot.py::"
+        "tests/clouds/test_mig_mode_at_boot.py::"
         "test_the_first_apply_changes_no_mode_on_gpus_the_user_data_prepared",
     ),
     KnownIssue(
@@ -303,7 +305,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "The gate and the re-partitioning Job restart nothing on a node NotReady with its run "
         "ended and report it with the cure (a new instance, which EKS node auto repair brings); "
         "the Job stops there with the node cordoned, the gate keeps waiting for a replacement.",
-        "tests/test_repartition.py::"
+        "tests/kube/test_repartition.py::"
         "test_a_node_its_mode_change_left_notready_stops_the_job_with_the_way_forward",
     ),
     KnownIssue(
@@ -314,7 +316,8 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "the MIG manager v26.7.0 runs).",
         "The gate and the re-partitioning Job restart the MIG manager pod of a node `pending` "
         "for 10 minutes on its pool's config, once, and say so.",
-        "tests/test_gate.py::test_a_node_wedged_in_pending_gets_its_mig_manager_restarted_once",
+        "tests/kube/test_gate.py::"
+        "test_a_node_wedged_in_pending_gets_its_mig_manager_restarted_once",
     ),
     KnownIssue(
         "GPU_OPERATOR_VERSION",
@@ -324,7 +327,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "same layout then leaves the device plugin off.",
         "The gate restarts the MIG manager pod of a node reporting `success` with its operands "
         "paused on two polls, once; the new process, finding the layout applied, restores them.",
-        "tests/test_gate.py::test_operands_left_paused_after_success_get_the_mig_manager_"
+        "tests/kube/test_gate.py::test_operands_left_paused_after_success_get_the_mig_manager_"
         "restarted_once",
     ),
     KnownIssue(
@@ -334,7 +337,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "instances (seen on H100), so the slice-memory alert had nothing to fire on.",
         "MigSliceMemoryFull also fires, reason memory-not-reported, for a configured node of a "
         "MIG pool whose slices report no frame-buffer memory.",
-        "tests/test_monitoring.py::"
+        "tests/kube/test_monitoring.py::"
         "test_the_slice_memory_alert_fires_when_a_mig_node_reports_no_slice_memory",
     ),
     KnownIssue(
@@ -345,7 +348,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "(closed after v26.7.0; the release with the fix was not read).",
         "None automatic: the gate fails at once naming the node and its MIG manager's log; "
         "docs/troubleshooting.md gives the pod restart that clears it.",
-        "tests/test_gate.py::test_fails_fast_naming_a_failed_node_that_carries_the_config",
+        "tests/kube/test_gate.py::test_fails_fast_naming_a_failed_node_that_carries_the_config",
     ),
     KnownIssue(
         "VLLM_IMAGE",
@@ -355,7 +358,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "on a refusal, 28-53% less throughput measured on an H200 2g.35gb).",
         "Every vLLM Deployment gets --max-num-batched-tokens and --max-num-seqs from the plan: "
         "the tier vLLM picks for the parent GPU, capped at sequences x context.",
-        "tests/test_engine_batch.py::test_every_vllm_deployment_pins_its_budget_from_the_plan",
+        "tests/kube/test_engine_batch.py::test_every_vllm_deployment_pins_its_budget_from_the_plan",
     ),
     KnownIssue(
         "VLLM_IMAGE",
@@ -364,7 +367,8 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "slice and asserts (`NVML_SUCCESS == r` in CUDACachingAllocator.cpp); vLLM's own MIG "
         "runners turn it off, v0.33.0 does not (the PR closed unmerged).",
         "vLLM replicas on MIG slices run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False.",
-        "tests/test_engine_batch.py::test_mig_slices_run_the_allocator_without_expandable_segments",
+        "tests/kube/test_engine_batch.py::"
+        "test_mig_slices_run_the_allocator_without_expandable_segments",
     ),
     KnownIssue(
         "CLUSTER_AUTOSCALER_VERSION",
@@ -375,7 +379,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "The EKS pools carry no k8s.amazonaws.com/accelerator label (the AWS provider's GPU "
         "label), in their nodes or their node-template tags; new nodes wait under a startup "
         "taint instead.",
-        "tests/test_startup_taints.py::test_eks_mig_nodes_are_not_judged_by_nvidia_gpu",
+        "tests/kube/test_startup_taints.py::test_eks_mig_nodes_are_not_judged_by_nvidia_gpu",
     ),
     KnownIssue(
         "CLUSTER_AUTOSCALER_VERSION",
@@ -386,7 +390,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "Autoscaled MIG pools' new nodes carry the startup taint "
         "startup-taint.cluster-autoscaler.kubernetes.io/mig-slices until the mig-startup-taints "
         "agent sees them advertise their planned slices.",
-        "tests/test_startup_taints.py::"
+        "tests/kube/test_startup_taints.py::"
         "test_the_taint_comes_off_a_node_that_advertises_its_planned_slices",
     ),
     KnownIssue(
@@ -397,7 +401,8 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "publishing the slices it found when it started.",
         "The gate restarts a kubelet plugin seen Ready with other slices than planned (once), "
         "and the re-partitioning Job restarts it where the MIG manager does not.",
-        "tests/test_dra_restart.py::test_the_gate_restarts_a_plugin_that_published_before_the_layout",
+        "tests/kube/test_dra_restart.py::"
+        "test_the_gate_restarts_a_plugin_that_published_before_the_layout",
     ),
     KnownIssue(
         "TRITON_IMAGE",
@@ -405,7 +410,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "Triton cannot read GPU metrics on a MIG slice (its embedded DCGM fails to start, "
         "#7906), so its own GPU metrics are missing there.",
         "Triton services are not scraped; per-slice GPU metrics come from the DCGM exporter.",
-        "tests/test_monitoring.py::test_engines_without_metrics_are_not_scraped",
+        "tests/kube/test_monitoring.py::test_engines_without_metrics_are_not_scraped",
     ),
 )
 """The known upstream issues of the pins above, each with the project's mitigation and its test

@@ -1,6 +1,6 @@
 """Golden renders: what `render` writes for every shipped stack (stacks/Pulumi.<stack>.yaml),
 kept under tests/golden/<stack>/ so that a change's Kubernetes objects, Helm values and cloud
-inputs show in review. tests/test_golden_renders.py compares each stack's render with its
+inputs show in review. tests/render/test_golden_renders.py compares each stack's render with its
 folder; `make golden` (this module) rewrites them all.
 
     python -m tests.golden_renders

@@ -45,13 +45,17 @@ SCRIPTS = ROOT / "mig_inference" / "kube" / "scripts"
 NODE_JOB_SCRIPTS = ("gate.sh", "kube.sh", "repartition.sh")
 SPEC = ROOT / "mig_inference" / "spec"
 FORMATS = SPEC / "formats.py"
-SPEC_CORPUS = ["tests/test_broken_stacks.py", "tests/test_stacks.py", "tests/test_all_errors.py"]
+SPEC_CORPUS = [
+    "tests/spec/test_broken_stacks.py",
+    "tests/render/test_stacks.py",
+    "tests/spec/test_all_errors.py",
+]
 """Test files that read whole stack files (shipped and broken): they reach every refusal rule
 through `parse_stack`, which a module-level import map does not show."""
 IDENTITY_TESTS = {
-    "tests/test_golden_renders.py": "compares the rendered text (the scripts are in it)",
-    "tests/test_contracts.py": "checks imports, not behaviour",
-    "tests/test_wheel.py": "checks the package's files",
+    "tests/render/test_golden_renders.py": "compares the rendered text (the scripts are in it)",
+    "tests/project/test_contracts.py": "checks imports, not behaviour",
+    "tests/project/test_wheel.py": "checks the package's files",
 }
 TIME_OUT_FACTOR = 3
 """A mutant's tests may take this many times their clean run (plus a minute) before the mutant
@@ -297,7 +301,7 @@ def _imported_modules(test_file: Path) -> set[str]:
 
 
 def test_files() -> list[Path]:
-    return sorted(p for p in TESTS.glob("test_*.py")
+    return sorted(p for p in TESTS.glob("*/test_*.py")
                   if p.relative_to(ROOT).as_posix() not in IDENTITY_TESTS)  # fmt: skip
 
 

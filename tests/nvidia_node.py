@@ -1,8 +1,8 @@
 """NVIDIA's GPU agents on one node, written from NVIDIA's source on its own: the MIG manager, the
 GPU Operator's operand DaemonSets it pauses, the device plugin with its config manager, and what
 the kubelet then advertises. The Job scripts' tests run it behind the fake API server
-(tests/fake_apiserver.py), and tests/test_node_models.py checks the rollout simulator's model
-(mig_inference/rollout/mig_manager.py) against it. It imports nothing of the product.
+(tests/fake_apiserver.py), and tests/rollout/test_node_models.py checks the rollout simulator's
+model (mig_inference/rollout/mig_manager.py) against it. It imports nothing of the product.
 
 Read at these commits (line numbers from them):
 

@@ -2,8 +2,8 @@
 deleted, given a value of every other type, nested past the reader's bound, duplicated, or
 made huge; and every shipped stack with a namespace created twice or existing already, or a
 cluster version its cloud did not offer (cross_key_corpus). `python -m tests.stack_mutations`
-runs all of it through `plan` and counts the outcomes; tests/test_stack_mutations.py runs a fixed
-sample of the first and all of the second."""
+runs all of it through `plan` and counts the outcomes; tests/cli/test_stack_mutations.py runs a
+fixed sample of the first and all of the second."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ need none: a registry from (resource type, field path) to a rule of mig_inferenc
 A field path joins the field names with `.`; `[]` stands for any item of a list, `<key>` for
 any key of a map the stack (or the project) fills and `<value>` for its values. Kubernetes
 objects are held to the rules of their `metadata` (wherever it is nested: a pod template's
-too), by kind. tests/test_api_fields.py renders the program and fails on a field that has
+too), by kind. tests/spec/test_api_fields.py renders the program and fails on a field that has
 neither a rule here nor a reason in WITHOUT_RULE, and on a rendered value its rule refuses.
 """
 

@@ -1,0 +1,105 @@
+"""Verbs that solve nothing start fast: they import neither HiGHS nor numpy, and the catalog is
+parsed by libyaml's loader, which reads it exactly as the pure-Python loader and the stack-file
+reader's yaml.v3 rules do. The planner's own verbs solve with HiGHS's compiled core alone, never
+importing numpy (highspy's Python layer would: most of a `pack` process's start-up)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mig_inference.gpus.catalog import SAFE_LOADER
+from mig_inference.solving.fleet import fleet_document
+from mig_inference.solving.throughput import parvagpu_scenarios
+from mig_inference.stackfile.yamlfile import parse_yaml
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.mark.parametrize(
+    "data",
+    ["catalog.yaml", "prices.yaml", "load_bandwidth.yaml", "throughput-parvagpu-a100-80gb.yaml"],
+)
+def test_the_c_loader_reads_the_shipped_data_as_the_other_readers_do(data: str) -> None:
+    """Each data file as PyYAML's pure-Python loader reads it (the catalog also as yaml.v3's
+    rules do; the others hold dates, which PyYAML reads as dates and those rules as text)."""
+    text = resources.files("mig_inference").joinpath(f"data/{data}").read_text("utf-8")
+    assert SAFE_LOADER is yaml.CSafeLoader, "PyYAML without libyaml: the data loads slowly"
+    fast = yaml.load(text, Loader=SAFE_LOADER)
+    assert fast == yaml.load(text, Loader=yaml.SafeLoader)
+    if data == "catalog.yaml":
+        assert fast == parse_yaml(text).value
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["profiles", "--gpu", "h100"], ["gpus"], ["fit", "--gpu", "h100", "--memory-gib", "20"]],
+)
+def test_verbs_that_solve_nothing_import_no_solver(argv: list[str]) -> None:
+    script = (
+        "import sys\nfrom mig_inference.cli import main\n"
+        f"code = main({argv!r})\n"
+        "heavy = sorted(m for m in ('highspy', 'numpy') if m in sys.modules)\n"
+        "print('imported:', heavy, file=sys.stderr)\nsys.exit(code or (3 if heavy else 0))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def _imported_by(argv: list[str], modules: tuple[str, ...]) -> tuple[int, list[str], str]:
+    """Run the command line's `main(argv)` in a fresh interpreter: its exit code, which of
+    `modules` it imported, and its standard error."""
+    script = (
+        "import sys\nfrom mig_inference.cli import main\n"
+        f"code = main({argv!r})\n"
+        f"print(sorted(m for m in {modules!r} if m in sys.modules), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    *_, imported = done.stderr.strip().splitlines() or [""]
+    return done.returncode, yaml.safe_load(imported), done.stderr
+
+
+def test_pack_solves_with_the_highs_core_and_never_imports_numpy(tmp_path: Path) -> None:
+    fleet = tmp_path / "slo1.yaml"
+    [slo1, *_] = parvagpu_scenarios("single")
+    fleet.write_text(yaml.safe_dump(fleet_document(list(slo1.workloads))), encoding="utf-8")
+    argv = ["pack", str(fleet), "--gpu", "A100-80GB", "--json"]
+    code, imported, stderr = _imported_by(argv, ("numpy", "highspy", "highspy._core"))
+    assert code == 0, stderr
+    assert imported == ["highspy._core"], "numpy (or highspy's Python layer) imported by pack"
+
+
+@pytest.mark.parametrize("stack", ["gke-h100", "eks-p5-auto"])
+def test_plan_of_a_shipped_stack_never_imports_numpy(stack: str) -> None:
+    """gke-h100 has fixed layouts; eks-p5-auto's `mig: auto` pool is packed by the planner."""
+    code, imported, stderr = _imported_by(["plan", "--stack", stack, "--json"], ("numpy",))
+    assert code == 0, stderr
+    assert imported == [], "numpy imported by plan"
+
+
+def test_every_environment_the_makefile_installs_holds_compiled_bytecode() -> None:
+    """uv, unlike pip, compiles no bytecode unless asked: each `uv sync` and `uv pip install`
+    of the Makefile asks, so where Python cannot write `__pycache__` (CI images, read-only
+    installs) a command does not compile every module it imports on every run."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    flags = dict(
+        line.split(" := ", 1) for line in makefile.splitlines() if line.startswith("UV_SYNC")
+    )
+    installs = [
+        line.replace("$(UV_SYNC_FLAGS)", flags.get("UV_SYNC_FLAGS", ""))
+        for line in makefile.splitlines()
+        if "$(UV) sync" in line or "$(UV) pip install" in line or line.startswith("UV_SYNC :=")
+    ]
+    installs = [line for line in installs if "$(UV_SYNC)" not in line]
+    assert len(installs) >= 4, installs  # setup's and plan's syncs, test-latest, extras
+    for line in installs:
+        assert "--compile-bytecode" in line, line
