@@ -107,9 +107,13 @@ def test_every_config_key_is_its_own_patch_applied_before_the_release() -> None:
         kubernetes_validate.validate(manifest(recorded), "1.33.0", strict=True)
     [group] = [o for o in rendering.options.values() if o.type == "aws:eks/nodeGroup:NodeGroup"]
     assert group.parent is not None
-    assert rendering.options[group.parent].dependencies == (
+    # The component holding the patches: the pool's labels come after its keys (and after the
+    # ClusterPolicy patch that keeps the device plugin where the re-partitioning Job has not
+    # switched a node yet).
+    assert set(rendering.options[group.parent].dependencies) == {
         ("mig-inference:index:GpuOperator", "gpu-operator"),
-    )  # the component holding the patches: the pool's labels come after its keys
+        ("kubernetes:nvidia.com/v1:ClusterPolicyPatch", "gpu-operator-device-plugin"),
+    }
 
 
 def test_time_sliced_mig_slices_next_to_unshared_ones() -> None:
