@@ -477,6 +477,28 @@ class EndpointPicker(TypedDict):
     """Memory in GiB (8); the limit is twice that."""
 
 
+class GatewayCertManager(TypedDict):
+    """The cert-manager issuer that issues the listener's certificate."""
+
+    issuer: str
+    """The issuer's name."""
+    kind: NotRequired[str]
+    """ClusterIssuer (default) or Issuer (in the gateway's namespace)."""
+
+
+class GatewayTls(TypedDict):
+    """The HTTPS listener's certificate: one of secret, certManager or gcpCertificates."""
+
+    hostname: NotRequired[str]
+    """The name clients call the gateway by (the listener's and the certificate's)."""
+    secret: NotRequired[str]
+    """A `kubernetes.io/tls` Secret made in the gateway's namespace."""
+    cert_manager: NotRequired[GatewayCertManager]
+    """A certificate cert-manager issues for the hostname."""
+    gcp_certificates: NotRequired[list[str]]
+    """Certificate Manager certificates (GKE's gateway)."""
+
+
 class GatewaySettings(TypedDict):
     """One address for every vLLM service, routed by the request's model (the Gateway API
     Inference Extension)."""
@@ -495,6 +517,10 @@ class GatewaySettings(TypedDict):
     """GKE (required): the range of the region's proxy-only subnet."""
     endpoint_picker: NotRequired[EndpointPicker]
     """What each endpoint picker requests."""
+    tls: NotRequired[GatewayTls]
+    """HTTPS for the listener (required for an external gateway)."""
+    load_balancer_subnet_id: NotRequired[str]
+    """OKE: the subnet of an external gateway's load balancer (required on a created cluster)."""
 
 
 class Stack(TypedDict):

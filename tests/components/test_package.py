@@ -116,7 +116,8 @@ def test_schema_types_are_the_stack_file_sections_and_documented() -> None:
             "NetworkClient", "QueueAutoscaling", "AutoscaledPool", "ThroughputPoint",
             "Profiling", "ModelCache", "VerifySettings", "ServiceVerifySettings", "EphemeralSettings",
             "ReplanSettings",
-            "DraSettings", "GatewaySettings", "EndpointPicker", "Cloud",
+            "DraSettings", "GatewaySettings", "GatewayTls", "GatewayCertManager", "EndpointPicker",
+            "Cloud",
         )
     }  # fmt: skip
     for token, typ in types.items():

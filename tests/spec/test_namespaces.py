@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from mig_inference.spec.namespaces import ISTIO_NAMESPACE, KEDA_NAMESPACE
+from mig_inference.versions import ISTIO_VERSION
 from tests.kube.test_dra import variant
 from tests.mocked import render_config
 from tests.spec.test_all_errors import GKE, error_keys, with_changes
@@ -89,7 +90,7 @@ def test_istio_system_beside_the_istio_the_stack_installs(where: str) -> None:
         key = "services[0].namespace"
     errors = error_keys(values)
     assert list(errors) == [key], errors
-    assert "the Istio 1.30.3 the stack installs (gateway.install)" in errors[key]
+    assert f"the Istio {ISTIO_VERSION} the stack installs (gateway.install)" in errors[key]
     # A cluster that runs its own Istio (install: false): the stack creates no istio-system.
     values["gateway"] = {**values["gateway"], "install": False}
     assert error_keys(values) == {}
