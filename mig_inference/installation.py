@@ -1,12 +1,24 @@
-"""Where this copy of the package runs from, for the hints that say how to add what is missing:
-a clone of the repository (the project's own `.venv`, made by `make` from `uv.lock`), or an
-installed wheel (pip and the package's extras)."""
+"""Where this copy of the package runs from: the files it ships (its data, the programs its Jobs
+run), and, for the hints that say how to add what is missing, a clone of the repository (the
+project's own `.venv`, made by `make` from `uv.lock`) or an installed wheel (pip and the
+package's extras)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import mig_inference
+
+PACKAGE_DIR = Path(mig_inference.__file__).parent
+
+
+def package_text(relative: str) -> str:
+    """A file shipped inside the package (`data/catalog.yaml`, `verify/probe.py`), read from the
+    package's folder. The package is always installed as files (a wheel is unpacked, the clone
+    is an editable install), so importlib.resources, whose import brings zipfile, tempfile and
+    the archive codecs, would cost a short verb more than the reading."""
+    return (PACKAGE_DIR / relative).read_text(encoding="utf-8")
+
 
 CLONE_MARKERS = ("pyproject.toml", "uv.lock", "Makefile")
 """Files beside the package's folder in a clone, and nowhere in an installed wheel."""

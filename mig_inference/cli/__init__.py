@@ -6,33 +6,40 @@ a change Pulumi would refuse), 2 a usage error. Bad input is one line per proble
 `{"errors": [{"key", "value", "message", "allowed"}], "warnings": [...]}`. Warnings always go to
 stderr (`warning: ...`) and, with `--json`, into the payload's `warnings`.
 
-One module per verb (or per family of small ones); each registers its verbs with `register`.
+One module per verb (or per family of small ones); each registers its verbs with `register`. A
+run names one verb, so only that verb's module is imported and registered: the others' imports
+and arguments would be most of a short verb's start-up. `--help`, `--version` and an unknown verb
+get the whole parser.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from mig_inference.cli import (
-    bench,
-    catalog,
-    diff,
-    ephemeral,
-    fit,
-    pack,
-    plan,
-    render,
-    replan,
-    throughput,
-)
 from mig_inference.cli.common import Handler, command, print_json
 from mig_inference.errors import MigError
 
-VERBS = (catalog, throughput, fit, pack, plan, diff, replan, render, ephemeral, bench)
-"""In the order `--help` lists them."""
+VERBS = {
+    "gpus": "catalog",
+    "profiles": "catalog",
+    "validate": "catalog",
+    "config": "catalog",
+    "throughput": "throughput",
+    "fit": "fit",
+    "pack": "pack",
+    "plan": "plan",
+    "diff": "diff",
+    "replan": "replan",
+    "render": "render",
+    "ephemeral": "ephemeral",
+    "bench": "bench",
+}
+"""Each verb and the module of `mig_inference.cli` that registers it, in the order `--help` lists
+them (tests/cli/test_verbs.py checks that each module registers exactly its verbs here)."""
 
 
 class _Version(argparse.Action):
@@ -61,7 +68,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see `{name} {verb + ' ' if verb else ''}--help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def verb_modules(argv: Sequence[str] | None = None) -> list[str]:
+    """The modules whose verbs the parser of `argv` needs: the named verb's alone, or (for
+    `--help`, `--version`, no verb or an unknown one) all of them."""
+    first = next(iter(argv or ()), "")
+    if first in VERBS:
+        return [VERBS[first]]
+    return list(dict.fromkeys(VERBS.values()))
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: with `argv`, only what parsing it needs (`verb_modules`)."""
     parser = _Parser(prog=command(), description="MIG planning for inference fleets.")
     parser.add_argument("--version", action=_Version)
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
@@ -72,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true", help="print JSON")
         return sub
 
-    for module in VERBS:
-        module.register(verb)
+    for name in verb_modules(argv):
+        importlib.import_module(f"mig_inference.cli.{name}").register(verb)
     return parser
 
 
@@ -86,7 +103,9 @@ def _failed(args: argparse.Namespace, error: MigError) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.handler(args))
     except MigError as error:

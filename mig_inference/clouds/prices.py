@@ -14,7 +14,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,6 +24,7 @@ from mig_inference.clouds.addons import STORAGE_FEATURES
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.gpus.catalog import SAFE_LOADER
+from mig_inference.installation import package_text
 from mig_inference.stackfile.yamlfile import load_yaml
 
 T = TypeVar("T")
@@ -271,7 +271,7 @@ def parse_prices(
 def _shipped() -> Any:
     """The table shipped with the package (read once per process), by libyaml's loader."""
     return yaml.load(
-        resources.files("mig_inference").joinpath(SHIPPED).read_text(encoding="utf-8"),
+        package_text(SHIPPED),
         Loader=SAFE_LOADER,
     )
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
@@ -18,6 +17,7 @@ from mig_inference.clouds import Cloud
 from mig_inference.clouds.addons import Feature, addon
 from mig_inference.clouds.prices import StoragePrice, shipped_storage_prices
 from mig_inference.gpus.catalog import SAFE_LOADER
+from mig_inference.installation import package_text
 
 NO_SOURCE = "no document: this project's choice"
 FSX_DEPLOYMENT_TYPE = "PERSISTENT_2"
@@ -50,7 +50,7 @@ class StorageFact:
 @cache
 def load_bandwidth() -> dict[str, Any]:
     """`data/load_bandwidth.yaml`: the read rates (and sizes) of each storage, with sources."""
-    text = resources.files("mig_inference").joinpath("data/load_bandwidth.yaml").read_text()
+    text = package_text("data/load_bandwidth.yaml")
     data: dict[str, Any] = yaml.load(text, Loader=SAFE_LOADER)
     return data
 

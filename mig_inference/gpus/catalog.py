@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache, cached_property
-from importlib import resources
 
 import yaml
 
 from mig_inference.errors import MigError, shown
+from mig_inference.installation import package_text
 
 RESOURCE_PREFIX = "nvidia.com/mig-"
 # Profile name suffixes (go-nvlib's MIG profile attributes, vendored by the k8s-device-plugin):
@@ -294,10 +294,7 @@ do (a test compares all three), about seven times faster; the catalog is read by
 @cache
 def load_catalog() -> Catalog:
     """The catalog shipped in `mig/data/catalog.yaml` (parsed once per process)."""
-    text = (
-        resources.files("mig_inference").joinpath("data/catalog.yaml").read_text(encoding="utf-8")
-    )
-    data = yaml.load(text, Loader=SAFE_LOADER)
+    data = yaml.load(package_text("data/catalog.yaml"), Loader=SAFE_LOADER)
     gpus = []
     for name, raw in data["gpus"].items():
         estimated = any(p["memory_mib"] is None for p in raw["profiles"])

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
 
 from mig_inference.gpus.catalog import SAFE_LOADER
+from mig_inference.installation import package_text
 from mig_inference.solving.packing import Workload
 
 PARVAGPU = "data/throughput-parvagpu-a100-80gb.yaml"
@@ -29,7 +29,7 @@ class Scenario:
 
 @cache
 def _parvagpu() -> dict[str, Any]:
-    text = resources.files("mig_inference").joinpath(PARVAGPU).read_text(encoding="utf-8")
+    text = package_text(PARVAGPU)
     data: dict[str, Any] = yaml.load(text, Loader=SAFE_LOADER)
     return data
 

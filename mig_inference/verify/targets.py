@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
 
+from mig_inference.installation import package_text
 from mig_inference.kube.engines import engine_container
 from mig_inference.names.digest import short_hash
 from mig_inference.plan import ServicePlan, StackPlan
@@ -33,7 +33,7 @@ Job's `MIG_VERIFY_URL` gives it."""
 @cache
 def program_source(module: str) -> str:
     """The source of `probe` or `slice_check`: what the containers run with `python3 -c`."""
-    return resources.files("mig_inference.verify").joinpath(f"{module}.py").read_text("utf-8")
+    return package_text(f"verify/{module}.py")
 
 
 def pod_selector(service_name: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -80,10 +81,13 @@ def test_pack_solves_with_the_highs_core_and_never_imports_numpy(tmp_path: Path)
 
 @pytest.mark.parametrize("stack", ["gke-h100", "eks-p5-auto"])
 def test_plan_of_a_shipped_stack_never_imports_numpy(stack: str) -> None:
-    """gke-h100 has fixed layouts; eks-p5-auto's `mig: auto` pool is packed by the planner."""
-    code, imported, stderr = _imported_by(["plan", "--stack", stack, "--json"], ("numpy",))
+    """gke-h100 has fixed layouts; eks-p5-auto's `mig: auto` pool is packed by the planner.
+    Nor does it import importlib.resources (zipfile, tempfile and the archive codecs with it):
+    the package's data files are read from its folder (`installation.package_text`)."""
+    modules = ("numpy", "importlib.resources", "zipfile")
+    code, imported, stderr = _imported_by(["plan", "--stack", stack, "--json"], modules)
     assert code == 0, stderr
-    assert imported == [], "numpy imported by plan"
+    assert imported == [], "imported by plan"
 
 
 def test_every_environment_the_makefile_installs_holds_compiled_bytecode() -> None:
@@ -103,3 +107,38 @@ def test_every_environment_the_makefile_installs_holds_compiled_bytecode() -> No
     assert len(installs) >= 4, installs  # setup's and plan's syncs, test-latest, extras
     for line in installs:
         assert "--compile-bytecode" in line, line
+
+
+def test_each_verb_module_registers_exactly_the_verbs_the_table_gives_it() -> None:
+    """The command line imports only the named verb's module (`VERBS`): a verb registered by
+    another module than the table says would be missing from its parser."""
+    import argparse
+    import importlib
+
+    from mig_inference.cli import VERBS
+
+    for module in dict.fromkeys(VERBS.values()):
+        registered: list[str] = []
+
+        def verb(name: str, *_: object, into: list[str] = registered) -> Any:
+            into.append(name)
+            return argparse.ArgumentParser(prog=name)
+
+        importlib.import_module(f"mig_inference.cli.{module}").register(verb)
+        assert registered == [v for v, m in VERBS.items() if m == module], module
+
+
+def test_a_verb_imports_no_other_verbs_module() -> None:
+    code, imported, stderr = _imported_by(
+        ["gpus", "--json"], tuple(f"mig_inference.cli.{m}" for m in ("plan", "replan", "pack"))
+    )
+    assert code == 0, stderr
+    assert imported == [], "gpus imported other verbs' modules"
+
+
+def test_help_lists_every_verb() -> None:
+    from mig_inference.cli import VERBS, build_parser
+
+    text = build_parser(["--help"]).format_help()
+    for name in VERBS:
+        assert name in text, name
