@@ -224,6 +224,8 @@ class FakeCluster:
         self.durations = durations
         self.operator_namespace = operator_namespace
         self.clock = 0.0
+        self.clock_file: Path | None = None
+        """Where a running script reads the clock (`serving`'s `date` and `sleep`)."""
         self.nodes: dict[str, FakeNode] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.refusals: dict[tuple[str, str], Refusal] = {}
@@ -537,6 +539,17 @@ class FakeCluster:
                       if pod["spec"].get("nodeName") == node)  # fmt: skip
 
     # -- time ----------------------------------------------------------------------------------
+    def read_script_clock(self) -> None:
+        """Take in the time the script slept since its last request (its `sleep` moved the
+        clock file on)."""
+        if self.clock_file is not None:
+            self.clock = max(self.clock, float(self.clock_file.read_text(encoding="utf-8")))
+
+    def write_script_clock(self) -> None:
+        """Show the script the cluster's time: its `date +%s` reads the clock file."""
+        if self.clock_file is not None:
+            self.clock_file.write_text(f"{self.clock!r}\n", encoding="utf-8")
+
     def tick(self) -> None:
         self.clock += self.step
         for when, action in sorted(self.actions, key=lambda a: a[0]):
@@ -1056,6 +1069,7 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             if fault is None or fault.applied:
                 with cluster.lock:
+                    cluster.read_script_clock()
                     cluster.run_befores(self.command, url.path)
                     cluster.tick()
                     try:
@@ -1063,6 +1077,7 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
                     except (AssertionError, ValueError, KeyError) as error:
                         cluster.errors.append(f"{self.command} {self.path}: {error!r}")
                         code, answer = _status(400, "BadRequest", f"not modelled: {error!r}")
+                    cluster.write_script_clock()
                 if fault is None:
                     cluster.statuses.append(code)
                     return self._send(code, answer)
@@ -1107,12 +1122,48 @@ def serving(cluster: FakeCluster, tmp_path: Path) -> Iterator[dict[str, str]]:
         link.symlink_to(kubectl_binary())
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    cluster.clock_file = tmp_path / "clock"
+    _script_clock(bin_dir, cluster.clock_file, path)
+    cluster.write_script_clock()
     try:
         yield {"KUBECONFIG": str(kubeconfig), "HOME": str(home), "NO_PROXY": "127.0.0.1",
-               "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}  # fmt: skip
+               "PATH": f"{bin_dir}:{path}"}  # fmt: skip
     finally:
         server.shutdown()
         server.server_close()
+        with cluster.lock:
+            cluster.read_script_clock()
+            cluster.clock_file = None
+
+
+EPOCH = 1_767_225_600
+"""The script's `date +%s` at the cluster's time 0 (2026-01-01T00:00:00Z)."""
+
+
+def _script_clock(bin_dir: Path, clock_file: Path, path: str) -> None:
+    """`date` and `sleep` for the scripts, on the cluster's clock: `date +%s` is EPOCH plus
+    the cluster's time, `sleep N` moves that time on by N seconds and returns at once. Every
+    deadline of a script is then one of simulated time (each API request takes `step` of it),
+    reached after the same requests and sleeps on any machine however loaded, and a test that
+    waits for one waits no real second. Any other use of `date` is the real one."""
+    real_date = shutil.which("date", path=path) or "/bin/date"
+    (bin_dir / "date").write_text(
+        "#!/bin/sh\n"
+        'if [ "$#" -eq 1 ] && [ "$1" = "+%s" ]; then\n'
+        f"  exec awk -v epoch={EPOCH} '{{ printf \"%d\\n\", epoch + $1 }}' '{clock_file}'\n"
+        "fi\n"
+        f'exec {real_date} "$@"\n',
+        encoding="utf-8",
+    )
+    (bin_dir / "sleep").write_text(
+        "#!/bin/sh\n"
+        f"awk -v slept=\"${{1:-0}}\" '{{ printf \"%.6f\\n\", $1 + slept }}' '{clock_file}' "
+        f"> '{clock_file}.next' && mv '{clock_file}.next' '{clock_file}'\n",
+        encoding="utf-8",
+    )
+    for shim in ("date", "sleep"):
+        (bin_dir / shim).chmod(0o755)
 
 
 def run_script(

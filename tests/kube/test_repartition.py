@@ -528,7 +528,8 @@ def test_a_stale_success_from_a_run_in_progress_cannot_pass(tmp_path: Path) -> N
     slow = Durations(pod_start=2, checks=1, operands_stop=1, apply=25, plugin_start=1)
     cluster = pool("n1", config="all-disabled", durations=slow)
     cluster.relabel("n1", {MIG_CONFIG_LABEL: OLD})
-    result = run(cluster, tmp_path)
+    # The reconfiguration deadline (simulated seconds) holds the older run and the target's.
+    result = run(cluster, tmp_path, reconfigure=120)
     assert on_target(cluster, "n1")
     assert result.returncode == 0, output(result)
 
@@ -596,7 +597,9 @@ def test_a_pending_that_does_not_move_after_a_restart_stops(tmp_path: Path) -> N
 def test_the_mig_manager_s_pending_wedge_is_recovered_by_restarting_it(tmp_path: Path) -> None:
     # An operand pod outlives the MIG manager's 5-minute wait (5 requests here): its run ends
     # with no state, `pending` for good (NVIDIA/gpu-operator#2833). The pod goes later; only a
-    # restart of the MIG manager applies the label again.
+    # restart of the MIG manager applies the label again. The Job's limit on `pending` (20
+    # simulated seconds) is longer than a healthy run's pending (the restarted manager's start,
+    # checks and operand stop), shorter than the wedge's.
     cluster = FakeCluster(CONFIGS)
     node = cluster.add_node("n1", OLD, labels={POOL_LABEL: "p"}, operands_stuck=True)
     manager = node.manager
@@ -608,10 +611,10 @@ def test_the_mig_manager_s_pending_wedge_is_recovered_by_restarting_it(tmp_path:
     # By the time the watchdog fires the stuck operand has gone (the wedge outlives it).
     cluster.after_change(lambda change: change.startswith("delete gpu-operator/nvidia-mig-manager"),
                          unstick)  # fmt: skip
-    result = run(cluster, tmp_path, pending=5)
+    result = run(cluster, tmp_path, pending=20, reconfigure=120)
     assert result.returncode == 0, output(result)
     assert (
-        "node n1: nvidia.com/mig.config.state=pending for 5s without moving: the MIG manager's "
+        "node n1: nvidia.com/mig.config.state=pending for 20s without moving: the MIG manager's "
         "known wedge (NVIDIA/gpu-operator#2833); restarting its MIG manager pod" in result.stdout
     )
     assert on_target(cluster, "n1")

@@ -65,7 +65,7 @@ def repartition(
         "p", config, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), planned,
         dra=dra, dra_namespace=DRA_NAMESPACE if dra else "", switch_keeps_requests=dra,
     )  # fmt: skip
-    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
+    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "5",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure),
            "DRAIN_TIMEOUT_SECONDS": str(drain)}  # fmt: skip
@@ -141,10 +141,10 @@ def test_replicas_that_do_not_turn_ready_stop_the_job_before_the_next_drain(
     lifts the cordons of the nodes it held; n2 keeps serving its replicas."""
     cluster = spare_room()
     cluster.services[("inference", "chat")].start = 10_000
-    result = repartition(cluster, tmp_path, "layout", reconfigure=20, drain=2)
+    result = repartition(cluster, tmp_path, "layout", reconfigure=60, drain=10)
     assert result.returncode == 1, result.stdout
     assert (
-        "STOPPED at the pool's services: after 20s they have not settled before the drain of the "
+        "STOPPED at the pool's services: after 60s they have not settled before the drain of the "
         "next batch: still loading: inference/chat-" in result.stdout
     )
     assert "@n3" in result.stdout.split("still loading:")[1]
