@@ -34,6 +34,12 @@ at one moment is recorded in `offered_twice`. The GPU Operator's ClusterPolicy c
 deletes the device plugin's DaemonSet, so the plugin leaves every node at once whatever its
 label says (and `True` brings it back where the label is `true`); a node whose labels still run
 the device plugin while replicas hold its devices then is recorded in `unplugged`.
+
+The scripts run on the cluster's clock (`serving` puts a `date` and a `sleep` on their PATH):
+`date +%s` reads it, `sleep N` moves it on by N seconds at once, and each request moves it one
+`step`. Their deadlines are therefore simulated seconds, met after the same requests on a loaded
+runner as on an idle one. The tests poll every simulated second (one `step`): no state of the
+cluster that lasts a step goes unseen by a script's loop.
 """
 
 from __future__ import annotations

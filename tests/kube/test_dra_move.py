@@ -66,7 +66,7 @@ def move(
         dra=to_dra, dra_namespace=DRA_NAMESPACE if to_dra else "",
         switch_keeps_requests=keeps_requests,
     )  # fmt: skip
-    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
+    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "1",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure)}  # fmt: skip
     return run_script(cluster, tmp_path, repartition_script(), env)

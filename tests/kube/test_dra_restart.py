@@ -65,7 +65,7 @@ def repartition(
     target = RepartitionTarget("p", TARGET, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), PLANNED,
                                dra=True, dra_namespace=DRA_NAMESPACE,
                                plugin_bounced=cluster.dra_client_selector if bounced is None else bounced)  # fmt: skip
-    env = {**target.env(30, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
+    env = {**target.env(30, "gpu-operator"), "REPARTITION_POLL_SECONDS": "1",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "ADVERTISE_TIMEOUT_SECONDS": str(advertise)}  # fmt: skip
     return run_script(cluster, tmp_path, repartition_script(), env)

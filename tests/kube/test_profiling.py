@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -78,6 +79,11 @@ def run_profile(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     python3 = bin_dir / "python3"
     python3.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     python3.chmod(0o755)
+    # The fake engine answers within a second: the script's 5-second health polls are cut to a
+    # fifth of a second rather than waited out (its deadline stays in real seconds).
+    sleep = bin_dir / "sleep"
+    sleep.write_text(f"#!/bin/sh\nexec {shutil.which('sleep')} 0.2\n")
+    sleep.chmod(0o755)
     settings = {
         "PATH": f"{bin_dir}:{os.environ['PATH']}", "MODEL": "org/model", "PROFILE": "1g.10gb",
         "PORT": str(free_port()), "STARTUP_SECONDS": "30", "NUM_PROMPTS": "20",

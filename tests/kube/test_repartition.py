@@ -75,7 +75,7 @@ def run(
     pending: int = 30,
     advertise: int = 30,
     capacity: dict[str, int] | None = None,
-    poll: int = 0,
+    poll: int = 1,
     evict_unmanaged: bool = False,
     notready: int | None = None,
 ) -> subprocess.CompletedProcess[str]:

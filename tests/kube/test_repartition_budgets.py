@@ -56,7 +56,7 @@ def repartition(
         "p", config, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), planned,
         dra=dra, dra_namespace=DRA_NAMESPACE if dra else "", switch_keeps_requests=dra,
     )  # fmt: skip
-    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
+    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "1",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": "120",
            **{k: str(v) for k, v in timeouts.items()}}  # fmt: skip

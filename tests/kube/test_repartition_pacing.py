@@ -65,7 +65,7 @@ def repartition(
         "p", config, f"{POOL_LABEL}=p", (), 1, len(cluster.nodes), planned,
         dra=dra, dra_namespace=DRA_NAMESPACE if dra else "", switch_keeps_requests=dra,
     )  # fmt: skip
-    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "5",
+    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "1",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "ADVERTISE_TIMEOUT_SECONDS": "30", "RECONFIGURE_TIMEOUT_SECONDS": str(reconfigure),
            "DRAIN_TIMEOUT_SECONDS": str(drain)}  # fmt: skip

@@ -144,7 +144,7 @@ def move(
     for switch in found:
         if switch.before_job:
             cluster.set_device_plugin(switch.on)
-    env = {**job_env(job.inputs), "REPARTITION_POLL_SECONDS": "0", "KUBECTL_RETRY_SECONDS": "0",
+    env = {**job_env(job.inputs), "REPARTITION_POLL_SECONDS": "1", "KUBECTL_RETRY_SECONDS": "0",
            "KUBECTL_REQUEST_TIMEOUT": "1s", "ADVERTISE_TIMEOUT_SECONDS": "30",
            "DRAIN_TIMEOUT_SECONDS": "60", "RECONFIGURE_TIMEOUT_SECONDS": "40"}  # fmt: skip
     result = run_script(cluster, tmp_path, repartition_script(), env)
