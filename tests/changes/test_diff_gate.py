@@ -21,6 +21,7 @@ from mig_inference.changes.change_plan import (
 )
 from mig_inference.changes.gate import MinServing, breaches, min_serving, wanted_replicas
 from mig_inference.errors import MigError
+from tests.in_process import mig
 from tests.reference import ROOT
 
 
@@ -122,11 +123,9 @@ def _stack(
 
 
 def _diff(after: Path, before: Path, *gate: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mig", "diff", "--stack-file", str(after), "--deployed",
-         str(before), *gate],
-        capture_output=True, text=True, cwd=ROOT, check=False, timeout=300,
-    )  # fmt: skip
+    """`diff` run by the command line's `main` in this process: the same exit code, stdout and
+    stderr, without an interpreter and the cloud SDKs started for each call."""
+    return mig("diff", "--stack-file", str(after), "--deployed", str(before), *gate)
 
 
 def test_a_service_down_during_an_in_place_change_stops_the_pipeline(tmp_path: Path) -> None:

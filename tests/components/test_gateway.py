@@ -51,6 +51,7 @@ from mig_inference.versions import (
     ISTIO_VERSION,
     PICKER_IMAGE,
 )
+from tests.in_process import mig
 from tests.mocked import render_config, stack_rendering
 from tests.plan.test_gateway_plan import CREATED_EKS, TLS, config_of, keyed
 from tests.reference import helm_binary, reference_dir, strict_schema
@@ -853,12 +854,9 @@ def test_the_pickers_metrics_reach_the_stack_s_prometheus() -> None:
 
 
 def _mig(*args: str) -> subprocess.CompletedProcess[str]:
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-m", "mig", *args], capture_output=True, text=True, check=False,
-        timeout=300, cwd=Path(__file__).resolve().parent.parent.parent,
-    )  # fmt: skip
+    """The command line's `main` in this process (what `plan` and `diff` compute; the command
+    line as users run it is tested in tests/cli/)."""
+    return mig(*args)
 
 
 def test_plan_shows_the_endpoint_the_pools_and_the_pickers() -> None:
