@@ -31,6 +31,7 @@ from mig_inference.versions import BODY_ROUTER_FOLLOWS, BODY_ROUTER_IMAGE
 
 from .gateway_peers import proxy_peers
 from .node_job import MANAGED_BY
+from .pod_security import LOCKED_DOWN, TMP_MOUNT, tmp_volume
 
 NONROOT = 65532
 """The distroless `nonroot` user the extension's images run as."""
@@ -140,22 +141,11 @@ def body_router(
                                 },
                                 limits={"memory": "512Mi"},
                             ),
-                            security_context=k8s.core.v1.SecurityContextArgs(
-                                allow_privilege_escalation=False,
-                                read_only_root_filesystem=True,
-                                capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
-                            ),
-                            volume_mounts=[
-                                k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp")
-                            ],
+                            security_context=LOCKED_DOWN,
+                            volume_mounts=[TMP_MOUNT],
                         )
                     ],
-                    volumes=[
-                        k8s.core.v1.VolumeArgs(
-                            name="tmp",
-                            empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Mi"),
-                        )
-                    ],
+                    volumes=[tmp_volume("64Mi")],
                 ),
             ),
         ),

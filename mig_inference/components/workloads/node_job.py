@@ -15,7 +15,8 @@ import pulumi_kubernetes as k8s
 from mig_inference.names.labels import POOL_LABEL
 from mig_inference.versions import GATE_IMAGE
 
-NOBODY = 65534
+from .pod_security import LOCKED_DOWN, TMP_MOUNT, nobody_pod, tmp_volume
+
 MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}
 
 
@@ -186,17 +187,8 @@ def script_pod(
         automount_service_account_token=True,
         restart_policy=restart_policy,
         affinity=_off_gpu_nodes(avoid_nodes),
-        security_context=k8s.core.v1.PodSecurityContextArgs(
-            run_as_non_root=True,
-            run_as_user=NOBODY,
-            run_as_group=NOBODY,
-            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
-        ),
-        volumes=[
-            k8s.core.v1.VolumeArgs(
-                name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="64Mi")
-            )
-        ],
+        security_context=nobody_pod(),
+        volumes=[tmp_volume("64Mi")],
         containers=[
             k8s.core.v1.ContainerArgs(
                 name="run",
@@ -211,12 +203,8 @@ def script_pod(
                     requests={"cpu": "10m", "memory": "64Mi"},
                     limits={"cpu": "200m", "memory": "128Mi"},
                 ),
-                security_context=k8s.core.v1.SecurityContextArgs(
-                    allow_privilege_escalation=False,
-                    read_only_root_filesystem=True,
-                    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
-                ),
-                volume_mounts=[k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp")],
+                security_context=LOCKED_DOWN,
+                volume_mounts=[TMP_MOUNT],
             )
         ],
     )

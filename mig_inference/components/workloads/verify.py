@@ -22,7 +22,8 @@ from mig_inference.versions import VERIFY_IMAGE
 from ..planning import planned
 from ..stack_args import Stack
 from ..workloads.gateway_peers import proxy_peers
-from ..workloads.node_job import MANAGED_BY, NOBODY
+from ..workloads.node_job import MANAGED_BY
+from ..workloads.pod_security import LOCKED_DOWN, TMP_MOUNT, nobody_pod, tmp_volume
 
 DNS_PORT = 53
 """DNS, on any address: the resolver a pod uses differs per cluster (kube-dns or CoreDNS pods,
@@ -178,17 +179,8 @@ def _pod(
         automount_service_account_token=False,
         enable_service_links=False,
         restart_policy="Never",
-        security_context=k8s.core.v1.PodSecurityContextArgs(
-            run_as_non_root=True,
-            run_as_user=NOBODY,
-            run_as_group=NOBODY,
-            seccomp_profile=k8s.core.v1.SeccompProfileArgs(type="RuntimeDefault"),
-        ),
-        volumes=[
-            k8s.core.v1.VolumeArgs(
-                name="tmp", empty_dir=k8s.core.v1.EmptyDirVolumeSourceArgs(size_limit="16Mi")
-            )
-        ],
+        security_context=nobody_pod(),
+        volumes=[tmp_volume("16Mi")],
         containers=[
             k8s.core.v1.ContainerArgs(
                 name="verify",
@@ -202,12 +194,8 @@ def _pod(
                     requests={"cpu": "10m", "memory": "32Mi"},
                     limits={"cpu": "200m", "memory": "128Mi"},
                 ),
-                security_context=k8s.core.v1.SecurityContextArgs(
-                    allow_privilege_escalation=False,
-                    read_only_root_filesystem=True,
-                    capabilities=k8s.core.v1.CapabilitiesArgs(drop=["ALL"]),
-                ),
-                volume_mounts=[k8s.core.v1.VolumeMountArgs(name="tmp", mount_path="/tmp")],
+                security_context=LOCKED_DOWN,
+                volume_mounts=[TMP_MOUNT],
             )
         ],
     )
