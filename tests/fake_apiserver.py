@@ -36,10 +36,11 @@ label says (and `True` brings it back where the label is `true`); a node whose l
 the device plugin while replicas hold its devices then is recorded in `unplugged`.
 
 The scripts run on the cluster's clock (`serving` puts a `date` and a `sleep` on their PATH):
-`date +%s` reads it, `sleep N` moves it on by N seconds at once, and each request moves it one
-`step`. Their deadlines are therefore simulated seconds, met after the same requests on a loaded
-runner as on an idle one. The tests poll every simulated second (one `step`): no state of the
-cluster that lasts a step goes unseen by a script's loop.
+`date +%s` reads it, `sleep N` moves it on by N seconds at once, and each request, answered or
+failed by a fault, moves it one `step`. Their deadlines are therefore simulated seconds, met
+after the same requests on a loaded runner as on an idle one; what stays real is kubectl's own
+`--request-timeout` on a request a fault leaves unanswered. The tests poll every simulated second
+(one `step`): no state of the cluster that lasts a step goes unseen by a script's loop.
 """
 
 from __future__ import annotations
@@ -548,13 +549,19 @@ class FakeCluster:
     def read_script_clock(self) -> None:
         """Take in the time the script slept since its last request (its `sleep` moved the
         clock file on)."""
-        if self.clock_file is not None:
-            self.clock = max(self.clock, float(self.clock_file.read_text(encoding="utf-8")))
+        if self.clock_file is not None and self.clock_file.exists():
+            written = self.clock_file.read_text(encoding="utf-8").strip()
+            self.clock = max(self.clock, float(written or 0.0))
 
     def write_script_clock(self) -> None:
-        """Show the script the cluster's time: its `date +%s` reads the clock file."""
+        """Show the script the cluster's time: its `date +%s` reads the clock file. Replaced
+        whole (never seen empty), and never moved back: a request still handled after kubectl
+        gave up on it must not undo a `sleep` the script ran meanwhile."""
         if self.clock_file is not None:
-            self.clock_file.write_text(f"{self.clock!r}\n", encoding="utf-8")
+            self.read_script_clock()
+            written = self.clock_file.with_name(f"{self.clock_file.name}.server")
+            written.write_text(f"{self.clock!r}\n", encoding="utf-8")
+            os.replace(written, self.clock_file)
 
     def tick(self) -> None:
         self.clock += self.step
@@ -1087,6 +1094,11 @@ def _handler(cluster: FakeCluster) -> type[BaseHTTPRequestHandler]:
                 if fault is None:
                     cluster.statuses.append(code)
                     return self._send(code, answer)
+            if not fault.applied:
+                with cluster.lock:  # a refused or unanswered request takes its time too
+                    cluster.read_script_clock()
+                    cluster.clock += cluster.step
+                    cluster.write_script_clock()
             if fault.status == 0:
                 time.sleep(HANG_SECONDS)
                 return self._send(504, _status(504, "Timeout", "no answer in time")[1])

@@ -204,7 +204,7 @@ def gate(
     selector = f"{GENERATION_LABEL}=g1,{POOL_LABEL}=p"
     target = GateTarget("p", selector, TARGET, len(cluster.nodes), PLANNED, dra=True)
     env = {"GATE_TARGETS": gate_targets_value([target]), "GATE_TIMEOUT_SECONDS": str(timeout),
-           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s", "DRA_NAMESPACE": DRA_NAMESPACE,
+           "GATE_POLL_SECONDS": "1", "KUBECTL_REQUEST_TIMEOUT": "1s", "DRA_NAMESPACE": DRA_NAMESPACE,
            **({"DRA_PLUGIN_BOUNCED": "1"} if cluster.dra_client_selector else {})}  # fmt: skip
     return run_script(cluster, tmp_path, gate_script(), env)
 

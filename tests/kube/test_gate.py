@@ -45,7 +45,7 @@ def run_gate(
     pending: int = 600, notready: int | None = None,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     env = {"GATE_TARGETS": gate_targets_value(targets), "GATE_TIMEOUT_SECONDS": str(timeout),
-           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
+           "GATE_POLL_SECONDS": "1", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "GATE_PENDING_LIMIT_SECONDS": str(pending), "OPERATOR_NAMESPACE": "gpu-operator",
            "KUBECTL_RETRY_SECONDS": "0"}  # fmt: skip
     if notready is not None:

@@ -595,8 +595,8 @@ def test_a_pending_that_does_not_move_after_a_restart_stops(tmp_path: Path) -> N
 
 
 def test_the_mig_manager_s_pending_wedge_is_recovered_by_restarting_it(tmp_path: Path) -> None:
-    # An operand pod outlives the MIG manager's 5-minute wait (5 requests here): its run ends
-    # with no state, `pending` for good (NVIDIA/gpu-operator#2833). The pod goes later; only a
+    # An operand pod outlives the MIG manager's 5-minute wait (5 simulated seconds here): its run
+    # ends with no state, `pending` for good (NVIDIA/gpu-operator#2833). The pod goes later; only a
     # restart of the MIG manager applies the label again. The Job's limit on `pending` (20
     # simulated seconds) is longer than a healthy run's pending (the restarted manager's start,
     # checks and operand stop), shorter than the wedge's.

@@ -117,7 +117,7 @@ def test_a_stop_uncordons_every_node_held_and_never_relabelled(tmp_path: Path) -
     cluster.add_pod("team-b", "trainer", "n1", RESOURCE, budget="trainer-pdb", refusals=-1)
     config, planned, _ = CHANGES["layout"]
     target = RepartitionTarget("p", config, f"{POOL_LABEL}=p", (), 1, 3, planned)
-    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "0",
+    env = {**target.env(60, "gpu-operator"), "REPARTITION_POLL_SECONDS": "1",
            "KUBECTL_RETRY_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
            "DRAIN_TIMEOUT_SECONDS": "0"}  # fmt: skip
     result = run_script(cluster, tmp_path, repartition_script(), env)

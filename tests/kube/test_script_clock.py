@@ -54,3 +54,21 @@ def test_a_deadline_of_an_hour_is_reached_without_waiting_for_it(tmp_path: Path)
     assert "timed out" in result.stdout, result.stdout
     assert cluster.clock >= 3600
     assert len(cluster.requests) <= 3600 / 60 + 1, "each poll slept its minute of the clock"
+
+
+def test_failed_requests_take_their_time_too(tmp_path: Path) -> None:
+    """An API that answers every request with an error still runs a deadline out: each failed
+    request takes its step of the clock, so a script polling without sleeping ends."""
+    cluster = FakeCluster(CONFIGS)
+    cluster.fail("GET", "/api/v1/nodes", times=-1)
+    target = GateTarget(
+        "a", f"{GENERATION_LABEL}=g1,{POOL_LABEL}=a", "all-3g.40gb", 1,
+        {"nvidia.com/mig-3g.40gb": 4},
+    )  # fmt: skip
+    env = {"GATE_TARGETS": gate_targets_value([target]), "GATE_TIMEOUT_SECONDS": "30",
+           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
+           "OPERATOR_NAMESPACE": "gpu-operator", "KUBECTL_RETRY_SECONDS": "0"}  # fmt: skip
+    result = run_script(cluster, tmp_path, gate_script(), env, timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "injected API error" in result.stdout
+    assert 30 <= cluster.clock <= 30 + len(cluster.requests)

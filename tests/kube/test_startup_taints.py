@@ -60,7 +60,7 @@ def run_agent(
 ) -> subprocess.CompletedProcess[str]:
     target = TaintedPool("burst", f"{GENERATION_LABEL}=g1,{POOL_LABEL}=burst", "all-1g.10gb",
                          PLANNED)  # fmt: skip
-    env = {"AGENT_TARGETS": agent_targets_value([target]), "AGENT_POLL_SECONDS": "0",
+    env = {"AGENT_TARGETS": agent_targets_value([target]), "AGENT_POLL_SECONDS": "1",
            "AGENT_ROUNDS": str(rounds), "KUBECTL_REQUEST_TIMEOUT": "2s",
            "KUBECTL_RETRY_SECONDS": "0"}  # fmt: skip
     result = run_script(cluster, tmp_path, startup_taint_script(), env)
