@@ -5,6 +5,7 @@ on any machine, and a test of a deadline waits no real second for it."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -15,6 +16,21 @@ from tests.fake_apiserver import EPOCH, FakeCluster, run_script
 TWO = ("3g.40gb", "3g.40gb")
 SEVEN = ("1g.10gb",) * 7
 CONFIGS = {"all-3g.40gb": (TWO, TWO), "all-1g.10gb": (SEVEN, SEVEN)}
+
+
+def run_gate(
+    cluster: FakeCluster, tmp_path: Path, timeout: int, poll: int
+) -> subprocess.CompletedProcess[str]:
+    """The gate waiting for pool `a` to carry all-3g.40gb on one node, with the deadline and
+    the poll given (simulated seconds), within a real minute."""
+    target = GateTarget(
+        "a", f"{GENERATION_LABEL}=g1,{POOL_LABEL}=a", "all-3g.40gb", 1,
+        {"nvidia.com/mig-3g.40gb": 4},
+    )  # fmt: skip
+    env = {"GATE_TARGETS": gate_targets_value([target]), "GATE_TIMEOUT_SECONDS": str(timeout),
+           "GATE_POLL_SECONDS": str(poll), "KUBECTL_REQUEST_TIMEOUT": "1s",
+           "OPERATOR_NAMESPACE": "gpu-operator", "KUBECTL_RETRY_SECONDS": "0"}  # fmt: skip
+    return run_script(cluster, tmp_path, gate_script(), env, timeout=60)
 
 
 def test_date_reads_and_sleep_moves_the_cluster_s_clock(tmp_path: Path) -> None:
@@ -42,14 +58,7 @@ def test_a_deadline_of_an_hour_is_reached_without_waiting_for_it(tmp_path: Path)
     cluster = FakeCluster(CONFIGS)
     labels = {POOL_LABEL: "a", GENERATION_LABEL: "g1"}
     cluster.add_node("n1", "all-1g.10gb", state="success", labels=labels)
-    target = GateTarget(
-        "a", f"{GENERATION_LABEL}=g1,{POOL_LABEL}=a", "all-3g.40gb", 1,
-        {"nvidia.com/mig-3g.40gb": 4},
-    )  # fmt: skip
-    env = {"GATE_TARGETS": gate_targets_value([target]), "GATE_TIMEOUT_SECONDS": "3600",
-           "GATE_POLL_SECONDS": "60", "KUBECTL_REQUEST_TIMEOUT": "1s",
-           "OPERATOR_NAMESPACE": "gpu-operator", "KUBECTL_RETRY_SECONDS": "0"}  # fmt: skip
-    result = run_script(cluster, tmp_path, gate_script(), env, timeout=60)
+    result = run_gate(cluster, tmp_path, timeout=3600, poll=60)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "timed out" in result.stdout, result.stdout
     assert cluster.clock >= 3600
@@ -61,14 +70,7 @@ def test_failed_requests_take_their_time_too(tmp_path: Path) -> None:
     request takes its step of the clock, so a script polling without sleeping ends."""
     cluster = FakeCluster(CONFIGS)
     cluster.fail("GET", "/api/v1/nodes", times=-1)
-    target = GateTarget(
-        "a", f"{GENERATION_LABEL}=g1,{POOL_LABEL}=a", "all-3g.40gb", 1,
-        {"nvidia.com/mig-3g.40gb": 4},
-    )  # fmt: skip
-    env = {"GATE_TARGETS": gate_targets_value([target]), "GATE_TIMEOUT_SECONDS": "30",
-           "GATE_POLL_SECONDS": "0", "KUBECTL_REQUEST_TIMEOUT": "1s",
-           "OPERATOR_NAMESPACE": "gpu-operator", "KUBECTL_RETRY_SECONDS": "0"}  # fmt: skip
-    result = run_script(cluster, tmp_path, gate_script(), env, timeout=60)
+    result = run_gate(cluster, tmp_path, timeout=30, poll=0)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "injected API error" in result.stdout
     assert 30 <= cluster.clock <= 30 + len(cluster.requests)
