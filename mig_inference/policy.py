@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
 from pulumi_policy import (
     EnforcementLevel,
     Policy,
@@ -123,8 +123,7 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
-@dataclass(frozen=True)
-class Container:
+class Container(Struct, frozen=True):
     """One container (or init container) of a pod spec."""
 
     name: str

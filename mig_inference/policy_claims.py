@@ -12,12 +12,12 @@ not parse is left to the API server, which refuses it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeAlias
 
 from celpy.celparser import CELParseError, CELParser
 from lark import Token, Tree
+from msgspec import Struct
 
 from mig_inference.gpus.catalog import RESOURCE_PREFIX
 from mig_inference.names.labels import DRA_DRIVER, GPU_DEVICE_CLASS, MIG_DEVICE_CLASS
@@ -151,8 +151,7 @@ def selected_profiles(expression: str) -> frozenset[str] | None:
 # --- claims and classes -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ClaimedRequest:
+class ClaimedRequest(Struct, frozen=True):
     """One device request of a claim (a `firstAvailable` alternative is one of its own)."""
 
     name: str
@@ -239,8 +238,7 @@ def class_profiles(props: Mapping[str, Any]) -> frozenset[str]:
 # --- pods and the claims they hold ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ClaimSource:
+class ClaimSource(Struct, frozen=True):
     """A ResourceClaim or ResourceClaimTemplate of the stack."""
 
     kind: str
@@ -286,8 +284,7 @@ class ClaimIndex:
         return None
 
 
-@dataclass(frozen=True)
-class HeldClaim:
+class HeldClaim(Struct, frozen=True):
     """Requests of one of the pod's claims that a container holds."""
 
     claim: str

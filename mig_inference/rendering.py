@@ -5,13 +5,13 @@ Pulumi: the rollout simulator and `diff` read renderings, and get the `Renderer`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from msgspec import Struct, field
 
-@dataclass
-class Recorded:
+
+class Recorded(Struct):
     """One custom resource the program registered."""
 
     type: str
@@ -35,8 +35,7 @@ class Recorded:
         return not self.type.startswith(("kubernetes:", "pulumi:"))
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(Struct, frozen=True):
     """Resource options of one resource, as the program set them."""
 
     type: str
@@ -60,8 +59,7 @@ class Options:
     """Aliases naming the stack itself as the resource's earlier parent."""
 
 
-@dataclass
-class Rendering:
+class Rendering(Struct):
     resources: list[Recorded] = field(default_factory=list)
     options: dict[tuple[str, str], Options] = field(default_factory=dict)
     components: list[tuple[str, str]] = field(default_factory=list)

@@ -1,6 +1,6 @@
 """Every pinned chart and image version, in one place, with the upstream issues each carries."""
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_REPO = "https://helm.ngc.nvidia.com/nvidia"
@@ -184,8 +184,7 @@ AWS_LOAD_BALANCER_CONTROLLER_POLICY_SHA256 = (
 """sha256 of kubernetes-sigs/aws-load-balancer-controller@v3.5.0:docs/install/iam_policy.json."""
 
 
-@dataclass(frozen=True)
-class KnownIssue:
+class KnownIssue(Struct, frozen=True):
     """An upstream fault, open or fixed only after the pin, on the project's path."""
 
     pin: str
@@ -200,8 +199,7 @@ class KnownIssue:
     """The test that shows the mitigation, `tests/<file>.py::<name>`."""
 
 
-@dataclass(frozen=True)
-class SearchedPin:
+class SearchedPin(Struct, frozen=True):
     """A pin whose open upstream issues were searched and none found on the project's path."""
 
     pin: str

@@ -13,10 +13,11 @@ changed), with no simulation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field
 
 from mig_inference.changes.allocation_move import bridge_way
 from mig_inference.changes.gateway import caller_changes, gateway_fields, kept_crds_change
@@ -56,8 +57,7 @@ class ServiceChange(StrEnum):
     REMOVED = "removed"
 
 
-@dataclass(frozen=True)
-class FieldChange:
+class FieldChange(Struct, frozen=True):
     key: str
     old: str | None
     new: str | None
@@ -66,8 +66,7 @@ class FieldChange:
         return f"{self.key}: {self.old or '(unset)'} -> {self.new or '(unset)'}"
 
 
-@dataclass
-class PoolDiff:
+class PoolDiff(Struct):
     name: str
     change: PoolChange
     fields: list[FieldChange] = field(default_factory=list)
@@ -112,8 +111,7 @@ class PoolDiff:
     """What the cloud does to the pool's nodes when Pulumi updates the pool in place."""
 
 
-@dataclass
-class ServiceDiff:
+class ServiceDiff(Struct):
     name: str
     change: ServiceChange
     reason: str = ""
@@ -135,8 +133,7 @@ class ServiceDiff:
     the cache; the model revision once when the cache does not hold it yet; else nothing."""
 
 
-@dataclass
-class ChangePlan:
+class ChangePlan(Struct):
     pools: list[PoolDiff]
     services: list[ServiceDiff]
     failure: str | None = None

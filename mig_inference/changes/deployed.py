@@ -7,17 +7,17 @@ record alone (`pulumi stack output plan --json`), or an older stack file (`confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from mig_inference.changes.record import RECORD_FORMAT
 from mig_inference.errors import MigError
 from mig_inference.stackfile.yamlfile import load_yaml
 
 
-@dataclass(frozen=True)
-class Deployed:
+class Deployed(Struct, frozen=True):
     """A deployed stack as its file shows it."""
 
     path: Path

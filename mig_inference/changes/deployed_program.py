@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from mig_inference.changes.upgrade import DeployedBasis
 from mig_inference.plan import StackPlan

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.changes.change_plan import ChangePlan
 from mig_inference.errors import MigError
@@ -21,8 +22,7 @@ BUDGET = "budget"
 """`--min-serving budget`: no fewer than the service's PodDisruptionBudget keeps serving."""
 
 
-@dataclass(frozen=True)
-class MinServing:
+class MinServing(Struct, frozen=True):
     """The fewest replicas a service may serve during the change: `count` replicas, `percent`
     of its replicas, or (`budget`) its replicas less what its disruption budget lets go at once.
     "Its replicas" are those both versions run: the smaller of those serving before and those the

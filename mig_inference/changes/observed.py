@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.changes.prometheus import Prometheus, Sample
 from mig_inference.errors import MigError
@@ -98,8 +99,7 @@ def label_selector(text: str | None) -> str:
     return text.strip().rstrip(",")
 
 
-@dataclass(frozen=True)
-class Query:
+class Query(Struct, frozen=True):
     """The PromQL of one window: what each figure is, over `seconds` up to the evaluation time."""
 
     seconds: int
@@ -149,8 +149,7 @@ class Query:
         return f"histogram_quantile({quantile}, {self._increase(FIRST_TOKEN + '_bucket', 'le')})"
 
 
-@dataclass(frozen=True)
-class Observation:
+class Observation(Struct, frozen=True):
     """What one model served in one namespace over the window."""
 
     namespace: str
@@ -174,8 +173,7 @@ class Observation:
         return self.requests / self.window_seconds
 
 
-@dataclass(frozen=True)
-class ObservedLoad:
+class ObservedLoad(Struct, frozen=True):
     """Every (namespace, model) with vLLM request counters in the window."""
 
     end: float

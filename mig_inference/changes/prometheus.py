@@ -18,8 +18,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from mig_inference.errors import MigError
 
@@ -28,8 +29,7 @@ ANSWER_CHARACTERS = 200
 """The most of an answer's body quoted in an error."""
 
 
-@dataclass(frozen=True)
-class Credentials:
+class Credentials(Struct, frozen=True):
     """How the client proves who it is: a bearer token, or a user and password (basic auth)."""
 
     bearer_token: str | None = None
@@ -48,8 +48,7 @@ class Credentials:
         return tuple(s for s in (self.bearer_token, self.password) if s)
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(Struct, frozen=True):
     """One series of an instant vector: its labels and its value at the evaluation time."""
 
     labels: Mapping[str, str]

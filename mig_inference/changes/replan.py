@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from mig_inference.changes.observed import Key, Observation
 from mig_inference.plan import ServicePlan, StackPlan
@@ -40,16 +41,14 @@ SMALLEST_REQUESTS_PER_SECOND = 1e-6
 """The least requestsPerSecond the stack file takes (`formats.REQUESTS_PER_SECOND`)."""
 
 
-@dataclass(frozen=True)
-class ReplanRules:
+class ReplanRules(Struct, frozen=True):
     min_samples: int = 10
     tolerance: float = 0.10
     """A demand within this fraction of the stack's figure is left as it is."""
     saturated_queue_seconds: float = 0.5
 
 
-@dataclass(frozen=True)
-class ServiceReplan:
+class ServiceReplan(Struct, frozen=True):
     """One service: what was observed, its figure before and after, and why."""
 
     index: int
@@ -70,8 +69,7 @@ class ServiceReplan:
         return self.key is not None and self.after is not None and self.after != self.before
 
 
-@dataclass(frozen=True)
-class Replan:
+class Replan(Struct, frozen=True):
     services: tuple[ServiceReplan, ...]
     warnings: tuple[str, ...] = field(default=())
 

@@ -4,9 +4,10 @@ as Pulumi reads it to make sure it says exactly what was decided, before anythin
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from mig_inference.changes.replan import Replan
 from mig_inference.changes.transition import StackVersion
@@ -19,8 +20,7 @@ from mig_inference.stackfile.yamlfile import parse_text, read_text
 SERVICES = "services"
 
 
-@dataclass(frozen=True)
-class ReplannedStack:
+class ReplannedStack(Struct, frozen=True):
     text: str
     version: StackVersion
     reformatted: int = 0

@@ -5,12 +5,12 @@ the other (see `mig_inference.rollout`)."""
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
+from msgspec import Struct
 
 from mig_inference.changes.deployed import Deployed
 from mig_inference.changes.record import RECORD_FORMAT
@@ -27,8 +27,7 @@ from mig_inference.versions import GPU_OPERATOR_VERSION
 PROJECT = "mig-inference"
 
 
-@dataclass(frozen=True)
-class StackVersion:
+class StackVersion(Struct, frozen=True, dict=True):
     """One version of a stack: the values of its stack file and the names of its secret keys."""
 
     name: str

@@ -13,8 +13,9 @@ older release) keeps the re-planned values, and the basis says so.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from mig_inference.changes.deployed import Deployed
 from mig_inference.plan.pools.generation import LEGACY_HOP_LIMIT
@@ -30,8 +31,7 @@ SERVICE_FIELDS = ("pool", "generation", "profile", "replicas", "pod", "namespace
 SERVICE_IDENTITY = ("pool", "generation", "profile", "replicas", "pod")
 
 
-@dataclass(frozen=True)
-class UpgradedPool:
+class UpgradedPool(Struct, frozen=True):
     """A pool whose generation the installed code computes differently from the release that
     deployed it, for the same stack values."""
 
@@ -54,8 +54,7 @@ class UpgradedPool:
         return text + (f"; keep the old nodes: set {self.keep}" if self.keep else "")
 
 
-@dataclass
-class DeployedBasis:
+class DeployedBasis(Struct):
     """What `diff` compares the stack with: the deployed record, and how it was made."""
 
     record: dict[str, Any]

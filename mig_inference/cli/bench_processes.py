@@ -15,10 +15,10 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from msgspec import Struct, field
 
 from mig_inference.solving.bench import DemandRow, installed_command, services_stack
 from mig_inference.solving.fleet import fleet_document
@@ -51,8 +51,7 @@ def process_cpu(argv: Sequence[str], env: Mapping[str, str] | None = None) -> fl
     return usage.ru_utime + usage.ru_stime
 
 
-@dataclass(frozen=True)
-class Paired:
+class Paired(Struct, frozen=True):
     """Two commands run in turn (A B A B ...): each one's median CPU, and the median of the
     ratios pair by pair (which holds when the machine's speed drifts between pairs)."""
 
@@ -125,8 +124,7 @@ def imported_by(argv: Sequence[str], env: Mapping[str, str] | None = None) -> di
     return found
 
 
-@dataclass(frozen=True)
-class Goal:
+class Goal(Struct, frozen=True):
     """One goal of issue 52 as measured here: what, the figures, the ratio the goal bounds
     (None for a yes/no goal) and its bound, and whether it is met."""
 
@@ -138,8 +136,7 @@ class Goal:
     met: bool
 
 
-@dataclass(frozen=True)
-class Goals:
+class Goals(Struct, frozen=True):
     machine: str
     load_before: float
     load_after: float

@@ -4,8 +4,9 @@ it costs)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from mig_inference.cli.common import Verb, print_json, read_stack, stack_arguments, warn, write
 from mig_inference.cli.diff import current_version, simulated_change

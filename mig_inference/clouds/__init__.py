@@ -6,8 +6,9 @@ number lives here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from msgspec import Struct
 
 from mig_inference.clouds.capacity import (
     EKS_MAX_PODS,
@@ -35,8 +36,7 @@ class Cloud(StrEnum):
     EXISTING = "existing"
 
 
-@dataclass(frozen=True)
-class MachineShape:
+class MachineShape(Struct, frozen=True):
     """A machine type / instance type / shape that carries GPUs: one row of `MACHINES`."""
 
     name: str

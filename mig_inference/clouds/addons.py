@@ -9,8 +9,9 @@ or EKS Pod Identity (pods with an AWS identity of their own)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 
@@ -42,8 +43,7 @@ class Joined(StrEnum):
     """Nothing the cloud's API shows: the docs say what to check."""
 
 
-@dataclass(frozen=True)
-class Addon:
+class Addon(Struct, frozen=True):
     """What one feature needs of one cloud's cluster."""
 
     cloud: Cloud

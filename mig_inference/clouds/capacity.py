@@ -52,8 +52,9 @@ unconfirmed in `MachineFacts.unconfirmed`, and `plan` prints it so):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from msgspec import Struct
 
 
 class Capacity(StrEnum):
@@ -131,8 +132,7 @@ CAPACITY_BLOCK_END = (
 CAPACITY_BLOCK_END_SOURCE = f"{AWS_BLOCKS_USING}; {EKS_BLOCKS}"
 
 
-@dataclass(frozen=True)
-class MachineFacts:
+class MachineFacts(Struct, frozen=True):
     """What one GPU machine type offers, each fact with where it comes from."""
 
     capacity: tuple[Capacity, ...]

@@ -36,8 +36,9 @@ is 2026-09-17, the GKE release notes (2026-R39) the channel table goes with (its
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import date
+
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 
@@ -65,8 +66,7 @@ GKE_RELEASE_NOTES = (
 )
 
 
-@dataclass(frozen=True)
-class OfferedMinor:
+class OfferedMinor(Struct, frozen=True):
     """One Kubernetes minor a cloud creates clusters with, and until when."""
 
     minor: int

@@ -12,12 +12,12 @@ from __future__ import annotations
 import datetime
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from msgspec import Struct
 
 from mig_inference.clouds import MACHINES, Cloud, MachineShape
 from mig_inference.clouds.addons import STORAGE_FEATURES
@@ -49,8 +49,7 @@ ENTRY_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class MachinePrice:
+class MachinePrice(Struct, frozen=True):
     """What one machine type costs per hour, whole, and where that figure comes from."""
 
     machine: str
@@ -295,8 +294,7 @@ def load_prices(override: str | Path | None = None) -> dict[str, MachinePrice]:
 STORAGE_KEYS = ("per_gb_month", "region", "date", "source", "weak", "note")
 
 
-@dataclass(frozen=True)
-class StoragePrice:
+class StoragePrice(Struct, frozen=True):
     """What one model cache storage costs per GB-month, and where that figure comes from."""
 
     storage: str

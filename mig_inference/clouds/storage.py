@@ -7,11 +7,11 @@ reads them into rows `plan` prints, an unconfirmed one marked so."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import yaml
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.addons import Feature, addon
@@ -35,8 +35,7 @@ and increments of 2400 GiB"; SCRATCH_1 1200, 2400 and increments of 3600)."""
 FSX_SIZES_SOURCE = "Amazon FSx API Reference, CreateFileSystem StorageCapacity"
 
 
-@dataclass(frozen=True)
-class StorageFact:
+class StorageFact(Struct, frozen=True):
     """One fact about a model cache storage on a cloud."""
 
     fact: str

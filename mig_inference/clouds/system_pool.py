@@ -11,13 +11,12 @@ cluster shows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 
 
-@dataclass(frozen=True)
-class SystemPool:
+class SystemPool(Struct, frozen=True):
     machine: str
     """The machine type, instance type or shape."""
     vcpus: int

@@ -3,7 +3,7 @@ largest, times the TTL, against the stack's `ephemeral.maxCost`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from mig_inference.errors import MigError
 from mig_inference.reports.stack_cost import StackCost
@@ -15,8 +15,7 @@ NOT_PRICED = (
 )
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(Struct, frozen=True):
     per_hour: float
     """$/hour of every priced pool at its largest size."""
     hours: float

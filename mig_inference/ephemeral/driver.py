@@ -9,11 +9,11 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pulumi.automation as auto
+from msgspec import Struct
 
 from mig_inference.ephemeral.report import VerifyJob
 from mig_inference.errors import MigError
@@ -21,8 +21,7 @@ from mig_inference.errors import MigError
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(Struct, frozen=True):
     ok: bool
     output: str
     """What the command printed (and, when it failed, the error the Automation API raised)."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from mig_inference.verify.probe import REPORT_KEY
 from mig_inference.verify.targets import VERIFY_APP, VERIFY_COMPONENT
@@ -17,8 +18,7 @@ FAILURE_MARKERS = ("verify failed:", "slice check failed:", "mig-slice-check")
 """What the verify Job's and the slice check's messages say, as Pulumi relays them."""
 
 
-@dataclass(frozen=True)
-class VerifyJob:
+class VerifyJob(Struct, frozen=True):
     urn: str
     service: str
     name: str

@@ -6,10 +6,10 @@ The data lives in `mig/data/catalog.yaml`; this module gives it types and name r
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache, cached_property
 
 import yaml
+from msgspec import Struct
 
 from mig_inference.errors import MigError, shown
 from mig_inference.installation import package_text
@@ -25,8 +25,7 @@ NO_MEDIA_ENGINES = "-me"
 _MIB_STEP = 64
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(Struct, frozen=True):
     """One GPU-instance profile of one GPU model, e.g. `3g.40gb` on H100-80GB."""
 
     name: str
@@ -80,8 +79,7 @@ class Profile:
         return self.compute >= other.compute and self.memory_mib >= other.memory_mib
 
 
-@dataclass(frozen=True)
-class GpuModel:
+class GpuModel(Struct, frozen=True, dict=True):
     """A MIG-capable GPU model and its profiles."""
 
     name: str
@@ -253,8 +251,7 @@ def _load_profiles(raw: list[dict[str, object]], per_slice: float) -> tuple[Prof
     return tuple(profiles)
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(Struct, frozen=True):
     """Every GPU model the project knows, with name resolution."""
 
     gpus: tuple[GpuModel, ...]

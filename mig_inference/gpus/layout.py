@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from functools import cache
+
+from msgspec import Struct
 
 from mig_inference.errors import MigError, shown
 from mig_inference.gpus.catalog import GpuModel, Profile
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(Struct, frozen=True):
     """One GPU instance at a memory-slice position."""
 
     profile: str
@@ -30,8 +30,7 @@ class Placement:
     size: int
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(Struct, frozen=True):
     """A multiset of profiles for one GPU, in a canonical order (largest first)."""
 
     counts: tuple[tuple[str, int], ...]

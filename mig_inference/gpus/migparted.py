@@ -8,10 +8,10 @@ looks that name up in a mig-parted config. NVIDIA ships named configs (`all-disa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from msgspec import Struct
 
 from mig_inference.errors import MigError, shown
 from mig_inference.gpus.catalog import GpuModel
@@ -65,8 +65,7 @@ def config_name_for(gpu: GpuModel, layout: Layout) -> str:
     return custom_config_name(layout)
 
 
-@dataclass(frozen=True)
-class ResolvedConfig:
+class ResolvedConfig(Struct, frozen=True):
     """A node-level MIG choice: the label value and the per-GPU layout (None = MIG off)."""
 
     name: str

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, Profile
@@ -42,8 +43,7 @@ def dtype_bytes(dtype: str, what: str = "dtype") -> float:
         raise MigError(f"unknown {what} {dtype!r}; allowed: {', '.join(BYTES_PER_PARAM)}") from None
 
 
-@dataclass(frozen=True)
-class ModelShape:
+class ModelShape(Struct, frozen=True):
     """What the memory need of one replica is computed from."""
 
     params_billion: float

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.kube.operator_values import GKE_NVIDIA_DIR, OPERAND_TOLERATIONS
@@ -127,8 +128,7 @@ def bridged(plan: StackPlan) -> bool:
     return uses_dra(plan) and dra_settings(plan).extended_resources
 
 
-@dataclass(frozen=True)
-class ProfileClass:
+class ProfileClass(Struct, frozen=True):
     """A DeviceClass mapping one MIG profile to its extended resource (KEP-5004)."""
 
     name: str

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from mig_inference.kube.vllm_batch import batch_budget
 from mig_inference.plan import ServicePlan
@@ -24,8 +24,7 @@ FAILED` in CUDACachingAllocator.cpp); what vLLM's own CI sets on its MIG runners
 `vllm/env_override.py` sets no allocator option)."""
 
 
-@dataclass(frozen=True)
-class EngineContainer:
+class EngineContainer(Struct, frozen=True):
     image: str
     command: tuple[str, ...]
     args: tuple[str, ...]

@@ -20,7 +20,8 @@ count as "not ready yet".
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from mig_inference.kube.scripts import load
 from mig_inference.names.digest import short_hash
@@ -32,8 +33,7 @@ GPU clients left, the MIG manager moves on within minutes (a reboot shows as `re
 v0.15.0 waits at most 5 minutes for each operand to stop before it gives up without a state."""
 
 
-@dataclass(frozen=True)
-class GateTarget:
+class GateTarget(Struct, frozen=True):
     """One pool the gate waits for."""
 
     pool: str

@@ -70,7 +70,7 @@ fails closed: a read that fails after its retries stops the Job before any chang
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 
 from mig_inference.kube.dra import plugin_follows_mig_manager
 from mig_inference.kube.gate import PENDING_LIMIT_SECONDS, devices_value, node_selector
@@ -91,8 +91,7 @@ restores the device plugin's label last; the plugin then starts and registers wi
 An assumption: only a real node measures it."""
 
 
-@dataclass(frozen=True)
-class RepartitionTarget:
+class RepartitionTarget(Struct, frozen=True):
     """One in-place pool: its nodes, the config they move to, and how many at once."""
 
     pool: str

@@ -14,7 +14,7 @@ but this agent removes it, and it removes nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 
 from mig_inference.kube.gate import devices_value, node_selector
 from mig_inference.kube.scripts import load
@@ -25,8 +25,7 @@ AGENT_POLL_SECONDS = 15
 """Seconds between two rounds of the agent (one node list per pool each)."""
 
 
-@dataclass(frozen=True)
-class TaintedPool:
+class TaintedPool(Struct, frozen=True):
     """One pool whose new nodes carry the startup taint."""
 
     pool: str

@@ -23,7 +23,7 @@ context. A service's `maxNumBatchedTokens` replaces the tier's budget.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from mig_inference.gpus.catalog import GpuModel
 
@@ -40,8 +40,7 @@ SOURCE = (
 )
 
 
-@dataclass(frozen=True)
-class BatchBudget:
+class BatchBudget(Struct, frozen=True):
     """What one replica's engine may batch in one step."""
 
     max_num_batched_tokens: int

@@ -4,7 +4,7 @@ says about both."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.addons import Addon, Feature, Joined, addon
@@ -13,8 +13,7 @@ from mig_inference.plan.stack_plan import StackPlan
 from mig_inference.spec import key_path
 
 
-@dataclass(frozen=True)
-class Need:
+class Need(Struct, frozen=True):
     """One add-on the stack needs, and the keys of the stack that need it."""
 
     addon: Addon

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.errors import MigError
 from mig_inference.plan.model import Offer, PoolPlan, ServicePlan
@@ -138,8 +139,7 @@ def _too_much(
     )
 
 
-@dataclass(frozen=True)
-class DemandPart:
+class DemandPart(Struct, frozen=True):
     name: str
     """The Deployment."""
     profile: str
@@ -149,8 +149,7 @@ class DemandPart:
     measured: bool
 
 
-@dataclass(frozen=True)
-class DemandServed:
+class DemandServed(Struct, frozen=True):
     """How a plan serves one service sized by demand."""
 
     service: str

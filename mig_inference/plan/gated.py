@@ -10,7 +10,8 @@ list may be gated too: only the Hub says so."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.plan.model import ServicePlan
 from mig_inference.spec.model import Engine
@@ -20,8 +21,7 @@ HUB_ENGINES = frozenset({Engine.VLLM, Engine.TGI})
 repository; a custom image does what it does)."""
 
 
-@dataclass(frozen=True)
-class GatedRepositories:
+class GatedRepositories(Struct, frozen=True):
     """Hub repositories gated by their owner: every repository whose id starts with
     `prefix`."""
 

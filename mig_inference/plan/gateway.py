@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.system_pool import SYSTEM_POOLS, SystemPool
@@ -103,8 +104,7 @@ ISTIOD_MEMORY_GIB = 2.0
 minimum, `autoscaleMin`, is one replica)."""
 
 
-@dataclass(frozen=True)
-class SliceShare:
+class SliceShare(Struct, frozen=True):
     """The replicas of one slice size (one Deployment) in a model's InferencePool."""
 
     deployment: str
@@ -118,8 +118,7 @@ class SliceShare:
     """This slice size's part of the pool's capacity (0 to 1)."""
 
 
-@dataclass(frozen=True)
-class PickerSize:
+class PickerSize(Struct, frozen=True):
     """What each endpoint picker requests, and from what."""
 
     cpu: float
@@ -140,8 +139,7 @@ class PickerSize:
         return f"{math.ceil(2 * self.memory_gib * 1024)}Mi"
 
 
-@dataclass(frozen=True)
-class ModelPool:
+class ModelPool(Struct, frozen=True):
     """One model's InferencePool: the serving pods of its service across every slice size, and
     the endpoint picker that chooses among them."""
 
@@ -182,8 +180,7 @@ class ModelPool:
         return tuple(s.deployment for s in self.slices)
 
 
-@dataclass(frozen=True)
-class GatewayPlan:
+class GatewayPlan(Struct, frozen=True):
     spec: GatewaySpec
     pools: tuple[ModelPool, ...]
     unrouted: tuple[tuple[str, str], ...]

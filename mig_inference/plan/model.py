@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from msgspec import Struct, field
 
 from mig_inference.clouds import UNKNOWN_NODE_SIZE, Cloud, MachineShape
 from mig_inference.gpus.catalog import GpuModel
@@ -33,8 +34,7 @@ def part_name(service: str, profile: str) -> str:
     return f"{service}-{profile.replace('.', '-').replace('+', '-')}"
 
 
-@dataclass(frozen=True)
-class Offer:
+class Offer(Struct, frozen=True):
     """One kind of device a pool's nodes advertise."""
 
     profile: str
@@ -55,8 +55,7 @@ class Offer:
         return self.memory_mib // self.shared_by
 
 
-@dataclass(frozen=True)
-class PoolPlan:
+class PoolPlan(Struct, frozen=True):
     """The cloud-neutral description of one pool that the operator and services consume."""
 
     name: str
@@ -178,15 +177,13 @@ class PoolPlan:
         return UNKNOWN_NODE_SIZE
 
 
-@dataclass(frozen=True)
-class EngineSizing:
+class EngineSizing(Struct, frozen=True):
     max_model_len: int | None
     max_num_seqs: int | None
     kv_cache_tokens: int | None
 
 
-@dataclass(frozen=True)
-class ServicePlan:
+class ServicePlan(Struct, frozen=True):
     name: str
     spec: ServiceSpec
     pool: PoolPlan
@@ -236,8 +233,7 @@ class ServicePlan:
         )
 
 
-@dataclass(frozen=True)
-class ProfilingRun:
+class ProfilingRun(Struct, frozen=True):
     """One Job: the service's engine on one slice of `profile`, driven by vLLM's benchmark."""
 
     service: str

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.storage import (
@@ -48,8 +49,7 @@ FSX_PER_UNIT = 250
 choice among the PERSISTENT_2 values (aws-fsx-csi-driver docs/options.md)."""
 
 
-@dataclass(frozen=True)
-class Weights:
+class Weights(Struct, frozen=True):
     """How many bytes one replica reads, and how that number was found."""
 
     bytes: int
@@ -70,8 +70,7 @@ def weights_of(service: ServiceSpec) -> Weights | None:
     return None
 
 
-@dataclass(frozen=True)
-class CachedModel:
+class CachedModel(Struct, frozen=True):
     """One model revision in the cache."""
 
     model: str
@@ -95,8 +94,7 @@ class CachedModel:
         return f"{CACHE_ROOT}/{self.path}"
 
 
-@dataclass(frozen=True)
-class ModelCachePlan:
+class ModelCachePlan(Struct, frozen=True):
     spec: ModelCacheSpec
     models: tuple[CachedModel, ...]
     uncached: Mapping[str, str]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from mig_inference.errors import MigError
 from mig_inference.spec import AUTO, StackSpec, key_path
@@ -22,8 +24,7 @@ NOTHING_LEFT_OUT = LeftOut()
 _INDEXED = re.compile(rf"^(?P<head>{re.escape(key_path(''))}(?P<section>pools|services))\[(\d+)\]")
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(Struct, frozen=True):
     """A stack with pools and services left out, and the position each one kept had in the
     stack file."""
 

@@ -4,7 +4,8 @@ would run on that slice of the service's pool, measured by a Job."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.plan.model import ProfilingRun, ServicePlan

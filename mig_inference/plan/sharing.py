@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from mig_inference.errors import MigError, shown
 from mig_inference.names.digest import short_hash

@@ -4,7 +4,8 @@ estimates, as `plan_stack` assembles them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from mig_inference.plan.gateway import GatewayPlan
 from mig_inference.plan.model import PoolPlan, ProfilingRun, ServicePlan
@@ -13,8 +14,7 @@ from mig_inference.plan.startup import LoadEstimate
 from mig_inference.spec import StackSpec
 
 
-@dataclass
-class StackPlan:
+class StackPlan(Struct):
     spec: StackSpec
     pools: list[PoolPlan]
     services: list[ServicePlan]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from mig_inference.clouds.storage import load_bandwidth
 from mig_inference.plan.model import ServicePlan
@@ -36,8 +37,7 @@ UNKNOWN_SIZE_PROBE_SECONDS = 3600
 HUB = "hub"
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(Struct, frozen=True):
     value: float
     source: str
     unconfirmed: bool
@@ -49,8 +49,7 @@ def figure(section: str, key: str, *, source: str = "source", flag: str = "uncon
     return Figure(float(entry[key]), str(entry[source]).strip(), bool(entry.get(flag, False)))
 
 
-@dataclass(frozen=True)
-class Rate:
+class Rate(Struct, frozen=True):
     """What readers read from: a per-node limit, and a limit shared by every reader at once."""
 
     per_node: Figure
@@ -112,8 +111,7 @@ def cache_rate(cache_plan: ModelCachePlan) -> Rate:
     return Rate(figure(storage.value, "node_mb_per_s"))
 
 
-@dataclass(frozen=True)
-class LoadEstimate:
+class LoadEstimate(Struct, frozen=True):
     """Time to Ready and hub bytes of one Deployment."""
 
     service: str

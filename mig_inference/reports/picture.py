@@ -11,7 +11,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.gpus.layout import Layout, place
 from mig_inference.plan import PoolPlan, StackPlan
@@ -52,8 +53,7 @@ def slice_tenants(plan: StackPlan, pool: PoolPlan) -> dict[tuple[int, int, int],
     return tenants
 
 
-@dataclass
-class _Cell:
+class _Cell(Struct):
     start: int
     size: int
     profile: str
@@ -61,8 +61,7 @@ class _Cell:
     """Service (or `free`) -> how many of the row's GPUs give it this slice."""
 
 
-@dataclass
-class _Row:
+class _Row(Struct):
     title: str
     cells: list[_Cell]
     memory_slices: int

@@ -4,7 +4,7 @@ source per value)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.clouds.prices import (
@@ -24,8 +24,7 @@ HOURS_PER_MONTH = 730
 pages count 730 hours)."""
 
 
-@dataclass(frozen=True)
-class PoolCost:
+class PoolCost(Struct, frozen=True):
     pool: str
     machine: str
     spot: bool
@@ -37,8 +36,7 @@ class PoolCost:
     price: MachinePrice
 
 
-@dataclass(frozen=True)
-class CacheCost:
+class CacheCost(Struct, frozen=True):
     """What the model cache's storage bills, and what that costs."""
 
     storage: str
@@ -56,8 +54,7 @@ class CacheCost:
         return None if self.per_month is None else self.per_month / HOURS_PER_MONTH
 
 
-@dataclass(frozen=True)
-class StackCost:
+class StackCost(Struct, frozen=True):
     pools: tuple[PoolCost, ...]
     services: dict[str, float]
     """$/hour of each service's slices (at its replica count or autoscaling maximum)."""

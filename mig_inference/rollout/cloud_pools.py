@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from mig_inference.names.labels import MIG_STATE_LABEL, POOL_LABEL, STARTUP_TAINT_PREFIX
 from mig_inference.rollout.cluster import Cluster, Timings
@@ -32,8 +33,7 @@ EKS_CORDON_WAIT = 60.0
 EXCLUDED_FROM_LOAD_BALANCERS = "node.kubernetes.io/exclude-from-external-load-balancers"
 
 
-@dataclass
-class EksRoll:
+class EksRoll(Struct):
     """A managed node group's update to a new launch template version, in the EKS User Guide's
     phases ("Understand each phase of node updates"; default update strategy):
     - scale up: the Auto Scaling group grows by the larger of twice its Availability Zones and
@@ -60,8 +60,7 @@ class EksRoll:
     """None while it runs, "" when done, else why it failed."""
 
 
-@dataclass
-class CloudPools:
+class CloudPools(Struct):
     cluster: Cluster
     facts: Mapping[str, PoolFacts]
     timings: Timings

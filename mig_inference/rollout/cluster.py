@@ -10,7 +10,9 @@ the replicas serving between them; its times are estimates."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from mig_inference.names.labels import (
     CLIENT_DEPLOY_LABEL,
@@ -26,8 +28,7 @@ TICK = 10.0
 """Seconds between two rounds of the controllers."""
 
 
-@dataclass(frozen=True)
-class Timings:
+class Timings(Struct, frozen=True):
     """How long things take. Assumed orders of magnitude, to be replaced by measurements: only
     a real cluster knows them."""
 
@@ -48,14 +49,12 @@ class Timings:
     plan's load estimate has no figure for its Deployment (`rollout.facts.LoadFacts`)."""
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(Struct, frozen=True):
     time: float
     text: str
 
 
-@dataclass
-class Drain:
+class Drain(Struct):
     """A node the cloud (or a Job) takes away: cordoned, emptied, then deleted."""
 
     node: str
@@ -66,8 +65,7 @@ class Drain:
     reason: str
 
 
-@dataclass
-class Cluster:
+class Cluster(Struct):
     timings: Timings
     devices_of: Callable[[Node, str], dict[str, int]]
     """What the device plugin advertises on a node with this MIG config applied."""

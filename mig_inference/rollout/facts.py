@@ -5,7 +5,8 @@ decide them (so each version's layouts, device-plugin configs and GKE partitions
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.kube.operator_values import mig_parted_configs
 from mig_inference.names.labels import (
@@ -35,8 +36,7 @@ def device_key(labels: Mapping[str, str], config: str | None = None) -> DeviceKe
     return tuple(values.get(key, "") for key in DEVICE_LABELS)
 
 
-@dataclass(frozen=True)
-class PoolFacts:
+class PoolFacts(Struct, frozen=True):
     """What the plans say about one pool: its GPUs per node and what a node offers per layout."""
 
     gpus_per_node: int
@@ -101,8 +101,7 @@ def config_names(plan: StackPlan) -> frozenset[str]:
     return frozenset(mig_parted_configs(plan))
 
 
-@dataclass(frozen=True)
-class LoadFacts:
+class LoadFacts(Struct, frozen=True):
     """How long the plans estimate replicas take to start and populate Jobs to fill the model
     cache (`mig_inference.plan.startup`): what the simulator waits instead of a flat guess."""
 

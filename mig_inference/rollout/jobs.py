@@ -6,8 +6,9 @@ watchdog for a MIG manager wedged in `pending` included."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from mig_inference.names.labels import (
     DEVICE_PLUGIN_DEPLOY_LABEL,
@@ -33,8 +34,7 @@ def _matches(node: Node, selector: str) -> bool:
     return all(node.labels.get(k) == v for k, v in pairs)
 
 
-@dataclass
-class JobRun:
+class JobRun(Struct):
     """A Job in progress: `outcome` is None until it ends ("complete" or "failed: ...")."""
 
     outcome: str | None = None
@@ -44,8 +44,7 @@ class JobRun:
         raise NotImplementedError
 
 
-@dataclass
-class PendingWatch:
+class PendingWatch(Struct):
     """The scripts' watchdog for the MIG manager's `pending` wedge (NVIDIA/gpu-operator#2833): a
     node `pending` for `limit` seconds gets its MIG manager restarted once."""
 
@@ -70,7 +69,6 @@ class PendingWatch:
         return False
 
 
-@dataclass
 class GateRun(JobRun):
     targets: list[tuple[str, str, str, int]] = field(default_factory=list)
     deadline: float = 0.0
@@ -124,7 +122,6 @@ class GateRun(JobRun):
             self.outcome = "failed: timed out waiting for nodes to report success"
 
 
-@dataclass
 class RepartitionRun(JobRun):
     """Batch by batch: cordon (marked as ours) the batch and hold the nodes still to be switched
     cordoned until their turn, evict the pods holding devices (budgets decide: the pool's own

@@ -52,7 +52,8 @@ plugin offers at the current time. Every method acts at the time of the last `ad
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from mig_inference.names.labels import (
     GPU_DEPLOY_LABEL_PREFIX,
@@ -83,8 +84,7 @@ CLIENT_LABEL = DEPLOY_PREFIX + "client"
 DEVICE_PLUGIN_LABEL = DEPLOY_PREFIX + "device-plugin"
 
 
-@dataclass(frozen=True)
-class Durations:
+class Durations(Struct, frozen=True):
     """How long the MIG manager's steps take, in seconds. Assumptions except where a source is
     named: only a real node measures them."""
 
@@ -104,16 +104,14 @@ class Durations:
     """The device plugin, restarted with its label, until it advertises the devices again."""
 
 
-@dataclass(frozen=True)
-class Write:
+class Write(Struct, frozen=True):
     """Labels the MIG manager patched on its node at `time` (None: removed)."""
 
     time: float
     labels: Mapping[str, str | None]
 
 
-@dataclass(frozen=True)
-class Reboot:
+class Reboot(Struct, frozen=True):
     """The MIG manager rebooted its node at `time`; it is up again at `until`."""
 
     time: float
@@ -133,8 +131,7 @@ def devices_of(layout: NodeLayout) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-@dataclass
-class _Run:
+class _Run(Struct):
     value: str
     phase: str
     """checks -> operands -> apply."""
@@ -144,8 +141,7 @@ class _Run:
     mode_change: bool = False
 
 
-@dataclass
-class MigManager:
+class MigManager(Struct):
     """The MIG manager of one node (see the module's docstring).
 
     `configs` are the mig-parted configs the manager reads (name -> layout of every GPU of this

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from mig_inference.names.labels import (
     DRA_DRIVER,
@@ -23,8 +24,7 @@ EFFECTS = {"NO_SCHEDULE": "NoSchedule", "PREFER_NO_SCHEDULE": "PreferNoSchedule"
            "NO_EXECUTE": "NoExecute"}  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Taint:
+class Taint(Struct, frozen=True):
     key: str
     value: str
     effect: str
@@ -41,8 +41,7 @@ class Taint:
         )
 
 
-@dataclass(frozen=True)
-class Toleration:
+class Toleration(Struct, frozen=True):
     key: str | None
     operator: str
     value: str | None
@@ -65,8 +64,7 @@ class Toleration:
         return self.operator == "Exists" or (self.value or "") == taint.value
 
 
-@dataclass(frozen=True)
-class PodTemplate:
+class PodTemplate(Struct, frozen=True):
     """What decides where a replica may run and what it holds."""
 
     resource: str | None
@@ -157,8 +155,7 @@ def pod_template(spec: Mapping[str, Any]) -> PodTemplate:
     )
 
 
-@dataclass
-class Node:
+class Node(Struct):
     name: str
     labels: dict[str, str]
     taints: list[Taint]
@@ -204,8 +201,7 @@ class Node:
         return not self.gone and now >= self.up_at
 
 
-@dataclass
-class Pod:
+class Pod(Struct):
     name: str
     namespace: str
     deployment: str
@@ -234,8 +230,7 @@ class Pod:
         return self.terminating_until is None
 
 
-@dataclass
-class Deployment:
+class Deployment(Struct):
     namespace: str
     name: str
     service: str

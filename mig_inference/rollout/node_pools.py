@@ -6,8 +6,9 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud, known_machine
 from mig_inference.clouds.capacity import Arch
@@ -22,8 +23,7 @@ EKS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 POOL_TYPES = (GKE_POOL, EKS_GROUP, OKE_POOL)
 
 
-@dataclass(frozen=True)
-class PoolShape:
+class PoolShape(Struct, frozen=True):
     """What nodes of one cloud pool look like, and how many there are."""
 
     type: str

@@ -28,8 +28,9 @@ or removes nodes; the pool's own tags and eviction settings touch no node.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
+
+from msgspec import Struct, field
 
 from mig_inference.names.labels import MIG_CONFIG_LABEL
 from mig_inference.rollout.node_pools import GKE_POOL, OKE_POOL
@@ -92,8 +93,7 @@ GKE_SURGE = (
 """GKE, "Surge upgrades" and "Standard cluster upgrades" (the drain's one-hour limit)."""
 
 
-@dataclass(frozen=True)
-class NodeUpdate:
+class NodeUpdate(Struct, frozen=True):
     """How one update of a pool resource reaches the pool's nodes."""
 
     cloud: str

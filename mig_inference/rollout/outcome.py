@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 
 from mig_inference.rollout.steps import StepPlan
 
 
-@dataclass
-class Served:
+class Served(Struct):
     """One service over the transition."""
 
     before: int
@@ -22,8 +21,7 @@ class Served:
     pending_at_end: int = 0
 
 
-@dataclass
-class PoolOutcome:
+class PoolOutcome(Struct):
     nodes_created: int = 0
     nodes_deleted: int = 0
     nodes_drained: int = 0
@@ -64,8 +62,7 @@ class PoolOutcome:
         return max(0, self.peak_gpus - max(self.gpus_before, self.gpus_after))
 
 
-@dataclass
-class Outcome:
+class Outcome(Struct):
     """What one `pulumi up` does, as the simulation observed it."""
 
     plan: StepPlan

@@ -18,7 +18,7 @@ advertising nothing, until the label names a key the ConfigMap has."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 
 from mig_inference.rollout.resources import Key, Resource
 from mig_inference.versions import GPU_OPERATOR_CHART
@@ -47,8 +47,7 @@ def _config_map_keys(resource: Resource) -> tuple[ObjectName, frozenset[str]]:
     return name, frozenset(resource.inputs.get("data") or {})
 
 
-@dataclass
-class PluginConfigs:
+class PluginConfigs(Struct):
     """The device plugin's ConfigMap as the update has left it so far."""
 
     read_from: ObjectName | None = None

@@ -4,15 +4,15 @@ order Pulumi registers them (a resource only registers once its dependencies fin
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct
 
 Key = tuple[str, str]
 """(type token, name) of a resource: unique within one program."""
 
 
-@dataclass(frozen=True)
-class Resource:
+class Resource(Struct, frozen=True):
     type: str
     name: str
     inputs: Mapping[str, Any]
@@ -38,22 +38,20 @@ class Resource:
         return self.type.split(":", 1)[0]
 
 
-@dataclass
 class Program:
     """The resources of one program run, in registration order."""
 
-    resources: dict[Key, Resource] = field(default_factory=dict)
-    _children: dict[Key, list[Key]] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    """Each parent's children, kept by `add` (`descendants` walks it)."""
-    _position: dict[Key, int] = field(default_factory=dict, init=False, repr=False, compare=False)
-    """Each resource's place in registration order."""
-
-    def __post_init__(self) -> None:
-        given, self.resources = self.resources, {}
-        for resource in given.values():
+    def __init__(self, resources: Mapping[Key, Resource] | None = None) -> None:
+        self.resources: dict[Key, Resource] = {}
+        self._children: dict[Key, list[Key]] = {}
+        """Each parent's children, kept by `add` (`descendants` walks it)."""
+        self._position: dict[Key, int] = {}
+        """Each resource's place in registration order."""
+        for resource in (resources or {}).values():
             self.add(resource)
+
+    def __repr__(self) -> str:
+        return f"Program({list(self.resources)!r})"
 
     def add(self, resource: Resource) -> None:
         if resource.key not in self.resources:

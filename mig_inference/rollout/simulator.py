@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from mig_inference.names.labels import (
     CLIENT_DEPLOY_LABEL,
@@ -57,8 +58,7 @@ HORIZON = 6 * 3600.0 * 4
 """No transition runs longer than this (a guard against a step that never ends)."""
 
 
-@dataclass
-class _Task:
+class _Task(Struct):
     step: Step
     waits_for: set[Key]
     started: float | None = None

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from msgspec import Struct
 
 from mig_inference.rollout.force_new import (
     SERVER_IMMUTABLE,
@@ -36,8 +37,7 @@ class Op(StrEnum):
     DELETE = "delete"
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(Struct, frozen=True):
     op: Op
     key: Key
     old: Resource | None
@@ -56,8 +56,7 @@ class Step:
         return found
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(Struct, frozen=True):
     key: Key
     urn: str
     message: str
@@ -65,8 +64,7 @@ class Refusal:
     """The way forward (empty: unprotect the resource, or undo the change)."""
 
 
-@dataclass
-class StepPlan:
+class StepPlan(Struct):
     forward: list[Step]
     """Creates, updates, replacements and sames, in registration order."""
     deletes: list[Step]

@@ -19,11 +19,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
 import yaml
+from msgspec import Struct, field
+from msgspec.structs import asdict, replace
 
 from mig_inference.clouds.prices import load_prices
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
@@ -106,8 +107,7 @@ def demand_fleet(workloads: int, seed: int, gpu_name: str = "A100-80GB") -> list
     return fleet
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(Struct, frozen=True):
     scenario: str
     replicas: int
     workloads: int
@@ -186,8 +186,7 @@ def cli_wall_time(gpu: GpuModel, fleet: list[Workload]) -> float:
         return time.perf_counter() - started
 
 
-@dataclass(frozen=True)
-class DemandRow:
+class DemandRow(Struct, frozen=True):
     """A demand scenario: services at requests per second, replicas and profiles chosen."""
 
     scenario: str
@@ -205,8 +204,7 @@ class DemandRow:
     """Each preference stage unproven: what it found and the bound it proved."""
 
 
-@dataclass(frozen=True)
-class GrowthRow:
+class GrowthRow(Struct, frozen=True):
     """How the work grows: one fleet size (replicas) or stack size (services)."""
 
     what: str
@@ -215,8 +213,7 @@ class GrowthRow:
     cpu_seconds: float
 
 
-@dataclass(frozen=True)
-class CostRow:
+class CostRow(Struct, frozen=True):
     """A cost scenario: the cheapest whole-node machine for a fleet, against the cheapest
     machine holding the same fleet with homogeneous `all-<profile>` GPUs."""
 
@@ -270,8 +267,7 @@ def _demand_rows(quick: bool = False) -> list[DemandRow]:
     return rows
 
 
-@dataclass(frozen=True)
-class ParvaGpuRow:
+class ParvaGpuRow(Struct, frozen=True):
     """One ParvaGPU scenario side by side: the planner's plan (from the demand rows) and what
     ParvaGPU's own scheduler, a binary built from its C code, reports on the same inputs."""
 
@@ -288,8 +284,7 @@ class ParvaGpuRow:
     """The whole process's user and system CPU (as the kernel accounts it, in ticks)."""
 
 
-@dataclass(frozen=True)
-class ParvaGpuComparison:
+class ParvaGpuComparison(Struct, frozen=True):
     """The side by side, or why it was skipped (no binary given, or it did not answer)."""
 
     rows: list[ParvaGpuRow] = field(default_factory=list)
@@ -430,8 +425,7 @@ def _cost_row(scenario: str, fleet: list[Workload], cloud: str, spot: bool) -> C
     )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class BenchResult:
+class BenchResult(Struct, frozen=True):
     gpu: str
     rows: list[Row]
     cli_seconds: float

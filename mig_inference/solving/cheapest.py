@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from mig_inference.clouds import Cloud, known_machine
 from mig_inference.clouds.capacity import Capacity
@@ -25,8 +26,7 @@ from mig_inference.solving.packing import PackPlan, Workload, check_unique_names
 PRICED_CLOUDS = (Cloud.GKE, Cloud.EKS, Cloud.OKE)
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(Struct, frozen=True):
     """One machine type packed with the fleet, or why it cannot hold it."""
 
     price: MachinePrice
@@ -80,16 +80,14 @@ class Candidate:
         return max(1, math.ceil(self.plan.lower_bound / self.gpus_per_node))
 
 
-@dataclass(frozen=True)
-class Skipped:
+class Skipped(Struct, frozen=True):
     """A machine type left out of the comparison: no price for the asked kind."""
 
     machine: str
     reason: str
 
 
-@dataclass
-class CostChoice:
+class CostChoice(Struct):
     """Candidates sorted cheapest first (infeasible ones last), and the choice."""
 
     candidates: list[Candidate]

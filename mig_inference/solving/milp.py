@@ -19,9 +19,10 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
+
+from msgspec import Struct, field
 
 from mig_inference.solving.highs_core import highs_core
 
@@ -56,8 +57,7 @@ def _native_stdout_silenced() -> Iterator[None]:
             os.close(saved)
 
 
-@dataclass(frozen=True)
-class Solution:
+class Solution(Struct, frozen=True):
     optimal: bool
     """True when HiGHS proved the objective optimal (within the gaps asked for)."""
     values: list[float]
@@ -69,8 +69,7 @@ class Solution:
     unless relaxed); False after a work limit or any other stop, which prove nothing."""
 
 
-@dataclass
-class Milp:
+class Milp(Struct):
     """A minimization problem over bounded integer or continuous variables."""
 
     cost: list[float] = field(default_factory=list)

@@ -16,8 +16,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from functools import cache
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, Profile
@@ -35,8 +37,7 @@ def candidate_layouts(gpu: GpuModel, profiles: Sequence[Profile]) -> list[Layout
     return maximal_layouts(valid_layouts(gpu, names))
 
 
-@dataclass
-class Model:
+class Model(Struct):
     milp: Milp
     x: dict[Layout, int]
     """The variable of each candidate layout, in the candidates' order."""
@@ -46,8 +47,7 @@ class Model:
     """Some workload states a demand (its replicas are chosen) rather than a replica count."""
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(Struct, frozen=True):
     """One packing problem: the GPU model, the fleet, the profiles each workload may use, and
     the layouts a GPU may take."""
 
@@ -314,8 +314,7 @@ def grouped(problem: Problem) -> tuple[Problem, list[list[int]]]:
     return replace(problem, workloads=merged, allowed=allowed), members
 
 
-@dataclass(frozen=True)
-class Fewest:
+class Fewest(Struct, frozen=True):
     """The fewest GPUs that hold a fleet, as far as the work limit let HiGHS prove it."""
 
     gpus: int

@@ -19,8 +19,10 @@ import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel
@@ -61,8 +63,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class DemandMet:
+class DemandMet(Struct, frozen=True):
     """How a plan serves one demand-driven workload."""
 
     workload: str
@@ -73,8 +74,7 @@ class DemandMet:
     """Replicas per profile: one Deployment each, behind one Service."""
 
 
-@dataclass
-class PackPlan:
+class PackPlan(Struct):
     """The packing of a fleet onto GPUs of one model."""
 
     gpu_model: GpuModel

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.gpus.catalog import GpuModel
 from mig_inference.gpus.layout import Layout, Placement, place
 from mig_inference.solving.model import Model, Problem
 
 
-@dataclass(frozen=True)
-class GpuSlot:
+class GpuSlot(Struct, frozen=True):
     """One GPU of the plan."""
 
     index: int
@@ -25,8 +25,7 @@ class GpuSlot:
     """A GPU the plan does not need, on a node that has it anyway; it gets a layout too."""
 
 
-@dataclass(frozen=True)
-class Assignment:
+class Assignment(Struct, frozen=True):
     workload: str
     gpu: int
     profile: str

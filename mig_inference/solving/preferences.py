@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from mig_inference.gpus.layout import Layout
 from mig_inference.solving.milp import Milp, Solution
@@ -27,8 +29,7 @@ REFINE_NODES = 1_000
 (never worse than the previous stage's plan), and `proven` says whether it was proven best."""
 
 
-@dataclass(frozen=True)
-class Stage:
+class Stage(Struct, frozen=True):
     """What one preference stage found and what it proved: `value` is the chosen plan's,
     `bound` a proven bound no plan beats (equal to `value` when proven best)."""
 
@@ -43,8 +44,7 @@ DISTINCT = "distinct layouts"
 MEMORY = "memory beyond need on those layouts (MiB, +10 per compute slice)"
 
 
-@dataclass(frozen=True)
-class Preferred:
+class Preferred(Struct, frozen=True):
     """The plan chosen among those with the fewest GPUs: values of the stage milp's variables
     (x[L] and y[w,p] read through the model)."""
 

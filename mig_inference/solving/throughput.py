@@ -3,11 +3,11 @@ from demand. The project ships ParvaGPU's public A100-80GB measurements as a ref
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import yaml
+from msgspec import Struct
 
 from mig_inference.gpus.catalog import SAFE_LOADER
 from mig_inference.installation import package_text
@@ -16,8 +16,7 @@ from mig_inference.solving.packing import Workload
 PARVAGPU = "data/throughput-parvagpu-a100-80gb.yaml"
 
 
-@dataclass(frozen=True)
-class Scenario:
+class Scenario(Struct, frozen=True):
     """A demand scenario: workloads with their request rates and per-profile throughput."""
 
     name: str

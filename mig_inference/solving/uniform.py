@@ -9,7 +9,9 @@ doubling steps until one holds the fleet, then bisects the last gap: a handful o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from mig_inference.errors import MigError
 from mig_inference.solving.model import Model, Problem, at_total
@@ -19,8 +21,7 @@ FIXED_LAYOUT_NODES = 200
 problem for replica counts, settled at the root."""
 
 
-@dataclass(frozen=True)
-class UniformSearch:
+class UniformSearch(Struct, frozen=True):
     """The outcome of the node-count search: the fewest identical nodes found, a plan for them
     (values of `model`'s variables, x[L] read as GPUs per node), and whether every smaller
     count was proven not to hold the fleet."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, Profile
 
 
-@dataclass(frozen=True)
-class Workload:
+class Workload(Struct, frozen=True):
     """Replicas of one model, each needing one slice."""
 
     name: str

@@ -3,7 +3,7 @@ cloud's own terms (AWS and OCI tags, OCI defined tags, Google Cloud labels)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 
 from mig_inference.clouds import Cloud
 from mig_inference.errors import shown
@@ -38,8 +38,7 @@ UNPROTECTED_TAG = ("mig-inference-unprotected", "by-design")
 policy pack's `gpu-node-pools-protected` lets such a pool through. Valid on all three clouds."""
 
 
-@dataclass(frozen=True)
-class CloudTags:
+class CloudTags(Struct, frozen=True):
     """What the cloud resources the stack creates carry, besides the provider's defaults."""
 
     tags: dict[str, str] = field(default_factory=dict)

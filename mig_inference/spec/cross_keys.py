@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.kubernetes_versions import (
@@ -63,8 +64,7 @@ def _key(path: str) -> str:
     return f"{NAMESPACE}:{path}"
 
 
-@dataclass(frozen=True)
-class Sections:
+class Sections(Struct, frozen=True):
     """What the stack's sections read as, for the rules between them (None: left out, or
     refused at its own key). `given` is the raw config values, to tell a key the file writes
     from a default."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from mig_inference.clouds import Cloud
 from mig_inference.errors import shown
-from mig_inference.spec.model import ClusterSpec, DraSpec, PoolSpec
+from mig_inference.spec.model import DRA_NAMESPACE, ClusterSpec, DraSpec, PoolSpec
 from mig_inference.spec.reader import ConfigNode, dns_label
 from mig_inference.stackfile.pulumi_config import NAMESPACE
 
@@ -180,9 +180,7 @@ def dra_spec(
         )
         dynamic = False
     namespace = (
-        dns_label(node.child("namespace"), 63)
-        if node.child("namespace").value
-        else DraSpec.namespace
+        dns_label(node.child("namespace"), 63) if node.child("namespace").value else DRA_NAMESPACE
     )
     if namespace == "default":
         node.child("namespace").problem(

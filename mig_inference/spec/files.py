@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from mig_inference.errors import MigError
 from mig_inference.spec import StackSpec, parse_stack

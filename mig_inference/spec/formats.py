@@ -48,14 +48,14 @@ that the arithmetic built on them stays exact.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cached_property
+
+from msgspec import Struct
 
 from mig_inference.errors import shown
 
 
-@dataclass(frozen=True)
-class Format:
+class Format(Struct, frozen=True, dict=True):
     """A string format: what it is called, its pattern, its longest length, an example."""
 
     name: str
@@ -76,8 +76,7 @@ class Format:
         return None
 
 
-@dataclass(frozen=True)
-class Bound:
+class Bound(Struct, frozen=True):
     """The smallest and largest value a number may take, and where the limit comes from."""
 
     minimum: float

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
+
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.errors import MigError
@@ -91,8 +92,7 @@ class IssuerKind(StrEnum):
     ISSUER = "Issuer"
 
 
-@dataclass(frozen=True)
-class GatewayTls:
+class GatewayTls(Struct, frozen=True):
     """Where the HTTPS listener's certificate comes from."""
 
     source: CertificateSource
@@ -105,8 +105,7 @@ class GatewayTls:
     gcp_certificates: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class GatewaySpec:
+class GatewaySpec(Struct, frozen=True):
     address: GatewayAddress = GatewayAddress.INTERNAL
     namespace: str = DEFAULT_NAMESPACE
     """The Gateway's namespace, with the body-based router (and Istio's gateway pods)."""

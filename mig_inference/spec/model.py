@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Capacity
@@ -58,8 +59,7 @@ class SharingStrategy(StrEnum):
     """CUDA MPS: `replicas` clients per GPU, each with its share of memory and compute."""
 
 
-@dataclass(frozen=True)
-class SharingSpec:
+class SharingSpec(Struct, frozen=True):
     """How a pool's devices are shared between pods."""
 
     strategy: SharingStrategy
@@ -95,8 +95,7 @@ class CacheStorage(StrEnum):
         return self in (CacheStorage.GCS_FUSE, CacheStorage.S3_MOUNTPOINT)
 
 
-@dataclass(frozen=True)
-class ModelCacheSpec:
+class ModelCacheSpec(Struct, frozen=True):
     """One cache per stack, filled once per model revision, read by every replica."""
 
     storage: CacheStorage
@@ -130,16 +129,14 @@ class Engine(StrEnum):
     CUSTOM = "custom"
 
 
-@dataclass(frozen=True)
-class Taint:
+class Taint(Struct, frozen=True):
     key: str
     value: str
     effect: str
     """Kubernetes spelling: NoSchedule, PreferNoSchedule or NoExecute."""
 
 
-@dataclass(frozen=True)
-class NodeCount:
+class NodeCount(Struct, frozen=True):
     """Fixed (`min == max`) or autoscaling node count."""
 
     min: int
@@ -150,8 +147,7 @@ class NodeCount:
         return self.min == self.max
 
 
-@dataclass(frozen=True)
-class ClusterSpec:
+class ClusterSpec(Struct, frozen=True):
     name: str
     """Cluster name."""
     create: bool = False
@@ -171,8 +167,7 @@ class ClusterSpec:
         return self.settings.get(key, default)
 
 
-@dataclass(frozen=True)
-class PoolSpec:
+class PoolSpec(Struct, frozen=True):
     name: str
     """Pool name (a DNS label)."""
     gpu: GpuModel
@@ -231,8 +226,7 @@ class PoolSpec:
         return self.allocation is Allocation.DRA
 
 
-@dataclass(frozen=True)
-class GpuOperatorSpec:
+class GpuOperatorSpec(Struct, frozen=True):
     version: str
     """GPU Operator chart version."""
     namespace: str = "gpu-operator"
@@ -247,8 +241,11 @@ class GpuOperatorSpec:
     gate_timeout_seconds: int = 1800
 
 
-@dataclass(frozen=True)
-class DraSpec:
+DRA_NAMESPACE = "nvidia-dra-driver-gpu"
+"""Where the DRA driver runs when the stack names no namespace."""
+
+
+class DraSpec(Struct, frozen=True):
     """`mig-inference:dra`: NVIDIA's DRA driver for the pools with `allocation: dra`."""
 
     kubernetes_minor: int
@@ -260,7 +257,7 @@ class DraSpec:
     dynamic_mig: bool = False
     """The driver's alpha `DynamicMIG`: it creates the slices itself when a claim is prepared
     (the MIG manager leaves DRA pools alone)."""
-    namespace: str = "nvidia-dra-driver-gpu"
+    namespace: str = DRA_NAMESPACE
     """Where the driver runs (never `default`: the chart refuses it)."""
     version_key: str = "dra.kubernetesVersion"
     """The key the version is read from: `dra.kubernetesVersion`, or the cluster's own version
@@ -271,8 +268,7 @@ class DraSpec:
         return f"1.{self.kubernetes_minor}"
 
 
-@dataclass(frozen=True)
-class MonitoringSpec:
+class MonitoringSpec(Struct, frozen=True):
     prometheus_operator: bool = False
     """Create ServiceMonitor/PodMonitor/PrometheusRule objects and a Grafana dashboard ConfigMap
     (needs the Prometheus Operator's CRDs, e.g. from kube-prometheus-stack)."""
@@ -294,8 +290,7 @@ class MonitoringSpec:
         return self.prometheus_operator or self.scrape_annotations
 
 
-@dataclass(frozen=True)
-class QueueAutoscaling:
+class QueueAutoscaling(Struct, frozen=True):
     """Replicas follow the engine's waiting requests (KEDA, Prometheus trigger)."""
 
     max_replicas: int
@@ -304,16 +299,14 @@ class QueueAutoscaling:
     """Waiting requests one replica is meant to carry."""
 
 
-@dataclass(frozen=True)
-class NetworkClient:
+class NetworkClient(Struct, frozen=True):
     """Pods allowed to reach a service: a namespace and/or pod labels."""
 
     namespace: str | None
     pod_labels: Mapping[str, str]
 
 
-@dataclass(frozen=True)
-class ThroughputPoint:
+class ThroughputPoint(Struct, frozen=True):
     """Requests per second one replica serves on one profile, and how that was found."""
 
     profile: str
@@ -325,8 +318,7 @@ class ThroughputPoint:
     """Measured for this model (a profiling run or the user's benchmark), or assumed."""
 
 
-@dataclass(frozen=True)
-class Demand:
+class Demand(Struct, frozen=True):
     """A service sized by the load it must serve instead of a replica count."""
 
     requests_per_second: float
@@ -344,8 +336,7 @@ class Demand:
         return next(p for p in self.points if p.profile == profile)
 
 
-@dataclass(frozen=True)
-class ReplanSpec:
+class ReplanSpec(Struct, frozen=True):
     """What `mig-inference replan` may set a service to from the load it served (`replan:`): a
     floor and a ceiling, in requests per second for a service sized by demand and in replicas for
     one with a replica count, which may also say what one replica serves (without it, `replan`
@@ -359,8 +350,7 @@ class ReplanSpec:
     throughput_source: str = "the stack file"
 
 
-@dataclass(frozen=True)
-class ProfilingSpec:
+class ProfilingSpec(Struct, frozen=True):
     """An opt-in profiling run: one Job per candidate profile measures the service's engine."""
 
     profiles: tuple[str, ...]
@@ -375,8 +365,7 @@ DEFAULT_VERIFY_PROMPT = "The capital of France is"
 """The prompt of the serving check's short completion."""
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(Struct, frozen=True):
     """A custom engine's serving check: one HTTP request and what its answer must hold."""
 
     path: str
@@ -388,8 +377,7 @@ class Probe:
     """Text the answer's body must contain."""
 
 
-@dataclass(frozen=True)
-class ServiceVerify:
+class ServiceVerify(Struct, frozen=True):
     """`services[].verify`: whether this service is checked, and a custom engine's probe."""
 
     enabled: bool | None = None
@@ -397,8 +385,7 @@ class ServiceVerify:
     probe: Probe | None = None
 
 
-@dataclass(frozen=True)
-class VerifySpec:
+class VerifySpec(Struct, frozen=True):
     """`verify`: a Job per service, after its rollout, sends the engine a real request and
     checks the answer; every replica first checks that it sees one device of its profile."""
 
@@ -410,8 +397,7 @@ class VerifySpec:
     max_tokens: int = 8
 
 
-@dataclass(frozen=True)
-class EphemeralSpec:
+class EphemeralSpec(Struct, frozen=True):
     """`ephemeral`: a test stack that `mig-inference ephemeral` brings up, checks and destroys;
     it may live `ttl` and cost at most `max_cost` over that time."""
 
@@ -422,8 +408,7 @@ class EphemeralSpec:
     """US dollars: the plan's $/hour (every pool at its largest) times the TTL must stay below."""
 
 
-@dataclass(frozen=True)
-class ServiceSpec:
+class ServiceSpec(Struct, frozen=True):
     name: str
     model: str
     engine: Engine
@@ -485,8 +470,7 @@ class ServiceSpec:
         return "queueAutoscaling.maxReplicas" if self.queue_autoscaling else "hpaMaxReplicas"
 
 
-@dataclass(frozen=True)
-class StackSpec:
+class StackSpec(Struct, frozen=True):
     stack: str
     cloud: Cloud
     cluster: ClusterSpec

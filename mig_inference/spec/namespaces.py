@@ -12,7 +12,8 @@ stop with AlreadyExists part-way through. So each is refused at the key that nam
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.errors import MigError, shown
@@ -34,8 +35,7 @@ new clusters ("Do not modify or deploy anything in this namespace": GKE, Managed
 Prometheus, "Set up managed collection")."""
 
 
-@dataclass(frozen=True)
-class NamespaceClaim:
+class NamespaceClaim(Struct, frozen=True):
     """A namespace the stack creates, and the key that decides it."""
 
     namespace: str

@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeVar
+
+from msgspec import Struct
 
 from mig_inference.errors import MigError, record, report, shown
 from mig_inference.spec.formats import (
@@ -44,8 +45,7 @@ CONFIG_SECRET = "`pulumi config set --secret {name} ...`"
 """How a stack file's author adds a secret named {name}."""
 
 
-@dataclass(frozen=True)
-class SecretNames:
+class SecretNames(Struct, frozen=True):
     """The secret names a stack may refer to, and how its author adds a missing one."""
 
     names: frozenset[str]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from mig_inference.clouds import Cloud
 from mig_inference.errors import AlreadyReported, MigError, MigErrors, shown
@@ -55,8 +57,7 @@ def key_path(key: str) -> str:
     return f"{NAMESPACE}:{key}"
 
 
-@dataclass(frozen=True)
-class LeftOut:
+class LeftOut(Struct, frozen=True):
     """Pools and services of a stack file that a partial spec leaves out."""
 
     pool_names: frozenset[str] = frozenset()
@@ -66,8 +67,7 @@ class LeftOut:
     """The pool each left-out service names (None: none, or one that cannot be read)."""
 
 
-@dataclass(frozen=True)
-class PartialStack:
+class PartialStack(Struct, frozen=True):
     """What of a stack file with errors reads cleanly, for the plan to find its own errors beside
     the file's: the pools and services with no error under their key (and their positions in the
     file), every other section as read or, when it has an error, as if it were left out, and the

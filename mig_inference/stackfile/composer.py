@@ -11,9 +11,9 @@ shared nodes (an anchor given twice is refused, as PyYAML does).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
 from yaml._yaml import CParser
 from yaml.composer import ComposerError
 from yaml.events import (
@@ -55,8 +55,7 @@ class TooDeep(Exception):
         self.line = line
 
 
-@dataclass
-class _Open:
+class _Open(Struct):
     """A list or mapping being composed, and the part of the path its next child is at."""
 
     node: SequenceNode | MappingNode

@@ -23,9 +23,10 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field
 
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.stackfile.yamlfile import (
@@ -46,8 +47,7 @@ PLAIN_KEYS = ("cloud",)
 """Keys the program reads with `Config.get` (a string); the others are JSON objects."""
 
 
-@dataclass(frozen=True)
-class EngineConfig:
+class EngineConfig(Struct, frozen=True):
     """The config Pulumi's engine gives the program: full key -> string, and the secret keys."""
 
     values: Mapping[str, str]
@@ -57,8 +57,7 @@ class EngineConfig:
     """Keys whose value holds a secret inside an object (the engine decrypts it in place)."""
 
 
-@dataclass
-class _Conversion:
+class _Conversion(Struct):
     warnings: list[str] = field(default_factory=list)
     nested_secret: bool = False
 

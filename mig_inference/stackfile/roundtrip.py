@@ -15,9 +15,9 @@ import copy
 import difflib
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from msgspec import Struct
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
@@ -27,8 +27,7 @@ from mig_inference.errors import MigError
 YamlKey = str | int
 
 
-@dataclass(frozen=True)
-class Edit:
+class Edit(Struct, frozen=True):
     """Set the value at `path` (keys and list indexes from the document's root); a missing last
     key is added at the end of its mapping."""
 
@@ -36,8 +35,7 @@ class Edit:
     value: int | float | str
 
 
-@dataclass(frozen=True)
-class EditedText:
+class EditedText(Struct, frozen=True):
     text: str
     reformatted: int
     """Lines other than the edited values that ruamel.yaml writes differently from the input."""
@@ -45,8 +43,7 @@ class EditedText:
     """The first such line (1-based, in the input)."""
 
 
-@dataclass(frozen=True)
-class _Indent:
+class _Indent(Struct, frozen=True):
     mapping: int = 2
     sequence: int = 4
     offset: int = 2

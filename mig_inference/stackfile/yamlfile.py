@@ -30,12 +30,12 @@ import gc
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import yaml
+from msgspec import Struct, field
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from mig_inference.errors import MigError
@@ -82,8 +82,7 @@ in the shipped stacks) and far below those limits."""
 YamlPath = tuple[str | int, ...]
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(Struct, frozen=True):
     """A plain scalar that yaml.v3 reads unlike what its text suggests (a timestamp printed by
     Go, an octal number)."""
 
@@ -93,8 +92,7 @@ class Reading:
     why: str
 
 
-@dataclass
-class Document:
+class Document(Struct):
     """A YAML file's first document, as yaml.v3 decodes it, and the readings worth a word."""
 
     value: Any

@@ -5,8 +5,10 @@ of its Deployments), what it asks, where it may connect, and the slice every rep
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from functools import cache
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from mig_inference.installation import package_text
 from mig_inference.kube.engines import engine_container
@@ -46,8 +48,7 @@ def credentials_secret(service: ServicePlan) -> str:
     return f"{service.name}-credentials"
 
 
-@dataclass(frozen=True)
-class VerifyTarget:
+class VerifyTarget(Struct, frozen=True):
     service: str
     """The Service's name (a service sized by demand runs several Deployments behind it)."""
     namespace: str

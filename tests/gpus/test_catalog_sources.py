@@ -232,7 +232,7 @@ def test_every_citation_names_a_source_of_the_model(model: str) -> None:
 
 def test_a_wrong_value_is_caught() -> None:
     # The checkers can fail: a GPU whose counts or all-balanced differ from NVIDIA's is refused.
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     b300 = CATALOG.gpu("B300-269GB")
     doubled = replace(b300, profiles=(replace(b300.profiles[0], max_instances=8),))

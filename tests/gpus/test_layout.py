@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 
 import pytest
+from msgspec.structs import replace
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import GpuModel, Profile, load_catalog, resolve_gpu

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from mig_inference.clouds.prices import load_prices, load_storage_prices
 from mig_inference.errors import MigError

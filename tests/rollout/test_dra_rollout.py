@@ -5,9 +5,10 @@ update a template's spec (immutable), so the program replaces it."""
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from mig_inference.changes.change_plan import ServiceChange
 from mig_inference.changes.transition import StackVersion

@@ -5,12 +5,12 @@ it, so no device plugin that restarts during the update waits for a key that is 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from msgspec.structs import replace
 
 from mig_inference.plan import plan_stack
 from mig_inference.rollout.cluster import TICK, Cluster, Timings

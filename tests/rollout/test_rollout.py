@@ -6,12 +6,12 @@ from __future__ import annotations
 import copy
 import json
 import random
-from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from mig_inference.changes.change_plan import (
     ChangePlan,

@@ -217,7 +217,7 @@ def test_while_a_service_waits_for_the_job_to_end_the_simulated_job_does_not_slo
     until Pulumi moves it after the Job, so the Job relaxes reasoning's budget too rather than
     moving its replicas one model load at a time onto the room the first node leaves: the
     update takes about 66 minutes (about two hours otherwise), small-chat is down ~11."""
-    import dataclasses
+    from msgspec.structs import replace
 
     from mig_inference.changes.change_plan import change_plan
     from mig_inference.changes.record import plan_record
@@ -228,7 +228,7 @@ def test_while_a_service_waits_for_the_job_to_end_the_simulated_job_does_not_slo
     deployed = version_of_stack_file(stack_path("existing"))
     values = copy.deepcopy(deployed.values)
     values["pools"][0]["mig"] = "all-3g.40gb"
-    current = dataclasses.replace(deployed, values=values)
+    current = replace(deployed, values=values)
     outcome = simulate_transition(deployed, current, render=run_program)
     records = [plan_record(v.plan, v.values) for v in (deployed, current)]
     changes = change_plan(records[0], records[1], outcome)

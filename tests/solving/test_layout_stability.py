@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from msgspec.structs import replace
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import resolve_gpu

@@ -7,10 +7,10 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from mig_inference.cli import main
 from mig_inference.errors import MigError

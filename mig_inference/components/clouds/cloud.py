@@ -5,11 +5,11 @@ package (see cloud_sdk)."""
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import pulumi
+from msgspec import Struct, field
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.addons import Feature, Joined
@@ -26,8 +26,7 @@ from ..clouds.oci_sign_in import oci_provider_sign_in
 from ..stack_args import Stack, cluster_input, cluster_reference, nth
 
 
-@dataclass(frozen=True)
-class Children:
+class Children(Struct, frozen=True):
     """How `MigInference` names and places its direct children."""
 
     parent: pulumi.Resource
@@ -61,8 +60,7 @@ def program_children(parent: pulumi.Resource) -> Children:
     return Children(parent, "", (pulumi.Alias(parent=pulumi.ROOT_STACK_RESOURCE),))
 
 
-@dataclass
-class JoinedCluster:
+class JoinedCluster(Struct):
     """The cluster a stack's pools join."""
 
     cloud_provider: pulumi.ProviderResource | None

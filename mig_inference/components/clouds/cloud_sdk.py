@@ -3,16 +3,15 @@
 neither the AWS nor the OCI SDK."""
 
 import importlib
-from dataclasses import dataclass
 
 import pulumi
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.installation import extra_hint
 
 
-@dataclass(frozen=True)
-class CloudSdk:
+class CloudSdk(Struct, frozen=True):
     module: str
     """The import name."""
     distribution: str

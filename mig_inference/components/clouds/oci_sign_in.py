@@ -8,7 +8,8 @@ of the API key the provider assumes by default."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 CLI_AUTH = {
     "api_key": "ApiKey",
@@ -21,8 +22,7 @@ CLI_AUTH = {
 sign-in (OCI CLI "CLI Environment Variables"; pulumi-oci's Provider `auth`)."""
 
 
-@dataclass(frozen=True)
-class OciSignIn:
+class OciSignIn(Struct, frozen=True):
     """The OCI provider's sign-in settings (None: the provider's own default)."""
 
     auth: str | None

@@ -1,11 +1,11 @@
 """OKE: a cluster for ephemeral stacks, and MIG GPU node pools with VCN-native pod networking."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_oci as oci
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.bootstrap import oke_user_data
@@ -21,8 +21,7 @@ EVICTION_GRACE = "PT60M"
 SYSTEM_SHAPE = SYSTEM_POOLS[Cloud.OKE].machine
 
 
-@dataclass(frozen=True)
-class OciTags:
+class OciTags(Struct, frozen=True):
     """Freeform and defined tags of an OCI resource (None: the resource gets none here)."""
 
     freeform: dict[str, str] | None

@@ -1,10 +1,9 @@
 """How a pod asks for its slice: the extended resource `nvidia.com/mig-<profile>` (device plugin,
 or the DRA bridge), or a ResourceClaimTemplate whose CEL selector names the slice (DRA)."""
 
-from dataclasses import dataclass, field
-
 import pulumi
 import pulumi_kubernetes as k8s
+from msgspec import Struct, field
 
 from mig_inference.kube.dra import (
     CLAIM_NAME,
@@ -16,8 +15,7 @@ from mig_inference.kube.dra import (
 from mig_inference.plan import ServicePlan, StackPlan
 
 
-@dataclass
-class DeviceRequest:
+class DeviceRequest(Struct):
     """What a pod spec and its GPU containers carry to get one device."""
 
     resources: dict[str, str] = field(default_factory=dict)

@@ -1,10 +1,10 @@
 """The NVIDIA GPU Operator (mixed MIG strategy), with GKE's prerequisites when on GKE."""
 
-from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import pulumi
 import pulumi_kubernetes as k8s
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud
 from mig_inference.clouds.capacity import Arch
@@ -41,8 +41,7 @@ FIELD_MANAGER_PREFIX = "mig-inference-device-plugin-"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
-@dataclass(frozen=True)
-class DriverInstaller:
+class DriverInstaller(Struct, frozen=True):
     """One of Google's COS driver-installer manifests."""
 
     suffix: str

@@ -7,10 +7,10 @@ built on it."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
+from msgspec import Struct, field
 
 from mig_inference.names.labels import POOL_LABEL
 from mig_inference.versions import GATE_IMAGE
@@ -20,8 +20,7 @@ from .pod_security import LOCKED_DOWN, TMP_MOUNT, nobody_pod, tmp_volume
 MANAGED_BY = {"app.kubernetes.io/managed-by": "mig-inference"}
 
 
-@dataclass
-class NodeJobArgs:
+class NodeJobArgs(Struct):
     app: str
     """`app.kubernetes.io/name` of the Job's pods, and the name of its ServiceAccount."""
     job_name: str

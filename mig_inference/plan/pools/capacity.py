@@ -9,7 +9,7 @@ domain: a pool of one must name it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from mig_inference.clouds import Cloud, MachineShape
 from mig_inference.clouds.capacity import (
@@ -28,8 +28,7 @@ OKE_SINGLE_DOMAIN_SOURCE = (
 )
 
 
-@dataclass(frozen=True)
-class PoolCapacity:
+class PoolCapacity(Struct, frozen=True):
     """What a pool's nodes are bought as, and what they boot from."""
 
     capacity: Capacity
