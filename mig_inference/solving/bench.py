@@ -23,8 +23,8 @@ from functools import partial
 from pathlib import Path
 
 import yaml
-from msgspec import Struct, field
-from msgspec.structs import asdict, replace
+from msgspec import Struct, field, to_builtins
+from msgspec.structs import replace
 
 from mig_inference.clouds.prices import load_prices
 from mig_inference.gpus.catalog import GpuModel, resolve_gpu
@@ -437,12 +437,12 @@ class BenchResult(Struct, frozen=True):
     def as_json(self) -> dict[str, object]:
         return {
             "gpu": self.gpu,
-            "scenarios": [asdict(row) for row in self.rows],
+            "scenarios": to_builtins(self.rows),
             "cli_pack_5000_seconds": round(self.cli_seconds, 3),
-            "demand": [asdict(row) for row in self.demand],
-            "cost": [asdict(row) for row in self.cost],
-            "growth": [asdict(row) for row in self.growth],
-            "parvagpu": asdict(self.parvagpu),
+            "demand": to_builtins(self.demand),
+            "cost": to_builtins(self.cost),
+            "growth": to_builtins(self.growth),
+            "parvagpu": to_builtins(self.parvagpu),
         }
 
 

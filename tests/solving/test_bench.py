@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from mig_inference.cli.bench_processes import (
 from mig_inference.clouds.prices import load_prices
 from mig_inference.render import run_program
 from mig_inference.solving.bench import (
+    BenchResult,
     DemandRow,
     _cost_row,
     _demand_rows,
@@ -96,6 +98,11 @@ def test_parvagpu_runs_in_its_directory_per_slo_row_beside_the_planners_row(
     [line] = [line for line in _parvagpu_text(comparison) if line.startswith("SLO6 (mps)")]
     assert line.split()[2:7] == ["15", "0.100", "|", "16", "0.0045"]
     assert line.split()[-2] == "0.94"  # 15 GPUs / 16
+    # `bench --json` carries the side by side's rows, nested objects and all.
+    shown = json.loads(
+        json.dumps(BenchResult("A100-80GB", [], 1.0, DEMAND, [], [], comparison).as_json())
+    )
+    assert [r["parvagpu_gpus"] for r in shown["parvagpu"]["rows"]] == [16]
 
 
 def test_parvagpu_is_skipped_with_the_reason_when_absent_or_unreadable(tmp_path: Path) -> None:
