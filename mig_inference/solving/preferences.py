@@ -170,27 +170,32 @@ def _single_layout(
     bound cannot beat the best plan so far, is not solved as an integer program. Ties go to the
     first layout in the candidates' order. Only `layouts` are tried: the others are ruled out."""
     priced = milp.copy(cost=[costs.get(var, 0.0) for var in range(len(milp.cost))])
-    bounds: list[tuple[int, int, Milp]] = []
+    variants: list[tuple[int, dict[int, tuple[float, float]]]] = []
     for index, (layout, var) in enumerate(model.x.items()):
         if layout not in layouts:
             continue
         others = [other for other in model.x.values() if other != var]
         if priced.upper[var] < total or any(priced.lower[other] > 0 for other in others):
             continue  # an earlier stage fixed the unit's layouts otherwise
-        only = priced.copy()
-        for other in others:
-            only.upper[other] = 0.0
-        only.lower[var] = only.upper[var] = float(total)
-        relaxed = only.solve(relax=True)
-        if relaxed.values:
-            bounds.append((math.ceil(relaxed.objective - 1e-6), index, only))
+        only = {other: (0.0, 0.0) for other in others}
+        only[var] = (float(total), float(total))
+        variants.append((index, only))
+    relaxed = priced.relaxed_objectives([only for _, only in variants])
+    bounds = [
+        (math.ceil(objective - 1e-6), index, only)
+        for (index, only), objective in zip(variants, relaxed, strict=True)
+        if objective is not None
+    ]
     best: tuple[int, int, list[float]] | None = None
     proven = True
     least = math.inf  # the least memory a layout not solved to the end might still reach
     for bound, index, only in sorted(bounds, key=lambda item: item[:2]):
         if best is not None and (bound, index) > best[:2]:
             break
-        solution = only.solve(integral_objective=True, node_limit=REFINE_NODES)
+        alone = priced.copy()
+        for col, (lower, upper) in only.items():
+            alone.lower[col], alone.upper[col] = lower, upper
+        solution = alone.solve(integral_objective=True, node_limit=REFINE_NODES)
         if not _finished(solution):
             proven = False
             dual = solution.bound if math.isfinite(solution.bound) else bound

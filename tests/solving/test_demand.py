@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -374,16 +375,31 @@ Recorded = list[tuple[Milp, dict[str, Any], Solution]]
 
 @pytest.fixture
 def solves(monkeypatch: pytest.MonkeyPatch) -> Recorded:
-    """Every program solved from now on, with the options and the solution, in order."""
+    """Every program solved from now on, with the options and the solution, in order. The LP
+    relaxations solved together (`Milp.relaxed_objectives`) count one each, as the program with
+    that variant's bounds, marked `relax`."""
     recorded: Recorded = []
     original = Milp.solve
+    original_relaxed = Milp.relaxed_objectives
 
     def solve(milp: Milp, **options: Any) -> Solution:
         solution = original(milp, **options)
         recorded.append((milp, options, solution))
         return solution
 
+    def relaxed(milp: Milp, variants: Sequence[Mapping[int, tuple[float, float]]]) -> Any:
+        objectives = original_relaxed(milp, variants)
+        for variant, objective in zip(variants, objectives, strict=True):
+            bounded = milp.copy()
+            for col, (lower, upper) in variant.items():
+                bounded.lower[col], bounded.upper[col] = lower, upper
+            value = math.inf if objective is None else objective
+            solution = Solution(objective is not None, [], value, value, objective is None)
+            recorded.append((bounded, {"relax": True}, solution))
+        return objectives
+
     monkeypatch.setattr(Milp, "solve", solve)
+    monkeypatch.setattr(Milp, "relaxed_objectives", relaxed)
     return recorded
 
 
