@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-
 
 def short_hash(text: str, length: int) -> str:
     """The first `length` hex digits of the SHA-256 of `text`."""
+    # Imported here: hashlib loads OpenSSL (about 3 ms), and `pack`, which imports this module
+    # through the mig-parted names, never hashes.
+    import hashlib
+
     return hashlib.sha256(text.encode()).hexdigest()[:length]

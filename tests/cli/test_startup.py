@@ -70,11 +70,12 @@ def _imported_by(argv: list[str], modules: tuple[str, ...]) -> tuple[int, list[s
 
 
 def test_pack_solves_with_the_highs_core_and_never_imports_numpy(tmp_path: Path) -> None:
+    """Nor hashlib (OpenSSL with it): `pack` names no mig-parted config by its hash."""
     fleet = tmp_path / "slo1.yaml"
     [slo1, *_] = parvagpu_scenarios("single")
     fleet.write_text(yaml.safe_dump(fleet_document(list(slo1.workloads))), encoding="utf-8")
     argv = ["pack", str(fleet), "--gpu", "A100-80GB", "--json"]
-    code, imported, stderr = _imported_by(argv, ("numpy", "highspy", "highspy._core"))
+    code, imported, stderr = _imported_by(argv, ("numpy", "highspy", "highspy._core", "hashlib"))
     assert code == 0, stderr
     assert imported == ["highspy._core"], "numpy (or highspy's Python layer) imported by pack"
 
