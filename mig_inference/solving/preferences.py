@@ -181,8 +181,9 @@ def _single_layout(
         only[var] = (float(total), float(total))
         variants.append((index, only))
     relaxed = priced.relaxed_objectives([only for _, only in variants])
+    # A relaxation that proved nothing (-inf) leaves its layout in, bounded by 0: costs are >= 0.
     bounds = [
-        (math.ceil(objective - 1e-6), index, only)
+        (math.ceil(objective - 1e-6) if math.isfinite(objective) else 0, index, only)
         for (index, only), objective in zip(variants, relaxed, strict=True)
         if objective is not None
     ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import pytest
 
 from mig_inference.solving.milp import Milp
@@ -49,3 +52,18 @@ def test_the_program_keeps_its_bounds() -> None:
 
 def test_no_variant_solves_nothing() -> None:
     assert two_columns().relaxed_objectives([]) == []
+
+
+def test_a_relaxation_stopped_short_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop on a limit is neither a bound nor a proof of infeasibility: -inf, so the caller
+    rules nothing out on it."""
+    build = Milp._highs
+
+    def limited(milp: Milp, *, relax: bool) -> Any:
+        solver = build(milp, relax=relax)
+        solver.setOptionValue("presolve", "off")
+        solver.setOptionValue("simplex_iteration_limit", 0)
+        return solver
+
+    monkeypatch.setattr(Milp, "_highs", limited)
+    assert two_columns().relaxed_objectives([{0: (0.0, 0.0)}]) == [-math.inf]
