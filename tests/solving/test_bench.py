@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import mig_inference
 from mig_inference.cli import bench_processes
 from mig_inference.cli.bench_processes import (
     BASELINE,
@@ -123,11 +125,27 @@ def test_parvagpu_is_skipped_with_the_reason_when_absent_or_unreadable(tmp_path:
 
 def test_a_process_cpu_figure_comes_from_the_finished_child() -> None:
     busy = [sys.executable, "-c", "sum(range(20_000_000))"]
-    assert process_cpu(busy) > process_cpu(BASELINE) > 0
+    baseline = [sys.executable, *BASELINE]
+    assert process_cpu(busy) > process_cpu(baseline) > 0
     with pytest.raises(RuntimeError, match="exited 3"):
         process_cpu([sys.executable, "-c", "raise SystemExit(3)"])
-    timed = paired_cpu(busy, BASELINE, pairs=2)
+    timed = paired_cpu(busy, baseline, pairs=2)
     assert timed.pairs == 2 and timed.command > timed.baseline and timed.ratio > 1
+
+
+def test_start_up_is_measured_as_an_installed_wheel_starts(tmp_path: Path) -> None:
+    """The start-up interpreter finds the package and its libraries, and imports no editable
+    install's finder (this environment's interpreter does, where the package is editable)."""
+    python = bench_processes.installed_interpreter(tmp_path / "installed")
+    script = (
+        "import sys, mig_inference, yaml, msgspec\n"
+        "print(mig_inference.__file__)\n"
+        "print(sorted(m for m in sys.modules if 'editable' in m))\n"
+    )
+    done = subprocess.run([python, "-c", script], capture_output=True, text=True, check=True)
+    found, finders = done.stdout.splitlines()
+    assert Path(found).resolve() == Path(mig_inference.__file__).resolve()
+    assert finders == "[]"
 
 
 def test_the_goals_are_measured_on_the_installed_command(monkeypatch: pytest.MonkeyPatch) -> None:
