@@ -1,12 +1,17 @@
 """NVIDIA MIG hardware catalog: GPU models, their profiles and placement rules.
 
-The data lives in `mig/data/catalog.yaml`; this module gives it types and name resolution.
+The data lives in `mig_inference/data/catalog.yaml` (the sources, the GPUs without MIG, and the
+list of MIG models) and `mig_inference/data/gpus/<model>.yaml` (each MIG model); this module
+gives it types and name resolution. A model's file is parsed when the model is first asked
+for: a command that names one GPU reads one file, not the whole catalog.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache, cached_property
+from typing import Any
 
 import yaml
 from msgspec import Struct
@@ -194,7 +199,7 @@ def _measured_mib_per_slice(raw: list[dict[str, object]]) -> float | None:
 
 
 def _estimate_per_slice(
-    name: str, raw_model: dict[str, object], loaded: dict[str, dict[str, object]]
+    name: str, raw_model: dict[str, object], raw_of: Callable[[str], dict[str, object]]
 ) -> tuple[float, str]:
     """MiB per memory slice for profiles with no measured size, and how it was obtained.
 
@@ -214,7 +219,7 @@ def _estimate_per_slice(
         raise ValueError(f"{name}: no measured profile size and no estimate_from siblings")
     candidates = []
     for sibling in siblings:
-        other = loaded[str(sibling)]["profiles"]
+        other = raw_of(str(sibling))["profiles"]
         assert isinstance(other, list)
         per_slice = _measured_mib_per_slice(other)
         if per_slice is None:
@@ -251,25 +256,40 @@ def _load_profiles(raw: list[dict[str, object]], per_slice: float) -> tuple[Prof
     return tuple(profiles)
 
 
-class Catalog(Struct, frozen=True):
-    """Every GPU model the project knows, with name resolution."""
+class Catalog(Struct, frozen=True, dict=True):
+    """Every GPU model the project knows, with name resolution. The MIG models are built from
+    their files when first asked for (`model`), all of them for `gpus`."""
 
-    gpus: tuple[GpuModel, ...]
-    """MIG-capable models."""
+    mig_models: tuple[str, ...]
+    """The MIG-capable models' names, in the catalog's order."""
     sources: dict[str, str]
     whole_gpus: tuple[GpuModel, ...] = ()
     """Models without MIG (shared whole, or one per pod)."""
+
+    @cached_property
+    def gpus(self) -> tuple[GpuModel, ...]:
+        """The MIG-capable models."""
+        return tuple(_mig_model(name) for name in self.mig_models)
 
     @property
     def every_gpu(self) -> tuple[GpuModel, ...]:
         return self.gpus + self.whole_gpus
 
     def names(self) -> list[str]:
-        return [g.name for g in self.every_gpu]
+        return [*self.mig_models, *(g.name for g in self.whole_gpus)]
 
     def gpu(self, name: str) -> GpuModel:
-        """Resolve a catalog name or alias, case-insensitively (`h100`, `nvidia-h100-80gb`...)."""
+        """Resolve a catalog name or alias, case-insensitively (`h100`, `nvidia-h100-80gb`...).
+        A model's own name is found without reading the other models' files: no alias is
+        another model's name (a test keeps it so), so the answer is the one a search of every
+        model's names and aliases gives."""
         wanted = _normalize(str(name))
+        for model in self.mig_models:
+            if _normalize(model) == wanted:
+                return _mig_model(model)
+        for gpu in self.whole_gpus:
+            if _normalize(gpu.name) == wanted:
+                return gpu
         for candidate in (wanted, wanted.removeprefix("nvidia-")):
             for gpu in self.every_gpu:
                 keys = {_normalize(gpu.name), *(_normalize(a) for a in gpu.aliases)}
@@ -284,37 +304,69 @@ class Catalog(Struct, frozen=True):
 
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader where PyYAML was built with it: the same resolvers as the pure-Python
-one (PyYAML's, YAML 1.1), which read this file exactly as the stack-file reader's yaml.v3 rules
-do (a test compares all three), about seven times faster; the catalog is read by every verb."""
+one (PyYAML's, YAML 1.1), which read these files exactly as the stack-file reader's yaml.v3
+rules do (a test compares all three), about seven times faster; the catalog is read by every
+verb."""
+
+INDEX = "data/catalog.yaml"
+
+
+def model_file(name: str) -> str:
+    """The package's file of one MIG model."""
+    return f"data/gpus/{name}.yaml"
+
+
+@cache
+def _index() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.load(package_text(INDEX), Loader=SAFE_LOADER)
+    return data
+
+
+@cache
+def _raw_model(name: str) -> dict[str, object]:
+    data: dict[str, object] = yaml.load(package_text(model_file(name)), Loader=SAFE_LOADER)
+    return data
+
+
+def catalog_document() -> dict[str, Any]:
+    """The whole catalog as one mapping: `catalog.yaml` with each MIG model's file in place of
+    its name under `gpus`."""
+    index = _index()
+    return {**index, "gpus": {name: _raw_model(name) for name in index["gpus"]}}
+
+
+@cache
+def _mig_model(name: str) -> GpuModel:
+    raw = _raw_model(name)
+    profiles: list[dict[str, object]] = raw["profiles"]  # type: ignore[assignment]
+    estimated = any(p["memory_mib"] is None for p in profiles)
+    per_slice, how = _estimate_per_slice(name, raw, _raw_model) if estimated else (0.0, "")
+    return GpuModel(
+        name=name,
+        memory_gib=int(str(raw["memory_gib"])),
+        compute_slices=int(str(raw["compute_slices"])),
+        memory_slices=int(str(raw["memory_slices"])),
+        max_instances=int(str(raw["max_instances"])),
+        pci_device_ids=tuple(raw["pci_device_ids"]),  # type: ignore[arg-type]
+        profiles=_load_profiles(profiles, per_slice),
+        aliases=tuple(raw.get("aliases", [])),  # type: ignore[arg-type]
+        sources=tuple(raw.get("sources", [])),  # type: ignore[arg-type]
+        placements_confirmed=raw["placements"] == "confirmed",
+        balanced=tuple(
+            (str(k), int(v))
+            for k, v in (raw.get("balanced") or {}).items()  # type: ignore[attr-defined]
+        ),
+        notes=tuple(raw.get("notes", [])),  # type: ignore[arg-type]
+        unconfirmed=tuple(raw.get("unconfirmed", [])),  # type: ignore[arg-type]
+        placements_note=str(raw.get("placements_note", "")),
+        estimate_note=how,
+    )
 
 
 @cache
 def load_catalog() -> Catalog:
-    """The catalog shipped in `mig/data/catalog.yaml` (parsed once per process)."""
-    data = yaml.load(package_text("data/catalog.yaml"), Loader=SAFE_LOADER)
-    gpus = []
-    for name, raw in data["gpus"].items():
-        estimated = any(p["memory_mib"] is None for p in raw["profiles"])
-        per_slice, how = _estimate_per_slice(name, raw, data["gpus"]) if estimated else (0.0, "")
-        gpus.append(
-            GpuModel(
-                name=name,
-                memory_gib=int(raw["memory_gib"]),
-                compute_slices=int(raw["compute_slices"]),
-                memory_slices=int(raw["memory_slices"]),
-                max_instances=int(raw["max_instances"]),
-                pci_device_ids=tuple(raw["pci_device_ids"]),
-                profiles=_load_profiles(raw["profiles"], per_slice),
-                aliases=tuple(raw.get("aliases", [])),
-                sources=tuple(raw.get("sources", [])),
-                placements_confirmed=raw["placements"] == "confirmed",
-                balanced=tuple((str(k), int(v)) for k, v in (raw.get("balanced") or {}).items()),
-                notes=tuple(raw.get("notes", [])),
-                unconfirmed=tuple(raw.get("unconfirmed", [])),
-                placements_note=str(raw.get("placements_note", "")),
-                estimate_note=how,
-            )
-        )
+    """The catalog shipped in the package (its index parsed once per process)."""
+    data = _index()
     whole = tuple(
         GpuModel(
             name=name,
@@ -332,7 +384,11 @@ def load_catalog() -> Catalog:
         )
         for name, raw in (data.get("whole_gpus") or {}).items()
     )
-    return Catalog(gpus=tuple(gpus), sources=dict(data["sources"]), whole_gpus=whole)
+    return Catalog(
+        mig_models=tuple(str(name) for name in data["gpus"]),
+        sources=dict(data["sources"]),
+        whole_gpus=whole,
+    )
 
 
 def resolve_gpu(name: str) -> GpuModel:

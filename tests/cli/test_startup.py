@@ -22,18 +22,29 @@ from mig_inference.stackfile.yamlfile import parse_yaml
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
+CATALOG_FILES = sorted(
+    f"gpus/{model.name}"
+    for model in resources.files("mig_inference").joinpath("data/gpus").iterdir()
+    if model.name.endswith(".yaml")
+)
+
+
 @pytest.mark.parametrize(
     "data",
-    ["catalog.yaml", "prices.yaml", "load_bandwidth.yaml", "throughput-parvagpu-a100-80gb.yaml"],
-)
+    [
+        "catalog.yaml", *CATALOG_FILES, "prices.yaml", "load_bandwidth.yaml",
+        "throughput-parvagpu-a100-80gb.yaml",
+    ],
+)  # fmt: skip
 def test_the_c_loader_reads_the_shipped_data_as_the_other_readers_do(data: str) -> None:
-    """Each data file as PyYAML's pure-Python loader reads it (the catalog also as yaml.v3's
-    rules do; the others hold dates, which PyYAML reads as dates and those rules as text)."""
+    """Each data file as PyYAML's pure-Python loader reads it (the catalog's files also as
+    yaml.v3's rules do; the others hold dates, which PyYAML reads as dates and those rules as
+    text)."""
     text = resources.files("mig_inference").joinpath(f"data/{data}").read_text("utf-8")
     assert SAFE_LOADER is yaml.CSafeLoader, "PyYAML without libyaml: the data loads slowly"
     fast = yaml.load(text, Loader=SAFE_LOADER)
     assert fast == yaml.load(text, Loader=yaml.SafeLoader)
-    if data == "catalog.yaml":
+    if data == "catalog.yaml" or data.startswith("gpus/"):
         assert fast == parse_yaml(text).value
 
 

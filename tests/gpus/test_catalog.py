@@ -5,12 +5,22 @@ tests/gpus/test_catalog_sources.py checks the Blackwell models' cited values aga
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
 import pytest
 
 from mig_inference.errors import MigError
-from mig_inference.gpus.catalog import load_catalog, resolve_gpu
+from mig_inference.gpus.catalog import (
+    INDEX,
+    catalog_document,
+    load_catalog,
+    model_file,
+    resolve_gpu,
+)
+from mig_inference.installation import PACKAGE_DIR
 from tests.reference import reference_catalog
 
 CATALOG = load_catalog()
@@ -144,6 +154,8 @@ def test_aliases_resolve(alias: str, model: str) -> None:
 
 
 def test_aliases_are_unambiguous() -> None:
+    """No name or alias names two models: so a model's own name resolves to it without a
+    search of the others' aliases (`Catalog.gpu` reads only that model's file)."""
     seen: dict[str, str] = {}
     for gpu in CATALOG.every_gpu:
         for alias in (gpu.name, *gpu.aliases):
@@ -220,3 +232,49 @@ def test_profile_names_differ_per_model() -> None:
     # 1g.10gb takes two memory slices on A100-40GB but one on H100-80GB.
     assert resolve_gpu("a100-40gb").profile("1g.10gb").memory == 2
     assert resolve_gpu("h100").profile("1g.10gb").memory == 1
+
+
+READS = """
+import json, sys
+from mig_inference.gpus import catalog
+read = []
+real = catalog.package_text
+catalog.package_text = lambda relative: read.append(relative) or real(relative)
+names = [catalog.resolve_gpu(name).name for name in sys.argv[1:]]
+print(json.dumps([names, read]))
+"""
+
+
+def files_read_to_resolve(*names: str) -> tuple[list[str], list[str]]:
+    """In a fresh interpreter: the models `names` resolve to, and the catalog files read."""
+    done = subprocess.run(
+        [sys.executable, "-c", READS, *names], capture_output=True, text=True, check=True
+    )
+    resolved, read = json.loads(done.stdout)
+    return resolved, read
+
+
+def test_a_model_named_exactly_reads_only_its_own_file() -> None:
+    assert files_read_to_resolve("H100-80GB", "h100-80gb") == (
+        ["H100-80GB", "H100-80GB"], [INDEX, model_file("H100-80GB")]
+    )  # fmt: skip
+    assert files_read_to_resolve("L4-24GB") == (["L4-24GB"], [INDEX])
+
+
+def test_a_model_estimated_from_siblings_reads_theirs_too() -> None:
+    siblings = catalog_document()["gpus"]["B300-269GB"]["estimate_from"]
+    resolved, read = files_read_to_resolve("B300-269GB")
+    assert resolved == ["B300-269GB"] and siblings
+    assert read == [INDEX, model_file("B300-269GB"), *map(model_file, siblings)]
+
+
+def test_an_alias_is_looked_up_in_every_model() -> None:
+    resolved, read = files_read_to_resolve("h100")
+    assert resolved == ["H100-80GB"]
+    assert sorted(read[1:]) == sorted(model_file(name) for name in CATALOG.mig_models)
+
+
+def test_the_index_lists_every_model_file_once() -> None:
+    folder = PACKAGE_DIR / "data" / "gpus"
+    assert sorted(CATALOG.mig_models) == sorted(f.stem for f in folder.glob("*.yaml"))
+    assert len(set(CATALOG.mig_models)) == len(CATALOG.mig_models)

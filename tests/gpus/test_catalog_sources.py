@@ -38,11 +38,15 @@ PCI_IDS = "dra/nvidia/pci.ids-2026.08.22-nvidia-blackwell-excerpt.txt"
 
 @cache
 def raw_catalog() -> dict[str, Any]:
-    text = (
-        resources.files("mig_inference").joinpath("data/catalog.yaml").read_text(encoding="utf-8")
-    )
-    data: dict[str, Any] = yaml.safe_load(text)
-    return data
+    """The shipped catalog as PyYAML's pure-Python loader reads it: the index, with each MIG
+    model's file in place of its name."""
+    data = resources.files("mig_inference").joinpath("data")
+
+    def read(name: str) -> Any:
+        return yaml.safe_load(data.joinpath(name).read_text(encoding="utf-8"))
+
+    index: dict[str, Any] = read("catalog.yaml")
+    return {**index, "gpus": {name: read(f"gpus/{name}.yaml") for name in index["gpus"]}}
 
 
 def citations(model: str) -> dict[str, list[str]]:
