@@ -224,12 +224,14 @@ def valid_layouts(gpu: GpuModel, profile_names: tuple[str, ...]) -> tuple[Layout
 def maximal_layouts(layouts: Iterable[Layout]) -> list[Layout]:
     """Layouts to which no further instance of the given set can be added."""
     items = list(layouts)
-    as_counters = [Counter(layout.as_dict()) for layout in items]
+    # Plain dicts (a Counter's comparisons run in Python): zero counts dropped, as a Counter
+    # compares them.
+    as_dicts = [{name: count for name, count in layout.counts if count} for layout in items]
     keep = []
-    for i, counts in enumerate(as_counters):
+    for i, counts in enumerate(as_dicts):
         dominated = any(
-            j != i and other != counts and all(other[k] >= v for k, v in counts.items())
-            for j, other in enumerate(as_counters)
+            other != counts and all(other.get(k, 0) >= v for k, v in counts.items())
+            for other in as_dicts
         )
         if not dominated:
             keep.append(items[i])
