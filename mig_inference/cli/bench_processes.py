@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import site
 import statistics
 import subprocess
 import sys
@@ -164,19 +165,24 @@ def machine() -> str:
 
 def installed_interpreter(directory: Path) -> str:
     """An interpreter in `directory` that starts as one with the package installed from its
-    wheel: a virtualenv without pip whose one `.pth` file lists this environment's library
-    folders, and the package's root when it is not in them (an editable install). An
-    editable install's own `.pth` imports its finder (pathlib, urllib.parse, fnmatch with it)
-    as every interpreter of the environment starts, the baseline's too: measured there, the
-    start-up ratios read about 15-20% lower than an installed wheel's."""
+    wheel: a virtualenv without pip whose one `.pth` file lists the folders this interpreter
+    finds libraries in (its site-packages, the system's for a venv that sees them, the user's
+    when enabled), and the package's root when it is in none of them (an editable install).
+    An editable install's own `.pth` imports its finder (pathlib, urllib.parse, fnmatch with
+    it) as every interpreter of the environment starts, the baseline's too: measured there,
+    the start-up ratios read about 15-20% lower than an installed wheel's. The listed folders'
+    own `.pth` files are not run (setuptools' distutils shim among them: a fraction of a ms)."""
     venv.EnvBuilder(with_pip=False, symlinks=True).create(directory)
-    paths = dict.fromkeys(sysconfig.get_path(kind) for kind in ("purelib", "platlib"))
+    folders = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    paths = dict.fromkeys(str(Path(folder).resolve()) for folder in folders)
     root = Path(__file__).resolve().parents[2]
-    if not any((Path(path) / "mig_inference").is_dir() for path in paths):
+    if str(root) not in paths:
         paths[str(root)] = None
     own = {"base": str(directory), "platbase": str(directory)}
-    site = Path(sysconfig.get_path("purelib", vars=own))
-    (site / "environment.pth").write_text("".join(f"{path}\n" for path in paths))
+    library = Path(sysconfig.get_path("purelib", "venv", vars=own))
+    (library / "environment.pth").write_text("".join(f"{path}\n" for path in paths))
     return str(directory / "bin" / "python")
 
 

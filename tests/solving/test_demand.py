@@ -394,7 +394,7 @@ def solves(monkeypatch: pytest.MonkeyPatch) -> Recorded:
             for col, (lower, upper) in variant.items():
                 bounded.lower[col], bounded.upper[col] = lower, upper
             value = math.inf if objective is None else objective
-            solution = Solution(objective is not None, [], value, value, objective is None)
+            solution = Solution(math.isfinite(value), [], value, value, objective is None)
             recorded.append((bounded, {"relax": True}, solution))
         return objectives
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from mig_inference.solving.highs_core import highs_core
 from mig_inference.solving.milp import Milp
 
 
@@ -67,3 +68,29 @@ def test_a_relaxation_stopped_short_proves_nothing(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(Milp, "_highs", limited)
     assert two_columns().relaxed_objectives([{0: (0.0, 0.0)}]) == [-math.inf]
+
+
+def test_unbounded_or_infeasible_proves_infeasibility_only_bounded_below(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HiGHS's "unbounded or infeasible" proves infeasibility where the objective is bounded
+    below: costs >= 0 and every lower bound finite, the variant's own included."""
+    core = highs_core()
+    build = Milp._highs
+
+    class Undecided:
+        def __init__(self, solver: Any) -> None:
+            self.solver = solver
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.solver, name)
+
+        def getModelStatus(self) -> Any:
+            return core.HighsModelStatus.kUnboundedOrInfeasible
+
+    def undecided(milp: Milp, *, relax: bool) -> Any:
+        return Undecided(build(milp, relax=relax))
+
+    monkeypatch.setattr(Milp, "_highs", undecided)
+    variants = [{0: (-math.inf, 5.0)}, {}, {1: (1.0, 5.0)}]
+    assert two_columns().relaxed_objectives(variants) == [-math.inf, None, None]
