@@ -180,10 +180,10 @@ class Milp(Struct):
                 if status == core.HighsModelStatus.kOptimal:
                     objectives.append(float(solver.getInfo().objective_function_value))
                     continue
-                lower = list(self.lower)
+                lowers = list(self.lower)
                 for col, (low, _) in variant.items():
-                    lower[col] = low
-                proved = self._proves_infeasible(status, lower)
+                    lowers[col] = low
+                proved = self._proves_infeasible(status, lowers)
                 objectives.append(None if proved else -math.inf)
         return objectives
 
