@@ -186,14 +186,29 @@ def installed_interpreter(directory: Path) -> str:
     return str(directory / "bin" / "python")
 
 
+def installed_script(python: str) -> list[str]:
+    """The command line as an installed wheel runs it: this environment's `mig-inference`
+    entry-point script (what pip writes) with `python`'s shebang, beside it; `python -m
+    mig_inference` where there is none (which also imports runpy, ~3 ms)."""
+    [command] = installed_command()[:1]
+    if command == sys.executable:
+        return [python, "-m", "mig_inference"]
+    _, body = Path(command).read_text(encoding="utf-8").split("\n", 1)
+    script = Path(python).parent / Path(command).name
+    script.write_text(f"#!{python}\n{body}", encoding="utf-8")
+    script.chmod(0o755)
+    return [str(script)]
+
+
 def _startup_goals(directory: Path, pairs: int) -> list[Goal]:
     """`plan` of a shipped stack and `pack` of ParvaGPU's SLO1 against the baseline, bytecode
-    cached, both run as an installed wheel's interpreter starts (`installed_interpreter`;
-    the command as `python -m mig_inference`, which an installed console script saves a
-    `runpy` on); then, in a fresh interpreter each, whether they import numpy, and whether
-    `pack --json` carries the solve's CPU seconds."""
+    cached, both run as an installed wheel's interpreter starts (`installed_interpreter`,
+    the command by its entry-point script, `installed_script`); then, in a fresh interpreter
+    each, whether they import numpy, and whether `pack --json` carries the solve's CPU
+    seconds."""
     env = cached_bytecode_env(directory / "bytecode")
     python = installed_interpreter(directory / "installed")
+    command = installed_script(python)
     fleet = directory / "slo1.yaml"
     fleet.write_text(
         yaml.safe_dump(fleet_document(list(parvagpu_scenarios("single")[0].workloads)))
@@ -204,7 +219,7 @@ def _startup_goals(directory: Path, pairs: int) -> list[Goal]:
     }
     goals = []
     for name, argv in commands.items():
-        timed = paired_cpu([python, "-m", "mig_inference", *argv], [python, *BASELINE], env, pairs)
+        timed = paired_cpu([*command, *argv], [python, *BASELINE], env, pairs)
         goals.append(
             Goal(
                 f"{name}: process CPU vs python -c 'import yaml, json'"

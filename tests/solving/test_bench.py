@@ -146,6 +146,11 @@ def test_start_up_is_measured_as_an_installed_wheel_starts(tmp_path: Path) -> No
     found, finders = done.stdout.splitlines()
     assert Path(found).resolve() == Path(mig_inference.__file__).resolve()
     assert finders == "[]"
+    [script] = bench_processes.installed_script(python)
+    assert Path(script).read_text().startswith(f"#!{python}\n")
+    listed = subprocess.run([script, "gpus", "--json"], capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert "H100-80GB" in listed.stdout
 
 
 def test_the_goals_are_measured_on_the_installed_command(monkeypatch: pytest.MonkeyPatch) -> None:
