@@ -55,8 +55,8 @@ class Profile(Struct, frozen=True):
         """The suffix after the size (`+me`, `+me.all`, `-me`, `+gfx`), empty for a plain profile.
 
         Variants share their plain profile's slices; the planner uses them only when asked to."""
-        found = re.search(r"[+-]", self.name)
-        return self.name[found.start() :] if found else ""
+        plain = self.name.partition("+")[0].partition("-")[0]
+        return self.name[len(plain) :]
 
     @property
     def media_extensions(self) -> bool:
