@@ -199,7 +199,7 @@ def _measured_mib_per_slice(raw: list[dict[str, object]]) -> float | None:
 
 
 def _estimate_per_slice(
-    name: str, raw_model: dict[str, object], raw_of: Callable[[str], dict[str, object]]
+    name: str, raw_model: dict[str, Any], raw_of: Callable[[str], dict[str, Any]]
 ) -> tuple[float, str]:
     """MiB per memory slice for profiles with no measured size, and how it was obtained.
 
@@ -257,8 +257,8 @@ def _load_profiles(raw: list[dict[str, object]], per_slice: float) -> tuple[Prof
 
 
 class Catalog(Struct, frozen=True, dict=True):
-    """Every GPU model the project knows, with name resolution. The MIG models are built from
-    their files when first asked for (`model`), all of them for `gpus`."""
+    """Every GPU model the project knows, with name resolution. A MIG model is built from its
+    file when first asked for (`gpu`), every one of them for `gpus`."""
 
     mig_models: tuple[str, ...]
     """The MIG-capable models' names, in the catalog's order."""
@@ -323,8 +323,8 @@ def _index() -> dict[str, Any]:
 
 
 @cache
-def _raw_model(name: str) -> dict[str, object]:
-    data: dict[str, object] = yaml.load(package_text(model_file(name)), Loader=SAFE_LOADER)
+def _raw_model(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.load(package_text(model_file(name)), Loader=SAFE_LOADER)
     return data
 
 
@@ -338,26 +338,22 @@ def catalog_document() -> dict[str, Any]:
 @cache
 def _mig_model(name: str) -> GpuModel:
     raw = _raw_model(name)
-    profiles: list[dict[str, object]] = raw["profiles"]  # type: ignore[assignment]
-    estimated = any(p["memory_mib"] is None for p in profiles)
+    estimated = any(p["memory_mib"] is None for p in raw["profiles"])
     per_slice, how = _estimate_per_slice(name, raw, _raw_model) if estimated else (0.0, "")
     return GpuModel(
         name=name,
-        memory_gib=int(str(raw["memory_gib"])),
-        compute_slices=int(str(raw["compute_slices"])),
-        memory_slices=int(str(raw["memory_slices"])),
-        max_instances=int(str(raw["max_instances"])),
-        pci_device_ids=tuple(raw["pci_device_ids"]),  # type: ignore[arg-type]
-        profiles=_load_profiles(profiles, per_slice),
-        aliases=tuple(raw.get("aliases", [])),  # type: ignore[arg-type]
-        sources=tuple(raw.get("sources", [])),  # type: ignore[arg-type]
+        memory_gib=int(raw["memory_gib"]),
+        compute_slices=int(raw["compute_slices"]),
+        memory_slices=int(raw["memory_slices"]),
+        max_instances=int(raw["max_instances"]),
+        pci_device_ids=tuple(raw["pci_device_ids"]),
+        profiles=_load_profiles(raw["profiles"], per_slice),
+        aliases=tuple(raw.get("aliases", [])),
+        sources=tuple(raw.get("sources", [])),
         placements_confirmed=raw["placements"] == "confirmed",
-        balanced=tuple(
-            (str(k), int(v))
-            for k, v in (raw.get("balanced") or {}).items()  # type: ignore[attr-defined]
-        ),
-        notes=tuple(raw.get("notes", [])),  # type: ignore[arg-type]
-        unconfirmed=tuple(raw.get("unconfirmed", [])),  # type: ignore[arg-type]
+        balanced=tuple((str(k), int(v)) for k, v in (raw.get("balanced") or {}).items()),
+        notes=tuple(raw.get("notes", [])),
+        unconfirmed=tuple(raw.get("unconfirmed", [])),
         placements_note=str(raw.get("placements_note", "")),
         estimate_note=how,
     )
