@@ -190,11 +190,11 @@ def installed_script(python: str) -> list[str]:
     """The command line as an installed wheel runs it: this environment's `mig-inference`
     entry-point script (what pip writes) with `python`'s shebang, beside it; `python -m
     mig_inference` where there is none (which also imports runpy, ~3 ms)."""
-    [command] = installed_command()[:1]
-    if command == sys.executable:
-        return [python, "-m", "mig_inference"]
-    _, body = Path(command).read_text(encoding="utf-8").split("\n", 1)
-    script = Path(python).parent / Path(command).name
+    entry, *module = installed_command()
+    if module:
+        return [python, *module]
+    _, body = Path(entry).read_text(encoding="utf-8").split("\n", 1)
+    script = Path(python).parent / Path(entry).name
     script.write_text(f"#!{python}\n{body}", encoding="utf-8")
     script.chmod(0o755)
     return [str(script)]

@@ -193,10 +193,7 @@ def _single_layout(
     for bound, index, only in sorted(bounds, key=lambda item: item[:2]):
         if best is not None and (bound, index) > best[:2]:
             break
-        alone = priced.copy()
-        for col, (lower, upper) in only.items():
-            alone.lower[col], alone.upper[col] = lower, upper
-        solution = alone.solve(integral_objective=True, node_limit=REFINE_NODES)
+        solution = priced.with_bounds(only).solve(integral_objective=True, node_limit=REFINE_NODES)
         if not _finished(solution):
             proven = False
             dual = solution.bound if math.isfinite(solution.bound) else bound

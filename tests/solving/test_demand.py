@@ -390,12 +390,9 @@ def solves(monkeypatch: pytest.MonkeyPatch) -> Recorded:
     def relaxed(milp: Milp, variants: Sequence[Mapping[int, tuple[float, float]]]) -> Any:
         objectives = original_relaxed(milp, variants)
         for variant, objective in zip(variants, objectives, strict=True):
-            bounded = milp.copy()
-            for col, (lower, upper) in variant.items():
-                bounded.lower[col], bounded.upper[col] = lower, upper
             value = math.inf if objective is None else objective
             solution = Solution(math.isfinite(value), [], value, value, objective is None)
-            recorded.append((bounded, {"relax": True}, solution))
+            recorded.append((milp.with_bounds(variant), {"relax": True}, solution))
         return objectives
 
     monkeypatch.setattr(Milp, "solve", solve)
