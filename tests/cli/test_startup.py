@@ -81,12 +81,14 @@ def _imported_by(argv: list[str], modules: tuple[str, ...]) -> tuple[int, list[s
 
 
 def test_pack_solves_with_the_highs_core_and_never_imports_numpy(tmp_path: Path) -> None:
-    """Nor hashlib (OpenSSL with it): `pack` names no mig-parted config by its hash."""
+    """Nor hashlib (OpenSSL with it): `pack` names no mig-parted config by its hash; nor
+    typing_extensions and inspect (`mig_inference/__init__.py`)."""
     fleet = tmp_path / "slo1.yaml"
     [slo1, *_] = parvagpu_scenarios("single")
     fleet.write_text(yaml.safe_dump(fleet_document(list(slo1.workloads))), encoding="utf-8")
     argv = ["pack", str(fleet), "--gpu", "A100-80GB", "--json"]
-    code, imported, stderr = _imported_by(argv, ("numpy", "highspy", "highspy._core", "hashlib"))
+    modules = ("numpy", "highspy", "highspy._core", "hashlib", "typing_extensions", "inspect")
+    code, imported, stderr = _imported_by(argv, modules)
     assert code == 0, stderr
     assert imported == ["highspy._core"], "numpy (or highspy's Python layer) imported by pack"
 
@@ -95,11 +97,34 @@ def test_pack_solves_with_the_highs_core_and_never_imports_numpy(tmp_path: Path)
 def test_plan_of_a_shipped_stack_never_imports_numpy(stack: str) -> None:
     """gke-h100 has fixed layouts; eks-p5-auto's `mig: auto` pool is packed by the planner.
     Nor does it import importlib.resources (zipfile, tempfile and the archive codecs with it):
-    the package's data files are read from its folder (`installation.package_text`)."""
-    modules = ("numpy", "importlib.resources", "zipfile")
+    the package's data files are read from its folder (`installation.package_text`). Nor
+    typing_extensions and inspect (`mig_inference/__init__.py`)."""
+    modules = ("numpy", "importlib.resources", "zipfile", "typing_extensions", "inspect")
     code, imported, stderr = _imported_by(["plan", "--stack", stack, "--json"], modules)
     assert code == 0, stderr
     assert imported == [], "imported by plan"
+
+
+def test_msgspec_loads_without_typing_extensions_which_imports_later_as_usual() -> None:
+    """Loaded by the package, msgspec takes `typing`'s hints and markers, the objects
+    typing_extensions would give it on Python 3.11 and later, and imports no inspect; the
+    package's own decoding works with them, and typing_extensions imports afterwards."""
+    script = (
+        "import sys, typing\nimport mig_inference\nimport msgspec._utils as utils\n"
+        "from mig_inference.gpus.catalog import resolve_gpu\n"
+        "hidden = sorted(m for m in ('typing_extensions', 'inspect') if m in sys.modules)\n"
+        "fallback = [utils._get_type_hints is typing.get_type_hints,\n"
+        "            utils.NotRequired is typing.NotRequired, utils.Required is typing.Required]\n"
+        "import typing_extensions\n"
+        "same = [utils.NotRequired is typing_extensions.NotRequired,\n"
+        "        utils.Required is typing_extensions.Required]\n"
+        "print(hidden, fallback, same, resolve_gpu('H100-80GB').name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "[]", "[True,", "True,", "True]", "[True,", "True]", "H100-80GB"
+    ], done.stdout
 
 
 def test_every_environment_the_makefile_installs_holds_compiled_bytecode() -> None:
