@@ -16,6 +16,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,19 @@ def run_program(
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    worker_loops: list[asyncio.AbstractEventLoop] = []
+
+    def give_the_worker_a_loop() -> None:
+        # Pulumi's mock monitor, called in the executor's threads, makes each thread an event
+        # loop when it has none (sync_await._ensure_event_loop) and never closes it; one left at
+        # exit is closed after its sockets, which prints a traceback. The run makes and closes
+        # them.
+        worker = asyncio.new_event_loop()
+        asyncio.set_event_loop(worker)
+        worker_loops.append(worker)
+
+    executor = ThreadPoolExecutor(initializer=give_the_worker_a_loop)
+    loop.set_default_executor(executor)
     try:
         runtime_config.set_all_config(config, secret_keys)
         settings.reset_options(project=PROJECT, stack=stack)
@@ -219,6 +233,9 @@ def run_program(
     finally:
         settings.reset_options()
         runtime_config.set_all_config({})
+        executor.shutdown(wait=True)  # without running the loop: a failed program's tasks stay
+        for worker in worker_loops:
+            worker.close()
         loop.close()
         asyncio.set_event_loop(None)
     return rendering

@@ -199,11 +199,14 @@ def test_a_stack_never_deployed_is_named_as_such(tmp_path: Path) -> None:
 
 def _without_cloud_sdks(*argv: str) -> subprocess.CompletedProcess[str]:
     """`mig-inference ARGV` where no cloud's SDK can be imported, as in `make plan`'s environment
-    (the package's own dependencies only)."""
+    (the package's own dependencies only), every ResourceWarning shown."""
     from tests.project.test_cloud_extras import SDKS, WITHOUT
 
     return subprocess.run(
-        [sys.executable, "-c", WITHOUT, ",".join(sorted(SDKS.values())), *argv],
+        [
+            sys.executable, "-W", "always::ResourceWarning", "-c", WITHOUT,
+            ",".join(sorted(SDKS.values())), *argv,
+        ],
         capture_output=True, text=True, cwd=ROOT, check=False, timeout=300,
     )  # fmt: skip
 
@@ -212,10 +215,12 @@ def _without_cloud_sdks(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_diff_without_the_clouds_sdk_names_the_clones_fix(verb: list[str], tmp_path: Path) -> None:
     """`diff` and `plan --deployed` run the stack program under Pulumi's mocks, which creates
     the cloud's resources through its SDK: in `make plan`'s environment they stop with the fix
-    for a clone (pip would fetch a package of that name from an index, not this one)."""
+    for a clone (pip would fetch a package of that name from an index, not this one). No event
+    loop is left open for the interpreter to close after its sockets, with a traceback."""
     stack = _stack(tmp_path, "gke")
     run = _without_cloud_sdks(*verb, "--stack-file", str(stack), "--deployed", str(stack))
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert "ResourceWarning" not in run.stderr, run.stderr
     assert run.stderr.startswith(
         "error: mig-inference:cloud: gke needs the Pulumi SDK pulumi-gcp, which is not "
         "installed: in this clone, make setup (every cloud's SDK, from uv.lock), or pip install "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import kubernetes_validate
@@ -10,7 +12,11 @@ import pytest
 import yaml
 
 from mig_inference.cli import main
+from mig_inference.errors import MigError
+from mig_inference.render import run_program
 from tests.render.test_stacks import CUSTOM_RESOURCE_GROUPS
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def test_render_writes_objects_releases_and_cloud_inputs(
@@ -83,3 +89,41 @@ def test_a_render_replaces_the_previous_one_and_only_that(
     assert main(["render", "--stack", "gke-h100", "--out", str(foreign)]) == 1
     assert "is not empty and not a previous render" in capsys.readouterr().err
     assert (foreign / "notes.txt").read_text() == "keep me\n"
+
+
+def _config_map_then(error: Exception | None) -> Callable[[], None]:
+    def program() -> None:
+        import pulumi_kubernetes as k8s
+
+        k8s.core.v1.ConfigMap("probe", data={"key": "value"})
+        if error is not None:
+            raise error
+
+    return program
+
+
+@pytest.mark.parametrize("error", [None, MigError("refused")], ids=["completes", "stops"])
+def test_a_run_closes_every_event_loop_it_made(
+    error: Exception | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulumi's mock monitor makes an event loop in each executor thread it runs in and never
+    closes it; one left open is closed at exit after its sockets, which prints a traceback (seen
+    on `diff`'s error path in CI). `run_program` closes them and its own, after a program that
+    completes and after one that stops with an error."""
+    made: list[asyncio.AbstractEventLoop] = []
+    new_event_loop = asyncio.new_event_loop
+
+    def recorded() -> asyncio.AbstractEventLoop:
+        made.append(new_event_loop())
+        return made[-1]
+
+    monkeypatch.setattr(asyncio, "new_event_loop", recorded)
+    stack_file = ROOT / "stacks" / "Pulumi.existing.yaml"
+    if error is None:
+        rendering = run_program("existing", stack_file, program=_config_map_then(None))
+        assert [r.type for r in rendering.resources] == ["kubernetes:core/v1:ConfigMap"]
+    else:
+        with pytest.raises(MigError, match="refused"):
+            run_program("existing", stack_file, program=_config_map_then(error))
+    assert len(made) >= 2, "no executor thread made a loop: the check proves nothing"
+    assert [loop for loop in made if not loop.is_closed()] == []
