@@ -5,6 +5,7 @@ importing numpy (highspy's Python layer would: most of a `pack` process's start-
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from importlib import resources
@@ -109,22 +110,26 @@ def test_msgspec_loads_without_typing_extensions_which_imports_later_as_usual() 
     """Loaded by the package, msgspec takes `typing`'s hints and markers, the objects
     typing_extensions would give it on Python 3.11 and later, and imports no inspect; the
     package's own decoding works with them, and typing_extensions imports afterwards."""
-    script = (
-        "import sys, typing\nimport mig_inference\nimport msgspec._utils as utils\n"
-        "from mig_inference.gpus.catalog import resolve_gpu\n"
-        "hidden = sorted(m for m in ('typing_extensions', 'inspect') if m in sys.modules)\n"
-        "fallback = [utils._get_type_hints is typing.get_type_hints,\n"
-        "            utils.NotRequired is typing.NotRequired, utils.Required is typing.Required]\n"
-        "import typing_extensions\n"
-        "same = [utils.NotRequired is typing_extensions.NotRequired,\n"
-        "        utils.Required is typing_extensions.Required]\n"
-        "print(hidden, fallback, same, resolve_gpu('H100-80GB').name)\n"
-    )
+    script = """
+import json, sys, typing
+import mig_inference
+import msgspec._utils as utils
+from mig_inference.gpus.catalog import resolve_gpu
+seen = {"imported": sorted(m for m in ("typing_extensions", "inspect") if m in sys.modules),
+        "typing's": [utils._get_type_hints is typing.get_type_hints,
+                     utils.Required is typing.Required, utils.NotRequired is typing.NotRequired],
+        "gpu": resolve_gpu("H100-80GB").name}
+import typing_extensions
+seen["typing_extensions'"] = [utils.Required is typing_extensions.Required,
+                              utils.NotRequired is typing_extensions.NotRequired]
+print(json.dumps(seen))
+"""
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == [
-        "[]", "[True,", "True,", "True]", "[True,", "True]", "H100-80GB"
-    ], done.stdout
+    assert json.loads(done.stdout) == {
+        "imported": [], "typing's": [True] * 3, "gpu": "H100-80GB",
+        "typing_extensions'": [True] * 2,
+    }  # fmt: skip
 
 
 def test_every_environment_the_makefile_installs_holds_compiled_bytecode() -> None:
