@@ -132,6 +132,85 @@ print(json.dumps(seen))
     }  # fmt: skip
 
 
+def _printed(script: str) -> Any:
+    """What `script`, run in a fresh interpreter, prints as JSON on its last line."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+AT_MSGSPEC_JSON = """
+import importlib.machinery, json, sys, threading
+seen = {}
+
+def other_thread():
+    try:
+        import typing_extensions
+        seen["other thread"] = typing_extensions.__name__
+    except ImportError as error:
+        seen["other thread"] = str(error)
+
+class Pause:
+    def __init__(self, loader):
+        self.loader = loader
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+    def exec_module(self, module):
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        self.loader.exec_module(module)
+
+class AtMsgspecJson:
+    def find_spec(self, name, path=None, target=None):
+        if name != "msgspec.json":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = Pause(spec.loader)
+        return spec
+
+sys.meta_path.insert(0, AtMsgspecJson())
+"""
+
+
+def test_another_thread_imports_typing_extensions_while_msgspec_loads() -> None:
+    """Only the thread loading msgspec finds no typing_extensions: another thread that imports
+    it meanwhile (paused in msgspec's own import, after msgspec took its fallback) gets it."""
+    seen = _printed(
+        AT_MSGSPEC_JSON + "import typing, mig_inference, msgspec._utils as utils\n"
+        "seen['fallback'] = utils._get_type_hints is typing.get_type_hints\n"
+        "print(json.dumps(seen))\n"
+    )
+    assert seen == {"other thread": "typing_extensions", "fallback": True}
+
+
+def test_msgspec_loaded_after_typing_extensions_keeps_it() -> None:
+    """Where typing_extensions is loaded first (Pulumi loads it), msgspec uses it, and it stays
+    the one module object."""
+    seen = _printed(
+        "import json, sys, typing_extensions as first\nimport mig_inference\n"
+        "import msgspec._utils as utils\n"
+        "print(json.dumps([utils._get_type_hints is first.get_type_hints,"
+        " sys.modules['typing_extensions'] is first]))\n"
+    )
+    assert seen == [True, True]
+
+
+def test_a_failed_msgspec_import_leaves_no_finder_behind() -> None:
+    seen = _printed(
+        "import json, sys\nbefore = list(sys.meta_path)\n"
+        "class NoCore:\n"
+        "    def find_spec(self, name, *_):\n"
+        "        if name == 'msgspec._core':\n"
+        "            raise ImportError('no core')\n"
+        "sys.meta_path.insert(0, NoCore())\n"
+        "try:\n    import mig_inference\nexcept ImportError as error:\n    failed = str(error)\n"
+        "sys.meta_path.pop(0)\nimport typing_extensions\n"
+        "print(json.dumps([failed, sys.meta_path == before]))\n"
+    )
+    assert seen == ["no core", True]
+
+
 def test_every_environment_the_makefile_installs_holds_compiled_bytecode() -> None:
     """uv, unlike pip, compiles no bytecode unless asked: each `uv sync` and `uv pip install`
     of the Makefile asks, so where Python cannot write `__pycache__` (CI images, read-only
