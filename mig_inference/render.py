@@ -158,18 +158,24 @@ def run_program(
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     worker_loops: list[asyncio.AbstractEventLoop] = []
+    executors: list[ThreadPoolExecutor] = []
+
+    def executor_of_loops() -> ThreadPoolExecutor:
+        executors.append(ThreadPoolExecutor(initializer=give_the_worker_a_loop))
+        return executors[-1]
 
     def give_the_worker_a_loop() -> None:
-        # Pulumi's mock monitor, called in the executor's threads, makes each thread an event
+        # Pulumi's mock monitor, called in an executor's threads, makes each thread an event
         # loop when it has none (sync_await._ensure_event_loop) and never closes it; one left at
         # exit is closed after its sockets, which prints a traceback. The run makes and closes
-        # them.
+        # them, and their own executors' (a resource passed as an input is read back through
+        # the worker's loop).
         worker = asyncio.new_event_loop()
+        worker.set_default_executor(executor_of_loops())
         asyncio.set_event_loop(worker)
         worker_loops.append(worker)
 
-    executor = ThreadPoolExecutor(initializer=give_the_worker_a_loop)
-    loop.set_default_executor(executor)
+    loop.set_default_executor(executor_of_loops())
     try:
         runtime_config.set_all_config(config, secret_keys)
         settings.reset_options(project=PROJECT, stack=stack)
@@ -233,7 +239,8 @@ def run_program(
     finally:
         settings.reset_options()
         runtime_config.set_all_config({})
-        executor.shutdown(wait=True)  # without running the loop: a failed program's tasks stay
+        while executors:  # without running the loop: a failed program's tasks stay
+            executors.pop(0).shutdown(wait=True)
         for worker in worker_loops:
             worker.close()
         loop.close()

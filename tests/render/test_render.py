@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,25 +92,32 @@ def test_a_render_replaces_the_previous_one_and_only_that(
     assert (foreign / "notes.txt").read_text() == "keep me\n"
 
 
-def _config_map_then(error: Exception | None) -> Callable[[], None]:
+def _config_maps(error: Exception | None, reference: bool) -> Callable[[], None]:
     def program() -> None:
         import pulumi_kubernetes as k8s
 
-        k8s.core.v1.ConfigMap("probe", data={"key": "value"})
+        first = k8s.core.v1.ConfigMap("probe", data={"key": "value"})
+        if reference:  # the mocks read a resource passed as an input back in a worker's loop
+            k8s.core.v1.ConfigMap("second", data={"first": first})  # type: ignore[dict-item]
         if error is not None:
             raise error
 
     return program
 
 
-@pytest.mark.parametrize("error", [None, MigError("refused")], ids=["completes", "stops"])
+@pytest.mark.parametrize(
+    ("error", "reference"),
+    [(None, False), (MigError("refused"), False), (None, True), (MigError("refused"), True)],
+    ids=["completes", "stops", "reference-completes", "reference-stops"],
+)
 def test_a_run_closes_every_event_loop_it_made(
-    error: Exception | None, monkeypatch: pytest.MonkeyPatch
+    error: Exception | None, reference: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Pulumi's mock monitor makes an event loop in each executor thread it runs in and never
     closes it; one left open is closed at exit after its sockets, which prints a traceback (seen
     on `diff`'s error path in CI). `run_program` closes them and its own, after a program that
-    completes and after one that stops with an error."""
+    completes and after one that stops with an error, also where a resource is an input (read
+    back through a worker's loop and its executor); their threads have ended first."""
     made: list[asyncio.AbstractEventLoop] = []
     new_event_loop = asyncio.new_event_loop
 
@@ -118,12 +126,15 @@ def test_a_run_closes_every_event_loop_it_made(
         return made[-1]
 
     monkeypatch.setattr(asyncio, "new_event_loop", recorded)
+    threads = set(threading.enumerate())
     stack_file = ROOT / "stacks" / "Pulumi.existing.yaml"
+    program = _config_maps(error, reference)
     if error is None:
-        rendering = run_program("existing", stack_file, program=_config_map_then(None))
-        assert [r.type for r in rendering.resources] == ["kubernetes:core/v1:ConfigMap"]
+        rendering = run_program("existing", stack_file, program=program)
+        assert len(rendering.resources) == 1 + reference
     else:
         with pytest.raises(MigError, match="refused"):
-            run_program("existing", stack_file, program=_config_map_then(error))
-    assert len(made) >= 2, "no executor thread made a loop: the check proves nothing"
+            run_program("existing", stack_file, program=program)
+    assert len(made) >= 2 + reference, "fewer loops than threads: the check proves nothing"
     assert [loop for loop in made if not loop.is_closed()] == []
+    assert set(threading.enumerate()) <= threads, "an executor's thread outlived the run"
