@@ -106,6 +106,13 @@ def test_plan_of_a_shipped_stack_never_imports_numpy(stack: str) -> None:
     assert imported == [], "imported by plan"
 
 
+def _printed(script: str) -> Any:
+    """What `script`, run in a fresh interpreter, prints as JSON on its last line."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def test_msgspec_loads_without_typing_extensions_which_imports_later_as_usual() -> None:
     """Loaded by the package, msgspec takes `typing`'s hints and markers, the objects
     typing_extensions would give it on Python 3.11 and later, and imports no inspect; the
@@ -124,19 +131,10 @@ seen["typing_extensions'"] = [utils.Required is typing_extensions.Required,
                               utils.NotRequired is typing_extensions.NotRequired]
 print(json.dumps(seen))
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {
+    assert _printed(script) == {
         "imported": [], "typing's": [True] * 3, "gpu": "H100-80GB",
         "typing_extensions'": [True] * 2,
     }  # fmt: skip
-
-
-def _printed(script: str) -> Any:
-    """What `script`, run in a fresh interpreter, prints as JSON on its last line."""
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 AT_MSGSPEC_JSON = """
