@@ -61,7 +61,25 @@ class _Version(argparse.Action):
         parser.exit(0)
 
 
+def _unmeasured(prog: str) -> argparse.HelpFormatter:
+    return argparse.HelpFormatter(prog, width=80)
+
+
 class _Parser(argparse.ArgumentParser):
+    """argparse makes a formatter for each argument added (to check its metavar), and its
+    default formatter measures the terminal with shutil, whose import (with zlib, bz2 and lzma)
+    is about 3 ms of a `pack` or `plan` process. Parsing never formats help: the terminal is
+    measured when help is formatted (`--help`; an error prints one line, no usage), by
+    argparse's own formatter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _unmeasured)
+        super().__init__(*args, **kwargs)
+
+    def format_help(self) -> str:
+        self.formatter_class = argparse.HelpFormatter
+        return super().format_help()
+
     def error(self, message: str) -> Any:  # one line, not a usage dump
         name = command()
         verb = self.prog.removeprefix(name).strip()

@@ -6,6 +6,7 @@ importing numpy (highspy's Python layer would: most of a `pack` process's start-
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from importlib import resources
@@ -83,12 +84,15 @@ def _imported_by(argv: list[str], modules: tuple[str, ...]) -> tuple[int, list[s
 
 def test_pack_solves_with_the_highs_core_and_never_imports_numpy(tmp_path: Path) -> None:
     """Nor hashlib (OpenSSL with it): `pack` names no mig-parted config by its hash; nor
-    typing_extensions and inspect (`mig_inference/__init__.py`)."""
+    typing_extensions and inspect (`mig_inference/__init__.py`); nor shutil (the parser measures
+    the terminal only for help, `cli._Parser`)."""
     fleet = tmp_path / "slo1.yaml"
     [slo1, *_] = parvagpu_scenarios("single")
     fleet.write_text(yaml.safe_dump(fleet_document(list(slo1.workloads))), encoding="utf-8")
     argv = ["pack", str(fleet), "--gpu", "A100-80GB", "--json"]
-    modules = ("numpy", "highspy", "highspy._core", "hashlib", "typing_extensions", "inspect")
+    modules = (
+        "numpy", "highspy", "highspy._core", "hashlib", "typing_extensions", "inspect", "shutil",
+    )  # fmt: skip
     code, imported, stderr = _imported_by(argv, modules)
     assert code == 0, stderr
     assert imported == ["highspy._core"], "numpy (or highspy's Python layer) imported by pack"
@@ -99,8 +103,8 @@ def test_plan_of_a_shipped_stack_never_imports_numpy(stack: str) -> None:
     """gke-h100 has fixed layouts; eks-p5-auto's `mig: auto` pool is packed by the planner.
     Nor does it import importlib.resources (zipfile, tempfile and the archive codecs with it):
     the package's data files are read from its folder (`installation.package_text`). Nor
-    typing_extensions and inspect (`mig_inference/__init__.py`)."""
-    modules = ("numpy", "importlib.resources", "zipfile", "typing_extensions", "inspect")
+    typing_extensions and inspect (`mig_inference/__init__.py`), nor shutil (`cli._Parser`)."""
+    modules = ("numpy", "importlib.resources", "zipfile", "typing_extensions", "inspect", "shutil")
     code, imported, stderr = _imported_by(["plan", "--stack", stack, "--json"], modules)
     assert code == 0, stderr
     assert imported == [], "imported by plan"
@@ -261,3 +265,21 @@ def test_help_lists_every_verb() -> None:
     text = build_parser(["--help"]).format_help()
     for name in VERBS:
         assert name in text, name
+
+
+@pytest.mark.parametrize("columns", [50, 150])
+def test_help_fits_the_terminal_it_is_printed_on(columns: int) -> None:
+    """The parser measures the terminal only when help is formatted, as argparse does, and
+    wraps to it: narrow, every line after the usage fits; wide, the long help texts take lines
+    longer than a fixed 80 columns would allow."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mig_inference", "pack", "--help"], capture_output=True,
+        text=True, env={**os.environ, "COLUMNS": str(columns)}, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    _usage, body = done.stdout.split("\n\n", 1)  # the usage's groups do not break
+    longest = max(len(line) for line in body.splitlines())
+    if columns < 80:
+        assert longest <= columns, done.stdout
+    else:
+        assert 80 < longest <= columns, done.stdout
