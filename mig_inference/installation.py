@@ -5,19 +5,25 @@ package's extras)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+from typing import TYPE_CHECKING
 
 import mig_inference
 
-PACKAGE_DIR = Path(mig_inference.__file__).parent
+if TYPE_CHECKING:
+    from pathlib import Path
+
+PACKAGE_DIR = os.path.dirname(mig_inference.__file__)
 
 
 def package_text(relative: str) -> str:
     """A file shipped inside the package (`data/catalog.yaml`, `verify/probe.py`), read from the
     package's folder. The package is always installed as files (a wheel is unpacked, the clone
     is an editable install), so importlib.resources, whose import brings zipfile, tempfile and
-    the archive codecs, would cost a short verb more than the reading."""
-    return (PACKAGE_DIR / relative).read_text(encoding="utf-8")
+    the archive codecs, would cost a short verb more than the reading; nor pathlib (see
+    `stackfile.yamlfile.FilePath`)."""
+    with open(os.path.join(PACKAGE_DIR, relative), encoding="utf-8") as file:
+        return file.read()
 
 
 CLONE_MARKERS = ("pyproject.toml", "uv.lock", "Makefile")
@@ -27,6 +33,8 @@ CLONE_MARKERS = ("pyproject.toml", "uv.lock", "Makefile")
 def clone_root(package_dir: Path | None = None) -> Path | None:
     """The clone the package runs from (its folder `package_dir`, default this package's), or
     None for an installed wheel."""
+    from pathlib import Path
+
     root = (package_dir or Path(mig_inference.__file__).resolve().parent).parent
     return root if all((root / name).is_file() for name in CLONE_MARKERS) else None
 

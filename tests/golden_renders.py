@@ -25,7 +25,7 @@ REFRESH = "make golden"
 
 def stack_render(stack: str) -> dict[str, str]:
     """Relative path -> text of every file `render --stack <stack>` writes."""
-    rendering = run_program(stack, stack_path(stack))
+    rendering = run_program(stack, Path(stack_path(stack)))
     if rendering.error:
         raise RuntimeError(f"stack {stack} does not render: {rendering.error}")
     return rendered_files(rendering)

@@ -16,7 +16,7 @@ from mig_inference.spec.files import stack_path
 
 @cache
 def stack_rendering(stack: str) -> Rendering:
-    rendering = run_program(stack, stack_path(stack))
+    rendering = run_program(stack, Path(stack_path(stack)))
     assert rendering.error is None, rendering.error
     return rendering
 

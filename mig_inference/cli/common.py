@@ -6,13 +6,15 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mig_inference.errors import MigError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from mig_inference.gpus.catalog import GpuModel
+    from mig_inference.stackfile.yamlfile import FilePath
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -38,9 +40,10 @@ def warn(warnings: Sequence[str]) -> None:
         print(f"warning: {warning}", file=sys.stderr)
 
 
-def write(path: Path, text: str) -> None:
+def write(path: FilePath, text: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)
     except OSError as error:
         raise MigError(f"cannot write: {error.strerror}", str(path)) from None
 
@@ -69,14 +72,18 @@ def stack_arguments(sub: argparse.ArgumentParser) -> None:
 
 
 def stack_file_path(args: argparse.Namespace) -> Path:
+    """The stack file of `--stack` or `--stack-file`, for the verbs that work on its path
+    (`render`, `diff`, `replan`); `read_stack` reads it."""
+    from pathlib import Path
+
     from mig_inference.spec.files import stack_path
 
-    return Path(args.stack_file) if args.stack_file else stack_path(args.stack)
+    return Path(args.stack_file or stack_path(args.stack))
 
 
 def read_stack(args: argparse.Namespace) -> Any:
     from mig_inference.spec.files import load_stack, load_stack_file
 
     if args.stack_file:
-        return load_stack_file(Path(args.stack_file))
+        return load_stack_file(args.stack_file)
     return load_stack(args.stack)

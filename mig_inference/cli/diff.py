@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mig_inference.cli.common import Verb, print_json, read_stack, stack_arguments, stack_file_path
 from mig_inference.errors import MigError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def register(verb: Verb) -> None:
@@ -59,6 +61,8 @@ def current_version(args: argparse.Namespace) -> Any:
 def simulated_change(args: argparse.Namespace, current: Any) -> Any:
     """The change from the deployed stack (`--deployed`) to `current`, simulated from what the
     deployed stack exported where it says (see `mig_inference.changes.upgrade`)."""
+    from pathlib import Path
+
     return change_from(Path(args.deployed), current)
 
 

@@ -4,7 +4,6 @@ it costs)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from msgspec.structs import replace
 
@@ -34,6 +33,8 @@ def _plan(args: argparse.Namespace) -> int:
     from mig_inference.reports.stack_cost import cost_json, cost_text, stack_cost
 
     if args.deployed:
+        from pathlib import Path
+
         from mig_inference.changes.change_plan import change_warnings, load_deployed
         from mig_inference.plan.pools.deployed import with_deployed_layouts
 
@@ -53,7 +54,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.svg:
         from mig_inference.reports.picture import layouts_svg
 
-        write(Path(args.svg), layouts_svg(plan))
+        write(args.svg, layouts_svg(plan))
     cost = stack_cost(plan, load_prices(args.prices), load_storage_prices(args.prices))
     warn(plan.warnings)
     if args.json:

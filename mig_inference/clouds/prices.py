@@ -13,7 +13,6 @@ import datetime
 import math
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
@@ -25,7 +24,7 @@ from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.gpus.catalog import SAFE_LOADER
 from mig_inference.installation import package_text
-from mig_inference.stackfile.yamlfile import load_yaml
+from mig_inference.stackfile.yamlfile import FilePath, load_yaml
 
 T = TypeVar("T")
 SHIPPED = "data/prices.yaml"
@@ -281,13 +280,13 @@ def shipped_prices() -> dict[str, MachinePrice]:
     return parse_prices(_shipped(), f"{SHIPPED}:")
 
 
-def load_prices(override: str | Path | None = None) -> dict[str, MachinePrice]:
+def load_prices(override: FilePath | None = None) -> dict[str, MachinePrice]:
     """The shipped table, with the entries of the user's `override` file replacing or adding
     machine types."""
     table = dict(shipped_prices())
     if override is not None:
-        path = Path(override)
-        table.update(parse_prices(load_yaml(path, "price file"), f"{path}:", overridden=True))
+        data = load_yaml(override, "price file")
+        table.update(parse_prices(data, f"{override}:", overridden=True))
     return table
 
 
@@ -389,12 +388,10 @@ def shipped_storage_prices() -> dict[str, StoragePrice]:
     return parse_storage_prices(_shipped(), f"{SHIPPED}:")
 
 
-def load_storage_prices(override: str | Path | None = None) -> dict[str, StoragePrice]:
+def load_storage_prices(override: FilePath | None = None) -> dict[str, StoragePrice]:
     """The shipped storage prices, with the user's `override` file's replacing them."""
     table = dict(shipped_storage_prices())
     if override is not None:
-        path = Path(override)
-        table.update(
-            parse_storage_prices(load_yaml(path, "price file"), f"{path}:", overridden=True)
-        )
+        data = load_yaml(override, "price file")
+        table.update(parse_storage_prices(data, f"{override}:", overridden=True))
     return table

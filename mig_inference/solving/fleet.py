@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from mig_inference.errors import MigError
 from mig_inference.gpus.sizing import gib_to_mib
 from mig_inference.solving.packing import Workload
-from mig_inference.stackfile.yamlfile import load_yaml
+from mig_inference.stackfile.yamlfile import FilePath, load_yaml
 
 WORKLOAD_KEYS = (
     "name", "replicas", "profile", "memory_gib", "exact", "requests_per_second", "throughput",
@@ -71,10 +70,10 @@ def _throughput(raw: Any, path: str) -> tuple[tuple[str, float], ...]:
     return tuple(rates)
 
 
-def load_fleet(path: str | Path) -> list[Workload]:
+def load_fleet(path: FilePath) -> list[Workload]:
     """Parse a fleet file: `workloads: [{name, replicas, profile | memory_gib, exact}]`, or a
     demand, `{name, requests_per_second, throughput: {profile: requests per second}}`."""
-    data = load_yaml(Path(path), "fleet file")
+    data = load_yaml(path, "fleet file")
     if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
         raise MigError("must be a mapping with a `workloads:` list", str(path))
     if not data["workloads"]:

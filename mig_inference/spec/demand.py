@@ -3,8 +3,6 @@ replica reaches per profile, given in the stack file or in a file it names."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from mig_inference.errors import MigError, shown
 from mig_inference.spec import formats
 from mig_inference.spec.model import Demand, Engine, ProfilingSpec, ThroughputPoint
@@ -44,7 +42,7 @@ def throughput_file_points(node: ConfigNode) -> list[ThroughputPoint]:
     if name is None:
         return []
     try:
-        data = load_yaml(Path(name), "throughput file")
+        data = load_yaml(name, "throughput file")
     except MigError as error:
         return node.problem(f"{error.path}: {error.message}", [])
     if not isinstance(data, dict) or "throughput" not in data:

@@ -2,38 +2,41 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import fnmatch
+import os
 
 from msgspec.structs import replace
 
 from mig_inference.errors import MigError
 from mig_inference.spec import StackSpec, parse_stack
 from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
+from mig_inference.stackfile.yamlfile import FilePath
 from mig_inference.versions import GPU_OPERATOR_VERSION
 
 
-def stacks_dir() -> Path:
+def stacks_dir() -> str:
     """Where `--stack NAME` looks: `stacks/` of the working directory (a platform team's IaC
     repository, or this one), else the working directory itself, as Pulumi keeps
     `Pulumi.<stack>.yaml` beside `Pulumi.yaml`."""
-    here = Path.cwd()
-    return here / "stacks" if (here / "stacks").is_dir() else here
+    here = os.getcwd()
+    stacks = os.path.join(here, "stacks")
+    return stacks if os.path.isdir(stacks) else here
 
 
-def stack_path(name: str) -> Path:
-    return stacks_dir() / f"Pulumi.{name}.yaml"
+def stack_path(name: str) -> str:
+    return os.path.join(stacks_dir(), f"Pulumi.{name}.yaml")
 
 
 def stack_names() -> list[str]:
-    found = stacks_dir().glob("Pulumi.*.yaml")
-    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in found)
+    found = fnmatch.filter(os.listdir(stacks_dir()), "Pulumi.*.yaml")
+    return sorted(name[len("Pulumi.") : -len(".yaml")] for name in found)
 
 
-def load_stack_file(path: Path, stack: str | None = None) -> StackSpec:
+def load_stack_file(path: FilePath, stack: str | None = None) -> StackSpec:
     """Parse and validate a stack file as `pulumi up` gives it to the program (see
     mig_inference.stackfile.pulumi_config); MigError names the file or the key path."""
-    name = stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    if not path.exists():
+    name = stack or os.path.basename(path).removeprefix("Pulumi.").removesuffix(".yaml")
+    if not os.path.exists(path):
         known = ", ".join(stack_names()) or "none"
         raise MigError(f"cannot read stack file: no such file (stacks: {known})", str(path))
     engine = read_stack_config(path)

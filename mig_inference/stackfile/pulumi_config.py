@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from msgspec import Struct, field
@@ -32,6 +32,7 @@ from mig_inference.errors import MigError, MigErrors
 from mig_inference.stackfile.yamlfile import (
     MAX_DEPTH,
     Document,
+    FilePath,
     YamlPath,
     go_json_float,
     load_document,
@@ -231,15 +232,16 @@ def _readable(source: str, path: YamlPath) -> str:
     return text
 
 
-def project_name(stack_file: Path) -> str:
+def project_name(stack_file: FilePath) -> str:
     """The name of the Pulumi project a stack file belongs to (the namespace of its bare keys):
     `Pulumi.yaml` beside it or one level up (its `stackConfigDir`); this project's by default."""
-    for folder in (stack_file.parent, stack_file.parent.parent):
+    beside = os.path.dirname(os.path.abspath(stack_file))
+    for folder in (beside, os.path.dirname(beside)):
         for name in ("Pulumi.yaml", "Pulumi.yml"):
-            candidate = folder / name
-            if candidate.is_file():
+            candidate = os.path.join(folder, name)
+            if os.path.isfile(candidate):
                 try:
-                    data = parse_text(read_text(candidate, "project file"), str(candidate)).value
+                    data = parse_text(read_text(candidate, "project file"), candidate).value
                 except MigError:
                     return NAMESPACE
                 if isinstance(data, dict) and isinstance(data.get("name"), str):
@@ -248,7 +250,7 @@ def project_name(stack_file: Path) -> str:
     return NAMESPACE
 
 
-def read_stack_config(path: Path) -> EngineConfig:
+def read_stack_config(path: FilePath) -> EngineConfig:
     """The engine's config for the stack file at `path`."""
     source = str(path)
     document = load_document(

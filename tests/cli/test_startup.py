@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from mig_inference.cli.bench_processes import installed_interpreter
 from mig_inference.gpus.catalog import SAFE_LOADER
 from mig_inference.solving.fleet import fleet_document
 from mig_inference.solving.throughput import parvagpu_scenarios
@@ -65,9 +66,18 @@ def test_verbs_that_solve_nothing_import_no_solver(argv: list[str]) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def _imported_by(argv: list[str], modules: tuple[str, ...]) -> tuple[int, list[str], str]:
-    """Run the command line's `main(argv)` in a fresh interpreter: its exit code, which of
-    `modules` it imported, and its standard error."""
+@pytest.fixture(scope="module")
+def installed_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An interpreter that starts as one with the package installed from its wheel: the
+    clone's editable install imports pathlib (its finder) in every interpreter of `.venv`."""
+    return installed_interpreter(tmp_path_factory.mktemp("installed"))
+
+
+def _imported_by(
+    argv: list[str], modules: tuple[str, ...], python: str = sys.executable
+) -> tuple[int, list[str], str]:
+    """Run the command line's `main(argv)` in a fresh interpreter (`python`): its exit code,
+    which of `modules` it imported, and its standard error."""
     script = (
         "import sys\nfrom mig_inference.cli import main\n"
         f"code = main({argv!r})\n"
@@ -75,37 +85,45 @@ def _imported_by(argv: list[str], modules: tuple[str, ...]) -> tuple[int, list[s
         "sys.exit(code)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
+        [python, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300,
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     *_, imported = done.stderr.strip().splitlines() or [""]
     return done.returncode, yaml.safe_load(imported), done.stderr
 
 
-def test_pack_solves_with_the_highs_core_and_never_imports_numpy(tmp_path: Path) -> None:
+def test_pack_solves_with_the_highs_core_and_never_imports_numpy(
+    tmp_path: Path, installed_python: str
+) -> None:
     """Nor hashlib (OpenSSL with it): `pack` names no mig-parted config by its hash; nor
     typing_extensions and inspect (`mig_inference/__init__.py`); nor shutil (the parser measures
-    the terminal only for help, `cli._Parser`)."""
+    the terminal only for help, `cli._Parser`); nor pathlib (`stackfile.yamlfile.FilePath`)."""
     fleet = tmp_path / "slo1.yaml"
     [slo1, *_] = parvagpu_scenarios("single")
     fleet.write_text(yaml.safe_dump(fleet_document(list(slo1.workloads))), encoding="utf-8")
     argv = ["pack", str(fleet), "--gpu", "A100-80GB", "--json"]
     modules = (
         "numpy", "highspy", "highspy._core", "hashlib", "typing_extensions", "inspect", "shutil",
+        "pathlib",
     )  # fmt: skip
-    code, imported, stderr = _imported_by(argv, modules)
+    code, imported, stderr = _imported_by(argv, modules, installed_python)
     assert code == 0, stderr
     assert imported == ["highspy._core"], "numpy (or highspy's Python layer) imported by pack"
 
 
 @pytest.mark.parametrize("stack", ["gke-h100", "eks-p5-auto"])
-def test_plan_of_a_shipped_stack_never_imports_numpy(stack: str) -> None:
+def test_plan_of_a_shipped_stack_never_imports_numpy(stack: str, installed_python: str) -> None:
     """gke-h100 has fixed layouts; eks-p5-auto's `mig: auto` pool is packed by the planner.
     Nor does it import importlib.resources (zipfile, tempfile and the archive codecs with it):
     the package's data files are read from its folder (`installation.package_text`). Nor
-    typing_extensions and inspect (`mig_inference/__init__.py`), nor shutil (`cli._Parser`)."""
-    modules = ("numpy", "importlib.resources", "zipfile", "typing_extensions", "inspect", "shutil")
-    code, imported, stderr = _imported_by(["plan", "--stack", stack, "--json"], modules)
+    typing_extensions and inspect (`mig_inference/__init__.py`), nor shutil (`cli._Parser`), nor
+    pathlib with urllib.parse (`stackfile.yamlfile.FilePath`)."""
+    modules = (
+        "numpy", "importlib.resources", "zipfile", "typing_extensions", "inspect", "shutil",
+        "pathlib", "urllib.parse",
+    )  # fmt: skip
+    argv = ["plan", "--stack", stack, "--json"]
+    code, imported, stderr = _imported_by(argv, modules, installed_python)
     assert code == 0, stderr
     assert imported == [], "imported by plan"
 

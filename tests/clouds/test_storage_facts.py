@@ -54,7 +54,7 @@ def test_every_cloud_offers_a_storage_and_each_has_facts() -> None:
 def test_plan_prints_every_unconfirmed_fact_as_unconfirmed(
     cloud: Cloud, storage: str, tmp_path: Path
 ) -> None:
-    document = yaml.safe_load(stack_path(STACK_OF[cloud]).read_text())
+    document = yaml.safe_load(Path(stack_path(STACK_OF[cloud])).read_text())
     document["config"]["mig-inference:modelCache"] = _cache(storage)
     path = tmp_path / "Pulumi.facts.yaml"
     path.write_text(yaml.safe_dump(document))

@@ -1017,7 +1017,7 @@ def test_diff_says_turning_the_gateway_on_cuts_off_direct_callers(tmp_path: Path
     TGI embedder's do not; each model's pool and capacity shares appear."""
     from mig_inference.spec.files import stack_path
 
-    text = stack_path(EKS).read_text()
+    text = Path(stack_path(EKS)).read_text()
     assert "\n  mig-inference:gateway: {}\n" in text
     changes = _diff(text.replace("\n  mig-inference:gateway: {}\n", "\n"), EKS, tmp_path)
     assert changes["failure"] is None and changes["refusals"] == []
@@ -1046,7 +1046,7 @@ def test_diff_says_turning_the_gateway_on_cuts_off_direct_callers(tmp_path: Path
 def test_diff_says_turning_it_off_gives_the_services_their_callers_back(tmp_path: Path) -> None:
     from mig_inference.spec.files import stack_path
 
-    text = stack_path(EKS).read_text()
+    text = Path(stack_path(EKS)).read_text()
     off = tmp_path / "stacks"
     off.mkdir()
     (off / f"Pulumi.{EKS}.yaml").write_text(text.replace("\n  mig-inference:gateway: {}\n", "\n"))
@@ -1066,6 +1066,6 @@ def test_diff_says_turning_it_off_gives_the_services_their_callers_back(tmp_path
 def test_diff_of_the_stack_against_itself_is_clean(tmp_path: Path) -> None:
     from mig_inference.spec.files import stack_path
 
-    changes = _diff(stack_path(EKS).read_text(), EKS, tmp_path)
+    changes = _diff(Path(stack_path(EKS)).read_text(), EKS, tmp_path)
     assert {s["change"] for s in changes["services"]} == {"unaffected"}
     assert changes["gateway"] == []

@@ -185,7 +185,7 @@ def wire(value: Any) -> Any:
 
 def stack_inputs(stack: str) -> dict[str, Any]:
     """A stack file's `mig-inference:` keys: the MigInference inputs in schema spelling."""
-    config = yaml.safe_load(stack_path(stack).read_text())["config"]
+    config = yaml.safe_load(Path(stack_path(stack)).read_text())["config"]
     inputs = {
         key.split(":", 1)[1]: value
         for key, value in config.items()
@@ -499,7 +499,7 @@ def test_typed_args_round_trip_to_the_stack_file(stack: str) -> None:
 
 def test_stack_file_keys_are_not_read_as_python_field_names(tmp_path: Path) -> None:
     """`machine_type` in a stack file is an unknown key there, as `mig-inference plan` says."""
-    config = yaml.safe_load(stack_path("gke-h100").read_text())["config"]
+    config = yaml.safe_load(Path(stack_path("gke-h100")).read_text())["config"]
     values = {k.split(":", 1)[1]: v for k, v in config.items() if k.split(":", 1)[1] in TOP_KEYS}
     values["pools"][0]["machine_type"] = values["pools"][0].pop("machineType")
     rendering = render_config(tmp_path, values, hfToken="hf")

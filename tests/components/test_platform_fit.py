@@ -33,7 +33,7 @@ CLOUD_STACKS = sorted(
 
 def stack_values(stack: str) -> dict[str, Any]:
     """A shipped stack file's values without its (placeholder) secrets."""
-    config = yaml.safe_load(stack_path(stack).read_text())["config"]
+    config = yaml.safe_load(Path(stack_path(stack)).read_text())["config"]
     return {
         key.split(":", 1)[1]: value
         for key, value in config.items()
@@ -271,7 +271,7 @@ def test_tags_the_cloud_would_refuse_are_refused_with_their_key(
     tmp_path: Path, cloud: str, key: str, value: Any, message: str
 ) -> None:
     stack = tmp_path / "Pulumi.t.yaml"
-    config = yaml.safe_load(stack_path(cloud).read_text())
+    config = yaml.safe_load(Path(stack_path(cloud)).read_text())
     config["config"][f"mig-inference:{key}"] = value
     stack.write_text(yaml.safe_dump(config))
     run_ = subprocess.run(
@@ -531,7 +531,7 @@ def test_what_the_cloud_made_is_an_output_per_pool(
 
 
 def _plan_errors(tmp_path: Path, stack: str, pool_keys: dict[str, Any]) -> dict[str, str]:
-    config = yaml.safe_load(stack_path(stack).read_text())
+    config = yaml.safe_load(Path(stack_path(stack)).read_text())
     config["config"]["mig-inference:pools"][0].update(pool_keys)
     path = tmp_path / "Pulumi.t.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -206,7 +206,7 @@ def test_existing_node_taints_of_other_owners_are_kept() -> None:
             ]},
         }
     }  # fmt: skip
-    rendering = run_program("existing", stack_path("existing"), live=live)
+    rendering = run_program("existing", Path(stack_path("existing")), live=live)
     assert rendering.error is None
     assert {r.inputs["id"] for r in rendering.reads} == {"gpu-node-01", "gpu-node-02"}
     patch = named(rendering, "kubernetes:core/v1:NodePatch", "lab-h100-gpu-node-01-taints")

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -275,6 +276,6 @@ def test_an_alias_is_looked_up_in_every_model() -> None:
 
 
 def test_the_index_lists_every_model_file_once() -> None:
-    folder = PACKAGE_DIR / "data" / "gpus"
+    folder = Path(PACKAGE_DIR) / "data" / "gpus"
     assert sorted(CATALOG.mig_models) == sorted(f.stem for f in folder.glob("*.yaml"))
     assert len(set(CATALOG.mig_models)) == len(CATALOG.mig_models)

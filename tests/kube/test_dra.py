@@ -63,7 +63,7 @@ SUPPORTED = ("1.34", "1.35", "1.36", "1.37")
 
 def base() -> dict[str, Any]:
     """The DRA stack's config, keys without the namespace (secrets left out)."""
-    config = yaml.safe_load(stack_path(STACK).read_text())["config"]
+    config = yaml.safe_load(Path(stack_path(STACK)).read_text())["config"]
     return {
         key.removeprefix("mig-inference:"): value
         for key, value in config.items()
@@ -127,7 +127,7 @@ def test_refusals_name_the_key_and_the_reason(
 
 
 def test_eks_and_oke_take_the_version_from_the_cluster_and_refuse_a_contradiction() -> None:
-    eks = yaml.safe_load(stack_path("eks-p4d").read_text())["config"]
+    eks = yaml.safe_load(Path(stack_path("eks-p4d")).read_text())["config"]
     config = {k.removeprefix("mig-inference:"): v for k, v in eks.items()
               if not isinstance(v, dict) or "secure" not in v}  # fmt: skip
     config["cluster"] = {**config["cluster"], "create": True, "vpcId": "vpc-0123456789abcdef0",
@@ -144,7 +144,7 @@ def test_eks_and_oke_take_the_version_from_the_cluster_and_refuse_a_contradictio
 
 def joined_eks_dra() -> dict[str, Any]:
     """eks-p4d (which joins its cluster) with its pool on DRA, for Kubernetes 1.34."""
-    eks = yaml.safe_load(stack_path("eks-p4d").read_text())["config"]
+    eks = yaml.safe_load(Path(stack_path("eks-p4d")).read_text())["config"]
     config = {k.removeprefix("mig-inference:"): v for k, v in eks.items()
               if not isinstance(v, dict) or "secure" not in v}  # fmt: skip
     config["pools"] = [{**config["pools"][0], "allocation": "dra"}]
@@ -194,7 +194,7 @@ def test_a_joined_eks_cluster_in_auto_mode_refuses_dra_pools_before_creating_any
 
 def joined_oke_dra() -> dict[str, Any]:
     """oke-h100 (which joins its cluster) with its pools on DRA, at Kubernetes 1.35."""
-    oke = yaml.safe_load(stack_path("oke-h100").read_text())["config"]
+    oke = yaml.safe_load(Path(stack_path("oke-h100")).read_text())["config"]
     config = {k.removeprefix("mig-inference:"): v for k, v in oke.items()
               if not isinstance(v, dict) or "secure" not in v}  # fmt: skip
     config["cluster"] = {**config["cluster"], "kubernetesVersion": "v1.35.1"}

@@ -179,7 +179,7 @@ def test_chunked_prefill_off_needs_a_known_context() -> None:
 
 
 def test_the_repro_stack_with_chunked_prefill_off_is_refused(tmp_path: Path) -> None:
-    text = stack_path("eks-p5-from-zero").read_text()
+    text = Path(stack_path("eks-p5-from-zero")).read_text()
     chat = "      maxNumSeqs: 8\n"
     assert text.count(chat) == 1
     text = text.replace(

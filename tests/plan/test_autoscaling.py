@@ -25,7 +25,7 @@ OKE_GET_CLUSTER = "oci:ContainerEngine/getCluster:getCluster"
 
 def load_stack_config(name: str) -> dict[str, Any]:
     """A shipped stack file's keys without the project's namespace."""
-    config = yaml.safe_load(stack_path(name).read_text())["config"]
+    config = yaml.safe_load(Path(stack_path(name)).read_text())["config"]
     return {key.removeprefix("mig-inference:"): value for key, value in config.items()}
 
 

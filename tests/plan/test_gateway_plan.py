@@ -5,6 +5,7 @@ have room for them, what a GKE cluster is checked for, and what an external gate
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,7 +40,7 @@ CREATED_OKE = {"create": True, "vcnId": "ocid1.vcn.oc1..v",
 
 def config_of(stack: str, **changes: Any) -> dict[str, Any]:
     """A stack's config (keys without the namespace, secrets left out) with `changes`."""
-    config = yaml.safe_load(stack_path(stack).read_text())["config"]
+    config = yaml.safe_load(Path(stack_path(stack)).read_text())["config"]
     values = {
         key.removeprefix("mig-inference:"): value
         for key, value in config.items()

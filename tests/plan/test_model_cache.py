@@ -35,7 +35,7 @@ STACKS = sorted(
 
 def _values(stack: str) -> tuple[dict[str, Any], frozenset[str]]:
     """A shipped stack's values and secret keys, as the program gets them."""
-    raw = yaml.safe_load(stack_path(stack).read_text())["config"]
+    raw = yaml.safe_load(Path(stack_path(stack)).read_text())["config"]
     values = {k.split(":", 1)[1]: v for k, v in raw.items()}
     secrets = frozenset(k for k, v in values.items() if isinstance(v, dict) and "secure" in v)
     return {k: v for k, v in values.items() if k not in secrets}, secrets
@@ -56,7 +56,7 @@ def _with_cache(stack: str, cache: dict[str, Any]) -> StackPlan:
 
 
 def _render(tmp_path: Path, stack: str, cache: dict[str, Any] | None) -> Rendering:
-    document = yaml.safe_load(stack_path(stack).read_text())
+    document = yaml.safe_load(Path(stack_path(stack)).read_text())
     if cache is not None:
         document["config"]["mig-inference:modelCache"] = cache
     path = tmp_path / f"Pulumi.{stack}.yaml"
@@ -515,7 +515,7 @@ def test_a_second_service_of_the_same_model_waits_for_the_first_ones_job(tmp_pat
     values, _ = _values("existing")
     first = values["services"][0]
     twin = {**first, "name": "twin", "replicas": 1}
-    document = yaml.safe_load(stack_path("existing").read_text())
+    document = yaml.safe_load(Path(stack_path("existing")).read_text())
     document["config"]["mig-inference:services"].append(twin)
     document["config"]["mig-inference:modelCache"] = {"storageClass": "nfs-rwx"}
     path = tmp_path / "Pulumi.existing.yaml"
@@ -560,7 +560,10 @@ def test_every_shipped_vllm_or_tgi_stack_turns_the_cache_on_with_one_key(
     deployments = {d.inputs["metadata"]["name"]: d.inputs for d in rendering.of_type(DEPLOYMENT)}
     for name in cached:
         _assert_reads_the_cache_only(deployments[name], plan)
-    if "mig-inference:modelCache" not in yaml.safe_load(stack_path(stack).read_text())["config"]:
+    if (
+        "mig-inference:modelCache"
+        not in yaml.safe_load(Path(stack_path(stack)).read_text())["config"]
+    ):
         # Without the key, nothing of the cache.
         shipped = stack_rendering(stack)
         assert not [j for j in shipped.of_type(JOB) if j.name.endswith("-fill-job")]
@@ -572,7 +575,7 @@ def test_a_new_generation_keeps_the_populate_job(tmp_path: Path) -> None:
     make a new Job (which would refill, or on Hyperdisk ML rewrite, the cache)."""
     jobs = []
     for disk in (None, 500):
-        document = yaml.safe_load(stack_path("gke-h100-cache").read_text())
+        document = yaml.safe_load(Path(stack_path("gke-h100-cache")).read_text())
         if disk is not None:
             document["config"]["mig-inference:pools"][0]["diskSizeGb"] = disk
         folder = tmp_path / str(disk)

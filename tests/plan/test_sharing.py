@@ -258,7 +258,7 @@ def test_a_gke_sharing_change_needs_new_nodes_an_operator_one_does_not() -> None
 def load_stack_config(name: str) -> dict[str, Any]:
     from mig_inference.spec.files import stack_path
 
-    data = yaml.safe_load(stack_path(name).read_text())["config"]
+    data = yaml.safe_load(Path(stack_path(name)).read_text())["config"]
     values = {k.split(":", 1)[1]: v for k, v in data.items() if "hfToken" not in k}
     for service in values.get("services", []):
         service.pop("hfTokenSecret", None)

@@ -758,7 +758,7 @@ def test_the_dra_stack_s_claims_are_resolved_and_judged() -> None:
 
 
 def test_the_bridge_classes_the_program_renders_keep_the_rules(tmp_path: Path) -> None:
-    config = yaml.safe_load(stack_path("gke-h100-dra").read_text())["config"]
+    config = yaml.safe_load(Path(stack_path("gke-h100-dra")).read_text())["config"]
     config = {k.removeprefix("mig-inference:"): v for k, v in config.items()
               if not isinstance(v, dict) or "secure" not in v}  # fmt: skip
     config["dra"] = {"kubernetesVersion": "1.36", "extendedResources": True}

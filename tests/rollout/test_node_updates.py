@@ -92,7 +92,7 @@ def test_a_recreating_update_is_named_as_a_surge_upgrade_not_simulated() -> None
 
 
 def _stack_file(tmp_path: Path, name: str, edit: Any) -> Path:
-    data = yaml.safe_load(stack_path(name).read_text())
+    data = yaml.safe_load(Path(stack_path(name)).read_text())
     edit(data["config"])
     path = tmp_path / f"Pulumi.{name}.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -128,7 +128,7 @@ def test_diff_says_which_oke_updates_reach_only_new_nodes(
         else:
             config[f"mig-inference:{key}"] = value
 
-    deployed = stack_path("oke-h100")
+    deployed = Path(stack_path("oke-h100"))
     report = _diff(deployed, _stack_file(tmp_path, "oke-h100", edit))
     [pool] = report["pools"]
     assert said in pool["node_update"]
@@ -138,7 +138,7 @@ def test_diff_says_which_oke_updates_reach_only_new_nodes(
 
 
 def test_diff_says_a_gke_label_change_reaches_the_running_nodes(tmp_path: Path) -> None:
-    deployed = stack_path("gke-h100")
+    deployed = Path(stack_path("gke-h100"))
 
     def edit(config: dict[str, Any]) -> None:
         config["mig-inference:pools"][0]["labels"] = {"role": "h100-premium"}
@@ -173,7 +173,7 @@ def test_diff_says_an_oke_pool_size_change_adds_nodes_and_touches_no_running_one
     def edit(config: dict[str, Any]) -> None:
         config["mig-inference:pools"][0]["nodes"] = 2
 
-    report = _diff(stack_path("oke-h100"), _stack_file(tmp_path, "oke-h100", edit))
+    report = _diff(Path(stack_path("oke-h100")), _stack_file(tmp_path, "oke-h100", edit))
     [pool] = report["pools"]
     assert pool["node_update"] == "size: nodes added or removed"
     assert pool["nodes_replaced"] == 0

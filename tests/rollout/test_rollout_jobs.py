@@ -6,6 +6,7 @@ pool's budgets, and the pacing's stop with the held nodes uncordoned."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 from mig_inference.names.labels import MIG_CONFIG_LABEL, MIG_STATE_LABEL, POOL_LABEL
 from mig_inference.rollout.cluster import Cluster, Timings
@@ -225,7 +226,7 @@ def test_while_a_service_waits_for_the_job_to_end_the_simulated_job_does_not_slo
     from mig_inference.render import run_program
     from mig_inference.spec.files import stack_path
 
-    deployed = version_of_stack_file(stack_path("existing"))
+    deployed = version_of_stack_file(Path(stack_path("existing")))
     values = copy.deepcopy(deployed.values)
     values["pools"][0]["mig"] = "all-3g.40gb"
     current = replace(deployed, values=values)

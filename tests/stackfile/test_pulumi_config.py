@@ -13,8 +13,8 @@ import pytest
 from pulumi.runtime import config as runtime_config
 
 from mig_inference.errors import MigError
-from mig_inference.spec.files import load_stack_file
-from mig_inference.stackfile.pulumi_config import engine_config, project_values
+from mig_inference.spec.files import load_stack, load_stack_file
+from mig_inference.stackfile.pulumi_config import engine_config, project_name, project_values
 from mig_inference.stackfile.yamlfile import parse_text
 from tests.pulumi_config_cases import CASES
 
@@ -154,3 +154,39 @@ def test_the_program_under_mocks_refuses_what_plan_refuses(
     assert rendering.error == cli
     if message:
         assert cli is not None and message in cli
+
+
+@pytest.mark.parametrize("where", ["beside", "one level up", "none"])
+@pytest.mark.parametrize("given", ["relative name", "absolute Path"])
+def test_the_project_file_beside_or_above_the_stack_file_names_its_bare_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, given: str
+) -> None:
+    """`Pulumi.yaml` beside the stack file, else one level up (`stackConfigDir`), else this
+    project's namespace; the stack file named relative to the working directory (`stacks/...`)
+    or by an absolute Path."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "Pulumi.s.yaml").write_text("config: {}\n", encoding="utf-8")
+    folder = {"beside": stacks, "one level up": tmp_path}.get(where)
+    if folder is not None:
+        (folder / "Pulumi.yaml").write_text("name: platform\nruntime: python\n", "utf-8")
+    monkeypatch.chdir(tmp_path)
+    stack_file = "stacks/Pulumi.s.yaml" if given == "relative name" else stacks / "Pulumi.s.yaml"
+    assert project_name(stack_file) == ("mig-inference" if folder is None else "platform")
+    if given == "relative name":
+        monkeypatch.chdir(stacks)
+        assert project_name("Pulumi.s.yaml") == ("mig-inference" if folder is None else "platform")
+
+
+def test_a_stack_that_is_not_there_is_named_with_the_stacks_that_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for name in ("Pulumi.b.yaml", "Pulumi.a.yaml", "Pulumi.yaml", "notes.yaml"):
+        (stacks / name).write_text("config: {}\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MigError) as refused:
+        load_stack("c")
+    assert refused.value.path == str(stacks / "Pulumi.c.yaml")
+    assert refused.value.message == "cannot read stack file: no such file (stacks: a, b)"

@@ -204,7 +204,7 @@ def test_a_service_sized_by_demand_is_checked_once_after_every_profile(tmp_path:
 
     from mig_inference.spec.files import stack_path
 
-    raw = yaml.safe_load(stack_path("eks-p4de-demand").read_text())["config"]
+    raw = yaml.safe_load(Path(stack_path("eks-p4de-demand")).read_text())["config"]
     config = {
         k.split(":", 1)[1]: v
         for k, v in raw.items()
