@@ -41,11 +41,16 @@ def warn(warnings: Sequence[str]) -> None:
 
 
 def write(path: FilePath, text: str) -> None:
+    from mig_inference.stackfile.yamlfile import file_name
+
+    name = file_name(path)
     try:
-        with open(path, "w", encoding="utf-8") as file:
+        with open(name, "w", encoding="utf-8") as file:
             file.write(text)
     except OSError as error:
-        raise MigError(f"cannot write: {error.strerror}", str(path)) from None
+        raise MigError(f"cannot write: {error.strerror}", name) from None
+    except ValueError:
+        raise MigError("cannot write: a file name cannot hold NUL", repr(name)) from None
 
 
 def mig_gpu(name: str) -> GpuModel:
@@ -78,12 +83,12 @@ def stack_file_path(args: argparse.Namespace) -> Path:
 
     from mig_inference.spec.files import stack_path
 
-    return Path(args.stack_file or stack_path(args.stack))
+    return Path(stack_path(args.stack) if args.stack_file is None else args.stack_file)
 
 
 def read_stack(args: argparse.Namespace) -> Any:
     from mig_inference.spec.files import load_stack, load_stack_file
 
-    if args.stack_file:
+    if args.stack_file is not None:
         return load_stack_file(args.stack_file)
     return load_stack(args.stack)

@@ -10,7 +10,7 @@ from msgspec.structs import replace
 from mig_inference.errors import MigError
 from mig_inference.spec import StackSpec, parse_stack
 from mig_inference.stackfile.pulumi_config import project_values, read_stack_config
-from mig_inference.stackfile.yamlfile import FilePath
+from mig_inference.stackfile.yamlfile import FilePath, file_name
 from mig_inference.versions import GPU_OPERATOR_VERSION
 
 
@@ -28,23 +28,41 @@ def stack_path(name: str) -> str:
 
 
 def stack_names() -> list[str]:
-    found = fnmatch.filter(os.listdir(stacks_dir()), "Pulumi.*.yaml")
+    """The stacks `--stack` finds; none where the folder cannot be listed."""
+    try:
+        listed = os.listdir(stacks_dir())
+    except OSError:
+        return []
+    found = fnmatch.filter(listed, "Pulumi.*.yaml")
     return sorted(name[len("Pulumi.") : -len(".yaml")] for name in found)
 
 
 def load_stack_file(path: FilePath, stack: str | None = None) -> StackSpec:
     """Parse and validate a stack file as `pulumi up` gives it to the program (see
     mig_inference.stackfile.pulumi_config); MigError names the file or the key path."""
+    path = file_name(path)
     name = stack or os.path.basename(path).removeprefix("Pulumi.").removesuffix(".yaml")
-    if not os.path.exists(path):
+    if not _exists(path):
         known = ", ".join(stack_names()) or "none"
-        raise MigError(f"cannot read stack file: no such file (stacks: {known})", str(path))
+        raise MigError(f"cannot read stack file: no such file (stacks: {known})", path)
     engine = read_stack_config(path)
     values, secrets = project_values(engine.values, engine.secret_keys.__contains__)
     spec = parse_stack(
         name, values, secret_keys=secrets, pinned_operator_version=GPU_OPERATOR_VERSION
     )
     return replace(spec, warnings=spec.warnings + engine.warnings)
+
+
+def _exists(path: str) -> bool:
+    """False only when nothing has that name: a file that cannot be looked at (permission, a
+    name too long) is left to the reader, whose error says why."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True
+    return True
 
 
 def load_stack(name: str) -> StackSpec:

@@ -34,6 +34,7 @@ from mig_inference.stackfile.yamlfile import (
     Document,
     FilePath,
     YamlPath,
+    file_name,
     go_json_float,
     load_document,
     parse_text,
@@ -235,8 +236,9 @@ def _readable(source: str, path: YamlPath) -> str:
 def project_name(stack_file: FilePath) -> str:
     """The name of the Pulumi project a stack file belongs to (the namespace of its bare keys):
     `Pulumi.yaml` beside it or one level up (its `stackConfigDir`); this project's by default."""
-    beside = os.path.dirname(os.path.abspath(stack_file))
-    for folder in (beside, os.path.dirname(beside)):
+    # The folder above is the one the system reaches by `..` (through a link, not lexically).
+    beside = os.path.dirname(file_name(stack_file)) or os.curdir
+    for folder in (beside, os.path.join(beside, os.pardir)):
         for name in ("Pulumi.yaml", "Pulumi.yml"):
             candidate = os.path.join(folder, name)
             if os.path.isfile(candidate):

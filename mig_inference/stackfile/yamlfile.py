@@ -87,6 +87,20 @@ read with `open` rather than importing pathlib, which (with urllib.parse and ipa
 about 5 ms of a `pack` or `plan` process."""
 
 
+def file_name(path: FilePath) -> str:
+    """The name the readers open and report a file by: as `pathlib` spells it (no trailing or
+    doubled `/`, no `.` step; an empty name is `.`), so a name given as text reads and is named
+    the same as one given as a Path, and as the verbs that take a Path name it. pathlib is
+    imported only for a name it would respell."""
+    name = os.fspath(path)
+    steps = name.split("/")
+    if name and all(steps[1:]) and "." not in steps:
+        return name
+    from pathlib import PurePath
+
+    return str(PurePath(name))
+
+
 class Reading(Struct, frozen=True):
     """A plain scalar that yaml.v3 reads unlike what its text suggests (a timestamp printed by
     Go, an octal number)."""
@@ -465,18 +479,22 @@ def parse_yaml(text: str, *, go_times: bool = False) -> Document:
 
 
 def read_text(path: FilePath, what: str) -> str:
-    """The file's text; MigError (naming the file) when it cannot be read or is not UTF-8."""
+    """The file's text; MigError (naming the file, see `file_name`) when it cannot be read or is
+    not UTF-8."""
+    name = file_name(path)
     try:
-        with open(path, "rb") as file:
+        with open(name, "rb") as file:
             data = file.read()
     except OSError as error:
-        raise MigError(f"cannot read {what}: {error.strerror}", str(path)) from None
+        raise MigError(f"cannot read {what}: {error.strerror}", name) from None
+    except ValueError:
+        raise MigError(f"cannot read {what}: a file name cannot hold NUL", repr(name)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         raise MigError(
-            f"{what} is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line}", str(path)
+            f"{what} is not UTF-8 text: byte 0x{data[error.start]:02x} on line {line}", name
         ) from None
 
 
@@ -519,7 +537,8 @@ def load_document(
     go_times: bool = False,
     key_path: Callable[[YamlPath], str] | None = None,
 ) -> Document:
-    return parse_text(read_text(path, what), str(path), go_times=go_times, key_path=key_path)
+    text = read_text(path, what)
+    return parse_text(text, file_name(path), go_times=go_times, key_path=key_path)
 
 
 def load_yaml(path: FilePath, what: str) -> Any:

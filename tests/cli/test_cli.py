@@ -186,6 +186,33 @@ def test_pack_bad_file_names_workload_and_field(
     assert code == 1 and "cannot read fleet file" in err
 
 
+def test_file_names_are_read_and_named_as_pathlib_spells_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trailing `/`, a `./` or an empty name: every verb reads (and names) the file a Path
+    of that name would, as `diff --deployed` and `throughput --out` do."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Pulumi.gke-h100.yaml").write_text(
+        (ROOT / "stacks" / "Pulumi.gke-h100.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    (tmp_path / "out").mkdir()
+    code, _, err = run(
+        capsys, "plan", "--stack-file", "Pulumi.gke-h100.yaml/", "--svg", "out/plan.svg/"
+    )
+    assert (code, err) == (0, "")
+    assert (tmp_path / "out" / "plan.svg").read_text(encoding="utf-8").startswith("<svg")
+    code, _, err = run(capsys, "plan", "--stack-file", "./Pulumi.nope.yaml")
+    assert code == 1
+    assert err.startswith("error: Pulumi.nope.yaml: cannot read stack file: no such file")
+    code, _, err = run(capsys, "plan", "--stack-file", "")
+    assert (code, err) == (1, "error: .: cannot read stack file: Is a directory\n")
+    code, _, err = run(capsys, "pack", "./nope.yaml/", "--gpu", "h100")
+    assert (code, err) == (
+        1,
+        "error: nope.yaml: cannot read fleet file: No such file or directory\n",
+    )
+
+
 def _mig(*argv: str) -> subprocess.CompletedProcess[str]:
     """`python -m mig ...` as a user runs it."""
     return subprocess.run(

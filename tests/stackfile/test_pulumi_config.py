@@ -190,3 +190,24 @@ def test_a_stack_that_is_not_there_is_named_with_the_stacks_that_are(
         load_stack("c")
     assert refused.value.path == str(stacks / "Pulumi.c.yaml")
     assert refused.value.message == "cannot read stack file: no such file (stacks: a, b)"
+
+
+def test_the_folder_above_a_stack_file_is_the_one_its_path_reaches_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`..` in a stack file's name, and the folder above, are where the system takes them: up
+    from a linked folder's target, not lexically up from the link."""
+    project = tmp_path / "real" / "platform"
+    stacks = project / "stacks"
+    (stacks / "sub").mkdir(parents=True)
+    (stacks / "Pulumi.s.yaml").write_text("config: {}\n", encoding="utf-8")
+    (project / "Pulumi.yaml").write_text("name: platform\nruntime: python\n", "utf-8")
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    (here / "linked").symlink_to(stacks)
+    monkeypatch.chdir(here)
+    assert project_name("linked/../stacks/Pulumi.s.yaml") == "platform"
+    assert project_name("linked/Pulumi.s.yaml") == "platform"
+    monkeypatch.chdir(stacks / "sub")
+    assert project_name("../Pulumi.s.yaml") == "platform"
+    assert project_name(".././Pulumi.s.yaml/") == "platform"

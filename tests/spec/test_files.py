@@ -1,0 +1,51 @@
+"""Finding a stack file: what `--stack` lists, and why one cannot be read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mig_inference.errors import MigError
+from mig_inference.spec.files import load_stack, load_stack_file
+
+
+def test_a_stack_file_that_cannot_be_looked_at_is_not_called_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MigError) as refused:
+        load_stack_file("a" * 300 + ".yaml")
+    assert refused.value.message == f"cannot read stack file: {os.strerror(36)}"
+
+
+def test_a_stacks_folder_that_cannot_be_listed_lists_no_stacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "stacks").mkdir()
+    monkeypatch.chdir(tmp_path)
+
+    def unlistable(path: str) -> list[str]:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(os, "listdir", unlistable)
+    with pytest.raises(MigError) as refused:
+        load_stack("c")
+    assert refused.value.path == str(tmp_path / "stacks" / "Pulumi.c.yaml")
+    assert refused.value.message == "cannot read stack file: no such file (stacks: none)"
+
+
+@pytest.mark.parametrize("spelling", ["Pulumi.s.yaml/", "./Pulumi.s.yaml", ".//Pulumi.s.yaml"])
+def test_a_stack_file_is_read_and_named_as_pathlib_spells_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MigError) as missing:
+        load_stack_file(spelling)
+    assert missing.value.path == "Pulumi.s.yaml"
+    assert missing.value.message == "cannot read stack file: no such file (stacks: none)"
+    (tmp_path / "Pulumi.s.yaml").write_text("config:\n  cloud: nowhere\n", encoding="utf-8")
+    with pytest.raises(MigError) as refused:
+        load_stack_file(spelling)
+    assert "nowhere" in str(refused.value)
