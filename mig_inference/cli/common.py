@@ -41,16 +41,16 @@ def warn(warnings: Sequence[str]) -> None:
 
 
 def write(path: FilePath, text: str) -> None:
-    from mig_inference.stackfile.yamlfile import file_name
+    from mig_inference.stackfile.yamlfile import file_name, shown_name
 
     name = file_name(path)
+    if "\0" in name:
+        raise MigError("cannot write: a file name cannot hold NUL", shown_name(name))
     try:
         with open(name, "w", encoding="utf-8") as file:
             file.write(text)
     except OSError as error:
         raise MigError(f"cannot write: {error.strerror}", name) from None
-    except ValueError:
-        raise MigError("cannot write: a file name cannot hold NUL", repr(name)) from None
 
 
 def mig_gpu(name: str) -> GpuModel:

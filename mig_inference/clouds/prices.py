@@ -24,7 +24,7 @@ from mig_inference.clouds.capacity import Capacity
 from mig_inference.errors import MigError, MigErrors
 from mig_inference.gpus.catalog import SAFE_LOADER
 from mig_inference.installation import package_text
-from mig_inference.stackfile.yamlfile import FilePath, load_yaml
+from mig_inference.stackfile.yamlfile import FilePath, file_name, load_yaml
 
 T = TypeVar("T")
 SHIPPED = "data/prices.yaml"
@@ -286,7 +286,7 @@ def load_prices(override: FilePath | None = None) -> dict[str, MachinePrice]:
     table = dict(shipped_prices())
     if override is not None:
         data = load_yaml(override, "price file")
-        table.update(parse_prices(data, f"{override}:", overridden=True))
+        table.update(parse_prices(data, f"{file_name(override)}:", overridden=True))
     return table
 
 
@@ -393,5 +393,5 @@ def load_storage_prices(override: FilePath | None = None) -> dict[str, StoragePr
     table = dict(shipped_storage_prices())
     if override is not None:
         data = load_yaml(override, "price file")
-        table.update(parse_storage_prices(data, f"{override}:", overridden=True))
+        table.update(parse_storage_prices(data, f"{file_name(override)}:", overridden=True))
     return table

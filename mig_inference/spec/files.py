@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 
@@ -53,15 +54,18 @@ def load_stack_file(path: FilePath, stack: str | None = None) -> StackSpec:
     return replace(spec, warnings=spec.warnings + engine.warnings)
 
 
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
+"""What `pathlib.Path.exists` takes to mean that nothing has the name; any other failure to
+look (permission, a name too long) is left to the reader, whose error says why."""
+
+
 def _exists(path: str) -> bool:
-    """False only when nothing has that name: a file that cannot be looked at (permission, a
-    name too long) is left to the reader, whose error says why."""
     try:
         os.stat(path)
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError):
-        return True
+    except OSError as error:
+        return error.errno not in _ABSENT
+    except ValueError:
+        return True  # a NUL: the reader names it
     return True
 
 

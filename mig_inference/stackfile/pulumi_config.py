@@ -236,9 +236,16 @@ def _readable(source: str, path: YamlPath) -> str:
 def project_name(stack_file: FilePath) -> str:
     """The name of the Pulumi project a stack file belongs to (the namespace of its bare keys):
     `Pulumi.yaml` beside it or one level up (its `stackConfigDir`); this project's by default."""
-    # The folder above is the one the system reaches by `..` (through a link, not lexically).
-    beside = os.path.dirname(file_name(stack_file)) or os.curdir
-    for folder in (beside, os.path.join(beside, os.pardir)):
+    # Folders as named (lexically, as `pulumi` run in the working directory takes `stacks/`
+    # there, a link or not), from the working directory; a name ending in `..` goes up by it.
+    name = file_name(stack_file)
+    beside = os.path.dirname(name if os.path.isabs(name) else os.path.join(os.getcwd(), name))
+    above = (
+        os.path.join(beside, os.pardir)
+        if os.path.basename(beside) == os.pardir
+        else os.path.dirname(beside)
+    )
+    for folder in (beside, above):
         for name in ("Pulumi.yaml", "Pulumi.yml"):
             candidate = os.path.join(folder, name)
             if os.path.isfile(candidate):

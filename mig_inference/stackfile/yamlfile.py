@@ -101,6 +101,11 @@ def file_name(path: FilePath) -> str:
     return str(PurePath(name))
 
 
+def shown_name(name: str) -> str:
+    """A file name as an error shows it: a NUL in it (which no file name holds) as `\\0`."""
+    return name.replace("\0", "\\0")
+
+
 class Reading(Struct, frozen=True):
     """A plain scalar that yaml.v3 reads unlike what its text suggests (a timestamp printed by
     Go, an octal number)."""
@@ -482,13 +487,13 @@ def read_text(path: FilePath, what: str) -> str:
     """The file's text; MigError (naming the file, see `file_name`) when it cannot be read or is
     not UTF-8."""
     name = file_name(path)
+    if "\0" in name:
+        raise MigError(f"cannot read {what}: a file name cannot hold NUL", shown_name(name))
     try:
         with open(name, "rb") as file:
             data = file.read()
     except OSError as error:
         raise MigError(f"cannot read {what}: {error.strerror}", name) from None
-    except ValueError:
-        raise MigError(f"cannot read {what}: a file name cannot hold NUL", repr(name)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -15,7 +15,12 @@ import pytest
 from mig_inference.cli import main
 from mig_inference.clouds import MACHINES, Cloud
 from mig_inference.clouds.capacity import Capacity
-from mig_inference.clouds.prices import MachinePrice, load_prices, shipped_prices
+from mig_inference.clouds.prices import (
+    MachinePrice,
+    load_prices,
+    load_storage_prices,
+    shipped_prices,
+)
 from mig_inference.errors import MigError
 from mig_inference.gpus.catalog import resolve_gpu
 from mig_inference.solving.cheapest import cheapest_machine
@@ -165,6 +170,21 @@ def test_bad_override_values_are_refused_with_their_key_path(
         load_prices(path)
     assert raised.value.path == f"{path}:{key}"
     assert message in raised.value.message
+
+
+@pytest.mark.parametrize("spelling", ["./prices.yaml", "prices.yaml/", ".//prices.yaml"])
+def test_a_bad_override_is_named_as_pathlib_spells_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    write(tmp_path, "prices.yaml", "machines:\n  p5.48xlarge: {on_demand: 1, source: y}\n")
+    write(tmp_path, "storage.yaml", "storage:\n  gke-filestore-zonal: {date: x}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MigError) as machines:
+        load_prices(spelling)
+    assert machines.value.path == "prices.yaml:machines[p5.48xlarge].date"
+    with pytest.raises(MigError) as storage:
+        load_storage_prices(spelling.replace("prices", "storage"))
+    assert str(storage.value).startswith("storage.yaml:storage[gke-filestore-zonal]: ")
 
 
 def test_bad_override_file_shapes(tmp_path: Path) -> None:

@@ -49,3 +49,18 @@ def test_a_stack_file_is_read_and_named_as_pathlib_spells_it(
     with pytest.raises(MigError) as refused:
         load_stack_file(spelling)
     assert "nowhere" in str(refused.value)
+
+
+@pytest.mark.parametrize("kind", ["below a file", "a link loop"])
+def test_a_name_no_file_can_have_is_a_missing_stack_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """As `pathlib.Path.exists` has it: a name below a file, or through a loop of links, is no
+    file, so the error lists the stacks there are."""
+    (tmp_path / "fleet.yaml").write_text("{}\n", encoding="utf-8")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    monkeypatch.chdir(tmp_path)
+    name = {"below a file": "fleet.yaml/Pulumi.s.yaml", "a link loop": "loop"}[kind]
+    with pytest.raises(MigError) as refused:
+        load_stack_file(name)
+    assert refused.value.message == "cannot read stack file: no such file (stacks: none)"

@@ -48,5 +48,5 @@ def test_a_file_that_cannot_be_read_is_named_alike_as_text_and_as_a_path(
 def test_a_name_holding_nul_is_refused_by_name() -> None:
     with pytest.raises(MigError) as refused:
         read_text("t\0.yaml", "throughput file")
-    assert refused.value.path == repr("t\0.yaml")
+    assert refused.value.path == "t\\0.yaml"
     assert refused.value.message == "cannot read throughput file: a file name cannot hold NUL"

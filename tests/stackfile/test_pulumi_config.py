@@ -13,7 +13,7 @@ import pytest
 from pulumi.runtime import config as runtime_config
 
 from mig_inference.errors import MigError
-from mig_inference.spec.files import load_stack, load_stack_file
+from mig_inference.spec.files import load_stack, load_stack_file, stack_path
 from mig_inference.stackfile.pulumi_config import engine_config, project_name, project_values
 from mig_inference.stackfile.yamlfile import parse_text
 from tests.pulumi_config_cases import CASES
@@ -192,22 +192,33 @@ def test_a_stack_that_is_not_there_is_named_with_the_stacks_that_are(
     assert refused.value.message == "cannot read stack file: no such file (stacks: a, b)"
 
 
-def test_the_folder_above_a_stack_file_is_the_one_its_path_reaches_on_disk(
+def test_the_folders_of_a_stack_file_are_those_its_name_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`..` in a stack file's name, and the folder above, are where the system takes them: up
-    from a linked folder's target, not lexically up from the link."""
-    project = tmp_path / "real" / "platform"
-    stacks = project / "stacks"
-    (stacks / "sub").mkdir(parents=True)
-    (stacks / "Pulumi.s.yaml").write_text("config: {}\n", encoding="utf-8")
+    """Beside and above a stack file are the folders its name names from the working directory,
+    a linked one or not (`stacks/` linked elsewhere still belongs to the project it is in, as
+    `pulumi` run there takes it); `..` in the name goes up where the system takes it."""
+    shared = tmp_path / "shared"
+    (shared / "stacks" / "sub").mkdir(parents=True)
+    (shared / "stacks" / "Pulumi.s.yaml").write_text("config: {}\n", encoding="utf-8")
+    (shared / "Pulumi.yaml").write_text("name: shared\nruntime: python\n", "utf-8")
+    project = tmp_path / "platform"
+    project.mkdir()
     (project / "Pulumi.yaml").write_text("name: platform\nruntime: python\n", "utf-8")
-    here = tmp_path / "elsewhere"
-    here.mkdir()
-    (here / "linked").symlink_to(stacks)
-    monkeypatch.chdir(here)
-    assert project_name("linked/../stacks/Pulumi.s.yaml") == "platform"
-    assert project_name("linked/Pulumi.s.yaml") == "platform"
-    monkeypatch.chdir(stacks / "sub")
-    assert project_name("../Pulumi.s.yaml") == "platform"
-    assert project_name(".././Pulumi.s.yaml/") == "platform"
+    (project / "stacks").symlink_to(shared / "stacks")
+    monkeypatch.chdir(project)
+    assert project_name(stack_path("s")) == "platform"
+    assert project_name("stacks/Pulumi.s.yaml") == "platform"
+    assert project_name("stacks/../stacks/Pulumi.s.yaml") == "shared"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert project_name("../platform/stacks/Pulumi.s.yaml") == "platform"
+    assert project_name("../platform/stacks/../stacks/Pulumi.s.yaml") == "shared"
+    assert project_name("../shared/stacks/Pulumi.s.yaml") == "shared"
+    monkeypatch.chdir(shared / "stacks" / "sub")
+    assert project_name("../Pulumi.s.yaml") == "shared"
+    assert project_name(".././Pulumi.s.yaml/") == "shared"
+    monkeypatch.chdir(shared / "stacks")
+    assert project_name("Pulumi.s.yaml") == "shared"
+    assert project_name("sub/../Pulumi.s.yaml") == "shared"
