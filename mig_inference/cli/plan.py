@@ -27,7 +27,7 @@ def register(verb: Verb) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from mig_inference.clouds.prices import load_prices, load_storage_prices
+    from mig_inference.clouds.prices import load_price_tables
     from mig_inference.plan import plan_of
     from mig_inference.reports.stack import plan_json, plan_text
     from mig_inference.reports.stack_cost import cost_json, cost_text, stack_cost
@@ -55,7 +55,7 @@ def _plan(args: argparse.Namespace) -> int:
         from mig_inference.reports.picture import layouts_svg
 
         write(args.svg, layouts_svg(plan))
-    cost = stack_cost(plan, load_prices(args.prices), load_storage_prices(args.prices))
+    cost = stack_cost(plan, *load_price_tables(args.prices))
     warn(plan.warnings)
     if args.json:
         print_json({**plan_json(plan), "cost": cost_json(cost)})

@@ -395,3 +395,17 @@ def load_storage_prices(override: FilePath | None = None) -> dict[str, StoragePr
         data = load_yaml(override, "price file")
         table.update(parse_storage_prices(data, f"{file_name(override)}:", overridden=True))
     return table
+
+
+def load_price_tables(
+    override: FilePath | None = None,
+) -> tuple[dict[str, MachinePrice], dict[str, StoragePrice]]:
+    """`load_prices` and `load_storage_prices` from one reading of `override`, so that a file
+    that reads only once (a pipe, `--prices <(...)`) gives both."""
+    machines, storage = dict(shipped_prices()), dict(shipped_storage_prices())
+    if override is not None:
+        data = load_yaml(override, "price file")
+        source = f"{file_name(override)}:"
+        machines.update(parse_prices(data, source, overridden=True))
+        storage.update(parse_storage_prices(data, source, overridden=True))
+    return machines, storage

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -146,6 +147,29 @@ def test_plan_shows_the_cache_cost_and_takes_storage_prices_from_a_file(tmp_path
     ).stdout  # fmt: skip
     assert "not priced: model cache (hyperdisk-ml)" in text
     assert "cluster add-ons (mig_inference/clouds/addons.py" in text
+
+
+def test_plan_reads_a_price_file_once() -> None:
+    """Machines and storage from one reading: `--prices <(...)`, a pipe, reads only once."""
+    text = (
+        "machines:\n  a3-highgpu-8g: {on_demand: 1.5, spot: 0.5, date: 2026-11-01, source: ours}\n"
+        "storage:\n  hyperdisk-ml: {per_gb_month: 0.08, date: 2026-11-01, source: our quote}\n"
+    )
+    read, written = os.pipe()
+    os.write(written, text.encode())
+    os.close(written)
+    try:
+        found = subprocess.run(
+            [sys.executable, "-m", "mig", "plan", "--stack", "gke-h100-cache", "--prices",
+             f"/dev/fd/{read}", "--json"], capture_output=True, text=True, check=False,
+            pass_fds=(read,),
+        )  # fmt: skip
+    finally:
+        os.close(read)
+    assert found.returncode == 0, found.stderr
+    cost = json.loads(found.stdout)["cost"]
+    assert cost["model_cache"]["price_source"] == "our quote"
+    assert [(p["node_per_hour"], p["price_source"]) for p in cost["pools"]] == [(0.5, "ours")]
 
 
 def test_a_bad_storage_price_is_refused_at_its_key(tmp_path: Path) -> None:
