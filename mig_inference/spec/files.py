@@ -28,10 +28,11 @@ def stack_path(name: str) -> str:
     return os.path.join(stacks_dir(), f"Pulumi.{name}.yaml")
 
 
-def stack_names() -> list[str]:
-    """The stacks `--stack` finds; none where the folder cannot be listed."""
+def stack_names(folder: str | None = None) -> list[str]:
+    """The stacks of `folder` (by default the one `--stack` looks in); none where it cannot be
+    listed."""
     try:
-        listed = os.listdir(stacks_dir())
+        listed = os.listdir(stacks_dir() if folder is None else folder)
     except OSError:
         return []
     found = fnmatch.filter(listed, "Pulumi.*.yaml")
@@ -44,7 +45,10 @@ def load_stack_file(path: FilePath, stack: str | None = None) -> StackSpec:
     path = file_name(path)
     name = stack or os.path.basename(path).removeprefix("Pulumi.").removesuffix(".yaml")
     if not _exists(path):
-        known = ", ".join(stack_names()) or "none"
+        # A stack named (`--stack`, or `ephemeral up --project-dir`) is looked for among those
+        # of its own folder; a stack file named, among those `--stack` would find.
+        known = ", ".join(stack_names((os.path.dirname(path) or os.curdir) if stack else None))
+        known = known or "none"
         raise MigError(f"cannot read stack file: no such file (stacks: {known})", path)
     engine = read_stack_config(path)
     values, secrets = project_values(engine.values, engine.secret_keys.__contains__)

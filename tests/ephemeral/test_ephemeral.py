@@ -208,6 +208,22 @@ def test_unpriced_pools_go_ahead_only_when_allowed(cli: Cli) -> None:
     assert "not priced: a100-spot: a2-highgpu-1g is not in the price table" in run.stderr
 
 
+def test_a_missing_stack_is_named_with_the_stacks_of_its_project(cli: Cli) -> None:
+    project = cli.tmp / "platform"
+    (project / "stacks").mkdir(parents=True)
+    (project / "Pulumi.yaml").write_text(
+        "name: platform\nruntime: python\nstackConfigDir: stacks\n"
+    )
+    (project / "stacks" / "Pulumi.team-a.yaml").write_text("config: {}\n")
+    run = cli.run("up", "--project-dir", str(project), "--stack", "nope")
+    assert run.returncode == 1
+    assert run.stderr == (
+        f"error: {project / 'stacks' / 'Pulumi.nope.yaml'}: cannot read stack file: no such file"
+        " (stacks: team-a)\n"
+    )
+    assert cli.commands() == []
+
+
 def test_a_stack_file_without_ephemeral_is_refused(cli: Cli) -> None:
     run = cli.run("up", "--stack", "gke-h100")
     assert run.returncode == 1

@@ -64,3 +64,21 @@ def test_a_name_no_file_can_have_is_a_missing_stack_file(
     with pytest.raises(MigError) as refused:
         load_stack_file(name)
     assert refused.value.message == "cannot read stack file: no such file (stacks: none)"
+
+
+def test_a_missing_stack_named_in_a_folder_lists_that_folders_stacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stack named (as `ephemeral up --project-dir` names one) is missed among the stacks of
+    its own folder; a stack file named, among those `--stack` finds here."""
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.here.yaml").write_text("config: {}\n", encoding="utf-8")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "Pulumi.there.yaml").write_text("config: {}\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MigError) as named:
+        load_stack_file("other/Pulumi.nope.yaml", "nope")
+    assert named.value.message == "cannot read stack file: no such file (stacks: there)"
+    with pytest.raises(MigError) as given:
+        load_stack_file("other/Pulumi.nope.yaml")
+    assert given.value.message == "cannot read stack file: no such file (stacks: here)"
