@@ -15,7 +15,10 @@ import datetime
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mig_inference.spec import StackSpec
 
 EXIT_FAILED = 1
 
@@ -84,8 +87,17 @@ def run(args: argparse.Namespace) -> int:
         ) from None
 
 
-def _stack_file(args: argparse.Namespace) -> Path:
-    """The stack file Pulumi reads for `--stack`: in the project's `stackConfigDir`."""
+def _read_stack(args: argparse.Namespace) -> StackSpec:
+    """The stack file Pulumi reads for `--stack`, in the project's `stackConfigDir`; a missing
+    one is named with the stacks there."""
+    from mig_inference.spec.files import load_stack_file
+
+    folder = _stack_folder(args)
+    return load_stack_file(folder / f"Pulumi.{args.stack}.yaml", args.stack, stacks_in=folder)
+
+
+def _stack_folder(args: argparse.Namespace) -> Path:
+    """The project's `stackConfigDir`, where Pulumi keeps its stack files."""
     import yaml
 
     from mig_inference.errors import MigError
@@ -100,7 +112,7 @@ def _stack_file(args: argparse.Namespace) -> Path:
             str(project / "Pulumi.yaml"),
         ) from None
     config_dir = settings.get("stackConfigDir", ".") if isinstance(settings, dict) else "."
-    return project / str(config_dir) / f"Pulumi.{args.stack}.yaml"
+    return project / str(config_dir)
 
 
 def _stacks(args: argparse.Namespace) -> Any:
@@ -133,10 +145,9 @@ def _up(args: argparse.Namespace) -> int:
     from mig_inference.plan import plan_of
     from mig_inference.reports.stack_cost import stack_cost
     from mig_inference.spec import key_path
-    from mig_inference.spec.files import load_stack_file
     from mig_inference.spec.verify import duration_minutes, ttl_problem
 
-    plan = plan_of(lambda: load_stack_file(_stack_file(args), args.stack))
+    plan = plan_of(lambda: _read_stack(args))
     spec = plan.spec
     if spec.ephemeral is None:
         raise MigError(

@@ -39,15 +39,16 @@ def stack_names(folder: str | None = None) -> list[str]:
     return sorted(name[len("Pulumi.") : -len(".yaml")] for name in found)
 
 
-def load_stack_file(path: FilePath, stack: str | None = None) -> StackSpec:
+def load_stack_file(
+    path: FilePath, stack: str | None = None, *, stacks_in: FilePath | None = None
+) -> StackSpec:
     """Parse and validate a stack file as `pulumi up` gives it to the program (see
-    mig_inference.stackfile.pulumi_config); MigError names the file or the key path."""
+    mig_inference.stackfile.pulumi_config); MigError names the file or the key path. A missing
+    one is named with the stacks of `stacks_in` (by default those `--stack` finds)."""
     path = file_name(path)
     name = stack or os.path.basename(path).removeprefix("Pulumi.").removesuffix(".yaml")
     if not _exists(path):
-        # A stack named (`--stack`, or `ephemeral up --project-dir`) is looked for among those
-        # of its own folder; a stack file named, among those `--stack` would find.
-        known = ", ".join(stack_names((os.path.dirname(path) or os.curdir) if stack else None))
+        known = ", ".join(stack_names(None if stacks_in is None else os.fspath(stacks_in)))
         known = known or "none"
         raise MigError(f"cannot read stack file: no such file (stacks: {known})", path)
     engine = read_stack_config(path)

@@ -66,19 +66,23 @@ def test_a_name_no_file_can_have_is_a_missing_stack_file(
     assert refused.value.message == "cannot read stack file: no such file (stacks: none)"
 
 
-def test_a_missing_stack_named_in_a_folder_lists_that_folders_stacks(
+def test_a_missing_stack_is_listed_with_the_stacks_of_the_folder_it_was_looked_for_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A stack named (as `ephemeral up --project-dir` names one) is missed among the stacks of
-    its own folder; a stack file named, among those `--stack` finds here."""
+    """Those of the folder given (as `ephemeral up --project-dir` gives its `stackConfigDir`),
+    else those `--stack` finds here, whatever the name holds."""
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.here.yaml").write_text("config: {}\n", encoding="utf-8")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "Pulumi.there.yaml").write_text("config: {}\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(MigError) as named:
-        load_stack_file("other/Pulumi.nope.yaml", "nope")
-    assert named.value.message == "cannot read stack file: no such file (stacks: there)"
     with pytest.raises(MigError) as given:
-        load_stack_file("other/Pulumi.nope.yaml")
-    assert given.value.message == "cannot read stack file: no such file (stacks: here)"
+        load_stack_file("other/Pulumi.nope.yaml", "nope", stacks_in="other")
+    assert given.value.message == "cannot read stack file: no such file (stacks: there)"
+    for name, stack in [("other/Pulumi.nope.yaml", None), ("other/Pulumi.nope.yaml", "nope")]:
+        with pytest.raises(MigError) as here:
+            load_stack_file(name, stack)
+        assert here.value.message == "cannot read stack file: no such file (stacks: here)"
+    with pytest.raises(MigError) as slashed:
+        load_stack("sub/x")
+    assert slashed.value.message == "cannot read stack file: no such file (stacks: here)"
