@@ -41,11 +41,9 @@ def warn(warnings: Sequence[str]) -> None:
 
 
 def write(path: FilePath, text: str) -> None:
-    from mig_inference.stackfile.yamlfile import file_name, shown_name
+    from mig_inference.stackfile.yamlfile import openable_name
 
-    name = file_name(path)
-    if "\0" in name:
-        raise MigError("cannot write: a file name cannot hold NUL", shown_name(name))
+    name = openable_name(path, "cannot write")
     try:
         with open(name, "w", encoding="utf-8") as file:
             file.write(text)

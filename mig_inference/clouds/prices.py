@@ -285,9 +285,13 @@ def load_prices(override: FilePath | None = None) -> dict[str, MachinePrice]:
     machine types."""
     table = dict(shipped_prices())
     if override is not None:
-        data = load_yaml(override, "price file")
-        table.update(parse_prices(data, f"{file_name(override)}:", overridden=True))
+        table.update(parse_prices(*_read_override(override), overridden=True))
     return table
+
+
+def _read_override(override: FilePath) -> tuple[Any, str]:
+    """A price file's data, and the source its key paths start with."""
+    return load_yaml(override, "price file"), f"{file_name(override)}:"
 
 
 STORAGE_KEYS = ("per_gb_month", "region", "date", "source", "weak", "note")
@@ -388,24 +392,14 @@ def shipped_storage_prices() -> dict[str, StoragePrice]:
     return parse_storage_prices(_shipped(), f"{SHIPPED}:")
 
 
-def load_storage_prices(override: FilePath | None = None) -> dict[str, StoragePrice]:
-    """The shipped storage prices, with the user's `override` file's replacing them."""
-    table = dict(shipped_storage_prices())
-    if override is not None:
-        data = load_yaml(override, "price file")
-        table.update(parse_storage_prices(data, f"{file_name(override)}:", overridden=True))
-    return table
-
-
 def load_price_tables(
     override: FilePath | None = None,
 ) -> tuple[dict[str, MachinePrice], dict[str, StoragePrice]]:
-    """`load_prices` and `load_storage_prices` from one reading of `override`, so that a file
-    that reads only once (a pipe, `--prices <(...)`) gives both."""
+    """The shipped machine and storage prices, with the entries of the user's `override` file
+    replacing or adding theirs; the file is read once, so a pipe (`--prices <(...)`) does."""
     machines, storage = dict(shipped_prices()), dict(shipped_storage_prices())
     if override is not None:
-        data = load_yaml(override, "price file")
-        source = f"{file_name(override)}:"
+        data, source = _read_override(override)
         machines.update(parse_prices(data, source, overridden=True))
         storage.update(parse_storage_prices(data, source, overridden=True))
     return machines, storage

@@ -28,7 +28,7 @@ def stack_path(name: str) -> str:
     return os.path.join(stacks_dir(), f"Pulumi.{name}.yaml")
 
 
-def stack_names(folder: str | None = None) -> list[str]:
+def stack_names(folder: FilePath | None = None) -> list[str]:
     """The stacks of `folder` (by default the one `--stack` looks in); none where it cannot be
     listed."""
     try:
@@ -48,8 +48,7 @@ def load_stack_file(
     path = file_name(path)
     name = stack or os.path.basename(path).removeprefix("Pulumi.").removesuffix(".yaml")
     if not _exists(path):
-        known = ", ".join(stack_names(None if stacks_in is None else os.fspath(stacks_in)))
-        known = known or "none"
+        known = ", ".join(stack_names(stacks_in)) or "none"
         raise MigError(f"cannot read stack file: no such file (stacks: {known})", path)
     engine = read_stack_config(path)
     values, secrets = project_values(engine.values, engine.secret_keys.__contains__)

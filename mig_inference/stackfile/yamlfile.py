@@ -101,9 +101,13 @@ def file_name(path: FilePath) -> str:
     return str(PurePath(name))
 
 
-def shown_name(name: str) -> str:
-    """A file name as an error shows it: a NUL in it (which no file name holds) as `\\0`."""
-    return name.replace("\0", "\\0")
+def openable_name(path: FilePath, doing: str) -> str:
+    """`file_name`, or MigError (`doing`: what could not be done) for a name holding NUL, which
+    no file name holds (shown as `\\0`)."""
+    name = file_name(path)
+    if "\0" in name:
+        raise MigError(f"{doing}: a file name cannot hold NUL", name.replace("\0", "\\0"))
+    return name
 
 
 class Reading(Struct, frozen=True):
@@ -486,9 +490,7 @@ def parse_yaml(text: str, *, go_times: bool = False) -> Document:
 def read_text(path: FilePath, what: str) -> str:
     """The file's text; MigError (naming the file, see `file_name`) when it cannot be read or is
     not UTF-8."""
-    name = file_name(path)
-    if "\0" in name:
-        raise MigError(f"cannot read {what}: a file name cannot hold NUL", shown_name(name))
+    name = openable_name(path, f"cannot read {what}")
     try:
         with open(name, "rb") as file:
             data = file.read()

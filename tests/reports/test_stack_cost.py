@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from mig_inference.clouds.prices import load_prices, load_storage_prices
+from mig_inference.clouds.prices import load_price_tables, load_prices
 from mig_inference.errors import MigError
 from mig_inference.gpus.sizing import GIB
 from mig_inference.plan import StackPlan, plan_stack
@@ -87,7 +87,7 @@ def _cached(stack: str, cache: dict[str, Any]) -> StackPlan:
 
 def test_bucket_storage_is_priced_per_gib_stored_once() -> None:
     plan = _cached("gke-h100", {"storage": "gcs-fuse"})
-    cache = stack_cost(plan, load_prices(), load_storage_prices()).cache
+    cache = stack_cost(plan, *load_price_tables()).cache
     assert cache is not None and cache.price is not None
     assert plan.model_cache is not None
     stored = sum(m.weights.bytes for m in plan.model_cache.models) / GIB
@@ -102,14 +102,14 @@ def test_bucket_storage_is_priced_per_gib_stored_once() -> None:
 
 def test_fsx_pays_a_whole_file_system_per_namespace_at_its_throughput() -> None:
     fsx = {"storage": "fsx-lustre", "securityGroupIds": ["sg-0a1b2c3d"]}
-    default = stack_cost(_cached("eks-p4d", fsx), load_prices(), load_storage_prices()).cache
+    default = stack_cost(_cached("eks-p4d", fsx), *load_price_tables()).cache
     assert default is not None and default.per_month is None  # 250 MB/s/TiB: no sourced price
     assert (
         default.why_not is not None
         and "no sourced price for fsx-lustre at 250 MB/s per TiB" in (default.why_not)
     )
     slow = stack_cost(
-        _cached("eks-p4d", {**fsx, "throughputMiBps": 125}), load_prices(), load_storage_prices()
+        _cached("eks-p4d", {**fsx, "throughputMiBps": 125}), *load_price_tables()
     ).cache
     assert slow is not None and slow.price is not None and slow.price.weak
     assert slow.gib == 1200 and slow.per_month == pytest.approx(0.145 * 1200)
@@ -118,7 +118,7 @@ def test_fsx_pays_a_whole_file_system_per_namespace_at_its_throughput() -> None:
 
 def test_hyperdisk_ml_counts_the_fill_volume_and_its_clone_and_says_it_is_not_priced() -> None:
     plan = _cached("gke-h100", {"storage": "hyperdisk-ml"})
-    cost = stack_cost(plan, load_prices(), load_storage_prices())
+    cost = stack_cost(plan, *load_price_tables())
     cache = cost.cache
     assert cache is not None and cache.per_month is None
     [model] = plan.model_cache.models  # type: ignore[union-attr]
@@ -176,8 +176,8 @@ def test_a_bad_storage_price_is_refused_at_its_key(tmp_path: Path) -> None:
     prices = tmp_path / "prices.yaml"
     prices.write_text("storage:\n  nfs: {per_gb_month: 1, date: x, source: y}\n")
     with pytest.raises(MigError, match=r"storage\[nfs\]: unknown model cache storage 'nfs'"):
-        load_storage_prices(prices)
+        load_price_tables(prices)[1]
     prices.write_text("storage:\n  gcs-fuse: {per_gb_month: -1, date: x, source: y}\n")
     with pytest.raises(MigError, match=r"storage\[gcs-fuse\]\.per_gb_month: must be a price"):
-        load_storage_prices(prices)
+        load_price_tables(prices)[1]
     assert load_prices(prices)  # a file of storage prices only leaves the machines as shipped

@@ -17,8 +17,8 @@ from mig_inference.clouds import MACHINES, Cloud
 from mig_inference.clouds.capacity import Capacity
 from mig_inference.clouds.prices import (
     MachinePrice,
+    load_price_tables,
     load_prices,
-    load_storage_prices,
     shipped_prices,
 )
 from mig_inference.errors import MigError
@@ -183,7 +183,7 @@ def test_a_bad_override_is_named_as_pathlib_spells_its_file(
         load_prices(spelling)
     assert machines.value.path == "prices.yaml:machines[p5.48xlarge].date"
     with pytest.raises(MigError) as storage:
-        load_storage_prices(spelling.replace("prices", "storage"))
+        load_price_tables(spelling.replace("prices", "storage"))
     assert str(storage.value).startswith("storage.yaml:storage[gke-filestore-zonal]: ")
 
 
